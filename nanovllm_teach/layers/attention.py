@@ -1,0 +1,65 @@
+"""Execution layer: paged attention with interchangeable backends.
+
+Each ``Attention`` layer owns a view of the KV cache (``k_cache``/``v_cache``, shape
+``(num_blocks, block_size, num_kv_heads, head_dim)``), bound by the model runner after it sized the
+cache. A forward pass does two things, both driven by the step's ``Context``:
+
+1. store: write this step's new K/V rows into the cache slots named by ``slot_mapping``;
+2. attend: prefill attends causally within each sequence (reading a cached prefix back through the
+   block tables when there is one); decode attends from one query per sequence over all of its cached keys.
+
+How those two things are computed is the backend's business: a plain PyTorch backend (the CPU default),
+Triton kernels, or flash-attn. All of them must give the same tokens under greedy sampling.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from nanovllm_teach.utils.context import Context, get_context
+
+
+class AttentionBackend(Protocol):
+    name: str
+
+    def store_kvcache(self, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                      v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None: ...
+
+    def prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, ctx: Context, scale: float) -> torch.Tensor: ...
+
+    def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+               ctx: Context, scale: float) -> torch.Tensor: ...
+
+
+def make_attention_backend(name: str) -> AttentionBackend:
+    """The backend called ``name`` (``torch``; more are registered as they are built)."""
+    if name == "torch":
+        from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
+        return TorchAttentionBackend()
+    raise ValueError(f"unknown attention_backend {name!r}; choose from: torch")
+
+
+class Attention(nn.Module):
+    def __init__(self, num_heads: int, head_dim: int, scale: float, num_kv_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.scale = scale
+        self.num_kv_heads = num_kv_heads
+        # Empty until the model runner binds this layer's slice of the KV cache: a model used on its own
+        # (warm-up, parity tests) attends within the batch and stores nothing.
+        self.k_cache = self.v_cache = torch.tensor([])
+        self.backend: AttentionBackend = make_attention_backend("torch")
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``q``: (tokens, heads, head_dim); ``k``, ``v``: (tokens, kv_heads, head_dim)."""
+        ctx = get_context()
+        if self.k_cache.numel():
+            self.backend.store_kvcache(k, v, self.k_cache, self.v_cache, ctx.slot_mapping)
+        if ctx.is_prefill:
+            return self.backend.prefill(q, k, v, self.k_cache, self.v_cache, ctx, self.scale)
+        return self.backend.decode(q, self.k_cache, self.v_cache, ctx, self.scale)

@@ -1,0 +1,30 @@
+"""Execution layer: RMSNorm, optionally fused with the residual add that precedes it.
+
+Qwen3 normalises in float32 and casts back, so half-precision runs match the reference model.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden_size), requires_grad=False)
+
+    def _normalize(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        """Without ``residual``: the normalised ``x``. With it: ``(norm(x + residual), x + residual)``,
+        the pre-norm decoder layer's two outputs in one call."""
+        if residual is None:
+            return self._normalize(x)
+        residual = x + residual
+        return self._normalize(residual), residual

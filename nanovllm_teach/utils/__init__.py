@@ -1,0 +1,1 @@
+"""Small execution-layer helpers shared by the model runner and the layers."""

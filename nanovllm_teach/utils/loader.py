@@ -1,0 +1,70 @@
+"""Execution layer: load Hugging Face safetensors weights into our packed, shardable parameters.
+
+Only safetensors are read (never pickle, never remote code). Each checkpoint tensor is routed to the
+parameter that owns it — through the model's ``packed_modules_mapping`` when several Hugging Face tensors
+share one of our parameters — and that parameter's ``weight_loader`` copies the slice this rank owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from torch import nn
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    num_files: int
+    num_keys: int
+    num_params: int
+    dtype: str
+
+
+def _default_weight_loader(param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
+    param.data.copy_(loaded_weight)
+
+
+def load_model(model: nn.Module, path: str | Path) -> LoadReport:
+    """Fill every parameter of ``model`` from the ``*.safetensors`` files in ``path``.
+
+    Raises ``FileNotFoundError`` when there are none and ``ValueError`` naming any parameter the checkpoint
+    did not provide or any checkpoint tensor the model has no place for.
+    """
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {path}")
+    params = dict(model.named_parameters())
+    packed = getattr(model, "packed_modules_mapping", {})
+    filled: set[str] = set()
+    num_keys = 0
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            for key in f.keys():
+                num_keys += 1
+                target, shard_id = key, None
+                for hf_name, (our_name, shard) in packed.items():
+                    if f".{hf_name}." in key:
+                        target, shard_id = key.replace(hf_name, our_name), shard
+                        break
+                if target not in params:
+                    if key == "lm_head.weight" and "lm_head.weight" not in params:
+                        continue  # tied embeddings: the LM head *is* the embedding matrix
+                    raise ValueError(f"checkpoint tensor {key!r} in {file.name} has no parameter in the model")
+                param = params[target]
+                loader = getattr(param, "weight_loader", _default_weight_loader)
+                tensor = f.get_tensor(key).to(param.dtype)
+                if shard_id is None:
+                    loader(param, tensor)
+                else:
+                    loader(param, tensor, shard_id)
+                filled.add(target)
+    missing = sorted(set(params) - filled)
+    if missing:
+        raise ValueError(f"checkpoint in {path} lacks weights for: {', '.join(missing[:8])}"
+                         + (" ..." if len(missing) > 8 else ""))
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in params.values()}
+    return LoadReport(num_files=len(files), num_keys=num_keys,
+                      num_params=sum(p.numel() for p in params.values()), dtype=",".join(sorted(dtypes)))
