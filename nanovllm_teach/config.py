@@ -1,0 +1,81 @@
+"""Orchestration: the engine's configuration, validated once at start-up.
+
+Every knob a learner turns lives here (batch limits, block size, KV budget, prefix caching, scheduling
+policy, attention backend), with the model's own shape read from its Hugging Face ``config.json``.
+A bad value raises ``ValueError`` naming it before anything heavy is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoConfig, PretrainedConfig
+
+from nanovllm_teach.engine.scheduler import POLICIES
+
+ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
+
+
+@dataclass
+class Config:
+    model: str
+    max_num_batched_tokens: int = 16384
+    max_num_seqs: int = 512
+    max_model_len: int = 4096
+    gpu_memory_utilization: float = 0.9
+    # On CPU the KV cache is also capped at this many GiB: system RAM is shared with everything else.
+    cpu_kvcache_gib: float = 0.25
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = False
+    kvcache_block_size: int = 256
+    num_kvcache_blocks: int | None = None
+    enable_prefix_caching: bool = True
+    scheduling_policy: str = "continuous"
+    attention_backend: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    hf_config: PretrainedConfig = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        path = Path(self.model)
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ValueError(f"model must be a local checkpoint directory with a config.json, got {self.model!r}")
+        self.model = str(path)
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "kvcache_block_size",
+                     "tensor_parallel_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.num_kvcache_blocks is not None and (
+                isinstance(self.num_kvcache_blocks, bool) or not isinstance(self.num_kvcache_blocks, int)
+                or self.num_kvcache_blocks < 1):
+            raise ValueError(f"num_kvcache_blocks must be a positive int or None, got {self.num_kvcache_blocks!r}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        if not self.cpu_kvcache_gib > 0:
+            raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
+        if self.scheduling_policy not in POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {POLICIES}, got {self.scheduling_policy!r}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+        if self.dtype not in ("auto", "float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be auto, float32, float16 or bfloat16, got {self.dtype!r}")
+        self.hf_config = AutoConfig.from_pretrained(self.model)
+        if self.hf_config.model_type != "qwen3":
+            raise ValueError(f"only Qwen3 checkpoints are supported, {self.model} is {self.hf_config.model_type!r}")
+        self.max_model_len = min(self.max_model_len, self.hf_config.max_position_embeddings)
+
+    @classmethod
+    def from_kwargs(cls, model: str, kwargs: dict[str, Any]) -> "Config":
+        """Build from user keyword arguments, rejecting any name that is not a setting."""
+        known = {f.name for f in fields(cls) if f.init}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"unknown engine setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(model, **kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as plain values, for ENGINE_INIT and the trace header."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}

@@ -1,0 +1,213 @@
+"""Orchestration layer: ``LLMEngine`` turns prompts into sequences, runs the step loop and hands back
+outputs. It knows nothing of tensors or heads (seed 000, 2.4–2.5).
+
+Start-up order matters: the model runner must size the KV cache before the scheduler exists, because the
+block manager is built with that many blocks.
+
+``step()`` is one engine iteration: schedule → run → postprocess. ``generate()`` is ``add_request`` for
+every prompt, then ``step()`` until nothing is waiting or running.
+
+Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
+through the scheduler and the model runner, everything else).
+"""
+
+from __future__ import annotations
+
+import itertools
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+from time import perf_counter
+from typing import Any, Sequence as SequenceOf
+
+import torch
+import transformers
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer
+
+from nanovllm_teach.assets import default_model_path
+from nanovllm_teach.config import Config
+from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine.scheduler import Scheduler
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.trace.recorder import Recorder, make_recorder
+from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
+
+Prompt = str | list[int]
+
+
+class LLMEngine:
+    def __init__(self, model: str | Path | None = None, *, trace: str | Path | Recorder | None = None,
+                 trace_metadata: dict[str, Any] | None = None, **settings: Any) -> None:
+        config = Config.from_kwargs(str(model if model is not None else default_model_path()), settings)
+        if config.tensor_parallel_size > 1:
+            raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}: this build runs one rank only")
+        self.config = config
+        self.rec = make_recorder(trace)
+        self.rec.open(self._trace_header(trace_metadata or {}))
+        self.rec.emit("ENGINE_INIT", "bootstrap", "engine_starting",
+                      max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
+                      max_model_len=config.max_model_len, block_size=config.kvcache_block_size,
+                      tp_size=config.tensor_parallel_size, model=config.model,
+                      enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
+                      attention_backend=config.attention_backend)
+        self.model_runner = ModelRunner(config, 0, self.rec)
+        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
+        self.eos_token_id = self.tokenizer.eos_token_id
+        self.scheduler = Scheduler(
+            max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
+            max_model_len=config.max_model_len, eos=self.eos_token_id,
+            num_kvcache_blocks=self.model_runner.num_kvcache_blocks, block_size=config.kvcache_block_size,
+            enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
+            recorder=self.rec)
+        self._seq_ids = itertools.count()
+        self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
+        self.rec.emit("ENGINE_READY", "init", "engine_ready", num_kvcache_blocks=self.model_runner.num_kvcache_blocks,
+                      eos_token_id=self.eos_token_id, attention_backend=self.model_runner.attention_backend,
+                      device=str(self.model_runner.device))
+
+    def _trace_header(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        hf = self.config.hf_config
+        return {
+            "schema": SCHEMA_NAME, "version": SCHEMA_VERSION,
+            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "config": {k: v for k, v in self.config.describe().items()},
+            "model": {"path": self.config.model, "model_type": hf.model_type, "vocab_size": hf.vocab_size,
+                      "hidden_size": hf.hidden_size, "num_hidden_layers": hf.num_hidden_layers,
+                      "num_attention_heads": hf.num_attention_heads, "num_key_value_heads": hf.num_key_value_heads,
+                      "head_dim": getattr(hf, "head_dim", None)},
+            "device": "cuda" if (self.config.device == "auto" and torch.cuda.is_available()) else self.config.device,
+            "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                         "transformers": transformers.__version__},
+            **metadata,
+        }
+
+    # ---- requests -------------------------------------------------------------------------------
+
+    def _make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
+        """Validate one request completely before anything is enqueued."""
+        if not isinstance(sampling_params, SamplingParams):
+            raise TypeError(f"sampling_params must be a SamplingParams, got {type(sampling_params).__name__}")
+        if isinstance(prompt, str):
+            token_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            token_ids = list(prompt)
+        else:
+            raise TypeError(f"a prompt must be a str or a list of int token ids, got {type(prompt).__name__}")
+        if not token_ids:
+            raise ValueError("prompt is empty: at least one token is needed")
+        vocab_size = self.config.hf_config.vocab_size
+        bad = next((t for t in token_ids if not 0 <= t < vocab_size), None)
+        if bad is not None:
+            raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
+        if len(token_ids) > self.config.max_model_len:
+            raise ValueError(f"prompt has {len(token_ids)} tokens, more than max_model_len={self.config.max_model_len}")
+        worst_case = min(len(token_ids) + sampling_params.max_tokens, self.config.max_model_len)
+        blocks_needed = -(-worst_case // self.config.kvcache_block_size)
+        if blocks_needed > self.model_runner.num_kvcache_blocks:
+            raise ValueError(
+                f"request could never fit: {worst_case} tokens need {blocks_needed} KV blocks of "
+                f"{self.config.kvcache_block_size}, the whole cache has {self.model_runner.num_kvcache_blocks}; "
+                f"lower max_tokens or give the cache more blocks")
+        return Sequence(next(self._seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
+
+    def _enqueue(self, seq: Sequence) -> None:
+        self.scheduler.add(seq)
+        self.rec.emit("REQUEST_ENQUEUE", "ingress", "new_request_waiting", seq_id=seq.seq_id,
+                      prompt_len=seq.num_prompt_tokens, max_tokens=seq.max_tokens, temperature=seq.temperature,
+                      ignore_eos=seq.ignore_eos, seed=seq.seed, waiting_len=len(self.scheduler.waiting))
+
+    def add_request(self, prompt: Prompt, sampling_params: SamplingParams | None = None) -> int:
+        """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid."""
+        seq = self._make_sequence(prompt, sampling_params or SamplingParams())
+        self._enqueue(seq)
+        return seq.seq_id
+
+    def is_finished(self) -> bool:
+        return self.scheduler.is_finished()
+
+    # ---- the loop -------------------------------------------------------------------------------
+
+    def step(self) -> tuple[list[tuple[int, list[int]]], int]:
+        """One iteration. Returns the ``(seq_id, completion_token_ids)`` of sequences that finished in it,
+        and ``num_tokens``: positive for a prefill (total length of its sequences after their new token),
+        negative for a decode (minus the number of sequences that each got one token), as in nano-vllm."""
+        if self.is_finished():
+            raise RuntimeError("step() called with no request waiting or running")
+        self.num_steps += 1
+        self.rec.step = self.num_steps
+        start = perf_counter()
+        seqs, is_prefill = self.scheduler.schedule()
+        token_ids = self.model_runner.run(seqs, is_prefill)
+        self.scheduler.postprocess(seqs, token_ids, is_prefill)
+        latency_ms = (perf_counter() - start) * 1e3
+        finished = [seq for seq in seqs if seq.is_finished]
+        num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
+        if is_prefill:
+            self.num_prefill_steps += 1
+        else:
+            self.num_decode_steps += 1
+        bm = self.scheduler.block_manager
+        self.rec.emit("STEP_DONE", "prefill" if is_prefill else "decode", "step_complete",
+                      latency_ms=round(latency_ms, 3), num_tokens_stat=num_tokens, batch_size=len(seqs),
+                      seq_ids=[s.seq_id for s in seqs], finished=[s.seq_id for s in finished],
+                      used_blocks=bm.num_blocks - bm.num_free_blocks, free_blocks=bm.num_free_blocks,
+                      waiting_len=len(self.scheduler.waiting), running_len=len(self.scheduler.running))
+        self.rec.step = None
+        return [(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens
+
+    def generate(self, prompts: SequenceOf[Prompt],
+                 sampling_params: SamplingParams | list[SamplingParams] | None = None,
+                 use_tqdm: bool = True) -> list[dict[str, Any]]:
+        """Generate for every prompt; outputs come back in prompt order as
+        ``{"seq_id", "text", "token_ids", "finish_reason"}``."""
+        if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
+            raise TypeError("prompts must be a list of prompts (str or list of token ids)")
+        if isinstance(sampling_params, list):
+            if len(sampling_params) != len(prompts):
+                raise ValueError(f"got {len(sampling_params)} SamplingParams for {len(prompts)} prompts")
+            params = sampling_params
+        else:
+            params = [sampling_params or SamplingParams()] * len(prompts)
+        seqs = [self._make_sequence(p, sp) for p, sp in zip(prompts, params)]
+        self.rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=len(seqs))
+        steps_before = (self.num_steps, self.num_prefill_steps, self.num_decode_steps)
+        for seq in seqs:
+            self._enqueue(seq)
+        try:
+            self._run_until_done(len(seqs), use_tqdm)
+        except BaseException:
+            for seq in seqs:  # leave nothing half-done behind: no queued request, no held block
+                self.scheduler.abort(seq)
+            raise
+        self.rec.emit("GENERATE_FINISH", "egress", "queues_empty",
+                      total_steps=self.num_steps - steps_before[0],
+                      prefill_steps=self.num_prefill_steps - steps_before[1],
+                      decode_steps=self.num_decode_steps - steps_before[2], n_outputs=len(seqs))
+        return [{"seq_id": seq.seq_id, "text": self.tokenizer.decode(seq.completion_token_ids),
+                 "token_ids": seq.completion_token_ids, "finish_reason": seq.finish_reason} for seq in seqs]
+
+    def _run_until_done(self, total: int, use_tqdm: bool) -> None:
+        prefill_tps = decode_tps = 0.0
+        with tqdm(total=total, desc="Generating", dynamic_ncols=True, disable=not use_tqdm) as bar:
+            while not self.is_finished():
+                start = perf_counter()
+                finished, num_tokens = self.step()
+                elapsed = perf_counter() - start
+                if num_tokens > 0:
+                    prefill_tps = num_tokens / elapsed
+                else:
+                    decode_tps = -num_tokens / elapsed
+                bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
+                bar.update(len(finished))
+
+    def close(self) -> None:
+        """Finish the trace file, if one is being written."""
+        self.rec.close()
+
+    def __enter__(self) -> "LLMEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

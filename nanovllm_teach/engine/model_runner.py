@@ -1,0 +1,242 @@
+"""Execution layer: ``ModelRunner`` turns a list of scheduled sequences into one token id each.
+
+Start-up (seed 000, 2.5.2): build Qwen3 and load its weights; warm up with the largest prefill the
+configuration allows, so the forward pass's peak memory is seen; size the KV cache from what is left
+(``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice of it.
+
+Every step, ``run(seqs, is_prefill)``:
+
+- ``prepare_prefill``: flatten the new tokens of every sequence into one 1-D batch with their absolute
+  positions; ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer than ``q`` when part of
+  the prompt is already cached); ``slot_mapping`` says where each new token's K/V goes in the cache.
+- ``prepare_decode``: one token per sequence (its last), ``context_lens`` and ``block_tables`` to read
+  everything before it back from the cache.
+- run the model, keep the hidden state of each sequence's last token, compute logits, sample.
+
+It knows nothing of scheduling policy: it runs exactly what it is given.
+
+Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, PREPARE_PREFILL_TENSORS,
+PREPARE_DECODE_TENSORS, RUN_MODEL, SAMPLE.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from nanovllm_teach.config import Config
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.layers.attention import Attention, make_attention_backend
+from nanovllm_teach.layers.sampler import Sampler
+from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.trace.recorder import NullRecorder, Recorder
+from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
+from nanovllm_teach.utils.loader import load_model
+from nanovllm_teach.utils.memory import read_memory
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device, hf_config) -> torch.dtype:
+    """``auto``: float32 on CPU (exact parity, and half precision is slow there), the checkpoint's dtype on GPU."""
+    if name != "auto":
+        return _DTYPES[name]
+    if device.type == "cpu":
+        return torch.float32
+    stored = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None) or "bfloat16"
+    return stored if isinstance(stored, torch.dtype) else _DTYPES.get(str(stored), torch.bfloat16)
+
+
+def resolve_attention_backend(name: str, device: torch.device) -> str:
+    """``auto`` picks the best backend this device has; the GPU backends are not available yet."""
+    if name == "auto":
+        return "torch"
+    return name
+
+
+class ModelRunner:
+    def __init__(self, config: Config, rank: int, recorder: Recorder) -> None:
+        self.config = config
+        self.rank = rank
+        self.rec = recorder
+        hf_config = config.hf_config
+        self.block_size = config.kvcache_block_size
+        self.device = resolve_device(config.device)
+        self.dtype = resolve_dtype(config.dtype, self.device, hf_config)
+        self.attention_backend = resolve_attention_backend(config.attention_backend, self.device)
+        self.rec.emit("TP_RUNTIME_INIT", "init", "runtime_ready", device=str(self.device), rank=rank,
+                      world_size=config.tensor_parallel_size, backend="none", dtype=str(self.dtype),
+                      attention_backend=self.attention_backend)
+
+        default_dtype = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+        try:
+            with torch.device(self.device):
+                self.model = Qwen3ForCausalLM(hf_config)
+        finally:
+            torch.set_default_dtype(default_dtype)
+        report = load_model(self.model, config.model)
+        self.model.eval()
+        self.rec.emit("MODEL_WEIGHTS_LOADED", "init", "weights_loaded", num_files=report.num_files,
+                      num_keys=report.num_keys, dtype=report.dtype, num_params=report.num_params)
+        self.sampler = Sampler()
+        backend = make_attention_backend(self.attention_backend)
+        self.attention_layers = [m for m in self.model.modules() if isinstance(m, Attention)]
+        for layer in self.attention_layers:
+            layer.backend = backend
+
+        self.warmup_model()
+        self.num_kvcache_blocks = self.allocate_kv_cache()
+
+    # ---- start-up -------------------------------------------------------------------------------
+
+    def warmup_model(self) -> None:
+        """Run the largest prefill the limits allow, so the KV budget sees the forward pass's peak."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+        seq_len = self.config.max_model_len
+        num_seqs = max(1, min(self.config.max_num_batched_tokens // seq_len, self.config.max_num_seqs))
+        seqs = [Sequence(-1 - i, [0] * seq_len, SamplingParams(temperature=0.0, max_tokens=1), self.block_size)
+                for i in range(num_seqs)]
+        for seq in seqs:
+            seq.num_scheduled_tokens = seq_len
+        start = time.perf_counter()
+        recorder, self.rec = self.rec, NullRecorder()  # the warm-up is not part of anyone's trace
+        try:
+            self.run(seqs, True)
+        finally:
+            self.rec = recorder
+        seconds = time.perf_counter() - start
+        self.rec.emit("WARMUP", "init", "expose_peak_memory", num_seqs=num_seqs, seq_len=seq_len,
+                      peak_bytes=read_memory(self.device).peak, seconds=round(seconds, 4))
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def allocate_kv_cache(self) -> int:
+        """Size the KV cache from memory (or take the configured number) and bind it to every layer."""
+        hf = self.config.hf_config
+        layer = self.attention_layers[0]
+        num_layers = len(self.attention_layers)
+        elem_bytes = torch.tensor([], dtype=self.dtype).element_size()
+        block_bytes = 2 * num_layers * self.block_size * layer.num_kv_heads * layer.head_dim * elem_bytes
+        reading = read_memory(self.device)
+        utilization = self.config.gpu_memory_utilization
+        budget = reading.available(utilization)
+        if self.device.type == "cpu":
+            budget = min(budget, int(self.config.cpu_kvcache_gib * 2**30))
+        estimated = max(budget, 0) // block_bytes
+        num_blocks = self.config.num_kvcache_blocks or estimated
+        if num_blocks < 1:
+            raise RuntimeError(f"no memory left for the KV cache: budget {budget} bytes, one block needs "
+                               f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
+        self.kv_cache = torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
+                                    layer.head_dim, dtype=self.dtype, device=self.device)
+        for i, attn in enumerate(self.attention_layers):
+            attn.k_cache = self.kv_cache[0, i]
+            attn.v_cache = self.kv_cache[1, i]
+        self.rec.emit("KV_BUDGET_ESTIMATE", "init", "size_kv_cache_from_memory", **reading.as_stats(),
+                      utilization=utilization, budget=budget, block_bytes=block_bytes,
+                      estimated_num_blocks=estimated, num_blocks=num_blocks,
+                      explicit=self.config.num_kvcache_blocks is not None, block_size=self.block_size,
+                      num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
+                      dtype_bytes=elem_bytes, vocab_size=hf.vocab_size)
+        return num_blocks
+
+    # ---- one step -------------------------------------------------------------------------------
+
+    def _tensor(self, values: list, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=self.device)
+
+    def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
+        width = max(len(seq.block_table) for seq in seqs)
+        return self._tensor([seq.block_table + [-1] * (width - len(seq.block_table)) for seq in seqs],
+                            torch.int32)
+
+    def prepare_prefill(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor]:
+        input_ids: list[int] = []
+        positions: list[int] = []
+        cu_seqlens_q, cu_seqlens_k = [0], [0]
+        slot_mapping: list[int] = []
+        bs = self.block_size
+        for seq in seqs:
+            start = seq.num_cached_tokens
+            end = start + seq.num_scheduled_tokens
+            input_ids.extend(seq.token_ids[start:end])
+            positions.extend(range(start, end))
+            cu_seqlens_q.append(cu_seqlens_q[-1] + end - start)
+            cu_seqlens_k.append(cu_seqlens_k[-1] + end)
+            if seq.block_table:  # warm-up sequences have no blocks and store nothing
+                slot_mapping.extend(seq.block_table[p // bs] * bs + p % bs for p in range(start, end))
+        # Keys longer than queries: part of the context is read back from the cache through block tables.
+        block_tables = self._block_tables(seqs) if cu_seqlens_k[-1] > cu_seqlens_q[-1] else None
+        ctx = Context(is_prefill=True,
+                      cu_seqlens_q=self._tensor(cu_seqlens_q, torch.int32),
+                      cu_seqlens_k=self._tensor(cu_seqlens_k, torch.int32),
+                      max_seqlen_q=max(b - a for a, b in zip(cu_seqlens_q, cu_seqlens_q[1:])),
+                      max_seqlen_k=max(b - a for a, b in zip(cu_seqlens_k, cu_seqlens_k[1:])),
+                      slot_mapping=self._tensor(slot_mapping), block_tables=block_tables)
+        set_context(ctx)
+        ids, pos = self._tensor(input_ids), self._tensor(positions)
+        self.rec.emit("PREPARE_PREFILL_TENSORS", "prefill", "flatten_prompts", n_seqs=len(seqs),
+                      flat_tokens=len(input_ids), max_seqlen_q=ctx.max_seqlen_q, max_seqlen_k=ctx.max_seqlen_k,
+                      has_block_tables=block_tables is not None, input_ids=ids, positions=pos,
+                      cu_seqlens_q=ctx.cu_seqlens_q, cu_seqlens_k=ctx.cu_seqlens_k,
+                      slot_mapping=ctx.slot_mapping, block_tables=block_tables)
+        return ids, pos
+
+    def prepare_decode(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor]:
+        bs = self.block_size
+        ids = self._tensor([seq.last_token for seq in seqs])
+        pos = self._tensor([seq.num_tokens - 1 for seq in seqs])
+        ctx = Context(is_prefill=False,
+                      slot_mapping=self._tensor([seq.block_table[-1] * bs + seq.last_block_num_tokens - 1
+                                                 for seq in seqs]),
+                      context_lens=self._tensor([seq.num_tokens for seq in seqs], torch.int32),
+                      block_tables=self._block_tables(seqs))
+        set_context(ctx)
+        self.rec.emit("PREPARE_DECODE_TENSORS", "decode", "one_token_per_sequence", batch_size=len(seqs),
+                      input_ids=ids, positions=pos, context_lens=ctx.context_lens,
+                      slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables)
+        return ids, pos
+
+    def prepare_sample(self, seqs: list[Sequence]) -> tuple[torch.Tensor, list[int | None]]:
+        temperatures = self._tensor([seq.temperature for seq in seqs], torch.float32)
+        # A seeded request's noise depends only on its seed and its position, never on the batch.
+        seeds = [None if seq.seed is None else (seq.seed * 1_000_003 + seq.num_tokens) % 2**63 for seq in seqs]
+        return temperatures, seeds
+
+    def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, is_prefill: bool) -> torch.Tensor:
+        hidden_states = self.model(input_ids, positions)
+        if is_prefill:
+            # Only each sequence's last position predicts a next token.
+            hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
+        self.rec.emit("RUN_MODEL", "prefill" if is_prefill else "decode", "eager_forward", mode="eager",
+                      batch_size=hidden_states.size(0), num_tokens=input_ids.size(0), graph_batch_size=None)
+        return self.model.compute_logits(hidden_states)
+
+    @torch.inference_mode()
+    def run(self, seqs: list[Sequence], is_prefill: bool) -> list[int]:
+        """The one call the engine makes: one sampled token id per sequence."""
+        try:
+            input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
+            temperatures, seeds = self.prepare_sample(seqs)
+            logits = self.run_model(input_ids, positions, is_prefill)
+            token_ids = self.sampler(logits, temperatures, seeds).tolist()
+        finally:
+            reset_context()
+        self.rec.emit("SAMPLE", "prefill" if is_prefill else "decode", "sample_next_tokens",
+                      seq_ids=[seq.seq_id for seq in seqs], temperatures=[seq.temperature for seq in seqs],
+                      token_ids=token_ids)
+        return token_ids

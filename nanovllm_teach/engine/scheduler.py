@@ -1,0 +1,187 @@
+"""Resources layer: the ``Scheduler`` decides, every step, which sequences run and whether the step is a
+prefill or a decode. This is where continuous batching happens. Pure Python, no torch.
+
+``schedule()`` (seed 000 2.6.2, seed 003):
+
+1. Prefill first. Admit sequences from the head of ``waiting`` while the step's token budget
+   (``max_num_batched_tokens``), the sequence cap (``max_num_seqs``) and the free KV blocks allow. Only the
+   queue head may be *chunked*: if its prompt does not fit in the remaining budget it computes part of it
+   now and stays at the head for the next step.
+2. Otherwise decode every running sequence one token. When a sequence needs a new block and none is free,
+   preempt from the tail of ``running`` (the newest arrivals give way) by recompute: its blocks are freed and
+   it goes back to the head of ``waiting``.
+
+``postprocess()`` appends each sampled token, finishes a sequence on EOS (unless ``ignore_eos``), on
+``max_tokens`` or at ``max_model_len``, and frees its blocks.
+
+A ``static`` policy is available for comparison: a batch is admitted together and nobody joins until all
+of it has finished — the static batching that continuous batching replaces.
+
+Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT (and, through the block
+manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from nanovllm_teach.engine.block_manager import BlockManager
+from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.trace.recorder import NullRecorder, Recorder
+
+POLICIES = ("continuous", "static")
+
+
+class Scheduler:
+    def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int, eos: int,
+                 num_kvcache_blocks: int, block_size: int, enable_prefix_caching: bool = True,
+                 policy: str = "continuous", recorder: Recorder | None = None) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"scheduling policy must be one of {POLICIES}, got {policy!r}")
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_model_len = max_model_len
+        self.eos = eos
+        self.policy = policy
+        self.rec = recorder or NullRecorder()
+        self.block_manager = BlockManager(num_kvcache_blocks, block_size, enable_prefix_caching, self.rec)
+        self.waiting: deque[Sequence] = deque()
+        self.running: deque[Sequence] = deque()
+        self.num_decode_steps = 0
+
+    def is_finished(self) -> bool:
+        return not self.waiting and not self.running
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def _transition(self, seq: Sequence, to: SequenceStatus, phase: str, reason: str, **stats) -> None:
+        self.rec.emit("STATE_TRANSITION", phase, reason, seq_id=seq.seq_id, **{"from": seq.status.value},
+                      to=to.value, num_completion_tokens=seq.num_completion_tokens, max_tokens=seq.max_tokens,
+                      **stats)
+        seq.status = to
+
+    def schedule(self) -> tuple[list[Sequence], bool]:
+        """The sequences to run this step and whether the step is a prefill."""
+        scheduled = self._schedule_prefill()
+        if scheduled:
+            self.rec.emit("SCHEDULE_PREFILL", "prefill", "waiting_admitted",
+                          seq_ids=[s.seq_id for s in scheduled],
+                          num_scheduled_tokens=[s.num_scheduled_tokens for s in scheduled],
+                          chunked=[s.status == SequenceStatus.WAITING for s in scheduled],
+                          num_batched_tokens=sum(s.num_scheduled_tokens for s in scheduled),
+                          scheduled=len(scheduled), waiting_len=len(self.waiting), running_len=len(self.running))
+            return scheduled, True
+        scheduled = self._schedule_decode()
+        self.rec.emit("SCHEDULE_DECODE", "decode", "no_prefill_ready", seq_ids=[s.seq_id for s in scheduled],
+                      num_batched_tokens=len(scheduled), scheduled=len(scheduled),
+                      decode_step_index=self.num_decode_steps, waiting_len=len(self.waiting),
+                      running_len=len(self.running))
+        self.num_decode_steps += 1
+        return scheduled, False
+
+    def _schedule_prefill(self) -> list[Sequence]:
+        scheduled: list[Sequence] = []
+        max_seqs = self.max_num_seqs
+        if self.policy == "static" and self.running:
+            # The batch in flight drains before anyone joins; only its own chunked head may go on.
+            if not (self.waiting and self.waiting[0].block_table):
+                return scheduled
+            max_seqs = 1
+        num_batched_tokens = 0
+        bm = self.block_manager
+        while self.waiting and len(scheduled) < max_seqs:
+            seq = self.waiting[0]
+            remaining = self.max_num_batched_tokens - num_batched_tokens
+            if remaining == 0:
+                break
+            if seq.block_table:  # the head's prompt is part-way through a chunked prefill
+                num_cached_blocks = None
+                num_tokens = seq.num_tokens - seq.num_cached_tokens
+            else:
+                num_cached_blocks = bm.can_allocate(seq)
+                if num_cached_blocks == -1:
+                    break
+                num_tokens = seq.num_tokens - num_cached_blocks * bm.block_size
+            if num_tokens > remaining and scheduled:
+                break  # only the queue head may be chunked
+            if num_cached_blocks is not None:
+                bm.allocate(seq, num_cached_blocks)
+            seq.num_scheduled_tokens = min(num_tokens, remaining)
+            num_batched_tokens += seq.num_scheduled_tokens
+            if seq.num_cached_tokens + seq.num_scheduled_tokens == seq.num_tokens:
+                self.waiting.popleft()
+                self._transition(seq, SequenceStatus.RUNNING, "prefill", "prefill_scheduled")
+                self.running.append(seq)
+            scheduled.append(seq)
+        return scheduled
+
+    def _schedule_decode(self) -> list[Sequence]:
+        scheduled: list[Sequence] = []
+        bm = self.block_manager
+        while self.running and len(scheduled) < self.max_num_seqs:
+            seq = self.running.popleft()
+            while not bm.can_append(seq):
+                if self.running:
+                    self.preempt(self.running.pop(), needed_by=seq)
+                else:
+                    self.preempt(seq, needed_by=seq)
+                    break
+            else:
+                seq.num_scheduled_tokens = 1
+                bm.may_append(seq)
+                scheduled.append(seq)
+        assert scheduled, "decode scheduled nothing: a request larger than the KV cache was admitted"
+        self.running.extendleft(reversed(scheduled))
+        return scheduled
+
+    def preempt(self, seq: Sequence, needed_by: Sequence) -> None:
+        """Give ``seq``'s blocks to others; it will be prefilled again from its tokens (recompute)."""
+        num_blocks = len(seq.block_table)
+        self.block_manager.deallocate(seq, "preempted")
+        seq.num_preemptions += 1
+        self.rec.emit("PREEMPT", "decode", "no_free_block_for_decode", seq_id=seq.seq_id,
+                      freed_blocks=num_blocks, needed_by=needed_by.seq_id, num_tokens=seq.num_tokens,
+                      num_free_blocks=self.block_manager.num_free_blocks)
+        self._transition(seq, SequenceStatus.WAITING, "decode", "preempted")
+        self.waiting.appendleft(seq)
+
+    def postprocess(self, seqs: list[Sequence], token_ids: list[int], is_prefill: bool) -> None:
+        """Record the step's results: new K/V is now cached, sampled tokens are appended, finished
+        sequences leave and free their blocks."""
+        bm = self.block_manager
+        for seq, token_id in zip(seqs, token_ids):
+            bm.hash_blocks(seq)
+            seq.num_cached_tokens += seq.num_scheduled_tokens
+            seq.num_scheduled_tokens = 0
+            if is_prefill and seq.num_cached_tokens < seq.num_tokens:
+                continue  # a chunk of the prompt: its sampled token is meaningless
+            seq.append_token(token_id)
+            if not seq.ignore_eos and token_id == self.eos:
+                seq.finish_reason = "eos"
+            elif seq.num_completion_tokens == seq.max_tokens:
+                seq.finish_reason = "length"
+            elif seq.num_tokens >= self.max_model_len:
+                seq.finish_reason = "max_model_len"
+            else:
+                continue
+            self._transition(seq, SequenceStatus.FINISHED, "postprocess", f"finished_{seq.finish_reason}",
+                             token_id=token_id, finish_reason=seq.finish_reason)
+            bm.deallocate(seq, "finished")
+            self.running.remove(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Take ``seq`` out of the engine, wherever it is, and give back everything it holds."""
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        elif seq in self.running:
+            self.running.remove(seq)
+        else:
+            return
+        if seq.block_table:
+            self.block_manager.deallocate(seq, "aborted")
+        seq.num_scheduled_tokens = 0
+        self.rec.emit("REQUEST_ABORT", "egress", "request_aborted", seq_id=seq.seq_id,
+                      num_completion_tokens=seq.num_completion_tokens)
+        self._transition(seq, SequenceStatus.FINISHED, "egress", "aborted")
+        seq.finish_reason = "aborted"

@@ -1,0 +1,86 @@
+"""Resources layer: ``Sequence``, one request's whole life inside the engine. Pure Python, no torch.
+
+State machine (seed 000, 2.6.0)::
+
+    WAITING --schedule (prefill)--> RUNNING --postprocess (EOS / max_tokens)--> FINISHED
+       ^                               |
+       +------- preempt (no KV block) -+
+
+Token bookkeeping: ``num_cached_tokens`` counts the tokens whose K/V is already in the cache (a reused
+prefix, or earlier prefill chunks); ``num_scheduled_tokens`` is how many the current step computes.
+Emits no events itself: the scheduler reports its transitions.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from nanovllm_teach.sampling_params import SamplingParams
+
+
+class SequenceStatus(Enum):
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+
+
+class Sequence:
+    def __init__(self, seq_id: int, token_ids: list[int], sampling_params: SamplingParams,
+                 block_size: int) -> None:
+        self.seq_id = seq_id
+        self.block_size = block_size
+        self.status = SequenceStatus.WAITING
+        self.token_ids = list(token_ids)
+        self.last_token = self.token_ids[-1]
+        self.num_tokens = len(self.token_ids)
+        self.num_prompt_tokens = self.num_tokens
+        self.num_cached_tokens = 0
+        self.num_scheduled_tokens = 0
+        self.block_table: list[int] = []
+        self.temperature = sampling_params.temperature
+        self.max_tokens = sampling_params.max_tokens
+        self.ignore_eos = sampling_params.ignore_eos
+        self.seed = sampling_params.seed
+        self.finish_reason: str | None = None
+        self.num_preemptions = 0
+
+    def __len__(self) -> int:
+        return self.num_tokens
+
+    def __repr__(self) -> str:
+        return (f"Sequence(seq_id={self.seq_id}, status={self.status.value}, num_tokens={self.num_tokens}, "
+                f"num_cached_tokens={self.num_cached_tokens}, block_table={self.block_table})")
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status == SequenceStatus.FINISHED
+
+    @property
+    def num_completion_tokens(self) -> int:
+        return self.num_tokens - self.num_prompt_tokens
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.token_ids[:self.num_prompt_tokens]
+
+    @property
+    def completion_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_blocks(self) -> int:
+        """KV blocks needed to hold every current token."""
+        return (self.num_tokens + self.block_size - 1) // self.block_size
+
+    @property
+    def last_block_num_tokens(self) -> int:
+        return self.num_tokens - (self.num_blocks - 1) * self.block_size
+
+    def block(self, i: int) -> list[int]:
+        """The token ids that belong in the ``i``-th block of this sequence."""
+        return self.token_ids[i * self.block_size:(i + 1) * self.block_size]
+
+    def append_token(self, token_id: int) -> None:
+        self.token_ids.append(token_id)
+        self.last_token = token_id
+        self.num_tokens += 1

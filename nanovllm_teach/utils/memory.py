@@ -1,0 +1,71 @@
+"""Execution layer: memory readings for the KV-cache budget, on a GPU or in system RAM.
+
+The budget formula is the same on both (seed 000, 2.5.2)::
+
+    available = total * utilization - used - peak + current
+
+``used`` is what the whole device (or machine) uses now, ``current`` what this process holds now and
+``peak`` the most it held during the warm-up, so ``peak - current`` is the transient room a forward pass
+needs on top of what stays allocated.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    device: str
+    total: int
+    free: int
+    used: int
+    peak: int
+    current: int
+
+    def available(self, utilization: float) -> int:
+        return int(self.total * utilization - self.used - self.peak + self.current)
+
+    def as_stats(self) -> dict[str, int | str]:
+        return asdict(self)
+
+
+def _meminfo() -> dict[str, int]:
+    values: dict[str, int] = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, rest = line.split(":", 1)
+        values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+def _current_rss() -> int:
+    statm = Path("/proc/self/statm")
+    if statm.exists():
+        return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return _peak_rss()
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def read_memory(device: torch.device) -> MemoryReading:
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        stats = torch.cuda.memory_stats(device)
+        return MemoryReading(str(device), total, free, total - free,
+                             stats["allocated_bytes.all.peak"], stats["allocated_bytes.all.current"])
+    if Path("/proc/meminfo").exists():
+        info = _meminfo()
+        total, free = info["MemTotal"], info.get("MemAvailable", info["MemFree"])
+    else:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        free = total - _current_rss()
+    return MemoryReading("cpu", total, free, total - free, _peak_rss(), _current_rss())
