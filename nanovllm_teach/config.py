@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from nanovllm_teach.engine.scheduler import POLICIES
@@ -21,7 +22,9 @@ ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
 @dataclass
 class Config:
     model: str
-    max_num_batched_tokens: int = 16384
+    # None: 16384 tokens per step on a GPU (nano-vllm's default), 2048 on a CPU, where a step that size
+    # already takes about a second and the warm-up runs one of that size.
+    max_num_batched_tokens: int | None = None
     max_num_seqs: int = 512
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.9
@@ -43,6 +46,9 @@ class Config:
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ValueError(f"model must be a local checkpoint directory with a config.json, got {self.model!r}")
         self.model = str(path)
+        self.device = self._resolve_device(self.device)
+        if self.max_num_batched_tokens is None:
+            self.max_num_batched_tokens = 16384 if self.device.startswith("cuda") else 2048
         for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "kvcache_block_size",
                      "tensor_parallel_size"):
             value = getattr(self, name)
@@ -66,6 +72,20 @@ class Config:
         if self.hf_config.model_type != "qwen3":
             raise ValueError(f"only Qwen3 checkpoints are supported, {self.model} is {self.hf_config.model_type!r}")
         self.max_model_len = min(self.max_model_len, self.hf_config.max_position_embeddings)
+
+    @staticmethod
+    def _resolve_device(name: str) -> str:
+        if name == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            device = torch.device(name)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device must be auto, cpu or cuda[:N], got {name!r}") from exc
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda[:N], got {name!r}")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} requested but CUDA is not available")
+        return str(device)
 
     @classmethod
     def from_kwargs(cls, model: str, kwargs: dict[str, Any]) -> "Config":

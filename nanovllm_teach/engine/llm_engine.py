@@ -77,7 +77,7 @@ class LLMEngine:
                       "hidden_size": hf.hidden_size, "num_hidden_layers": hf.num_hidden_layers,
                       "num_attention_heads": hf.num_attention_heads, "num_key_value_heads": hf.num_key_value_heads,
                       "head_dim": getattr(hf, "head_dim", None)},
-            "device": "cuda" if (self.config.device == "auto" and torch.cuda.is_available()) else self.config.device,
+            "device": self.config.device,
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__},
             **metadata,

@@ -39,15 +39,6 @@ from nanovllm_teach.utils.memory import read_memory
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
-    return device
-
-
 def resolve_dtype(name: str, device: torch.device, hf_config) -> torch.dtype:
     """``auto``: float32 on CPU (exact parity, and half precision is slow there), the checkpoint's dtype on GPU."""
     if name != "auto":
@@ -72,7 +63,7 @@ class ModelRunner:
         self.rec = recorder
         hf_config = config.hf_config
         self.block_size = config.kvcache_block_size
-        self.device = resolve_device(config.device)
+        self.device = torch.device(config.device)
         self.dtype = resolve_dtype(config.dtype, self.device, hf_config)
         self.attention_backend = resolve_attention_backend(config.attention_backend, self.device)
         self.rec.emit("TP_RUNTIME_INIT", "init", "runtime_ready", device=str(self.device), rank=rank,
