@@ -137,3 +137,32 @@ def test_interrupted_generate_leaves_nothing_behind(llm, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         llm.generate([[1, 2, 3], [4] * 40], SamplingParams(max_tokens=10), use_tqdm=False)
     _assert_clean(llm)
+
+
+def _first_step_of(rec, seq_id):
+    return min(e.step for e in rec.events if e.event == "SCHEDULE_PREFILL" and seq_id in e.stats["seq_ids"])
+
+
+@pytest.mark.parametrize("policy", ["continuous", "static"])
+def test_arrivals_join_according_to_the_policy(tmp_path, policy):
+    from nanovllm_teach.trace import TraceRecorder
+    rec = TraceRecorder()
+    llm = LLM(make_random_checkpoint(tmp_path), trace=rec, scheduling_policy=policy, kvcache_block_size=16,
+              max_model_len=256, max_num_batched_tokens=256, num_kvcache_blocks=40)
+    params = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in (30, 4, 10)]
+    outs = llm.generate([[1, 2, 3], [4, 5], [6, 7, 8]], params, use_tqdm=False, arrival_steps=[0, 0, 5])
+    assert [len(o["token_ids"]) for o in outs] == [30, 4, 10]
+    late = outs[2]["seq_id"]
+    if policy == "continuous":
+        assert _first_step_of(rec, late) == 6  # joins right after the 5th step
+    else:
+        assert _first_step_of(rec, late) == 31  # waits for the whole first batch (30 tokens) to drain
+    _assert_clean(llm)
+
+
+def test_bad_arrival_steps(llm):
+    with pytest.raises(ValueError, match="arrival_steps"):
+        llm.generate([[1], [2]], SamplingParams(), use_tqdm=False, arrival_steps=[0])
+    with pytest.raises(ValueError, match="arrival_steps"):
+        llm.generate([[1]], SamplingParams(), use_tqdm=False, arrival_steps=[-1])
+    _assert_clean(llm)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import platform
+from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter
@@ -159,9 +160,14 @@ class LLMEngine:
 
     def generate(self, prompts: SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
-                 use_tqdm: bool = True) -> list[dict[str, Any]]:
+                 use_tqdm: bool = True, arrival_steps: SequenceOf[int] | None = None) -> list[dict[str, Any]]:
         """Generate for every prompt; outputs come back in prompt order as
-        ``{"seq_id", "text", "token_ids", "finish_reason"}``."""
+        ``{"seq_id", "text", "token_ids", "finish_reason"}``.
+
+        ``arrival_steps``: request ``i`` arrives once ``arrival_steps[i]`` engine steps of this call have run
+        (0 = at once). If the engine runs dry before the next arrival, it arrives at once: time is counted in
+        steps, and an idle engine takes none.
+        """
         if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
             raise TypeError("prompts must be a list of prompts (str or list of token ids)")
         if isinstance(sampling_params, list):
@@ -170,13 +176,18 @@ class LLMEngine:
             params = sampling_params
         else:
             params = [sampling_params or SamplingParams()] * len(prompts)
+        arrivals = list(arrival_steps) if arrival_steps is not None else [0] * len(prompts)
+        if len(arrivals) != len(prompts):
+            raise ValueError(f"got {len(arrivals)} arrival_steps for {len(prompts)} prompts")
+        if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
+            raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
         seqs = [self._make_sequence(p, sp) for p, sp in zip(prompts, params)]
         self.rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=len(seqs))
         steps_before = (self.num_steps, self.num_prefill_steps, self.num_decode_steps)
-        for seq in seqs:
-            self._enqueue(seq)
+        # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
+        pending = deque(sorted(zip(arrivals, seqs), key=lambda pair: pair[0]))
         try:
-            self._run_until_done(len(seqs), use_tqdm)
+            self._run_until_done(pending, len(seqs), use_tqdm)
         except BaseException:
             for seq in seqs:  # leave nothing half-done behind: no queued request, no held block
                 self.scheduler.abort(seq)
@@ -188,13 +199,17 @@ class LLMEngine:
         return [{"seq_id": seq.seq_id, "text": self.tokenizer.decode(seq.completion_token_ids),
                  "token_ids": seq.completion_token_ids, "finish_reason": seq.finish_reason} for seq in seqs]
 
-    def _run_until_done(self, total: int, use_tqdm: bool) -> None:
+    def _run_until_done(self, pending: deque[tuple[int, Sequence]], total: int, use_tqdm: bool) -> None:
         prefill_tps = decode_tps = 0.0
+        steps_run = 0
         with tqdm(total=total, desc="Generating", dynamic_ncols=True, disable=not use_tqdm) as bar:
-            while not self.is_finished():
+            while pending or not self.is_finished():
+                while pending and (pending[0][0] <= steps_run or self.is_finished()):
+                    self._enqueue(pending.popleft()[1])
                 start = perf_counter()
                 finished, num_tokens = self.step()
                 elapsed = perf_counter() - start
+                steps_run += 1
                 if num_tokens > 0:
                     prefill_tps = num_tokens / elapsed
                 else:
