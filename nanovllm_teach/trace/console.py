@@ -1,0 +1,188 @@
+"""The console view of TEACHING events, in the shape of the seed's log (seed 000, 2.4.3 and 2.7):
+
+    TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求 | stats={engine_step=1, scheduled=2, ...}
+    step#1 prefill done in 772.24ms num_tokens_stat=30 finished_this_step=[]
+    decode 详单#1/3：bs=2 input_ids=[...] context_lens=[12, 18] slot_mapping=[11, 273] block_tables=[[0], [1]]
+
+Part of the torch-free trace layer. The same ``ConsoleRenderer`` prints a live run (pass it to
+``TraceRecorder(sinks=[...])``) and a loaded trace (``render_trace``), so replay reads exactly like the run.
+
+Printing goes through a private structlog pipeline (filter by verbosity, render, ``PrintLogger``); the
+global structlog configuration is left alone.
+
+Verbosity:
+
+- ``quiet``: lifecycle only: start-up, generate() start/finish, state transitions, preemptions, aborts;
+- ``normal``: + enqueues, scheduling decisions, KV block events, one summary line per step;
+- ``detail``: + the execution events (tensor preparation, forward pass, sampling) of every prefill step
+  and of the first ``decode_details`` decode steps, with their tensor values ("decode 详单#1/3");
+- ``all``: + the execution events of every decode step.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, TYPE_CHECKING, Any
+
+import structlog
+
+from nanovllm_teach.trace.reasons import LANGS, explain
+from nanovllm_teach.trace.schema import TraceEvent
+
+if TYPE_CHECKING:
+    from nanovllm_teach.trace.reader import Trace
+
+VERBOSITIES = ("quiet", "normal", "detail", "all")
+
+_LIFECYCLE = frozenset({
+    "ENGINE_INIT", "TP_RUNTIME_INIT", "MODEL_WEIGHTS_LOADED", "WARMUP", "KV_BUDGET_ESTIMATE", "CUDAGRAPH_CAPTURE",
+    "ENGINE_READY", "GENERATE_START", "GENERATE_FINISH", "STATE_TRANSITION", "PREEMPT", "REQUEST_ABORT",
+})
+_EXECUTION = frozenset({"PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS", "RUN_MODEL", "CUDAGRAPH_REPLAY",
+                        "SAMPLE"})
+# Every other event (enqueue, schedule, blocks, STEP_DONE, and any event added later) shows from "normal".
+
+# Lists longer than this are cut in the console: a 4096-token input_ids would drown the step.
+_MAX_LIST_ITEMS = 16
+
+_DETAIL_LABEL = {
+    "en": {"prefill": "prefill detail: ", "decode": "decode detail #{k}{of}: "},
+    "zh": {"prefill": "prefill 详单：", "decode": "decode 详单#{k}{of}："},
+}
+
+
+def _format_value(value: Any, as_shape: bool = False) -> str:
+    if as_shape and isinstance(value, list):
+        # Shapes print as Python tuples, the way torch prints them: (2,) and (2, 1).
+        return "(" + ", ".join(map(str, value)) + (",)" if len(value) == 1 else ")")
+    if isinstance(value, list):
+        items = [_format_value(v) for v in value[:_MAX_LIST_ITEMS]]
+        if len(value) > _MAX_LIST_ITEMS:
+            items.append(f"…(+{len(value) - _MAX_LIST_ITEMS})")
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_format_value(v)}" for k, v in value.items()) + "}"
+    return str(value)  # str prints bare; bool/None/numbers as Python writes them
+
+
+def _tensor_names(stats: dict[str, Any]) -> list[str]:
+    """Names of the tensor-valued stats: the recorder stores each as ``<name>_shape`` (+ values)."""
+    return [key[:-len("_shape")] for key in stats if key.endswith("_shape")]
+
+
+def format_stats(stats: dict[str, Any], step: int | None = None, skip: frozenset[str] = frozenset()) -> str:
+    """``{engine_step=1, scheduled=2, ...}``: the step first (as in the seed), then the stats in order."""
+    parts = [f"engine_step={step}"] if step is not None else []
+    parts += [f"{k}={_format_value(v, as_shape=k.endswith('_shape'))}" for k, v in stats.items() if k not in skip]
+    return "{" + ", ".join(parts) + "}"
+
+
+def format_event(event: TraceEvent, lang: str = "en") -> str:
+    """The TEACHING line of one event. Tensor values are left to the detail line; shapes stay."""
+    stats = event.stats
+    skip = frozenset(_tensor_names(stats))
+    line = f"TEACHING/{event.event} | phase={event.phase} | reason={explain(event.reason, lang, event.event)}"
+    if event.event == "STATE_TRANSITION" and "from" in stats and "to" in stats:
+        line += f" | result={stats['from']} -> {stats['to']}"
+        skip |= {"from", "to"}
+    return line + f" | stats={format_stats(stats, event.step, skip)}"
+
+
+def format_step_summary(event: TraceEvent) -> str:
+    """The seed's one-line step summary for a STEP_DONE event."""
+    s = event.stats
+    return (f"step#{event.step} {event.phase} done in {s['latency_ms']:.2f}ms "
+            f"num_tokens_stat={s['num_tokens_stat']} finished_this_step={_format_value(s['finished'])}")
+
+
+def format_tensor_detail(event: TraceEvent, lang: str = "en", index: int | None = None,
+                         total: int | None = None) -> str:
+    """The detail line of a PREPARE_*_TENSORS event: tensor values where the trace kept them, else shapes.
+
+    Decode lines are numbered like the seed's ``decode 详单#1/3`` (``index`` of ``total``)."""
+    stats = event.stats
+    if event.event == "PREPARE_DECODE_TENSORS":
+        of = f"/{total}" if total is not None and index is not None and index <= total else ""
+        label = _DETAIL_LABEL[lang]["decode"].format(k=index if index is not None else "", of=of)
+        parts = [f"bs={stats.get('batch_size')}"]
+    else:
+        label = _DETAIL_LABEL[lang]["prefill"]
+        parts = [f"n_seqs={stats.get('n_seqs')}"]
+    for name in _tensor_names(stats):
+        if name in stats:
+            parts.append(f"{name}={_format_value(stats[name])}")
+        else:
+            parts.append(f"{name}.shape={_format_value(stats[name + '_shape'], as_shape=True)}")
+    return label + " ".join(parts)
+
+
+class ConsoleRenderer:
+    """A recorder sink that prints each TEACHING event as the seed's console lines.
+
+    ``lang``: "en" or "zh". ``stream``: where lines go (default: ``sys.stderr`` at construction).
+    ``verbosity``: one of ``VERBOSITIES``. ``decode_details``: how many decode steps "detail" shows in full.
+    The renderer counts decode steps itself, so it must be given the events in order.
+    """
+
+    def __init__(self, lang: str = "en", stream: IO[str] | None = None, verbosity: str = "normal",
+                 decode_details: int = 3) -> None:
+        if lang not in LANGS:
+            raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+        if verbosity not in VERBOSITIES:
+            raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
+        self.lang = lang
+        self.verbosity = verbosity
+        self.decode_details = decode_details
+        self._level = VERBOSITIES.index(verbosity)
+        self._decode_steps = 0
+        self._log = structlog.wrap_logger(
+            structlog.PrintLogger(stream if stream is not None else sys.stderr),
+            processors=[self._render], wrapper_class=structlog.BoundLogger, context_class=dict,
+            cache_logger_on_first_use=True)
+
+    def __call__(self, event: TraceEvent) -> None:
+        self._log.info(event.event, record=event)
+
+    def _render(self, logger: Any, method: str, event_dict: dict[str, Any]) -> str:
+        """The pipeline's last processor: the lines of one event, or drop it if there are none."""
+        lines = self.lines(event_dict["record"])
+        if not lines:
+            raise structlog.DropEvent
+        return "\n".join(lines)
+
+    def lines(self, event: TraceEvent) -> list[str]:
+        """The console lines for ``event`` at this renderer's verbosity (often none)."""
+        if event.event == "SCHEDULE_DECODE":
+            self._decode_steps += 1
+        if event.event in _LIFECYCLE:
+            return [format_event(event, self.lang)]
+        if event.event in _EXECUTION:
+            return self._execution_lines(event)
+        if self._level < VERBOSITIES.index("normal"):
+            return []
+        if event.event == "STEP_DONE":
+            summary = format_step_summary(event)
+            if self._level >= VERBOSITIES.index("detail"):
+                return [format_event(event, self.lang), summary]
+            return [summary]
+        return [format_event(event, self.lang)]
+
+    def _execution_lines(self, event: TraceEvent) -> list[str]:
+        if self._level < VERBOSITIES.index("detail"):
+            return []
+        in_decode = event.phase == "decode"
+        if in_decode and self.verbosity != "all" and self._decode_steps > self.decode_details:
+            return []
+        lines = [format_event(event, self.lang)]
+        if event.event in ("PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS"):
+            lines.append(format_tensor_detail(event, self.lang, self._decode_steps if in_decode else None,
+                                              self.decode_details))
+        return lines
+
+
+def render_trace(trace: "Trace", lang: str = "en", verbosity: str = "normal", stream: IO[str] | None = None,
+                 decode_details: int = 3) -> None:
+    """Print a loaded trace exactly as a live ``ConsoleRenderer`` printed the run."""
+    renderer = ConsoleRenderer(lang, stream, verbosity, decode_details)
+    for event in trace.events:
+        renderer(event)

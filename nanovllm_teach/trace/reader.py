@@ -1,0 +1,176 @@
+"""Reading a TEACHING trace back: the JSONL file (or a live recorder) becomes a ``Trace``.
+
+Part of the torch-free trace layer: this module needs only the standard library, so a trace recorded on a
+GPU replays on a laptop that has no torch. Loading never executes anything from the file: each line goes
+through ``json.loads`` and nothing else.
+
+File format (written by ``TraceRecorder``): line 1 is the header (``schema``, ``version``, config, model,
+device, versions, ...); every following line is one event ``{"i", "t_ns", "event", "phase", "step",
+"reason", "stats"}`` with ``i`` dense from 0.
+
+A crashed run leaves a trace whose last line may be cut short. ``load_trace(path, strict=False)`` keeps
+everything up to the first bad line and warns, so such a trace still replays; the default ``strict=True``
+refuses it with a ``TraceFormatError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION, TraceEvent
+
+if TYPE_CHECKING:  # tables imports this module; the annotations only need the names
+    from nanovllm_teach.trace.recorder import TraceRecorder
+    from nanovllm_teach.trace.tables import RequestRow, StepRow
+
+
+class TraceFormatError(ValueError):
+    """A trace file that cannot be read. ``path`` and ``line`` (1-based) say where."""
+
+    def __init__(self, path: str | Path, line: int, problem: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        super().__init__(f"{self.path}, line {line}: {problem}")
+
+
+# Field name -> the JSON types it may hold. ``bool`` is excluded from the ints on purpose: ``True`` is
+# not an event index.
+_EVENT_FIELDS: dict[str, tuple[type, ...]] = {
+    "i": (int,), "t_ns": (int,), "event": (str,), "phase": (str,), "step": (int, type(None)),
+    "reason": (str,), "stats": (dict,),
+}
+
+
+@dataclass(eq=False)
+class Trace:
+    """A loaded trace: the header, the events in order, and the tables derived from them.
+
+    ``steps`` and ``requests`` are computed on first use from the events alone (see ``tables``).
+    """
+
+    header: dict[str, Any]
+    events: list[TraceEvent]
+    path: Path | None = None
+    _by_step: dict[int, list[TraceEvent]] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for event in self.events:
+            if event.step is not None:
+                self._by_step.setdefault(event.step, []).append(event)
+
+    @classmethod
+    def from_recorder(cls, recorder: "TraceRecorder") -> "Trace":
+        """The trace a live ``TraceRecorder`` holds in memory (a copy: recording may go on)."""
+        if not recorder.keep_in_memory:
+            raise ValueError("this recorder does not keep events in memory (keep_in_memory=False); "
+                             "load its file with load_trace() instead")
+        return cls(dict(recorder.header or {}), list(recorder.events), recorder.path)
+
+    @cached_property
+    def steps(self) -> list["StepRow"]:
+        """One row per completed engine step (a step with a STEP_DONE event), in step order."""
+        from nanovllm_teach.trace.tables import step_table
+        return step_table(self)
+
+    @cached_property
+    def requests(self) -> list["RequestRow"]:
+        """One row per request (a REQUEST_ENQUEUE event), in seq_id order."""
+        from nanovllm_teach.trace.tables import request_table
+        return request_table(self)
+
+    def events_in_step(self, step: int) -> list[TraceEvent]:
+        """Every event recorded during engine step ``step``, in order."""
+        return list(self._by_step.get(step, []))
+
+    def events_named(self, *names: str) -> list[TraceEvent]:
+        """The events whose ``event`` is one of ``names``, in order."""
+        wanted = set(names)
+        return [e for e in self.events if e.event in wanted]
+
+
+def load_trace(path: str | Path, *, strict: bool = True) -> Trace:
+    """Read a JSONL trace file.
+
+    Raises ``TraceFormatError`` (a ``ValueError``) naming the file and the 1-based line for: a missing or
+    foreign header, a schema version newer than this reader, a line that is not JSON or not an event, an
+    event index out of sequence, a truncated last line. With ``strict=False`` the problems *after* the
+    header instead end the trace there: the valid prefix is returned and a warning names the line.
+    """
+    path = Path(path)
+    with path.open("rb") as f:
+        raw_lines = f.read().split(b"\n")
+    # A file that ends with a newline splits into a last empty piece, which is not a line.
+    ends_with_newline = raw_lines[-1] == b""
+    if ends_with_newline:
+        raw_lines.pop()
+    if not raw_lines:
+        raise TraceFormatError(path, 1, "empty file: expected a trace header line")
+
+    header = _parse_header(path, raw_lines[0], is_last=len(raw_lines) == 1 and not ends_with_newline)
+    events: list[TraceEvent] = []
+    for index, raw in enumerate(raw_lines[1:]):
+        line_no = index + 2
+        is_last = line_no == len(raw_lines)
+        try:
+            events.append(_parse_event(path, line_no, raw, expected_i=len(events),
+                                       truncated=is_last and not ends_with_newline))
+        except TraceFormatError as error:
+            if strict:
+                raise
+            warnings.warn(f"{error}; keeping the {len(events)} events before it", stacklevel=2)
+            break
+    return Trace(header, events, path)
+
+
+def _decode(path: Path, line_no: int, raw: bytes, truncated: bool) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        if truncated:
+            problem = "truncated last line (the run probably stopped while writing it)"
+        else:
+            problem = f"not valid JSON ({error})"
+        raise TraceFormatError(path, line_no, problem) from None
+
+
+def _parse_header(path: Path, raw: bytes, is_last: bool) -> dict[str, Any]:
+    header = _decode(path, 1, raw, truncated=is_last)
+    if not isinstance(header, dict):
+        raise TraceFormatError(path, 1, f"expected a header object, got {type(header).__name__}")
+    if "event" in header and "schema" not in header:
+        raise TraceFormatError(path, 1, "missing header: the first line is an event; "
+                                        "a trace file starts with its header line")
+    schema = header.get("schema")
+    if schema != SCHEMA_NAME:
+        raise TraceFormatError(path, 1, f"unknown schema {schema!r}: expected {SCHEMA_NAME!r}")
+    version = header.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise TraceFormatError(path, 1, f"header version must be a positive int, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise TraceFormatError(path, 1, f"schema version {version} is newer than this reader understands "
+                                        f"({SCHEMA_VERSION}); upgrade nanovllm_teach to replay it")
+    return header
+
+
+def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncated: bool) -> TraceEvent:
+    obj = _decode(path, line_no, raw, truncated)
+    if not isinstance(obj, dict):
+        raise TraceFormatError(path, line_no, f"expected an event object, got {type(obj).__name__}")
+    for name, types in _EVENT_FIELDS.items():
+        if name not in obj:
+            raise TraceFormatError(path, line_no, f"event has no {name!r} field")
+        value = obj[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise TraceFormatError(path, line_no, f"event field {name!r} has the wrong type "
+                                                  f"({type(value).__name__})")
+    if obj["i"] != expected_i:
+        raise TraceFormatError(path, line_no, f"event index i={obj['i']}, expected {expected_i} "
+                                              "(events are numbered densely from 0)")
+    # Fields added by newer writers of the same schema version are allowed and not kept.
+    return TraceEvent(**{name: obj[name] for name in _EVENT_FIELDS})

@@ -1,0 +1,200 @@
+"""The console renderer: every reason the engine emits has an English and a Chinese sentence, lines have
+the seed's shape, verbosity levels filter as documented, and a replayed trace prints exactly what the live
+run printed."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+from pathlib import Path
+
+import pytest
+import structlog
+
+from nanovllm_teach.trace import (
+    ConsoleRenderer, LANGS, TraceEvent, VERBOSITIES, explain, format_event, load_trace, render_trace,
+)
+from nanovllm_teach.trace.reasons import EVENT_REASONS, REASONS, has_sentence
+from test_trace_reader import SCENARIOS, record_scenario
+
+ENGINE_DIR = Path(__file__).resolve().parents[1] / "nanovllm_teach" / "engine"
+
+TEACHING_LINE = re.compile(r"^TEACHING/[A-Z_]+ \| phase=[a-z]+ \| reason=[^|]+( \| result=[A-Z]+ -> [A-Z]+)? "
+                           r"\| stats=\{.*\}$")
+STEP_LINE = re.compile(r"^step#\d+ (prefill|decode) done in \d+\.\d\dms num_tokens_stat=-?\d+ "
+                       r"finished_this_step=\[[\d, ]*\]$")
+DETAIL_LINE = re.compile(r"^(prefill detail: |decode detail #\d+(/\d+)?: |prefill 详单：|decode 详单#\d+(/\d+)?：)")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """Every scenario recorded with four live renderers attached: (lang, verbosity) -> text per scenario."""
+    from checkpoints import make_random_checkpoint
+
+    root = tmp_path_factory.mktemp("console")
+    checkpoint = make_random_checkpoint(root / "ckpt")
+    combos = [("en", "detail"), ("zh", "detail"), ("zh", "normal"), ("en", "quiet")]
+    out = {}
+    for name in SCENARIOS:
+        streams = {combo: io.StringIO() for combo in combos}
+        sinks = [ConsoleRenderer(lang, stream, verbosity) for (lang, verbosity), stream in streams.items()]
+        rec = record_scenario(name, checkpoint, root, sinks=sinks)
+        out[name] = (load_trace(rec.path), {combo: stream.getvalue() for combo, stream in streams.items()})
+    return out
+
+
+def _engine_reason_keys() -> set[tuple[str, str]]:
+    """(event, reason) for every emit() call in the engine whose reason is a string literal."""
+    keys = set()
+    for path in ENGINE_DIR.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
+                    and len(node.args) >= 3 and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[2], ast.Constant)):
+                keys.add((node.args[0].value, node.args[2].value))
+    return keys
+
+
+def test_every_reason_in_the_engine_source_has_sentences():
+    keys = _engine_reason_keys()
+    assert len(keys) >= 20, "the AST scan found too few emit() calls: has the engine's emit signature changed?"
+    # Keys built at run time: the finish reasons and the block manager's free reasons.
+    keys |= {("STATE_TRANSITION", f"finished_{r}") for r in ("eos", "length", "max_model_len")}
+    keys |= {("BLOCK_FREE", r) for r in ("finished", "preempted", "aborted")}
+    missing = sorted(k for k in keys if not has_sentence(k[1], k[0]))
+    assert not missing, f"reasons without sentences: {missing}"
+    for sentences in [*REASONS.values(), *EVENT_REASONS.values()]:
+        assert set(sentences) == set(LANGS) and all(sentences.values())
+
+
+def test_every_recorded_event_renders_in_both_languages(live):
+    seen_events = set()
+    for name, (trace, _) in live.items():
+        for event in trace.events:
+            seen_events.add(event.event)
+            assert has_sentence(event.reason, event.event), (name, event.event, event.reason)
+            for lang in LANGS:
+                line = format_event(event, lang)
+                assert TEACHING_LINE.match(line), line
+                assert f"reason={event.reason} |" not in line, line  # never the raw key
+    # The scenarios between them exercise every event the CPU engine emits.
+    assert seen_events >= {"ENGINE_INIT", "TP_RUNTIME_INIT", "MODEL_WEIGHTS_LOADED", "WARMUP", "KV_BUDGET_ESTIMATE",
+                           "ENGINE_READY", "GENERATE_START", "GENERATE_FINISH", "REQUEST_ENQUEUE",
+                           "SCHEDULE_PREFILL", "SCHEDULE_DECODE", "PREFIX_CACHE_HIT", "BLOCK_ALLOCATE", "BLOCK_FREE",
+                           "PREEMPT", "PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS", "RUN_MODEL", "SAMPLE",
+                           "STATE_TRANSITION", "STEP_DONE", "REQUEST_ABORT"}
+
+
+def test_replay_prints_exactly_what_the_live_run_printed(live):
+    for name, (trace, printed) in live.items():
+        for (lang, verbosity), text in printed.items():
+            replay = io.StringIO()
+            render_trace(trace, lang, verbosity, replay)
+            assert replay.getvalue() == text, (name, lang, verbosity)
+
+
+def test_lines_have_the_seed_shape(live):
+    trace, printed = live["normal"]
+    lines = printed[("zh", "normal")].splitlines()
+    for line in lines:
+        assert TEACHING_LINE.match(line) or STEP_LINE.match(line), line
+    schedule = next(line for line in lines if line.startswith("TEACHING/SCHEDULE_PREFILL"))
+    assert schedule.startswith("TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求 | "
+                               "stats={engine_step=1, seq_ids=[0, 1, 2], ")
+    decode = next(line for line in lines if line.startswith("TEACHING/SCHEDULE_DECODE"))
+    assert "reason=无可 prefill 请求，转入 decode 连续批" in decode and "decode_step_index=0" in decode
+    first = trace.steps[0]
+    assert f"step#1 prefill done in {first.latency_ms:.2f}ms num_tokens_stat=278 finished_this_step=[]" in lines
+    assert lines[-1].startswith("TEACHING/GENERATE_FINISH | phase=egress | reason=waiting/running 均为空 | "
+                                "stats={total_steps=8, prefill_steps=1, decode_steps=7, n_outputs=3}")
+    finished = [line for line in lines if "result=RUNNING -> FINISHED" in line]
+    assert len(finished) == 3 and "达到 max_model_len" in finished[0] and "达到 max_tokens" in finished[1]
+    assert lines[-2].startswith("step#8 decode done in") and lines[-2].endswith("finished_this_step=[0, 1]")
+
+
+def test_detail_shows_tensors_for_three_decode_steps(live):
+    _, printed = live["preemption"]
+    for lang, label in (("en", "decode detail #"), ("zh", "decode 详单#")):
+        lines = printed[(lang, "detail")].splitlines()
+        for line in lines:
+            assert TEACHING_LINE.match(line) or STEP_LINE.match(line) or DETAIL_LINE.match(line), line
+        details = [line for line in lines if line.startswith(label)]
+        assert [re.match(r"decode (detail |详单)#(\S+?)[:：]", d).group(2) for d in details] == ["1/3", "2/3", "3/3"]
+        assert sum(line.startswith("TEACHING/PREPARE_DECODE_TENSORS") for line in lines) == 3
+    zh = printed[("zh", "detail")].splitlines()
+    first = next(line for line in zh if line.startswith("decode 详单#1/3"))
+    # Step 2 decodes seqs 0 and 1 (prompts of 25 and 32 tokens + 1 sampled): the seed's context_lens shape.
+    assert "bs=2" in first and "context_lens=[26, 33]" in first and "block_tables=[[" in first
+    prefill_steps = sum(line.startswith("TEACHING/SCHEDULE_PREFILL") for line in zh)
+    assert sum(line.startswith("prefill 详单：") for line in zh) == prefill_steps > 1
+
+
+def test_verbosity_levels(live):
+    trace, printed = live["preemption"]
+    quiet = printed[("en", "quiet")].splitlines()
+    quiet_events = {line.split(" |")[0].removeprefix("TEACHING/") for line in quiet}
+    assert quiet_events == {"ENGINE_INIT", "TP_RUNTIME_INIT", "MODEL_WEIGHTS_LOADED", "WARMUP", "KV_BUDGET_ESTIMATE",
+                            "ENGINE_READY", "GENERATE_START", "GENERATE_FINISH", "STATE_TRANSITION", "PREEMPT"}
+    normal = printed[("zh", "normal")].splitlines()
+    assert sum(bool(STEP_LINE.match(line)) for line in normal) == len(trace.steps)
+    assert not any(line.startswith(("TEACHING/STEP_DONE", "TEACHING/PREPARE", "TEACHING/SAMPLE")) for line in normal)
+    assert any(line.startswith("TEACHING/BLOCK_FREE") for line in normal)
+    everything = io.StringIO()
+    render_trace(trace, "en", "all", everything)
+    lines = everything.getvalue().splitlines()
+    decode_steps = sum(row.phase == "decode" for row in trace.steps)
+    assert sum(line.startswith("TEACHING/PREPARE_DECODE_TENSORS") for line in lines) == decode_steps
+    # Past the recorder's detail budget the trace kept shapes only, and the detail line says so.
+    assert any(line.startswith(f"decode detail #{decode_steps}: ") and "context_lens.shape=(" in line
+               for line in lines)
+
+
+def test_interrupted_run_renders_aborts(live):
+    _, printed = live["crashed"]
+    text = printed[("en", "quiet")]
+    assert "TEACHING/REQUEST_ABORT | phase=egress | reason=request aborted: everything it held is given back" in text
+    assert "result=RUNNING -> FINISHED" in text and "reason=request aborted |" in text
+    assert "reason=aborted request gives its KV blocks back" in printed[("en", "detail")]
+
+
+def test_unknown_keys_and_events_fall_back_visibly():
+    stream = io.StringIO()
+    renderer = ConsoleRenderer("zh", stream)
+    renderer(TraceEvent(0, 0, "SOMETHING_NEW", "decode", 4, "brand_new_reason", {"x": 1}))
+    assert stream.getvalue() == ("TEACHING/SOMETHING_NEW | phase=decode | reason=brand_new_reason | "
+                                 "stats={engine_step=4, x=1}\n")
+    assert explain("brand_new_reason", "en") == "brand_new_reason"
+    assert explain("finished", "en", event="BLOCK_FREE") != explain("finished", "en")
+
+
+def test_formatting_of_values():
+    event = TraceEvent(0, 0, "PREPARE_DECODE_TENSORS", "decode", 2, "one_token_per_sequence",
+                       {"batch_size": 2, "context_lens_shape": [2], "context_lens": [12, 18],
+                        "block_tables_shape": [2, 1], "block_tables": [[0], [1]], "flag": False, "none": None,
+                        "ids": list(range(20))})
+    line = format_event(event, "en")
+    assert ("stats={engine_step=2, batch_size=2, context_lens_shape=(2,), block_tables_shape=(2, 1), flag=False, "
+            "none=None, ids=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, …(+4)]}") in line
+
+
+def test_bad_arguments_and_structlog_left_alone():
+    with pytest.raises(ValueError, match="lang"):
+        ConsoleRenderer("fr")
+    with pytest.raises(ValueError, match="verbosity"):
+        ConsoleRenderer(verbosity="loud")
+    with pytest.raises(ValueError, match="lang"):
+        explain("step_complete", "de")
+    assert VERBOSITIES == ("quiet", "normal", "detail", "all")
+    configured = structlog.is_configured()
+    ConsoleRenderer("en", io.StringIO())(TraceEvent(0, 0, "ENGINE_READY", "init", None, "engine_ready", {}))
+    assert structlog.is_configured() == configured
+
+
+def test_default_stream_is_stderr(capsys):
+    ConsoleRenderer("en")(TraceEvent(0, 0, "GENERATE_START", "ingress", None, "batch_enters_engine",
+                                     {"n_prompts": 2}))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("TEACHING/GENERATE_START | phase=ingress | reason=a batch of requests enters the engine "
+                            "| stats={n_prompts=2}\n")
