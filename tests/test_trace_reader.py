@@ -268,11 +268,12 @@ def test_prefix_cache_tables(traces):
 
 def test_interrupted_run_tables(traces):
     trace = traces["crashed"]
-    # The model runner failed in step 3: no STEP_DONE, so no row; the requests were aborted.
+    # The model runner failed in step 3: no STEP_DONE, so no row; the requests were aborted after the
+    # failed step, outside any step.
     assert [row.step for row in trace.steps] == [1, 2]
     assert not trace.events_named("GENERATE_FINISH")
     assert [(r.finish_reason, r.num_completion_tokens, r.finish_step) for r in trace.requests] == [
-        ("aborted", 2, 3), ("aborted", 2, 3)]
+        ("aborted", 2, None), ("aborted", 2, None)]
     assert trace.requests[0].tpot_ms is not None and trace.requests[0].e2e_ms > trace.requests[0].ttft_ms
     assert {s.state for s in request_spans(trace)} == {"waiting", "prefill", "decode"}
 

@@ -138,8 +138,16 @@ class LLMEngine:
             raise RuntimeError("step() called with no request waiting or running")
         self.num_steps += 1
         self.rec.step = self.num_steps
+        try:
+            finished, num_tokens = self._step()
+        finally:
+            self.rec.step = None  # whatever happens next (an abort, say) belongs to no step
+        return [(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens
+
+    def _step(self) -> tuple[list[Sequence], int]:
         start = perf_counter()
         seqs, is_prefill = self.scheduler.schedule()
+        num_batched_tokens = sum(seq.num_scheduled_tokens for seq in seqs)
         token_ids = self.model_runner.run(seqs, is_prefill)
         self.scheduler.postprocess(seqs, token_ids, is_prefill)
         latency_ms = (perf_counter() - start) * 1e3
@@ -150,13 +158,13 @@ class LLMEngine:
         else:
             self.num_decode_steps += 1
         bm = self.scheduler.block_manager
-        self.rec.emit("STEP_DONE", "prefill" if is_prefill else "decode", "step_complete",
-                      latency_ms=round(latency_ms, 3), num_tokens_stat=num_tokens, batch_size=len(seqs),
+        phase = "prefill" if is_prefill else "decode"
+        self.rec.emit("STEP_DONE", phase, "step_complete", phase=phase, latency_ms=round(latency_ms, 3),
+                      num_tokens_stat=num_tokens, num_batched_tokens=num_batched_tokens, batch_size=len(seqs),
                       seq_ids=[s.seq_id for s in seqs], finished=[s.seq_id for s in finished],
                       used_blocks=bm.num_blocks - bm.num_free_blocks, free_blocks=bm.num_free_blocks,
                       waiting_len=len(self.scheduler.waiting), running_len=len(self.scheduler.running))
-        self.rec.step = None
-        return [(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens
+        return finished, num_tokens
 
     def generate(self, prompts: SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,

@@ -33,7 +33,7 @@ class Recorder:
     def open(self, header: dict[str, Any]) -> None:
         """Start a trace: ``header`` describes the run (config, model, device, versions)."""
 
-    def emit(self, event: str, phase: str, reason: str, **stats: Any) -> None:
+    def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
         """Record one event at the current ``step``."""
 
     def close(self) -> None:
@@ -93,7 +93,7 @@ class TraceRecorder(Recorder):
             self._file = self.path.open("w", encoding="utf-8")
             self._write(self.header)
 
-    def emit(self, event: str, phase: str, reason: str, **stats: Any) -> None:
+    def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
         if event not in _KNOWN_EVENTS or phase not in _KNOWN_PHASES:
             raise ValueError(f"unknown event {event!r} or phase {phase!r}")
         record = TraceEvent(self._next_i, time.perf_counter_ns() - self._t0, event, phase, self.step,
