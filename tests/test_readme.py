@@ -1,0 +1,30 @@
+"""The README is the front door: its commands and Python examples must keep working."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_blocks("python"))))
+def test_python_examples_run(index, capsys):
+    exec(compile(_blocks("python")[index], f"README.md python block {index}", "exec"), {})
+    assert capsys.readouterr().out.strip(), "an example should show the reader something"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "<!-- test-command -->" in ci or "test-command" in ci
+    commands = _blocks("bash")
+    assert len(commands) == 2, "exactly two set-up commands: the demo and the tests"
+    demo, tests = commands
+    assert "nanovllm-teach demo" in demo and "pytest" in tests
+    assert "torch==2.13.0" in demo and "torch==2.13.0" in tests  # never a multi-GB CUDA build on CPU

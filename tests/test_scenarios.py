@@ -1,0 +1,84 @@
+"""The recorded scenarios: the seed walkthrough reproduced on the shipped model, and the shipped traces in
+``traces/`` regenerate to the same events (timings and machine readings aside)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nanovllm_teach.scenarios import SCENARIOS, record
+from nanovllm_teach.trace import load_trace
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+# Stats that measure this machine or this moment rather than what the engine decided.
+VOLATILE = {"t_ns", "latency_ms", "seconds", "peak_bytes", "total", "free", "used", "peak", "current", "budget",
+            "estimated_num_blocks", "model"}
+
+
+def _decisions(trace) -> list[tuple]:
+    return [(e.i, e.event, e.phase, e.step, e.reason,
+             {k: v for k, v in e.stats.items() if k not in VOLATILE}) for e in trace.events]
+
+
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory):
+    path = tmp_path_factory.mktemp("walk") / "seed_walkthrough.jsonl"
+    outputs = record("seed_walkthrough", path)
+    return load_trace(path), outputs
+
+
+def test_seed_walkthrough_shape(walkthrough):
+    trace, outputs = walkthrough
+    enqueues = trace.events_named("REQUEST_ENQUEUE")
+    assert [e.stats["seq_id"] for e in enqueues] == [0, 1]
+    prompt_lens = [e.stats["prompt_len"] for e in enqueues]
+
+    steps = trace.steps
+    first = steps[0]
+    assert first.phase == "prefill" and first.batch_size == 2
+    assert first.num_tokens_stat == sum(prompt_lens) + 2  # each sequence already holds its first token
+
+    finish = {r.seq_id: r for r in trace.requests}
+    early, late = sorted(finish.values(), key=lambda r: r.finish_step)
+    assert early.finish_reason == "eos" and early.finish_step < late.finish_step
+    decode = steps[1:]
+    assert all(s.phase == "decode" for s in decode)
+    assert {s.batch_size for s in decode if s.step <= early.finish_step} == {2}
+    assert {s.batch_size for s in decode if s.step > early.finish_step} == {1}
+
+    done = trace.events_named("GENERATE_FINISH")[0].stats
+    assert done["total_steps"] == done["prefill_steps"] + done["decode_steps"] == len(steps)
+    assert done["prefill_steps"] == 1
+    assert [o["finish_reason"] for o in outputs].count("eos") >= 1
+
+
+@pytest.mark.parametrize("name", ["seed_walkthrough", "preemption", "prefix_cache", "chunked_prefill"])
+def test_shipped_trace_regenerates(tmp_path, name):
+    shipped = TRACES / f"{name}.jsonl"
+    fresh = tmp_path / f"{name}.jsonl"
+    record(name, fresh)
+    a, b = load_trace(shipped), load_trace(fresh)
+    assert {k: v for k, v in a.header["config"].items() if k != "model"} == \
+        {k: v for k, v in b.header["config"].items() if k != "model"}
+    assert _decisions(a) == _decisions(b), f"regenerating {name} changed the engine's decisions"
+
+
+def test_every_scenario_has_a_shipped_trace_under_5mb():
+    for name in SCENARIOS:
+        path = TRACES / f"{name}.jsonl"
+        assert path.is_file(), f"traces/{name}.jsonl is missing: run `nanovllm-teach record {name}`"
+        assert path.stat().st_size < 5e6
+
+
+def test_scenario_lessons_show_in_their_traces():
+    preempt = load_trace(TRACES / "preemption.jsonl")
+    assert preempt.events_named("PREEMPT")
+    hits = load_trace(TRACES / "prefix_cache.jsonl")
+    assert hits.events_named("PREFIX_CACHE_HIT")
+    chunked = load_trace(TRACES / "chunked_prefill.jsonl")
+    assert any(s.chunked for s in chunked.steps)
+    static = load_trace(TRACES / "static_arrivals.jsonl")
+    continuous = load_trace(TRACES / "continuous_arrivals.jsonl")
+    assert len(static.steps) > len(continuous.steps)
