@@ -28,7 +28,7 @@ from transformers import AutoTokenizer
 
 from nanovllm_teach.assets import default_model_path
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine.model_runner import ModelRunner, resolve_attention_backend, resolve_dtype
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.sampling_params import SamplingParams
@@ -79,6 +79,9 @@ class LLMEngine:
                       "num_attention_heads": hf.num_attention_heads, "num_key_value_heads": hf.num_key_value_heads,
                       "head_dim": getattr(hf, "head_dim", None)},
             "device": self.config.device,
+            "attention_backend": resolve_attention_backend(
+                self.config.attention_backend, torch.device(self.config.device), self.config.kvcache_block_size,
+                resolve_dtype(self.config.dtype, torch.device(self.config.device), hf)),
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__},
             **metadata,

@@ -15,8 +15,11 @@ Every step, ``run(seqs, is_prefill)``:
 
 It knows nothing of scheduling policy: it runs exactly what it is given.
 
-Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, PREPARE_PREFILL_TENSORS,
-PREPARE_DECODE_TENSORS, RUN_MODEL, SAMPLE.
+On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); prefill and
+everything on a CPU run eagerly.
+
+Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, CUDAGRAPH_CAPTURE,
+PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 """
 
 from __future__ import annotations
@@ -26,8 +29,11 @@ import time
 import torch
 
 from nanovllm_teach.config import Config
+from nanovllm_teach.engine.cuda_graphs import DecodeGraphs, capture_skip_reason, choose_graph_batch_size
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
+from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
+from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.sampler import Sampler
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.sampling_params import SamplingParams
@@ -49,10 +55,25 @@ def resolve_dtype(name: str, device: torch.device, hf_config) -> torch.dtype:
     return stored if isinstance(stored, torch.dtype) else _DTYPES.get(str(stored), torch.bfloat16)
 
 
-def resolve_attention_backend(name: str, device: torch.device) -> str:
-    """``auto`` picks the best backend this device has; the GPU backends are not available yet."""
+def resolve_attention_backend(name: str, device: torch.device, block_size: int = 256,
+                              dtype: torch.dtype = torch.bfloat16) -> str:
+    """``auto``: on a GPU, flash_attn when it is installed and fits (block size, dtype), else triton when it
+    is installed, else torch; on a CPU, torch. An explicit choice that cannot run here raises ValueError
+    (triton on a CPU runs only under the Triton interpreter, ``TRITON_INTERPRET=1``)."""
     if name == "auto":
-        return "torch"
+        if device.type != "cuda":
+            return "torch"
+        if flash_attn_unusable_reason(device, block_size, dtype) is None:
+            return "flash_attn"
+        return "triton" if triton_unusable_reason(device) is None else "torch"
+    if name == "flash_attn":
+        problem = flash_attn_unusable_reason(device, block_size, dtype)
+    elif name == "triton":
+        problem = triton_unusable_reason(device)
+    else:
+        return name  # torch (Config has rejected every other name)
+    if problem is not None:
+        raise ValueError(f"attention_backend={name!r} cannot run here: {problem}")
     return name
 
 
@@ -65,7 +86,8 @@ class ModelRunner:
         self.block_size = config.kvcache_block_size
         self.device = torch.device(config.device)
         self.dtype = resolve_dtype(config.dtype, self.device, hf_config)
-        self.attention_backend = resolve_attention_backend(config.attention_backend, self.device)
+        self.attention_backend = resolve_attention_backend(config.attention_backend, self.device,
+                                                           self.block_size, self.dtype)
         self.rec.emit("TP_RUNTIME_INIT", "init", "runtime_ready", device=str(self.device), rank=rank,
                       world_size=config.tensor_parallel_size, backend="none", dtype=str(self.dtype),
                       attention_backend=self.attention_backend)
@@ -87,8 +109,19 @@ class ModelRunner:
         for layer in self.attention_layers:
             layer.backend = backend
 
+        self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
         self.warmup_model()
         self.num_kvcache_blocks = self.allocate_kv_cache()
+        # After the KV cache: the graphs bake in its addresses, and their memory comes from what is left.
+        if capture_skip_reason(self.device, config.enforce_eager, self.attention_backend) is None:
+            free_before = torch.cuda.mem_get_info(self.device)[0]
+            start = time.perf_counter()
+            self.decode_graphs = DecodeGraphs.capture(
+                self.model, max_num_seqs=config.max_num_seqs, max_model_len=config.max_model_len,
+                block_size=self.block_size, hidden_size=hf_config.hidden_size, dtype=self.dtype, device=self.device)
+            self.rec.emit("CUDAGRAPH_CAPTURE", "init", "capture_decode_graphs",
+                          batch_sizes=self.decode_graphs.batch_sizes, seconds=round(time.perf_counter() - start, 4),
+                          memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0])
 
     # ---- start-up -------------------------------------------------------------------------------
 
@@ -209,6 +242,13 @@ class ModelRunner:
         return temperatures, seeds
 
     def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, is_prefill: bool) -> torch.Tensor:
+        graph_sizes = self.decode_graphs.batch_sizes if self.decode_graphs is not None else []
+        graph_bs = choose_graph_batch_size(is_prefill, input_ids.size(0), graph_sizes)
+        if graph_bs is not None:
+            hidden_states = self.decode_graphs.replay(input_ids, positions, get_context(), graph_bs)
+            self.rec.emit("CUDAGRAPH_REPLAY", "decode", "replay_decode_graph", mode="graph",
+                          batch_size=input_ids.size(0), num_tokens=input_ids.size(0), graph_batch_size=graph_bs)
+            return self.model.compute_logits(hidden_states)
         hidden_states = self.model(input_ids, positions)
         if is_prefill:
             # Only each sequence's last position predicts a next token.

@@ -36,11 +36,18 @@ class AttentionBackend(Protocol):
 
 
 def make_attention_backend(name: str) -> AttentionBackend:
-    """The backend called ``name`` (``torch``; more are registered as they are built)."""
+    """The backend called ``name``: ``torch``, ``triton`` or ``flash_attn`` (each imported only when chosen,
+    so a machine without triton or flash-attn never loads them)."""
     if name == "torch":
         from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
         return TorchAttentionBackend()
-    raise ValueError(f"unknown attention_backend {name!r}; choose from: torch")
+    if name == "triton":
+        from nanovllm_teach.layers.attention_triton import TritonAttentionBackend
+        return TritonAttentionBackend()
+    if name == "flash_attn":
+        from nanovllm_teach.layers.attention_flash import FlashAttentionBackend
+        return FlashAttentionBackend()
+    raise ValueError(f"unknown attention_backend {name!r}; choose from: torch, triton, flash_attn")
 
 
 class Attention(nn.Module):

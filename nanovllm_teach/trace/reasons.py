@@ -28,6 +28,8 @@ REASONS: dict[str, dict[str, str]] = {
                                   "zh": "按预热后剩余显存估算 KV cache 块数"},
     "engine_ready": {"en": "engine ready: KV cache allocated, scheduler built",
                      "zh": "引擎就绪：KV cache 已分配，调度器已建立"},
+    "capture_decode_graphs": {"en": "decode CUDA graphs captured, one per batch-size bucket",
+                              "zh": "按 batch size 档位逐个录制 decode 的 CUDA Graph"},
     # generate() and requests
     "batch_enters_engine": {"en": "a batch of requests enters the engine",
                             "zh": "批量请求进入引擎"},
@@ -58,6 +60,8 @@ REASONS: dict[str, dict[str, str]] = {
                                "zh": "每条序列一个 token，K/V 经 block_tables 从 cache 读取"},
     "eager_forward": {"en": "eager forward pass",
                       "zh": "eager 模式前向"},
+    "replay_decode_graph": {"en": "decode replays the CUDA graph of the smallest bucket that holds the batch",
+                            "zh": "decode 重放不小于当前 batch 的最小档位的 CUDA Graph"},
     "sample_next_tokens": {"en": "sample each sequence's next token at its temperature",
                            "zh": "按各自温度为每条序列采样下一个 token"},
     "step_complete": {"en": "engine step done",

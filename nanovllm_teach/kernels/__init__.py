@@ -1,0 +1,26 @@
+"""Execution layer: the Triton kernels behind the ``triton`` attention backend.
+
+- ``store_kvcache``: write this step's new K/V rows into their cache slots (one program per token).
+- ``paged_decode_attention``: one query per sequence against all its cached keys, read through the
+  block table (one program per sequence and query head, online softmax over tiles of keys).
+- ``prefill_attention``: causal attention over a flattened batch of variable-length sequences, with the
+  keys either this step's K/V or, when a prefix is cached, the whole context read back from the cache.
+
+Each kernel has a plain-PyTorch twin in ``layers/attention_torch.py``; the tests check they agree. On a
+machine without a GPU the kernels run under the Triton interpreter: set ``TRITON_INTERPRET=1`` *before*
+Python imports this package, because Triton decides interpreted-or-compiled once, when it decorates each
+kernel. Importing this package needs ``triton``; nothing here emits events.
+"""
+
+from __future__ import annotations
+
+from triton.runtime.interpreter import InterpretedFunction
+
+from nanovllm_teach.kernels.paged_attention import paged_decode_attention, prefill_attention
+from nanovllm_teach.kernels.store_kvcache import _store_kvcache_kernel, store_kvcache
+
+# Asked of a kernel object itself, so it is what Triton decided when it decorated the kernels: True means
+# they run in the interpreter (any device, slowly); False means they are compiled and need a GPU.
+INTERPRETED: bool = isinstance(_store_kvcache_kernel, InterpretedFunction)
+
+__all__ = ["INTERPRETED", "paged_decode_attention", "prefill_attention", "store_kvcache"]
