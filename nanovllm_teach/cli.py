@@ -3,6 +3,9 @@
 - ``demo``: the shipped model answers seed 000's two prompts on this machine, printing the TEACHING log,
   writing the trace (JSONL) and a timeline picture.
 - ``record SCENARIO``: regenerate one of the shipped traces in ``traces/`` (``--all`` for every one).
+- ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a PNG (timelines + request Gantt chart),
+  ``--html`` a self-contained report page, ``--text`` the step and request tables in the terminal.
+- ``compare A B``: two traces of one workload side by side (``--out`` a PNG) and their summary table.
 """
 
 from __future__ import annotations
@@ -54,6 +57,62 @@ def _record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(path: str, lenient: bool):
+    """A trace, or None after printing why it cannot be read."""
+    from nanovllm_teach.trace import TraceFormatError, load_trace
+
+    try:
+        return load_trace(path, strict=not lenient)
+    except FileNotFoundError:
+        print(f"no such trace file: {path}", file=sys.stderr)
+    except TraceFormatError as error:
+        print(f"cannot replay {error}" + ("" if lenient else " (--lenient keeps the events before a damaged line)"),
+              file=sys.stderr)
+    return None
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from nanovllm_teach.trace import format_request_table, format_step_table
+    from nanovllm_teach.viz.report import save_overview, write_html_report
+
+    trace = _load(args.trace, args.lenient)
+    if trace is None:
+        return 2
+    if not trace.steps:
+        print(f"{args.trace}: no completed engine step to replay", file=sys.stderr)
+        return 2
+    if args.text or not (args.out or args.html):
+        print(format_step_table(trace.steps))
+        print()
+        print(format_request_table(trace.requests))
+    if args.out:
+        print(f"picture: {save_overview(trace, args.out)}")
+    if args.html:
+        print(f"report:  {write_html_report(trace, args.html)}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from nanovllm_teach.viz.compare import compare
+    from nanovllm_teach.viz.render import figure_png
+
+    traces = [_load(path, args.lenient) for path in (args.a, args.b)]
+    if traces[0] is None or traces[1] is None:
+        return 2
+    for path, trace in zip((args.a, args.b), traces):
+        if not trace.steps:
+            print(f"{path}: no completed engine step to compare", file=sys.stderr)
+            return 2
+    comparison = compare(traces[0], traces[1])
+    print(comparison.table())
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(figure_png(comparison.figure, dpi=90))
+        print(f"picture: {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nanovllm-teach", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--out-dir", default="traces")
     rec.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
     rec.set_defaults(func=_record)
+
+    rep = sub.add_parser("replay", help="a recorded trace as a picture, an HTML report or text tables")
+    rep.add_argument("trace", help="a trace file (JSONL)")
+    rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (PNG)")
+    rep.add_argument("--html", default=None, help="write a self-contained HTML report")
+    rep.add_argument("--text", action="store_true", help="print the step and request tables (the default)")
+    rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
+    rep.set_defaults(func=_replay)
+
+    cmp = sub.add_parser("compare", help="two traces of one workload side by side, with their summaries")
+    cmp.add_argument("a", help="the first trace (left)")
+    cmp.add_argument("b", help="the second trace (right)")
+    cmp.add_argument("--out", default=None, help="write the side-by-side picture (PNG)")
+    cmp.add_argument("--lenient", action="store_true", help="compare the valid parts of damaged traces")
+    cmp.set_defaults(func=_compare)
     return parser
 
 

@@ -21,6 +21,7 @@ ids, token counts, step counts per generate() call); a clean trace gives an empt
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
@@ -109,19 +110,25 @@ class _StepParts:
     hits: list[TraceEvent] = field(default_factory=list)
 
 
+_PART_EVENTS = frozenset({"STEP_DONE", "SCHEDULE_PREFILL", "SCHEDULE_DECODE", "PREEMPT", "PREFIX_CACHE_HIT"})
+
+
 def _step_parts(events: Iterable[TraceEvent]) -> dict[int, _StepParts]:
     parts: dict[int, _StepParts] = {}
     for e in events:
-        if e.step is None:
+        # Most events (tensors, sampling, ...) are none of these: skip them before any other work.
+        if e.event not in _PART_EVENTS or e.step is None:
             continue
-        p = parts.setdefault(e.step, _StepParts())
+        p = parts.get(e.step)
+        if p is None:
+            p = parts[e.step] = _StepParts()
         if e.event == "STEP_DONE":
             p.done = e
         elif e.event in ("SCHEDULE_PREFILL", "SCHEDULE_DECODE"):
             p.schedule = e
         elif e.event == "PREEMPT":
             p.preempts.append(e)
-        elif e.event == "PREFIX_CACHE_HIT":
+        else:
             p.hits.append(e)
     return parts
 
@@ -153,15 +160,20 @@ def step_table(trace: "Trace") -> list[StepRow]:
     return rows
 
 
-def _tokens_by_seq(rows: list[StepRow]) -> dict[int, list[int]]:
-    """For each sequence, the steps that gave it a new token (every run except a partial prompt chunk)."""
-    out: dict[int, list[int]] = {}
+def _tokens_by_seq(rows: list[StepRow]) -> tuple[dict[int, int], Counter[int]]:
+    """For each sequence, the first step that gave it a new token and how many steps did (every step
+    that ran it gives one, except a prefill step that computed only a chunk of its prompt)."""
+    first: dict[int, int] = {}
+    count: Counter[int] = Counter()
     for row in rows:
-        partial = set(row.chunked)
-        for sid in row.seq_ids:
-            if sid not in partial:
-                out.setdefault(sid, []).append(row.step)
-    return out
+        # Set and Counter operations run in C: this loop sees every (step, sequence) pair of a long trace.
+        count.update(row.seq_ids)
+        if row.chunked:
+            count.subtract(row.chunked)
+        fresh = set(row.seq_ids).difference(first, row.chunked)
+        for sid in fresh:
+            first[sid] = row.step
+    return first, count
 
 
 def _ms(t0: int | None, t1: int | None) -> float | None:
@@ -171,7 +183,7 @@ def _ms(t0: int | None, t1: int | None) -> float | None:
 def request_table(trace: "Trace") -> list[RequestRow]:
     """The per-request table (``Trace.requests``)."""
     rows_by_step = {row.step: row for row in trace.steps}
-    tokens = _tokens_by_seq(trace.steps)
+    first_token_step, token_count = _tokens_by_seq(trace.steps)
     requests: dict[int, RequestRow] = {}
     last_step = 0  # the latest completed step seen so far, to place enqueues between steps
     for e in trace.events:
@@ -205,15 +217,15 @@ def request_table(trace: "Trace") -> list[RequestRow]:
             req.finish_reason = s.get("finish_reason", e.reason)
 
     for req in requests.values():
-        steps = tokens.get(req.seq_id, [])
-        req.num_completion_tokens = len(steps)
-        if steps:
-            req.first_token_step = steps[0]
-            req.first_token_t_ns = rows_by_step[steps[0]].t_end_ns
+        n = token_count.get(req.seq_id, 0)
+        req.num_completion_tokens = n
+        if n:
+            req.first_token_step = first_token_step[req.seq_id]
+            req.first_token_t_ns = rows_by_step[req.first_token_step].t_end_ns
         req.ttft_ms = _ms(req.enqueue_t_ns, req.first_token_t_ns)
         req.e2e_ms = _ms(req.enqueue_t_ns, req.finish_t_ns)
-        if req.finish_t_ns is not None and req.first_token_t_ns is not None and len(steps) > 1:
-            req.tpot_ms = (req.finish_t_ns - req.first_token_t_ns) / 1e6 / (len(steps) - 1)
+        if req.finish_t_ns is not None and req.first_token_t_ns is not None and n > 1:
+            req.tpot_ms = (req.finish_t_ns - req.first_token_t_ns) / 1e6 / (n - 1)
     return [requests[sid] for sid in sorted(requests)]
 
 

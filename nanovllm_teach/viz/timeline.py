@@ -3,81 +3,147 @@
 One panel per quantity a learner watches: batch size, KV blocks used out of the total, step latency,
 tokens computed per step, and the waiting/running queue lengths. Prefill steps and decode steps get
 different colours everywhere, preemptions are marked, and an optional cursor shows the current step.
+
+Step ``s`` is drawn centred on x = s (bars span ``s - 0.5 .. s + 0.5``), as in the Gantt chart, so the
+pictures line up. The panel functions (``draw_batch_size`` ...) are reused by the side-by-side comparison;
+cursor lines carry ``gid="cursor"`` so ``move_cursor`` (and the player) can find them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from nanovllm_teach.trace.reader import Trace
-
-PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77"}
-PREEMPT_COLOR = "#7570b3"
-
-
-def _bars(ax: Axes, steps: list[int], values: list[float], phases: list[str]) -> None:
-    ax.bar(steps, values, width=1.0, color=[PHASE_COLORS[p] for p in phases], linewidth=0)
+from nanovllm_teach.trace.tables import StepRow
+from nanovllm_teach.viz.style import CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
 
 
-def plot_timelines(trace: Trace, cursor_step: int | None = None, figure: Figure | None = None) -> Figure:
-    """Draw the five timelines of ``trace`` (into ``figure`` if given, e.g. a widget's figure)."""
+def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: float = 0.0) -> None:
+    """One bar per step, coloured by phase: a single ``PolyCollection`` (one path per step, in step order),
+    which draws a thousand-step trace far faster than a thousand ``Rectangle`` patches."""
+    steps = np.array([r.step for r in rows], dtype=float)
+    tops = np.array(values, dtype=float)
+    x0, x1 = steps - 0.5, steps + 0.5
+    bottoms = np.full_like(tops, bottom)
+    corners = [(x0, bottoms), (x1, bottoms), (x1, tops), (x0, tops)]  # counter-clockwise from bottom left
+    verts = np.stack([np.column_stack(corner) for corner in corners], axis=1)
+    ax.add_collection(PolyCollection(verts, facecolors=[PHASE_COLORS[r.phase] for r in rows], linewidths=0,
+                                     gid=gid))
+    ax.update_datalim([(x0[0], bottom), (x1[-1], max(tops.max(), bottom))])
+    ax.autoscale_view()
+
+
+def draw_batch_size(ax: Axes, rows: list[StepRow]) -> None:
+    _bars(ax, rows, [r.batch_size for r in rows], "batch-size")
+    ax.set_ylabel("batch size")
+
+
+def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
+    total_blocks = rows[0].used_blocks + rows[0].free_blocks
+    ax.fill_between([r.step for r in rows], [r.used_blocks for r in rows], step="mid", color="#666666", alpha=0.6,
+                    gid="kv-used")
+    peak_used = max(r.used_blocks for r in rows)
+    # Scale to what is used; the cache's capacity is drawn only when it is on a comparable scale.
+    ax.set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
+    if total_blocks <= peak_used * 1.25 + 1:
+        ax.axhline(total_blocks, color="black", linewidth=0.8, linestyle="--", gid="kv-capacity")
+    ax.set_ylabel(f"KV blocks used\n(of {total_blocks})")
+
+
+def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
+    latencies = [r.latency_ms for r in rows]
+    lowest = max(min(latencies), 1e-3)
+    if max(latencies) > 20 * lowest:
+        # A log scale has no zero: the bars start a little below the fastest step.
+        ax.set_yscale("log")
+        _bars(ax, rows, latencies, "latency", bottom=lowest / 2)
+    else:
+        _bars(ax, rows, latencies, "latency")
+    ax.set_ylabel("step latency (ms)")
+
+
+def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
+    _bars(ax, rows, [r.num_batched_tokens or 0 for r in rows], "tokens")
+    ax.set_ylabel("tokens computed")
+
+
+def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
+    steps = [r.step for r in rows]
+    ax.step(steps, [r.waiting_len for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
+    ax.step(steps, [r.running_len for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
+    ax.set_ylabel("queue length")
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def mark_preemptions(ax: Axes, rows: list[StepRow]) -> None:
+    for row in rows:
+        if row.preempted:
+            ax.axvline(row.step, color=PREEMPT_COLOR, linewidth=0.8, alpha=0.7, gid="preempt")
+
+
+def phase_legend(ax: Axes, rows: list[StepRow]) -> None:
+    handles = [Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
+    if any(r.preempted for r in rows):
+        handles.append(Line2D([], [], color=PREEMPT_COLOR, label="preemption"))
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
+
+
+PANELS = (draw_batch_size, draw_kv_blocks, draw_latency, draw_tokens, draw_queues)
+
+
+def draw_timelines(axes: list[Axes], trace: Trace, cursor_step: int | None = None) -> None:
+    """Draw the five panels of ``trace`` into ``axes`` (five Axes sharing their x axis, top to bottom)."""
+    rows = trace.steps
+    for draw, ax in zip(PANELS, axes):
+        draw(ax, rows)
+        mark_preemptions(ax, rows)
+        if cursor_step is not None:
+            ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
+    axes[-1].set_xlabel("engine step")
+    axes[-1].set_xlim(rows[0].step - 0.5, rows[-1].step + 0.5)
+    phase_legend(axes[0], rows)
+
+
+def plot_timelines(trace: Trace, cursor_step: int | None = None,
+                   figure: Figure | SubFigure | None = None) -> Figure | SubFigure:
+    """Draw the five timelines of ``trace`` (into ``figure`` if given, e.g. a widget's figure or a subfigure)."""
     rows = trace.steps
     if not rows:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to draw")
-    fig = figure or Figure(figsize=(11, 9))
+    fig = figure if figure is not None else Figure(figsize=(11, 9), layout="constrained")
     fig.clear()
-    axes = fig.subplots(5, 1, sharex=True)
-    steps = [r.step for r in rows]
-    phases = [r.phase for r in rows]
-
-    _bars(axes[0], steps, [r.batch_size for r in rows], phases)
-    axes[0].set_ylabel("batch size")
-
-    total_blocks = rows[0].used_blocks + rows[0].free_blocks
-    axes[1].fill_between(steps, [r.used_blocks for r in rows], step="mid", color="#666666", alpha=0.6)
-    peak_used = max(r.used_blocks for r in rows)
-    # Scale to what is used; the cache's capacity is drawn only when it is on a comparable scale.
-    axes[1].set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
-    if total_blocks <= peak_used * 1.25 + 1:
-        axes[1].axhline(total_blocks, color="black", linewidth=0.8, linestyle="--")
-    axes[1].set_ylabel(f"KV blocks used\n(of {total_blocks})")
-
-    _bars(axes[2], steps, [r.latency_ms for r in rows], phases)
-    axes[2].set_ylabel("step latency (ms)")
-    if max(r.latency_ms for r in rows) > 20 * min(r.latency_ms for r in rows):
-        axes[2].set_yscale("log")
-
-    _bars(axes[3], steps, [r.num_batched_tokens or 0 for r in rows], phases)
-    axes[3].set_ylabel("tokens computed")
-
-    axes[4].step(steps, [r.waiting_len for r in rows], where="mid", label="waiting", color="#e7298a")
-    axes[4].step(steps, [r.running_len for r in rows], where="mid", label="running", color="#1f78b4")
-    axes[4].set_ylabel("queue length")
-    axes[4].set_xlabel("engine step")
-    axes[4].legend(loc="upper right", fontsize=8)
-
-    preempt_steps = [r.step for r in rows if r.preempted]
-    for ax in axes:
-        for step in preempt_steps:
-            ax.axvline(step, color=PREEMPT_COLOR, linewidth=0.8, alpha=0.7)
-        if cursor_step is not None:
-            ax.axvline(cursor_step, color="red", linewidth=1.2)
-    handles = [Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
-    if preempt_steps:
-        handles.append(Line2D([], [], color=PREEMPT_COLOR, label="preemption"))
-    axes[0].legend(handles=handles, loc="upper right", fontsize=8)
-    title = trace.header.get("scenario") or (trace.path.name if trace.path else "trace")
-    fig.suptitle(f"{title}: {len(rows)} steps, {sum(p == 'prefill' for p in phases)} prefill")
-    fig.tight_layout()
+    draw_timelines(list(fig.subplots(len(PANELS), 1, sharex=True)), trace, cursor_step)
+    fig.suptitle(timeline_title(trace))
     return fig
 
 
+def timeline_title(trace: Trace) -> str:
+    """"<scenario or file name>: N steps, K prefill"."""
+    rows = trace.steps
+    name = trace.header.get("scenario") or (trace.path.name if trace.path else "trace")
+    return f"{name}: {len(rows)} steps, {sum(r.phase == 'prefill' for r in rows)} prefill"
+
+
+def cursor_lines(figure: Figure | SubFigure) -> list[Line2D]:
+    """The cursor lines drawn in ``figure`` (one per panel), in panel order."""
+    return [line for ax in figure.get_axes() for line in ax.get_lines() if line.get_gid() == "cursor"]
+
+
+def move_cursor(figure: Figure | SubFigure, step: int) -> None:
+    """Move every cursor line of ``figure`` to ``step`` (the figure keeps everything else)."""
+    for line in cursor_lines(figure):
+        line.set_xdata([step, step])
+
+
 def save_timelines(trace: Trace, path: str | Path) -> Path:
+    """Write the timelines of ``trace`` as a PNG (or any format matplotlib infers from the suffix)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     plot_timelines(trace).savefig(path, dpi=110)

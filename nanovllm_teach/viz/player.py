@@ -1,0 +1,247 @@
+"""The step-through player: a trace replayed in a notebook, one engine step at a time.
+
+::
+
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.viz import Player
+    player = Player(load_trace("traces/preemption.jsonl"))
+    player            # or display(player.widget)
+    player.set_step(12); player.lines; player.queues; player.kv
+
+The widget: a Play button and a step slider on top; on the left the timelines and the request Gantt
+chart, each with a cursor at the current step; on the right the queues after the step (waiting with the
+preempted marked, running, finished in the step), the KV block grid at the end of the step, and the
+TEACHING lines of the step (everything logged since the previous step ended, as the console printed it,
+in the language and verbosity chosen).
+
+Pictures are PNG bytes in ``ipywidgets.Image``s, rendered with matplotlib's Agg backend, so the player
+works in JupyterLab, Jupyter Notebook and VS Code alike, without ipympl. Stepping redraws only what
+changes: the timelines and the Gantt chart are drawn once and only their cursor lines are redrawn over
+the kept pixels (``render.CursorPicture``); the block grid's cells, labels and title are redrawn over
+its kept axes (``blockgrid.BlockGrid``), the queues and the lines are rewritten.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+import io
+from typing import Any
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
+from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.reasons import LANGS
+from nanovllm_teach.trace.schema import TraceEvent
+from nanovllm_teach.trace.tables import StepRow
+from nanovllm_teach.viz.blockgrid import BlockGrid, summary_line
+from nanovllm_teach.viz.gantt import plot_gantt
+from nanovllm_teach.viz.render import BlitPicture, CursorPicture
+from nanovllm_teach.viz.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
+from nanovllm_teach.viz.timeline import cursor_lines, plot_timelines
+
+
+class Player:
+    """Step through ``trace``: ``set_step(n)``, the current ``lines`` / ``queues`` / ``kv``, and ``widget``.
+
+    ``lang``: language of the TEACHING reasons ("en" or "zh"); ``verbosity``: as ``ConsoleRenderer``'s;
+    ``dpi``: resolution of the pictures; ``interval_ms``: time between steps while playing.
+    """
+
+    def __init__(self, trace: Trace, lang: str = "en", verbosity: str = "normal", dpi: float = 72,
+                 interval_ms: int = 400) -> None:
+        if not trace.steps:
+            raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to play")
+        if lang not in LANGS:
+            raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+        if verbosity not in VERBOSITIES:
+            raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
+        self.trace = trace
+        self.replay = EngineReplay(trace)
+        self._rows: dict[int, StepRow] = {row.step: row for row in trace.steps}
+        self.steps: list[int] = [row.step for row in trace.steps]
+        self._lang, self._verbosity = lang, verbosity
+        self._span, self._decode_positions = _index_steps(trace.events)
+        first = self.steps[0]
+
+        timelines = plot_timelines(trace, cursor_step=first)
+        # At most 8 inches of Gantt chart: with hundreds of requests the rows are thin lines anyway, and a
+        # taller picture costs time at every step.
+        gantt = plot_gantt(trace, cursor_step=first, figure=Figure(
+            figsize=(11, min(8.0, 1.4 + 0.28 * len(trace.requests))), layout="constrained"))
+        self._timelines = CursorPicture(timelines, cursor_lines(timelines), dpi)
+        self._gantt = CursorPicture(gantt, cursor_lines(gantt), dpi)
+        # Fixed axes, no layout engine: the grid's axes never move, so their pixels can be kept.
+        # The summary line goes to the HTML header rather than into the picture: text is slow to draw.
+        grid_figure = Figure(figsize=(6.5, 3.6))
+        self._block_grid = BlockGrid(grid_figure.add_axes((0.09, 0.03, 0.62, 0.94)), animated=True, title=False)
+        self._grid = BlitPicture(grid_figure, dpi)
+
+        self.slider = widgets.IntSlider(value=first, min=first, max=self.steps[-1], description="step",
+                                        continuous_update=False, layout=widgets.Layout(width="60%"))
+        self.play = widgets.Play(value=first, min=first, max=self.steps[-1], interval=interval_ms,
+                                 description="play")
+        # A kernel-side link: the slider follows Play in any frontend, and in tests without one.
+        widgets.link((self.play, "value"), (self.slider, "value"))
+        self.lang_picker = widgets.Dropdown(options=list(LANGS), value=lang, description="lang",
+                                            layout=widgets.Layout(width="140px"))
+        self.verbosity_picker = widgets.Dropdown(options=list(VERBOSITIES), value=verbosity,
+                                                 description="detail", layout=widgets.Layout(width="180px"))
+        self.header = widgets.HTML()
+        self.timeline_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
+        self.gantt_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
+        self.grid_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
+        self.queue_view = widgets.HTML()
+        self.lines_view = widgets.HTML(layout=widgets.Layout(max_height="320px", overflow="auto"))
+
+        self.slider.observe(self._on_slider, names="value")
+        self.lang_picker.observe(self._on_text_option, names="value")
+        self.verbosity_picker.observe(self._on_text_option, names="value")
+        self.widget = widgets.VBox([
+            widgets.HBox([self.play, self.slider, self.lang_picker, self.verbosity_picker]),
+            self.header,
+            widgets.HBox([
+                widgets.VBox([self.timeline_image, self.gantt_image], layout=widgets.Layout(width="58%")),
+                widgets.VBox([self.queue_view, self.grid_image, self.lines_view],
+                             layout=widgets.Layout(width="42%")),
+            ]),
+        ])
+        self._step = first
+        self._show(first)
+
+    # --- the programmatic API -----------------------------------------------------------------------
+
+    @property
+    def step(self) -> int:
+        """The step shown."""
+        return self._step
+
+    def set_step(self, step: int) -> None:
+        """Show the engine state at the end of ``step`` (a step the trace completed)."""
+        if step not in self._rows:
+            raise ValueError(f"step {step} is not a completed step of this trace "
+                             f"(steps {self.steps[0]}..{self.steps[-1]})")
+        self.slider.value = step  # the observer redraws
+        if self._step != step:  # the slider already showed this value: nothing fired
+            self._show(step)
+
+    @property
+    def lines(self) -> list[str]:
+        """The TEACHING lines of the current step."""
+        return self._lines
+
+    @property
+    def queues(self) -> Queues:
+        """The queues at the end of the current step."""
+        return self._queues
+
+    @property
+    def kv(self) -> KVSnapshot:
+        """The KV cache at the end of the current step."""
+        return self._kv
+
+    @property
+    def lang(self) -> str:
+        return self._lang
+
+    @property
+    def verbosity(self) -> str:
+        return self._verbosity
+
+    def set_lang(self, lang: str) -> None:
+        """Language of the TEACHING lines ("en" or "zh")."""
+        self.lang_picker.value = lang
+
+    @property
+    def timeline_figure(self) -> Figure:
+        return self._timelines.figure
+
+    @property
+    def gantt_figure(self) -> Figure:
+        return self._gantt.figure
+
+    @property
+    def grid_figure(self) -> Figure:
+        return self._grid.figure
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # --- what each step shows -------------------------------------------------------------------------
+
+    def step_lines(self, step: int) -> list[str]:
+        """The TEACHING lines of ``step`` in the current language and verbosity."""
+        start, end = self._span[step]
+        renderer = ConsoleRenderer(self._lang, io.StringIO(), self._verbosity)
+        # The renderer numbers decode details ("decode detail #k/3") by counting the SCHEDULE_DECODE events
+        # it has seen; show it the earlier ones first (past ``decode_details`` the exact count no longer
+        # matters, so at most that many + 1).
+        earlier = bisect.bisect_left(self._decode_positions, start)
+        for pos in self._decode_positions[:min(earlier, renderer.decode_details + 1)]:
+            renderer.lines(self.trace.events[pos])
+        return [line for e in self.trace.events[start:end] for line in renderer.lines(e)]
+
+    def _on_slider(self, change: dict[str, Any]) -> None:
+        value = change["new"]
+        if value not in self._rows:  # a gap in the step numbers: snap back to the last recorded step
+            self.slider.value = self.steps[max(0, bisect.bisect_right(self.steps, value) - 1)]
+            return
+        self._show(value)
+
+    def _on_text_option(self, change: dict[str, Any]) -> None:
+        self._lang, self._verbosity = self.lang_picker.value, self.verbosity_picker.value
+        self._lines = self.step_lines(self._step)
+        self.lines_view.value = self._lines_html()
+
+    def _show(self, step: int) -> None:
+        self._step = step
+        state = self.replay.state_at(step)
+        self._queues = queues(state)
+        self._kv = kv_snapshot(state, self.replay.num_blocks)
+        self._lines = self.step_lines(step)
+
+        self.timeline_image.value = self._timelines.png_at(step)
+        self.gantt_image.value = self._gantt.png_at(step)
+        layout = self._block_grid.layout
+        if self._block_grid.update(self._kv) != layout:  # another stretch of blocks: new ticks to keep
+            self._grid.capture()
+        self.grid_image.value = self._grid.png(self._block_grid.changing_artists())
+        row = self._rows[step]
+        self.header.value = (f"<b>step {step}</b> of {self.steps[-1]} · {row.phase} · batch {row.batch_size} · "
+                             f"{row.num_batched_tokens or 0} tokens · {row.latency_ms:.2f} ms<br>"
+                             f"KV {html.escape(summary_line(self._kv, self._block_grid.layout))}")
+        self.queue_view.value = self._queues_html()
+        self.lines_view.value = self._lines_html()
+
+    def _queues_html(self) -> str:
+        q = self._queues
+        preempted = set(q.preempted)
+
+        def ids(seq_ids: tuple[int, ...]) -> str:
+            return ", ".join(f"<u>{sid}</u>" if sid in preempted else str(sid) for sid in seq_ids) or "—"
+        return (f"<div><b>waiting</b> ({len(q.waiting)}): {ids(q.waiting)}"
+                + (" <small>(underlined: preempted)</small>" if preempted else "")
+                + f"<br><b>running</b> ({len(q.running)}): {ids(q.running)}"
+                + f"<br><b>finished this step</b>: {ids(q.finished)}</div>")
+
+    def _lines_html(self) -> str:
+        text = "\n".join(self._lines) if self._lines else "(no TEACHING line at this verbosity)"
+        return f'<pre style="font-size:11px; line-height:1.25; white-space:pre-wrap">{html.escape(text)}</pre>'
+
+
+def _index_steps(events: list[TraceEvent]) -> tuple[dict[int, tuple[int, int]], list[int]]:
+    """Where each step's lines come from: ``{step: (start, end)}``, the event positions from just after
+    the previous step's STEP_DONE (so arrivals between steps show with the step they join) to its own;
+    and the positions of the SCHEDULE_DECODE events (for the decode detail numbering)."""
+    spans: dict[int, tuple[int, int]] = {}
+    decode_positions: list[int] = []
+    start = 0
+    for pos, e in enumerate(events):
+        if e.event == "SCHEDULE_DECODE":
+            decode_positions.append(pos)
+        elif e.event == "STEP_DONE" and e.step is not None:
+            spans[e.step] = (start, pos + 1)
+            start = pos + 1
+    return spans, decode_positions

@@ -1,0 +1,133 @@
+"""Traces as files, without Jupyter: a PNG overview (timelines + Gantt chart) and a one-page HTML report.
+
+The HTML report is self-contained (pictures inlined as base64 PNG, no script, no external file) and
+treats every string that comes from the trace as untrusted: header values, scenario and lesson texts,
+prompt texts and finish reasons are all HTML-escaped, so a trace cannot inject markup into the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.tables import RequestRow, format_step_table
+from nanovllm_teach.viz.blockgrid import plot_block_grid
+from nanovllm_teach.viz.compare import format_summaries, summarize, trace_label
+from nanovllm_teach.viz.gantt import draw_gantt
+from nanovllm_teach.viz.render import figure_png
+from nanovllm_teach.viz.replay import EngineReplay
+from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
+
+# Keys of REQUEST_ENQUEUE stats that may hold the prompt text (traces written by other tools may add one).
+_PROMPT_KEYS = ("prompt", "prompt_text")
+
+
+def plot_overview(trace: Trace) -> Figure:
+    """One figure: the five timelines on top, the request Gantt chart below, all on one step axis."""
+    if not trace.steps or not trace.requests:
+        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed step or no request to draw")
+    gantt_height = min(10.0, 1.4 + 0.28 * len(trace.requests))
+    fig = Figure(figsize=(12, 9 + gantt_height), layout="constrained")
+    axes = fig.subplots(len(PANELS) + 1, 1, sharex=True, height_ratios=[1.8] * len(PANELS) + [gantt_height])
+    draw_timelines(list(axes[:-1]), trace)
+    draw_gantt(axes[-1], trace)  # sets the x range last: it leaves room for the finish markers
+    axes[-2].set_xlabel("")
+    fig.suptitle(timeline_title(trace))
+    return fig
+
+
+def save_overview(trace: Trace, path: str | Path, dpi: float = 100) -> Path:
+    """Write ``plot_overview(trace)`` as a PNG."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(figure_png(plot_overview(trace), dpi))
+    return path
+
+
+def _img(figure: Figure, alt: str, dpi: float = 90) -> str:
+    data = base64.b64encode(figure_png(figure, dpi)).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _text(value: Any) -> str:
+    """Any value from the trace as escaped HTML text (dicts and lists as JSON)."""
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False)
+    return html.escape("-" if value is None else str(value))
+
+
+def _prompts(trace: Trace) -> dict[int, str]:
+    out = {}
+    for e in trace.events_named("REQUEST_ENQUEUE"):
+        for key in _PROMPT_KEYS:
+            if isinstance(e.stats.get(key), str):
+                out[e.stats["seq_id"]] = e.stats[key]
+    return out
+
+
+def _request_table(requests: list[RequestRow], prompts: dict[int, str]) -> str:
+    columns = ["seq", "prompt_len", "max_tokens", "enqueue@", "sched@", "1st_tok@", "finish@", "reason",
+               "tokens", "preempt", "cached_tok", "ttft_ms", "tpot_ms", "e2e_ms"]
+    if prompts:
+        columns.append("prompt")
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for r in requests:
+        cells = [r.seq_id, r.prompt_len, r.max_tokens, r.enqueue_step, r.first_scheduled_step, r.first_token_step,
+                 r.finish_step, r.finish_reason, r.num_completion_tokens, r.num_preemptions, r.num_cached_tokens,
+                 *(None if v is None else f"{v:.2f}" for v in (r.ttft_ms, r.tpot_ms, r.e2e_ms))]
+        if prompts:
+            cells.append(prompts.get(r.seq_id))
+        body.append("<tr>" + "".join(f"<td>{_text(c)}</td>" for c in cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+_STYLE = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+th { background: #f0f0f0; }
+td:last-child { text-align: left; }
+pre { background: #f7f7f7; padding: 0.6em; font-size: 12px; overflow-x: auto; }
+img { max-width: 100%; }
+"""
+
+
+def html_report(trace: Trace, max_step_rows: int = 2000) -> str:
+    """The report page of ``trace`` as one HTML string (see the module docstring)."""
+    rows = trace.steps
+    if not rows:
+        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to report")
+    title = trace_label(trace)
+    header_rows = "".join(f"<tr><th>{_text(k)}</th><td>{_text(v)}</td></tr>" for k, v in trace.header.items())
+    summary = format_summaries([summarize(trace)])
+    peak = max(rows, key=lambda r: r.used_blocks).step
+    grid = plot_block_grid(EngineReplay(trace), peak)
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>nanovllm_teach trace: {html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>Trace: {html.escape(title)}</h1>",
+        f"<p>{_text(trace.header.get('lesson'))}</p>" if trace.header.get("lesson") else "",
+        f"<h2>Summary</h2><pre>{html.escape(summary)}</pre>",
+        "<h2>Timelines and requests</h2>", _img(plot_overview(trace), "timelines and request Gantt chart"),
+        f"<h2>KV blocks at step {peak} (peak use)</h2>", _img(grid, f"KV block grid at step {peak}"),
+        "<h2>Requests</h2>", _request_table(trace.requests, _prompts(trace)),
+        "<h2>Steps</h2>", f"<pre>{html.escape(format_step_table(rows, limit=max_step_rows))}</pre>",
+        "<h2>Trace header</h2>", f"<table>{header_rows}</table>",
+        "</body></html>",
+    ]
+    return "\n".join(part for part in parts if part)
+
+
+def write_html_report(trace: Trace, path: str | Path) -> Path:
+    """Write ``html_report(trace)`` to ``path`` (UTF-8)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html_report(trace), encoding="utf-8")
+    return path

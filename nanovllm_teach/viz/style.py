@@ -1,0 +1,41 @@
+"""Colours and markers shared by every picture, so a phase or a request looks the same everywhere."""
+
+from __future__ import annotations
+
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
+
+PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77"}
+PREEMPT_COLOR = "#7570b3"
+CURSOR_COLOR = "red"
+
+# Gantt chart: one colour per state a request can be in during a step.
+STATE_COLORS = {
+    "waiting": "#d9d9d9",
+    "preempted": "#bcb6e3",  # waiting again, after a preemption: a lighter PREEMPT_COLOR
+    "prefill": PHASE_COLORS["prefill"],
+    "decode": PHASE_COLORS["decode"],
+    "stalled": "#a6dbcc",  # admitted, but another request's prefill step ran: a lighter decode colour
+    "held": "#ffffff",  # static batching: finished, its slot held until the batch ends (drawn dotted)
+}
+
+# How a request ended -> (marker, label). EOS and the token limit must be told apart at a glance.
+FINISH_MARKERS = {
+    "eos": ("o", "finished: EOS"),
+    "length": ("|", "finished: max_tokens"),
+    "max_model_len": (">", "finished: max_model_len"),
+    "aborted": ("x", "aborted"),
+}
+
+# KV block grid.
+FREE_COLOR = "#ffffff"
+CACHED_COLOR = "#a0a0a0"  # free, but still hashed: a prefix-cache hit can reuse it
+GRID_BACKGROUND = "#e3e3e3"  # seen in the gaps between cells
+
+# tab20 without its two greys (grey means "cached" in the block grid).
+SEQ_PALETTE = [to_hex(c) for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]
+
+
+def seq_color(seq_id: int) -> str:
+    """The colour of request ``seq_id`` (18 colours, repeating)."""
+    return SEQ_PALETTE[seq_id % len(SEQ_PALETTE)]

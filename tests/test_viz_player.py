@@ -1,0 +1,165 @@
+"""The player, driven as a notebook user would, without a notebook: set the slider (or press Play, or call
+``set_step``), then check that the cursors, the TEACHING lines, the queues and the block grid show that
+step, and that stepping does not rebuild the timelines.
+
+Traces: ``test_viz_replay.viz_traces`` (recorded once per session) and ``data/small_trace.jsonl``.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from pathlib import Path
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgba
+from PIL import Image
+
+from nanovllm_teach.trace import ConsoleRenderer, load_trace
+from nanovllm_teach.viz import EngineReplay, Player
+from nanovllm_teach.viz.style import seq_color
+from nanovllm_teach.viz.timeline import cursor_lines
+from test_viz_replay import viz_traces
+
+SMALL_TRACE = Path(__file__).resolve().parent / "data" / "small_trace.jsonl"
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    return load_trace(viz_traces(tmp_path_factory.getbasetemp())["rich"].path)
+
+
+@pytest.fixture(scope="module")
+def player(trace):
+    return Player(trace, dpi=40)
+
+
+def expected_lines(trace, step: int, lang: str = "en", verbosity: str = "normal") -> list[str]:
+    """The console's lines for the events since the previous step ended, from one renderer that saw the
+    whole trace (as a live run prints it)."""
+    renderer = ConsoleRenderer(lang, io.StringIO(), verbosity)
+    done = [i for i, e in enumerate(trace.events) if e.event == "STEP_DONE"]
+    end = next(i for i in done if trace.events[i].step == step)
+    start = max((i for i in done if i < end), default=-1) + 1
+    lines = [renderer.lines(e) for e in trace.events]
+    return [line for per_event in lines[start:end + 1] for line in per_event]
+
+
+def png(data: bytes) -> Image.Image:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return Image.open(io.BytesIO(data))
+
+
+def row_of(trace, step: int):
+    return next(r for r in trace.steps if r.step == step)
+
+
+def test_widget_parts(player):
+    assert isinstance(player.widget, widgets.VBox)
+    found = player.widget.children[0].children
+    assert player.play in found and player.slider in found and player.lang_picker in found
+    assert player.step == player.steps[0] == player.slider.value == player.slider.min
+    assert player.slider.max == player.steps[-1]
+    for image in (player.timeline_image, player.gantt_image, player.grid_image):
+        assert png(image.value).size[0] > 50
+    assert "application/vnd.jupyter.widget-view+json" in player._repr_mimebundle_()
+
+
+@pytest.mark.parametrize("how", ["set_step", "slider", "play"])
+def test_moving_to_a_step_shows_that_step(trace, player, how):
+    replay = EngineReplay(trace)
+    for step in (5, 12, 23, player.steps[-1], 2):
+        if how == "set_step":
+            player.set_step(step)
+        elif how == "slider":
+            player.slider.value = step
+        else:  # Play drives the slider through the link
+            player.play.value = step
+        assert player.step == step == player.slider.value == player.play.value
+        for fig in (player.timeline_figure, player.gantt_figure):
+            assert {tuple(line.get_xdata()) for line in cursor_lines(fig)} == {(step, step)}
+        assert player.lines == expected_lines(trace, step)
+        row = row_of(trace, step)
+        assert player.queues == replay.queues_at(step)
+        assert (len(player.queues.waiting), len(player.queues.running)) == (row.waiting_len, row.running_len)
+        assert player.kv == replay.kv_at(step) and player.kv.num_used == row.used_blocks
+        assert f"<b>step {step}</b>" in player.header.value
+        assert all(html.escape(line) in player.lines_view.value for line in player.lines)
+
+
+def test_lines_queues_and_grid_follow_the_events(trace, player):
+    preempt = next(e for e in trace.events_named("PREEMPT"))
+    player.set_step(preempt.step)
+    assert any(line.startswith("TEACHING/PREEMPT") for line in player.lines)
+    assert preempt.stats["seq_id"] in player.queues.preempted
+    assert player.queues.waiting[0] == preempt.stats["seq_id"]  # preempted requests go to the front
+    assert f"<u>{preempt.stats['seq_id']}</u>" in player.queue_view.value
+
+    finish = next(e for e in trace.events_named("STATE_TRANSITION") if e.stats.get("to") == "FINISHED")
+    player.set_step(finish.step)
+    assert finish.stats["seq_id"] in player.queues.finished
+    assert any(line.startswith("TEACHING/BLOCK_FREE") for line in player.lines)
+
+    # The grid's cells are coloured by the holders at the current step.
+    cells = next(a for a in player.grid_figure.findobj() if a.get_gid() == "blocks")
+    for block_id, seqs in player.kv.holders.items():
+        assert tuple(np.round(cells.get_facecolors()[block_id], 3)) == tuple(np.round(to_rgba(seq_color(seqs[0])), 3))
+
+
+def test_language_and_verbosity(trace, player):
+    step = next(e.step for e in trace.events_named("PREEMPT"))
+    player.set_step(step)
+    english = player.lines
+    player.set_lang("zh")
+    assert player.lang == "zh" and player.lines == expected_lines(trace, step, "zh")
+    assert player.lines != english and any("\u4e00" <= ch <= "\u9fff" for ch in "".join(player.lines))
+    player.set_lang("en")
+    # "detail" numbers the first decode steps' tensor lines as the console does (decode detail #k/3).
+    player.verbosity_picker.value = "detail"
+    decode_steps = [row.step for row in trace.steps if row.phase == "decode"]
+    for step in decode_steps[:4]:
+        player.set_step(step)
+        assert player.lines == expected_lines(trace, step, verbosity="detail")
+    assert any("decode detail #1/3" in line for line in expected_lines(trace, decode_steps[0], verbosity="detail"))
+    assert not any("decode detail" in line for line in expected_lines(trace, decode_steps[3], verbosity="detail"))
+    player.verbosity_picker.value = "normal"
+
+
+def test_stepping_moves_the_cursor_without_rebuilding_the_timelines(player):
+    player.set_step(3)
+    timeline_artists = list(player.timeline_figure.findobj())
+    gantt_artists = list(player.gantt_figure.findobj())
+    before = png(player.timeline_image.value)
+    player.set_step(30)
+    assert list(player.timeline_figure.findobj()) == timeline_artists  # same artists, only moved
+    assert list(player.gantt_figure.findobj()) == gantt_artists
+    after = png(player.timeline_image.value)
+    assert before.size == after.size
+    # Only columns near the old and the new cursor changed.
+    diff = np.any(np.asarray(before.convert("RGB")) != np.asarray(after.convert("RGB")), axis=(0, 2))
+    changed = np.flatnonzero(diff)
+    assert 0 < len(changed) < before.size[0] / 10
+
+
+def test_bad_steps_and_options(player, trace):
+    with pytest.raises(ValueError, match="not a completed step"):
+        player.set_step(10_000)
+    with pytest.raises(ValueError, match="lang"):
+        Player(trace, lang="fr")
+    with pytest.raises(ValueError, match="verbosity"):
+        Player(trace, verbosity="chatty")
+
+
+def test_small_trace_plays_through():
+    trace = load_trace(SMALL_TRACE)
+    player = Player(trace, dpi=30)
+    for step in player.steps:
+        player.set_step(step)
+        row = row_of(trace, step)
+        assert (len(player.queues.waiting), len(player.queues.running), player.kv.num_used) == (
+            row.waiting_len, row.running_len, row.used_blocks)
+    hit_step = next(r.step for r in trace.steps if r.prefix_hit_seq_ids)
+    player.set_step(hit_step)
+    assert any(line.startswith("TEACHING/PREFIX_CACHE_HIT") for line in player.lines)
