@@ -163,3 +163,23 @@ def test_small_trace_plays_through():
     hit_step = next(r.step for r in trace.steps if r.prefix_hit_seq_ids)
     player.set_step(hit_step)
     assert any(line.startswith("TEACHING/PREFIX_CACHE_HIT") for line in player.lines)
+
+
+def test_player_displays_in_a_real_kernel():
+    """In a Jupyter kernel (what JupyterLab and VS Code both run), the player displays as a widget view and
+    stepping it from a later cell works."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = [
+        "from nanovllm_teach.trace import load_trace\n"
+        "from nanovllm_teach.viz import Player\n"
+        f"player = Player(load_trace({str(SMALL_TRACE)!r}), dpi=30)\n"
+        "player",
+        "player.set_step(13)\nprint(player.step, player.queues.running, len(player.timeline_image.value) > 0)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    shown = nb.cells[0].outputs
+    assert any("application/vnd.jupyter.widget-view+json" in out.get("data", {}) for out in shown), shown
+    assert nb.cells[1].outputs[0]["text"] == "13 (1,) True\n"
