@@ -263,3 +263,16 @@ def test_overview_lines_up_timelines_and_gantt(traces):
     width, height = png_size(figure_png(fig, dpi=30))
     assert height > width  # timelines over the Gantt chart
     assert ceil(max(xlims)[1]) >= trace.steps[-1].step
+
+
+def test_an_interrupted_run_draws_its_aborted_requests(tmp_path):
+    from test_trace_reader import record_scenarios
+
+    trace = load_trace(record_scenarios(tmp_path, names=("crashed",))["crashed"].path)
+    assert [r.finish_reason for r in trace.requests] == ["aborted", "aborted"]
+    fig = plot_gantt(trace)
+    aborted = one(fig, "finish-aborted")
+    last_step = trace.steps[-1].step
+    # Aborted between steps: marked where each was last seen, after the last completed step.
+    assert sorted(map(tuple, aborted.get_offsets().tolist())) == [(last_step + 0.5, 0), (last_step + 0.5, 1)]
+    assert figure_png(plot_overview(trace), dpi=30)

@@ -78,9 +78,15 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
         ax.scatter(xs, ys, marker="v", s=40 * marker_scale, color=PREEMPT_COLOR, zorder=3, gid="preempt")
         handles.append(Line2D([], [], marker="v", linestyle="none", color=PREEMPT_COLOR, label="preempted"))
 
+    # A request ends at the right edge of its finish step; one aborted between steps (no finish step)
+    # at the right edge of the last step it was seen in.
+    last_seen: dict[int, int] = {}
+    for seg in segments:
+        last_seen[seg.seq_id] = max(last_seen.get(seg.seq_id, seg.step_end), seg.step_end)
+    end_x = {r.seq_id: r.finish_step + 0.5 if r.finish_step is not None else last_seen.get(r.seq_id, 1) - 0.5
+             for r in requests if r.finish_reason is not None}
     for reason, (marker, label) in FINISH_MARKERS.items():
-        ends = [(r.finish_step + 0.5, row_of[r.seq_id]) for r in requests
-                if r.finish_reason == reason and r.finish_step is not None]
+        ends = [(end_x[r.seq_id], row_of[r.seq_id]) for r in requests if r.finish_reason == reason]
         if ends:
             xs, ys = zip(*ends)
             size = (140 if marker == "|" else 55) * marker_scale  # a bar needs more height than a dot
