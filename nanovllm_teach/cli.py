@@ -6,6 +6,8 @@
 - ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a PNG (timelines + request Gantt chart),
   ``--html`` a self-contained report page, ``--text`` the step and request tables in the terminal.
 - ``compare A B``: two traces of one workload side by side (``--out`` a PNG) and their summary table.
+- ``diff A B``: the first event where two traces of one workload disagree, in plain words (exit 1 if any).
+- ``exercises``: the classroom exercises and their templates; ``grade EXERCISE SOLUTION.py`` grades one.
 """
 
 from __future__ import annotations
@@ -113,6 +115,47 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _diff(args: argparse.Namespace) -> int:
+    from nanovllm_teach.trace.console import format_event
+    from nanovllm_teach.trace.diff import diff_traces
+
+    traces = [_load(path, args.lenient) for path in (args.a, args.b)]
+    if traces[0] is None or traces[1] is None:
+        return 2
+    divergence = diff_traces(traces[0], traces[1])
+    if divergence is None:
+        print(f"identical: {len(traces[0].events)} events agree (timing and machine fields aside)")
+        return 0
+    print(divergence.message)
+    for label, event in (("A", divergence.yours), ("B", divergence.reference)):
+        if event is not None:
+            print(f"  {label} event #{event.i}: {format_event(event)}")
+    return 1
+
+
+def _exercises(args: argparse.Namespace) -> int:
+    from nanovllm_teach.exercises import EXERCISES
+
+    for number, ex in enumerate(EXERCISES.values(), 1):
+        print(f"{number}. {ex.name:<16} {ex.title}  [{ex.replaces}]\n   template: {ex.template_path}")
+    print("\nCopy a template, fill it in, then: nanovllm-teach grade EXERCISE your_file.py")
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from nanovllm_teach.exercises import EXERCISES, grade
+
+    if args.exercise not in EXERCISES:
+        print(f"unknown exercise {args.exercise!r}; choose from: {', '.join(EXERCISES)}", file=sys.stderr)
+        return 2
+    if not Path(args.solution).is_file():
+        print(f"no such solution file: {args.solution}", file=sys.stderr)
+        return 2
+    result = grade(args.exercise, args.solution, model=args.model)
+    print(result.message)
+    return 0 if result.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nanovllm-teach", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--out", default=None, help="write the side-by-side picture (PNG)")
     cmp.add_argument("--lenient", action="store_true", help="compare the valid parts of damaged traces")
     cmp.set_defaults(func=_compare)
+
+    dif = sub.add_parser("diff", help="the first event where two traces of one workload disagree (exit 1 if any)")
+    dif.add_argument("a", help="your trace (\"you\" in the sentence)")
+    dif.add_argument("b", help="the reference trace")
+    dif.add_argument("--lenient", action="store_true", help="diff the valid parts of damaged traces")
+    dif.set_defaults(func=_diff)
+
+    exs = sub.add_parser("exercises", help="list the classroom exercises and their templates")
+    exs.set_defaults(func=_exercises)
+
+    grd = sub.add_parser("grade", help="grade a solution file: its engine's trace against the reference's")
+    grd.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
+    grd.add_argument("solution", help="your Python file defining the exercise's function(s)")
+    grd.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
+    grd.set_defaults(func=_grade)
     return parser
 
 

@@ -40,7 +40,7 @@ from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.utils.loader import load_model
-from nanovllm_teach.utils.memory import read_memory
+from nanovllm_teach.utils.memory import kv_block_bytes, kv_cache_blocks, kv_cache_budget, read_memory
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -75,6 +75,12 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     if problem is not None:
         raise ValueError(f"attention_backend={name!r} cannot run here: {problem}")
     return name
+
+
+def decode_slot(seq: Sequence, block_size: int) -> int:
+    """The cache slot of ``seq``'s newest token, whose K/V a decode step stores: in its last block, right
+    after the tokens already there."""
+    return seq.block_table[-1] * block_size + seq.last_block_num_tokens - 1
 
 
 class ModelRunner:
@@ -154,13 +160,12 @@ class ModelRunner:
         layer = self.attention_layers[0]
         num_layers = len(self.attention_layers)
         elem_bytes = torch.tensor([], dtype=self.dtype).element_size()
-        block_bytes = 2 * num_layers * self.block_size * layer.num_kv_heads * layer.head_dim * elem_bytes
+        block_bytes = kv_block_bytes(num_layers, self.block_size, layer.num_kv_heads, layer.head_dim, elem_bytes)
         reading = read_memory(self.device)
         utilization = self.config.gpu_memory_utilization
-        budget = reading.available(utilization)
-        if self.device.type == "cpu":
-            budget = min(budget, int(self.config.cpu_kvcache_gib * 2**30))
-        estimated = max(budget, 0) // block_bytes
+        cpu_cap = int(self.config.cpu_kvcache_gib * 2**30) if self.device.type == "cpu" else None
+        budget = kv_cache_budget(reading, utilization, cpu_cap)
+        estimated = kv_cache_blocks(reading, utilization, block_bytes, cpu_cap)
         num_blocks = self.config.num_kvcache_blocks or estimated
         if num_blocks < 1:
             raise RuntimeError(f"no memory left for the KV cache: budget {budget} bytes, one block needs "
@@ -225,8 +230,7 @@ class ModelRunner:
         ids = self._tensor([seq.last_token for seq in seqs])
         pos = self._tensor([seq.num_tokens - 1 for seq in seqs])
         ctx = Context(is_prefill=False,
-                      slot_mapping=self._tensor([seq.block_table[-1] * bs + seq.last_block_num_tokens - 1
-                                                 for seq in seqs]),
+                      slot_mapping=self._tensor([decode_slot(seq, bs) for seq in seqs]),
                       context_lens=self._tensor([seq.num_tokens for seq in seqs], torch.int32),
                       block_tables=self._block_tables(seqs))
         set_context(ctx)

@@ -5,6 +5,7 @@ only the trace and viz dependencies.
 """
 
 from nanovllm_teach.trace.console import ConsoleRenderer, VERBOSITIES, format_event, render_trace
+from nanovllm_teach.trace.diff import VOLATILE, Divergence, diff_traces
 from nanovllm_teach.trace.perfetto import to_chrome_trace, write_chrome_trace
 from nanovllm_teach.trace.reader import Trace, TraceFormatError, load_trace
 from nanovllm_teach.trace.reasons import LANGS, explain
@@ -16,9 +17,9 @@ from nanovllm_teach.trace.tables import (
 )
 
 __all__ = [
-    "EVENTS", "LANGS", "PHASES", "SCHEMA_NAME", "SCHEMA_VERSION", "VERBOSITIES", "ConsoleRenderer",
-    "NullRecorder", "Recorder", "RequestRow", "RequestSpan", "StepRow", "Trace", "TraceEvent",
-    "TraceFormatError", "TraceRecorder", "check_consistency", "explain", "format_event", "format_request_table",
-    "format_step_table", "load_trace", "make_recorder", "render_trace", "replay_blocks", "request_spans",
-    "to_chrome_trace", "write_chrome_trace",
+    "EVENTS", "LANGS", "PHASES", "SCHEMA_NAME", "SCHEMA_VERSION", "VERBOSITIES", "VOLATILE", "ConsoleRenderer",
+    "Divergence", "NullRecorder", "Recorder", "RequestRow", "RequestSpan", "StepRow", "Trace", "TraceEvent",
+    "TraceFormatError", "TraceRecorder", "check_consistency", "diff_traces", "explain", "format_event",
+    "format_request_table", "format_step_table", "load_trace", "make_recorder", "render_trace", "replay_blocks",
+    "request_spans", "to_chrome_trace", "write_chrome_trace",
 ]

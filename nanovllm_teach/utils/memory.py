@@ -6,7 +6,8 @@ The budget formula is the same on both (seed 000, 2.5.2)::
 
 ``used`` is what the whole device (or machine) uses now, ``current`` what this process holds now and
 ``peak`` the most it held during the warm-up, so ``peak - current`` is the transient room a forward pass
-needs on top of what stays allocated.
+needs on top of what stays allocated. ``kv_cache_blocks`` turns that into a block count (capped on a CPU),
+``kv_block_bytes`` says what one block costs.
 """
 
 from __future__ import annotations
@@ -69,3 +70,21 @@ def read_memory(device: torch.device) -> MemoryReading:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         free = total - _current_rss()
     return MemoryReading("cpu", total, free, total - free, _peak_rss(), _current_rss())
+
+
+def kv_block_bytes(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Bytes one KV block takes: a key *and* a value vector per token, head and layer."""
+    return 2 * num_layers * block_size * num_kv_heads * head_dim * dtype_bytes
+
+
+def kv_cache_budget(reading: MemoryReading, utilization: float, cpu_cap_bytes: int | None = None) -> int:
+    """Bytes the KV cache may take: what the reading leaves at ``utilization``, capped on a CPU (whose RAM
+    the rest of the machine shares) at ``cpu_cap_bytes``. Negative when nothing is left."""
+    budget = reading.available(utilization)
+    return budget if cpu_cap_bytes is None else min(budget, cpu_cap_bytes)
+
+
+def kv_cache_blocks(reading: MemoryReading, utilization: float, block_bytes: int,
+                    cpu_cap_bytes: int | None = None) -> int:
+    """How many whole KV blocks of ``block_bytes`` fit in the budget (0 when nothing is left)."""
+    return max(kv_cache_budget(reading, utilization, cpu_cap_bytes), 0) // block_bytes

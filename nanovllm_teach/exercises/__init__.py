@@ -1,0 +1,81 @@
+"""Classroom exercises with an autograder that diffs traces.
+
+Each exercise removes one piece of the engine: the student rewrites it from a template, and the grader
+plugs the student's code into the real engine, runs fixed workloads, and compares the TEACHING trace with
+the reference engine's, event for event. A failure names the step and the event where the two runs first
+part ways, in plain words ("step 12: you preempted seq 1 (…), the reference preempted seq 4 (…)").
+
+==================  ===========================================================================
+``schedule_decode``  decode scheduling with preemption (``Scheduler._schedule_decode``)
+``can_append``       can a sequence grow by one token, and its new block (``BlockManager``)
+``block_hash``       the chained prefix-cache hash (``compute_block_hash``)
+``decode_slot``      the decode slot mapping (``model_runner.decode_slot``)
+``kv_cache_blocks``  bytes per KV block and blocks per memory budget (``utils.memory``)
+``trace_quiz``       questions about a recorded run, answered from its trace
+==================  ===========================================================================
+
+From a terminal: ``nanovllm-teach exercises`` lists them with their templates; copy one, fill it in, and
+``nanovllm-teach grade decode_slot my_decode_slot.py``. From a notebook::
+
+    from nanovllm_teach.exercises import check
+    check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.exercises.engine_exercises import (
+    BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE,
+)
+from nanovllm_teach.exercises.grading import Exercise, GradeResult, Solution, load_solution
+from nanovllm_teach.exercises.trace_quiz import TRACE_QUIZ, quiz_trace
+
+EXERCISES: dict[str, Exercise] = {ex.name: ex for ex in [
+    SCHEDULE_DECODE, CAN_APPEND, BLOCK_HASH, DECODE_SLOT, KV_CACHE_BLOCKS, TRACE_QUIZ,
+]}
+
+
+def get_exercise(name: str) -> Exercise:
+    if name not in EXERCISES:
+        raise KeyError(f"unknown exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    return EXERCISES[name]
+
+
+def grade(exercise: str, solution: str | Path | Solution, model: str | Path | None = None) -> GradeResult:
+    """Grade a solution file (or the names a solution defines) against ``exercise``.
+
+    A file that cannot even be loaded (a syntax error, a failing import) fails with the reason.
+    """
+    ex = get_exercise(exercise)
+    if isinstance(solution, (str, Path)):
+        path = Path(solution)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such solution file: {path}")
+        try:
+            solution = load_solution(path)
+        except Exception as error:  # the student's file failed while loading
+            return GradeResult(ex.name, False, f"FAIL {ex.name}: your file could not be loaded: "
+                                               f"{type(error).__name__}: {error}")
+    return ex.grade(solution, model)
+
+
+def check(exercise: str, *functions: Any, model: str | Path | None = None, **named: Any) -> GradeResult:
+    """Grade functions defined in a notebook; prints the verdict and returns it.
+
+    Pass the exercise's functions in order (``check("can_append", can_append, may_append)``) or by name
+    (``check("can_append", may_append=mine, can_append=other)``). The quiz takes its answers dict (or a
+    function of the trace): ``check("trace_quiz", {"num_steps": 42, ...})``.
+    """
+    ex = get_exercise(exercise)
+    if len(functions) > len(ex.functions):
+        raise TypeError(f"{ex.name} takes {len(ex.functions)} function(s): {', '.join(ex.functions)}")
+    solution: Solution = dict(zip(ex.functions, functions))
+    solution.update(named)
+    result = ex.grade(solution, model)
+    print(result.message)
+    return result
+
+
+__all__ = ["EXERCISES", "Exercise", "GradeResult", "check", "get_exercise", "grade", "load_solution", "quiz_trace"]

@@ -1,0 +1,21 @@
+"""Reference solution of ``can_append``: ``BlockManager.can_append`` and ``BlockManager.may_append``."""
+
+from __future__ import annotations
+
+from nanovllm_teach.engine.block_manager import BlockManager
+from nanovllm_teach.engine.sequence import Sequence
+
+
+def can_append(bm: BlockManager, seq: Sequence) -> bool:
+    # The newest token is counted in seq.num_tokens already; it needs a new block only if it is the first
+    # token of one, that is when the blocks the tokens need outnumber the blocks the sequence holds.
+    needs_new_block = seq.num_blocks > len(seq.block_table)
+    return not needs_new_block or bm.num_free_blocks > 0
+
+
+def may_append(bm: BlockManager, seq: Sequence) -> None:
+    if seq.num_blocks > len(seq.block_table):
+        block_id = bm._take_free_block()
+        seq.block_table.append(block_id)
+        bm.rec.emit("BLOCK_ALLOCATE", "decode", "decode_needs_new_block", seq_id=seq.seq_id,
+                    block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks)

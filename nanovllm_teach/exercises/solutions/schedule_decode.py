@@ -1,0 +1,28 @@
+"""Reference solution of ``schedule_decode``: the decode half of ``Scheduler.schedule``."""
+
+from __future__ import annotations
+
+from nanovllm_teach.engine.scheduler import Scheduler
+from nanovllm_teach.engine.sequence import Sequence
+
+
+def schedule_decode(scheduler: Scheduler) -> list[Sequence]:
+    scheduled: list[Sequence] = []
+    bm = scheduler.block_manager
+    while scheduler.running and len(scheduled) < scheduler.max_num_seqs:
+        seq = scheduler.running.popleft()
+        while not bm.can_append(seq):
+            if scheduler.running:
+                # The newest arrival gives way: it has computed the least, so recomputing it costs least.
+                scheduler.preempt(scheduler.running.pop(), needed_by=seq)
+            else:
+                # Nobody left to take a block from: this sequence waits and is recomputed later.
+                scheduler.preempt(seq, needed_by=seq)
+                break
+        else:
+            seq.num_scheduled_tokens = 1
+            bm.may_append(seq)
+            scheduled.append(seq)
+    # The scheduled sequences go back to the head of running, in their order, for the next step.
+    scheduler.running.extendleft(reversed(scheduled))
+    return scheduled

@@ -1,0 +1,79 @@
+"""The fixed workloads the graders run, each built so that the behaviour an exercise is about happens.
+
+All of them use token-id prompts (ids 10–199, plain tokens in any tokenizer this package ships), greedy
+sampling and ``ignore_eos``: every request runs to its ``max_tokens``, so *when* things happen (which step
+preempts whom, which block a token lands in) does not depend on what the model writes. A block size of 4
+makes block boundaries come every few tokens; a KV cache of a few dozen blocks makes preemption happen.
+Each run takes well under a second on a CPU.
+"""
+
+from __future__ import annotations
+
+import random
+
+from nanovllm_teach.exercises.grading import Workload
+from nanovllm_teach.utils.memory import MemoryReading
+
+# Small and CPU-only: a short max_model_len keeps the start-up warm-up tiny, eager mode skips CUDA graphs,
+# and the same settings on every machine give the same schedule.
+BASE = dict(device="cpu", enforce_eager=True, max_model_len=128, max_num_batched_tokens=256,
+            kvcache_block_size=4)
+
+
+def _random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(10, 200) for _ in range(n)] for n in lengths]
+
+
+TIGHT_CACHE = Workload(
+    "tight_cache", "6 requests share 24 KV blocks of 4 tokens: blocks run out and sequences are preempted",
+    dict(BASE, num_kvcache_blocks=24, max_num_seqs=8),
+    _random_prompts(0, [9, 5, 14, 7, 12, 6]), [16, 20, 12, 18, 14, 22])
+
+SEQ_CAP = Workload(
+    "seq_cap", "7 requests, at most 3 sequences per step: more sequences run than one decode step may take",
+    dict(BASE, num_kvcache_blocks=96, max_num_seqs=3),
+    _random_prompts(1, [6, 11, 4, 9, 13, 5, 8]), [10, 6, 12, 8, 5, 9, 7])
+
+LATE_ARRIVALS = Workload(
+    "late_arrivals", "8 requests arriving over 12 steps into 20 blocks: preemption while others join",
+    dict(BASE, num_kvcache_blocks=20, max_num_seqs=4),
+    _random_prompts(2, [7, 10, 3, 12, 8, 5, 9, 6]), [14, 9, 17, 6, 12, 15, 8, 11],
+    arrival_steps=[0, 0, 2, 3, 5, 7, 9, 12])
+
+
+def _shared_prefix_prompts() -> list[list[int]]:
+    """Blocks that are equal under different prefixes: ``Y`` follows both ``P`` and ``Q``.
+
+    A and C are prefilled together, so the block ``Y`` is cached twice, once after ``P`` and once after
+    ``Q``; D starts with ``P, Y`` and must reuse A's blocks, not C's second block (whose K/V was computed
+    after ``Q``). E repeats A's two leading blocks and F shares only ``Q``.
+    """
+    p, q, y = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
+    return [p + y + [41, 42], q + y + [43], p + y + [44, 45, 46], p + y + [41, 47], q + [48, 49, 50]]
+
+
+SHARED_PREFIXES = Workload(
+    "shared_prefixes", "5 requests whose prompts share 4-token blocks, some under different prefixes",
+    dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
+    _shared_prefix_prompts(), [6, 6, 6, 6, 6], arrival_steps=[0, 0, 2, 2, 3])
+
+# The KV-budget workloads replace the machine's memory reading with a fixed one (bytes), so the number of
+# blocks comes out the same everywhere: a few hundred of the shipped model's 12 KiB blocks, a few MB.
+_READING = MemoryReading("cpu", total=20_000_000, free=12_000_000, used=8_000_000, peak=4_200_000,
+                         current=3_000_000)
+
+MEMORY_BOUND = Workload(
+    "memory_bound", "KV cache sized from a fixed memory reading at utilization 0.9 (the memory is the limit)",
+    dict(BASE, gpu_memory_utilization=0.9, cpu_kvcache_gib=1.0, max_num_seqs=8),
+    _random_prompts(3, [8, 13, 6, 10]), [12, 10, 14, 9], memory=_READING)
+
+CPU_CAPPED = Workload(
+    "cpu_capped", "the same reading, but the CPU cap (cpu_kvcache_gib) is smaller than what memory allows",
+    dict(BASE, gpu_memory_utilization=0.9, cpu_kvcache_gib=3_000_000 / 2**30, max_num_seqs=8),
+    _random_prompts(4, [8, 13, 6, 10]), [12, 10, 14, 9], memory=_READING)
+
+LOW_UTILIZATION = Workload(
+    "low_utilization", "the same reading at utilization 0.6: a smaller share of the memory for the cache",
+    dict(BASE, gpu_memory_utilization=0.6, cpu_kvcache_gib=1.0, max_num_seqs=8),
+    _random_prompts(5, [8, 13, 6, 10]), [12, 10, 14, 9], memory=_READING)

@@ -1,0 +1,306 @@
+"""Trace diffing: where two TEACHING traces of the same workload first part ways, said in plain words.
+
+Two runs of one workload on one engine make the same decisions in the same order, so their traces hold
+the same events with the same stats — apart from how long things took and what this machine's memory
+looked like. ``diff_traces(yours, reference)`` walks both event lists side by side, skips those
+machine-dependent fields (``VOLATILE``), and reports the *first* event where the runs disagree::
+
+    step 7: you scheduled seqs [3, 5] for decode, the reference scheduled seqs [3, 5, 6] for decode
+    step 12: the reference preempted seq 4 (freeing blocks [9, 10]), you did not (...)
+    step 3, PREPARE_DECODE_TENSORS.slot_mapping: you wrote [11, 274], the reference [11, 273]
+
+Only the first divergence matters: everything after it follows from it (a different block handed out
+changes every later block id). The autograder (``nanovllm_teach.exercises``) diffs a student's engine
+against the reference engine this way; ``nanovllm-teach diff A B`` does it for any two trace files.
+
+Part of the torch-free trace layer: standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from nanovllm_teach.trace.reader import Trace, load_trace
+from nanovllm_teach.trace.schema import TraceEvent
+
+# Fields that say how this machine ran, not what the engine decided. An entry is either a plain name (that
+# field of every event, or that stats key in every event), ``EVENT.key`` (one event's stats key), or
+# ``header.a.b`` (a key of the trace header, dotted into nested dicts).
+VOLATILE: frozenset[str] = frozenset({
+    # clocks
+    "t_ns", "latency_ms", "seconds",
+    # this machine's memory at that moment, and the block estimate made from it
+    "WARMUP.peak_bytes", "CUDAGRAPH_CAPTURE.memory_bytes",
+    "KV_BUDGET_ESTIMATE.total", "KV_BUDGET_ESTIMATE.free", "KV_BUDGET_ESTIMATE.used", "KV_BUDGET_ESTIMATE.peak",
+    "KV_BUDGET_ESTIMATE.current", "KV_BUDGET_ESTIMATE.budget", "KV_BUDGET_ESTIMATE.estimated_num_blocks",
+    # where this machine keeps the model and which device it ran on
+    "device", "ENGINE_INIT.model",
+    # when the trace was recorded, with which library versions, from which folder
+    "header.recorded_at", "header.versions", "header.model.path", "header.config.model", "header.device",
+})
+
+# Events that are something the engine *did* to a sequence or a block: when only one run did it, the
+# sentence says so ("the reference preempted seq 4, you did not").
+_ACTIONS = frozenset({"PREEMPT", "BLOCK_ALLOCATE", "BLOCK_FREE", "PREFIX_CACHE_HIT", "STATE_TRANSITION",
+                      "REQUEST_ABORT"})
+
+# Lists longer than this show a window around their first difference.
+_MAX_SHOWN = 12
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first place two traces disagree.
+
+    ``index`` is the position in both event lists (None when the headers already differ); ``step``,
+    ``where`` ("step 7", "at start-up", "between steps", "in the header") and ``event`` locate it in the
+    reference (in yours when the reference has run out); ``fields`` are the differing fields when both
+    events are of the same kind; ``message`` says it all in one sentence.
+    """
+
+    message: str
+    index: int | None
+    step: int | None
+    where: str
+    event: str | None
+    fields: tuple[str, ...]
+    yours: TraceEvent | None
+    reference: TraceEvent | None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def diff_traces(yours: Trace | str | Path, reference: Trace | str | Path,
+                ignore: frozenset[str] = VOLATILE) -> Divergence | None:
+    """The first divergence between two traces (files or loaded ``Trace`` objects), or None if they agree
+    on every field outside ``ignore``. Sentences speak of the first trace as "you" and the second as "the
+    reference"."""
+    a = yours if isinstance(yours, Trace) else load_trace(yours)
+    b = reference if isinstance(reference, Trace) else load_trace(reference)
+    header = _header_divergence(a.header, b.header, ignore)
+    if header is not None:
+        return header
+    for index in range(max(len(a.events), len(b.events))):
+        mine = a.events[index] if index < len(a.events) else None
+        ref = b.events[index] if index < len(b.events) else None
+        if mine is None or ref is None:
+            return _ended(index, mine, ref)
+        if mine.event != ref.event:
+            following = (a.events[index + 1] if index + 1 < len(a.events) else None,
+                         b.events[index + 1] if index + 1 < len(b.events) else None)
+            return _different_kinds(index, mine, ref, following, ignore)
+        fields = _differing_fields(mine, ref, ignore)
+        if fields:
+            return _same_kind(index, mine, ref, fields)
+    return None
+
+
+# ---- which fields differ ------------------------------------------------------------------------------
+
+def _ignored(name: str, event: str, ignore: frozenset[str]) -> bool:
+    return name in ignore or f"{event}.{name}" in ignore
+
+
+def _differing_fields(a: TraceEvent, b: TraceEvent, ignore: frozenset[str]) -> tuple[str, ...]:
+    """The event fields, then the stats keys (in the reference's order), on which ``a`` and ``b`` differ."""
+    fields = [name for name in ("phase", "step", "reason")
+              if not _ignored(name, b.event, ignore) and getattr(a, name) != getattr(b, name)]
+    keys = list(b.stats) + [k for k in a.stats if k not in b.stats]
+    for key in keys:
+        if _ignored(key, b.event, ignore):
+            continue
+        if key in a.stats and key in b.stats:
+            if a.stats[key] != b.stats[key]:
+                fields.append(key)
+        elif not (f"{key}_shape" in a.stats and f"{key}_shape" in b.stats):
+            # A tensor whose values only one recorder kept (detail budget) is not a difference.
+            fields.append(key)
+    return tuple(fields)
+
+
+def _flatten(obj: dict[str, Any], prefix: str) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in obj.items():
+        path = f"{prefix}.{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, path))
+        else:
+            flat[path] = value
+    return flat
+
+
+def _header_divergence(a: dict[str, Any], b: dict[str, Any], ignore: frozenset[str]) -> Divergence | None:
+    """Traces recorded with different settings (or workloads) disagree before their first event."""
+    flat_a, flat_b = _flatten(a, "header"), _flatten(b, "header")
+    for path in list(flat_b) + [p for p in flat_a if p not in flat_b]:
+        # ``header.versions`` ignores every ``header.versions.*`` key.
+        if any(path == entry or path.startswith(entry + ".") for entry in ignore):
+            continue
+        mine, ref = flat_a.get(path, "(nothing)"), flat_b.get(path, "(nothing)")
+        if mine != ref:
+            message = (f"before the first event, the trace headers differ at {path[len('header.'):]}: you had "
+                       f"{_show(mine)}, the reference {_show(ref)} (the runs used different settings)")
+            return Divergence(message, None, None, "in the header", None, (path,), None, None)
+    return None
+
+
+# ---- how an event reads -------------------------------------------------------------------------------
+
+def _where(e: TraceEvent) -> str:
+    if e.step is not None:
+        return f"step {e.step}"
+    return "at start-up" if e.phase in ("bootstrap", "init") else "between steps"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list) and len(value) > _MAX_SHOWN:
+        return "[" + ", ".join(map(_show, value[:_MAX_SHOWN])) + f", … ({len(value)} in all)]"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_show, value)) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _show_pair(a: Any, b: Any) -> tuple[str, str]:
+    """Both values; two long lists of one length show only a window around their first difference."""
+    if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b) > _MAX_SHOWN):
+        return _show(a), _show(b)
+    first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    lo, hi = max(0, first - 3), min(len(a), first + 4)
+
+    def window(values: list[Any]) -> str:
+        return ("[" + ("…, " if lo > 0 else "") + ", ".join(map(_show, values[lo:hi]))
+                + (", …" if hi < len(values) else "") + "]")
+    return window(a), window(b) + f" (first difference at position {first} of {len(a)})"
+
+
+def _free_clause(s: dict[str, Any]) -> str:
+    if s.get("reason_key") == "preempted":
+        return f"preempted seq {s.get('seq_id')} (freeing blocks {_show(s.get('block_ids'))})"
+    return f"freed the blocks {_show(s.get('block_ids'))} of seq {s.get('seq_id')}"
+
+
+def _allocate_clause(s: dict[str, Any]) -> str:
+    shared = s.get("shared_block_ids") or []
+    extra = f" (and shared the cached blocks {_show(shared)})" if shared else ""
+    return f"allocated blocks {_show(s.get('block_ids'))} to seq {s.get('seq_id')}{extra}"
+
+
+# Event -> (what it did, as a verb phrase; the stats keys that phrase shows). A difference in one of those
+# keys is told with the phrase; any other difference field by field.
+_CLAUSES: dict[str, tuple[Callable[[dict[str, Any]], str], frozenset[str]]] = {
+    "SCHEDULE_PREFILL": (lambda s: f"scheduled seqs {_show(s.get('seq_ids'))} for prefill "
+                                   f"({_show(s.get('num_scheduled_tokens'))} tokens)",
+                         frozenset({"seq_ids", "num_scheduled_tokens"})),
+    "SCHEDULE_DECODE": (lambda s: f"scheduled seqs {_show(s.get('seq_ids'))} for decode", frozenset({"seq_ids"})),
+    "PREEMPT": (lambda s: f"preempted seq {s.get('seq_id')}", frozenset({"seq_id"})),
+    "BLOCK_FREE": (_free_clause, frozenset({"seq_id", "block_ids", "reason"})),
+    "BLOCK_ALLOCATE": (_allocate_clause, frozenset({"seq_id", "block_ids", "shared_block_ids"})),
+    "PREFIX_CACHE_HIT": (lambda s: f"reused the cached blocks {_show(s.get('block_ids'))} for seq "
+                                   f"{s.get('seq_id')} ({s.get('num_cached_tokens')} tokens)",
+                         frozenset({"seq_id", "block_ids", "num_cached_blocks", "num_cached_tokens"})),
+    "SAMPLE": (lambda s: f"sampled tokens {_show(s.get('token_ids'))} for seqs {_show(s.get('seq_ids'))}",
+               frozenset({"seq_ids", "token_ids"})),
+    "STATE_TRANSITION": (lambda s: f"moved seq {s.get('seq_id')} from {s.get('from')} to {s.get('to')}",
+                         frozenset({"seq_id", "from", "to"})),
+    "KV_BUDGET_ESTIMATE": (lambda s: f"sized the KV cache at {s.get('num_blocks')} blocks of "
+                                     f"{s.get('block_bytes')} bytes",
+                           frozenset({"num_blocks", "block_bytes"})),
+    "REQUEST_ENQUEUE": (lambda s: f"enqueued seq {s.get('seq_id')} ({s.get('prompt_len')} prompt tokens)",
+                        frozenset({"seq_id", "prompt_len"})),
+    "REQUEST_ABORT": (lambda s: f"aborted seq {s.get('seq_id')}", frozenset({"seq_id"})),
+    "PREPARE_PREFILL_TENSORS": (lambda s: f"prepared the prefill tensors of {s.get('n_seqs')} seqs "
+                                          f"({s.get('flat_tokens')} tokens)", frozenset()),
+    "PREPARE_DECODE_TENSORS": (lambda s: f"prepared the decode tensors of {s.get('batch_size')} seqs",
+                               frozenset()),
+    "STEP_DONE": (lambda s: f"ended the step with {s.get('batch_size')} seqs run and "
+                            f"{s.get('used_blocks')} blocks used", frozenset()),
+}
+
+
+def _stats_for_clause(e: TraceEvent) -> dict[str, Any]:
+    # BLOCK_FREE says why in its reason key; the phrase needs it alongside the stats.
+    return {**e.stats, "reason_key": e.reason}
+
+
+def describe_event(e: TraceEvent) -> str:
+    """What the engine did in event ``e``, as a verb phrase: "preempted seq 4 (freeing blocks [9, 10])"."""
+    phrase = _CLAUSES.get(e.event)
+    if phrase is None:
+        return f"recorded {e.event} ({e.reason})"
+    return phrase[0](_stats_for_clause(e))
+
+
+# ---- the sentences --------------------------------------------------------------------------------------
+
+def _ended(index: int, mine: TraceEvent | None, ref: TraceEvent | None) -> Divergence:
+    if mine is None:
+        message = f"{_where(ref)}: your trace ends here, the reference goes on: it {describe_event(ref)} ({ref.event})"
+        return Divergence(message, index, ref.step, _where(ref), ref.event, (), None, ref)
+    message = f"{_where(mine)}: the reference trace ends here, yours goes on: you {describe_event(mine)} ({mine.event})"
+    return Divergence(message, index, mine.step, _where(mine), mine.event, (), mine, None)
+
+
+def _is_preemption(e: TraceEvent) -> bool:
+    return e.event == "PREEMPT" or (e.event == "BLOCK_FREE" and e.reason == "preempted")
+
+
+def _different_kinds(index: int, mine: TraceEvent, ref: TraceEvent, following: tuple[TraceEvent | None,
+                     TraceEvent | None], ignore: frozenset[str]) -> Divergence:
+    """Two runs did different things here. Said from the side of the one that did the notable thing: one
+    event more or less with everything after it lining up, else a preemption, else any block or state
+    change."""
+    where = _where(ref)
+    next_mine, next_ref = following
+
+    def same(x: TraceEvent | None, y: TraceEvent | None) -> bool:
+        return x is not None and y is not None and x.event == y.event and not _differing_fields(x, y, ignore)
+
+    if same(mine, next_ref):
+        message = f"{where}: the reference {describe_event(ref)}, you did not"
+    elif same(next_mine, ref):
+        message = f"{where}: you {describe_event(mine)}, the reference did not"
+    elif _is_preemption(mine) and not _is_preemption(ref):
+        message = f"{where}: you {describe_event(mine)}, the reference did not (it {describe_event(ref)} instead)"
+    elif ref.event in _ACTIONS:
+        message = f"{where}: the reference {describe_event(ref)}, you did not (you {describe_event(mine)} instead)"
+    elif mine.event in _ACTIONS:
+        message = f"{where}: you {describe_event(mine)}, the reference did not (it {describe_event(ref)} instead)"
+    else:
+        message = f"{where}: the reference {describe_event(ref)}, you {describe_event(mine)} instead"
+    return Divergence(message, index, ref.step, where, ref.event, (), mine, ref)
+
+
+def _first_sample_difference(mine: dict[str, Any], ref: dict[str, Any]) -> str | None:
+    """``you sampled token 57 for seq 3, the reference 12``, when both sampled for the same sequences."""
+    if mine.get("seq_ids") != ref.get("seq_ids") or len(mine.get("token_ids", [])) != len(ref.get("token_ids", [])):
+        return None
+    for seq_id, a, b in zip(ref["seq_ids"], mine["token_ids"], ref["token_ids"]):
+        if a != b:
+            return f"you sampled token {a} for seq {seq_id}, the reference sampled token {b}"
+    return None
+
+
+def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str, ...]) -> Divergence:
+    where = _where(ref)
+    phrase = _CLAUSES.get(ref.event)
+    sentence = None
+    if ref.event == "SAMPLE":
+        sentence = _first_sample_difference(mine.stats, ref.stats)
+    if sentence is None and phrase is not None and set(fields) & phrase[1]:
+        yours_text, ref_text = describe_event(mine), describe_event(ref)
+        if yours_text != ref_text:
+            sentence = f"you {yours_text}, the reference {ref_text}"
+    if sentence is not None:
+        return Divergence(f"{where}: {sentence}", index, ref.step, where, ref.event, fields, mine, ref)
+    # Field by field: the first differing field, and how many more there are.
+    name = fields[0]
+    a = getattr(mine, name) if name in ("phase", "step", "reason") else mine.stats.get(name, "(nothing)")
+    b = getattr(ref, name) if name in ("phase", "step", "reason") else ref.stats.get(name, "(nothing)")
+    shown_a, shown_b = _show_pair(a, b)
+    verb = "wrote" if ref.event.startswith("PREPARE_") else "had"
+    more = f" (and {len(fields) - 1} more: {', '.join(fields[1:])})" if len(fields) > 1 else ""
+    message = f"{where}, {ref.event}.{name}: you {verb} {shown_a}, the reference {shown_b}{more}"
+    return Divergence(message, index, ref.step, where, ref.event, fields, mine, ref)
