@@ -150,6 +150,8 @@ def test_wrong_quiz_answers_get_hints_not_answers():
     assert lines[1] == (f"  num_steps: {answers['num_steps']} is too high. How many engine steps did the run take? "
                         "Hint: trace.steps has one row per completed step (one STEP_DONE event each).")
     assert lines[2].startswith("  first_preempted_seq: no answer yet.")
+    assert check("trace_quiz", None).message.startswith("FAIL trace_quiz: answer_quiz must be a dict of answers")
+    assert grade("trace_quiz", {}).message.startswith("FAIL trace_quiz: your solution defines no answer_quiz")
 
 
 # ---- what the grader does around the student's code ---------------------------------------------------

@@ -82,8 +82,11 @@ class QuizExercise(Exercise):
 
     def grade(self, solution: Solution, model: str | Path | None = None) -> GradeResult:
         """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it."""
+        if "answer_quiz" not in solution:
+            return GradeResult(self.name, False, f"FAIL {self.name}: your solution defines no answer_quiz: write a "
+                                                 "function answer_quiz(trace) that returns your answers dict")
         trace = quiz_trace(model)
-        given = solution.get("answer_quiz")
+        given = solution["answer_quiz"]
         if callable(given):
             try:
                 given = given(trace)
