@@ -7,6 +7,7 @@ A bad value raises ``ValueError`` naming it before anything heavy is built.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,22 @@ class Config:
         if self.hf_config.model_type != "qwen3":
             raise ValueError(f"only Qwen3 checkpoints are supported, {self.model} is {self.hf_config.model_type!r}")
         self.max_model_len = min(self.max_model_len, self.hf_config.max_position_embeddings)
+        self._check_tensor_parallel()
+
+    def _check_tensor_parallel(self) -> None:
+        """Before any worker is spawned: every rank needs a device of its own and whole shards."""
+        tp = self.tensor_parallel_size
+        # Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and of the MLP.
+        for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
+            value = getattr(self.hf_config, name)
+            if value % tp != 0:
+                raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={value}")
+        if self.device.startswith("cuda"):
+            available, unit = torch.cuda.device_count(), "GPU"
+        else:
+            available, unit = os.cpu_count() or 1, "CPU core"
+        if tp > available:
+            raise ValueError(f"tensor_parallel_size={tp} needs one {unit} per rank, this machine has {available}")
 
     @staticmethod
     def _resolve_device(name: str) -> str:

@@ -2,7 +2,8 @@
 outputs. It knows nothing of tensors or heads (seed 000, 2.4–2.5).
 
 Start-up order matters: the model runner must size the KV cache before the scheduler exists, because the
-block manager is built with that many blocks.
+block manager is built with that many blocks. With ``tensor_parallel_size > 1`` the model runner is rank 0
+of a group whose other ranks are worker processes (``engine/tp_workers.py``); ``close()`` stops them.
 
 ``step()`` is one engine iteration: schedule → run → postprocess. ``generate()`` is ``add_request`` for
 every prompt, then ``step()`` until nothing is waiting or running.
@@ -31,6 +32,7 @@ from nanovllm_teach.config import Config
 from nanovllm_teach.engine.model_runner import ModelRunner, resolve_attention_backend, resolve_dtype
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.tp_workers import TensorParallelRunner
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import Recorder, make_recorder
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
@@ -42,8 +44,6 @@ class LLMEngine:
     def __init__(self, model: str | Path | None = None, *, trace: str | Path | Recorder | None = None,
                  trace_metadata: dict[str, Any] | None = None, **settings: Any) -> None:
         config = Config.from_kwargs(str(model if model is not None else default_model_path()), settings)
-        if config.tensor_parallel_size > 1:
-            raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}: this build runs one rank only")
         self.config = config
         self.rec = make_recorder(trace)
         self.rec.open(self._trace_header(trace_metadata or {}))
@@ -53,7 +53,9 @@ class LLMEngine:
                       tp_size=config.tensor_parallel_size, model=config.model,
                       enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
                       attention_backend=config.attention_backend)
-        self.model_runner = ModelRunner(config, 0, self.rec)
+        self.model_runner: ModelRunner | TensorParallelRunner = (
+            TensorParallelRunner(config, self.rec) if config.tensor_parallel_size > 1
+            else ModelRunner(config, 0, self.rec))
         self.tokenizer = AutoTokenizer.from_pretrained(config.model)
         self.eos_token_id = self.tokenizer.eos_token_id
         self.scheduler = Scheduler(
@@ -229,7 +231,9 @@ class LLMEngine:
                 bar.update(len(finished))
 
     def close(self) -> None:
-        """Finish the trace file, if one is being written."""
+        """Stop the tensor-parallel workers, if any, and finish the trace file, if one is being written."""
+        if isinstance(self.model_runner, TensorParallelRunner):
+            self.model_runner.close()
         self.rec.close()
 
     def __enter__(self) -> "LLMEngine":

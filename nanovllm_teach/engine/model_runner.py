@@ -18,6 +18,10 @@ It knows nothing of scheduling policy: it runs exactly what it is given.
 On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); prefill and
 everything on a CPU run eagerly.
 
+With tensor parallelism every rank builds one of these (``engine/tp_workers.py`` spawns ranks 1…N−1): each
+joins the process group first (the layers read their shard from it), start-up facts are gathered so that
+rank 0 reports every rank, the ranks agree on the smallest KV block count, and only rank 0 samples.
+
 Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, CUDAGRAPH_CAPTURE,
 PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 """
@@ -25,8 +29,11 @@ PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SA
 from __future__ import annotations
 
 import time
+from datetime import timedelta
+from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.cuda_graphs import DecodeGraphs, capture_skip_reason, choose_graph_batch_size
@@ -43,6 +50,10 @@ from nanovllm_teach.utils.loader import load_model
 from nanovllm_teach.utils.memory import kv_block_bytes, kv_cache_blocks, kv_cache_budget, read_memory
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+# How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
+# so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
+TP_TIMEOUT = timedelta(seconds=60)
 
 
 def resolve_dtype(name: str, device: torch.device, hf_config) -> torch.dtype:
@@ -84,19 +95,31 @@ def decode_slot(seq: Sequence, block_size: int) -> int:
 
 
 class ModelRunner:
-    def __init__(self, config: Config, rank: int, recorder: Recorder) -> None:
+    def __init__(self, config: Config, rank: int, recorder: Recorder, dist_init: str | None = None) -> None:
+        """``dist_init``: the ``tcp://host:port`` where the ranks of a tensor-parallel group meet (chosen by
+        rank 0, see ``engine/tp_workers.py``); unused when ``tensor_parallel_size`` is 1."""
+        if dist.is_initialized():
+            # The layers take their shard from the process-wide default group: a model built now would be
+            # sharded like the engine that is already running.
+            raise RuntimeError("a tensor-parallel engine is already running in this process: close() it first")
         self.config = config
         self.rank = rank
+        self.world_size = config.tensor_parallel_size
         self.rec = recorder
         hf_config = config.hf_config
         self.block_size = config.kvcache_block_size
         self.device = torch.device(config.device)
+        if self.world_size > 1 and self.device.type == "cuda":
+            self.device = torch.device("cuda", rank)  # one GPU per rank, as in nano-vllm
+            torch.cuda.set_device(self.device)
         self.dtype = resolve_dtype(config.dtype, self.device, hf_config)
         self.attention_backend = resolve_attention_backend(config.attention_backend, self.device,
                                                            self.block_size, self.dtype)
-        self.rec.emit("TP_RUNTIME_INIT", "init", "runtime_ready", device=str(self.device), rank=rank,
-                      world_size=config.tensor_parallel_size, backend="none", dtype=str(self.dtype),
-                      attention_backend=self.attention_backend)
+        backend = self._init_process_group(dist_init) if self.world_size > 1 else "none"
+        runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
+                       dtype=str(self.dtype), attention_backend=self.attention_backend)
+        for facts in self._all_ranks(runtime):  # workers have no recorder: rank 0 reports every rank
+            self.rec.emit("TP_RUNTIME_INIT", "init", "runtime_ready", **facts)
 
         default_dtype = torch.get_default_dtype()
         torch.set_default_dtype(self.dtype)
@@ -108,7 +131,8 @@ class ModelRunner:
         report = load_model(self.model, config.model)
         self.model.eval()
         self.rec.emit("MODEL_WEIGHTS_LOADED", "init", "weights_loaded", num_files=report.num_files,
-                      num_keys=report.num_keys, dtype=report.dtype, num_params=report.num_params)
+                      num_keys=report.num_keys, dtype=report.dtype, num_params=report.num_params,
+                      **self._per_rank("num_params_by_rank", self._all_ranks(report.num_params)))
         self.sampler = Sampler()
         backend = make_attention_backend(self.attention_backend)
         self.attention_layers = [m for m in self.model.modules() if isinstance(m, Attention)]
@@ -130,6 +154,26 @@ class ModelRunner:
                           memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0])
 
     # ---- start-up -------------------------------------------------------------------------------
+
+    def _init_process_group(self, dist_init: str | None) -> str:
+        if dist_init is None:
+            raise ValueError("tensor_parallel_size > 1 needs dist_init, the tcp:// address the ranks meet at")
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=dist_init, world_size=self.world_size, rank=self.rank,
+                                timeout=TP_TIMEOUT)
+        return backend
+
+    def _all_ranks(self, value: Any) -> list[Any]:
+        """``value`` from every rank, in rank order. A collective: every rank calls it at the same point."""
+        if self.world_size == 1:
+            return [value]
+        values: list[Any] = [None] * self.world_size
+        dist.all_gather_object(values, value)
+        return values
+
+    def _per_rank(self, name: str, values: list[Any]) -> dict[str, list[Any]]:
+        """A per-rank stat under tensor parallelism; nothing on a single rank, whose traces keep their shape."""
+        return {name: values} if self.world_size > 1 else {}
 
     def warmup_model(self) -> None:
         """Run the largest prefill the limits allow, so the KV budget sees the forward pass's peak."""
@@ -166,7 +210,9 @@ class ModelRunner:
         cpu_cap = int(self.config.cpu_kvcache_gib * 2**30) if self.device.type == "cpu" else None
         budget = kv_cache_budget(reading, utilization, cpu_cap)
         estimated = kv_cache_blocks(reading, utilization, block_bytes, cpu_cap)
-        num_blocks = self.config.num_kvcache_blocks or estimated
+        # Every rank holds its shard of every block, so the group has as many blocks as its tightest rank.
+        num_blocks_by_rank = self._all_ranks(self.config.num_kvcache_blocks or estimated)
+        num_blocks = min(num_blocks_by_rank)
         if num_blocks < 1:
             raise RuntimeError(f"no memory left for the KV cache: budget {budget} bytes, one block needs "
                                f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
@@ -180,7 +226,8 @@ class ModelRunner:
                       estimated_num_blocks=estimated, num_blocks=num_blocks,
                       explicit=self.config.num_kvcache_blocks is not None, block_size=self.block_size,
                       num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
-                      dtype_bytes=elem_bytes, vocab_size=hf.vocab_size)
+                      dtype_bytes=elem_bytes, vocab_size=hf.vocab_size,
+                      **self._per_rank("num_blocks_by_rank", num_blocks_by_rank))
         return num_blocks
 
     # ---- one step -------------------------------------------------------------------------------
@@ -268,7 +315,8 @@ class ModelRunner:
             input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
             temperatures, seeds = self.prepare_sample(seqs)
             logits = self.run_model(input_ids, positions, is_prefill)
-            token_ids = self.sampler(logits, temperatures, seeds).tolist()
+            # The LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here.
+            token_ids = self.sampler(logits, temperatures, seeds).tolist() if logits is not None else []
         finally:
             reset_context()
         self.rec.emit("SAMPLE", "prefill" if is_prefill else "decode", "sample_next_tokens",
