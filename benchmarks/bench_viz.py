@@ -59,7 +59,7 @@ def record_source(path: Path) -> Path:
 
     torch.set_num_threads(1)
     checkpoint = make_random_checkpoint(path.parent / "random_checkpoint")
-    workload = bench_workload(64, vocab_size=384, seed=0)
+    workload = bench_workload(64, range(384), seed=0)
     prompts = [[max(3, t) for t in p] for p in workload.prompts]  # ids 0-2 are the special tokens
     llm = LLM(checkpoint, trace=TraceRecorder(path, keep_in_memory=False), kvcache_block_size=16,
               max_model_len=512, max_num_batched_tokens=1024, num_kvcache_blocks=2048)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from nanovllm_teach.sampling_params import SamplingParams
 
@@ -80,19 +80,24 @@ def _chunked_prefill(tokenizer) -> Workload:
     return Workload(prompts, [SamplingParams(temperature=0.0, max_tokens=64) for _ in prompts])
 
 
-def bench_workload(num_requests: int, vocab_size: int, seed: int) -> Workload:
-    """nano-vllm's benchmark shape on a CPU scale: random prompts of 16–256 token ids, 16–256 output
-    tokens each with ``ignore_eos``."""
+def bench_workload(num_requests: int, token_ids: Sequence[int], seed: int) -> Workload:
+    """nano-vllm's benchmark shape on a CPU scale: prompts of 16–256 ids drawn from ``token_ids``,
+    16–256 output tokens each with ``ignore_eos``."""
     rng = random.Random(seed)
-    prompts = [[rng.randrange(vocab_size) for _ in range(rng.randint(16, 256))] for _ in range(num_requests)]
+    prompts = [[rng.choice(token_ids) for _ in range(rng.randint(16, 256))] for _ in range(num_requests)]
     params = [SamplingParams(temperature=0.0, max_tokens=rng.randint(16, 256), ignore_eos=True)
               for _ in range(num_requests)]
     return Workload(prompts, params)
 
 
+def plain_token_ids(tokenizer) -> list[int]:
+    """Every id of the vocabulary except the added control tokens (<|im_start|>, <|im_end|>, ...)."""
+    added = set(tokenizer.get_added_vocab().values())
+    return [i for i in range(len(tokenizer)) if i not in added]
+
+
 def _cpu_benchmark(tokenizer) -> Workload:
-    # Ids below the special tokens keep the prompts plain text.
-    return bench_workload(64, min(len(tokenizer), tokenizer.convert_tokens_to_ids("<|endoftext|>")), seed=0)
+    return bench_workload(64, plain_token_ids(tokenizer), seed=0)
 
 
 def poisson_arrivals(n: int, mean_gap_steps: float, seed: int, at_start: int = 0) -> list[int]:
