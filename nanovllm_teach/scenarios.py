@@ -121,7 +121,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("seed_walkthrough", "two requests, one prefill, decode until one finishes early (seed 000, 2.4.3)",
              dict(num_kvcache_blocks=64), _seed_walkthrough),
     Scenario("preemption", "a KV cache too small for everyone: the newest sequences are preempted and recomputed",
-             dict(kvcache_block_size=16, num_kvcache_blocks=20), _preemption),
+             dict(kvcache_block_size=16, num_kvcache_blocks=12), _preemption),
     Scenario("prefix_cache", "a shared system prompt: later requests reuse the first one's KV blocks",
              dict(kvcache_block_size=16, num_kvcache_blocks=128), _prefix_cache),
     Scenario("chunked_prefill", "a prompt longer than the step's token budget is prefilled in chunks",

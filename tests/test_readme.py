@@ -15,7 +15,10 @@ def _blocks(lang: str) -> list[str]:
 
 
 @pytest.mark.parametrize("index", range(len(_blocks("python"))))
-def test_python_examples_run(index, capsys):
+def test_python_examples_run(index, capsys, tmp_path, monkeypatch):
+    # Run where a reader would (the repository root, seen through a scratch folder for written files).
+    (tmp_path / "traces").symlink_to(README.parent / "traces")
+    monkeypatch.chdir(tmp_path)
     exec(compile(_blocks("python")[index], f"README.md python block {index}", "exec"), {})
     assert capsys.readouterr().out.strip(), "an example should show the reader something"
 
