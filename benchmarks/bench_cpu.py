@@ -1,0 +1,488 @@
+"""CPU throughput benchmark: our engine vs. Hugging Face ``generate`` vs. Hugging Face continuous batching.
+
+The workload is nano-vllm's ``bench.py`` scaled down to a 2-core CPU and the tiny shipped Qwen3:
+
+- ``--num-requests`` requests (default 64), all submitted at once;
+- each prompt is random token ids (drawn from the tokenizer's vocabulary), its length uniform in 16..256;
+- each request asks for a number of output tokens uniform in 16..256, with ``ignore_eos`` so that every
+  request produces exactly that many tokens;
+- greedy decoding (temperature 0), everything drawn from one ``random.Random(--seed)``.
+
+Three systems run it, one after the other, in this process, with the same weights (float32, CPU):
+
+1. **ours**: ``LLM(...)`` (continuous batching, paged KV cache, the plain PyTorch attention backend). The
+   engine is built and warmed up before the clock starts; only ``generate()`` is timed. Its limits
+   (``--max-num-seqs 256 --max-num-batched-tokens 8192 --block-size 256``) let the whole workload's
+   prompts go in one prefill step and all 64 requests decode together, as in nano-vllm's bench.
+2. **HF generate (static batches)**: ``transformers`` ``model.generate`` on padded batches of B requests
+   taken in arrival order (left padding). A batch runs until its longest request's ``max_tokens``; the
+   tokens a shorter request generates past its own ``max_tokens`` are wasted work and are not counted.
+   Several batch sizes are tried and the fastest one is the one we compare against.
+3. **HF continuous batching**: ``transformers``' own continuous-batching manager
+   (``model.init_continuous_batching``; its ``add_request`` takes a per-request ``max_new_tokens``, which
+   ``generate_batch`` does not). Its warm-up is not timed.
+
+The numbers printed:
+
+- **useful output tokens/s** = (sum of every request's own ``max_tokens``) / (wall seconds of the timed
+  call). Prompt tokens are not counted (as in nano-vllm's bench), padding and wasted tokens are not counted.
+- **ratios**: ours / HF generate (best batch size), ours / HF continuous batching.
+- **share of our wall time outside the model forward**: the benchmark wraps
+  ``llm.model_runner.run_model`` (embedding, decoder layers, attention, LM head) with a timer; everything
+  else in ``generate()`` (scheduling, block management, building the input tensors, sampling, Python
+  bookkeeping) is "outside". It is broken down further by also timing ``scheduler.schedule``,
+  ``scheduler.postprocess``, ``prepare_prefill``/``prepare_decode``/``prepare_sample`` and the sampler.
+  The wrappers cost two ``perf_counter`` calls each, a few microseconds per step.
+- **parity**: how many requests got exactly the same greedy token ids from our engine as from HF
+  ``generate`` (and from HF continuous batching). Different batching changes float rounding, so a
+  near-tie can rarely flip a token; the line says where the first difference is.
+- with ``--trace-overhead``: our engine with full recording to a JSONL file vs. recording off, on the
+  same workload, interleaved (off, on, off, on, ...), ``--trace-repeats`` each; their ratio, by wall time
+  and by CPU time, of the medians and of the fastest runs. Each repeat uses fresh prompts (same lengths), so the
+  prefix cache never turns a repeat into a cache hit. Because a difference of a few percent between
+  two runs is within the noise of a busy machine, the time spent inside the recorder's ``emit`` is also
+  measured directly, as a share of the traced run.
+
+Every timed run reports wall time and the process's CPU time. Tokens/s and the headline ratios use
+wall time; the CPU-time ratios are printed beside them because they are less disturbed when other
+processes compete for the two cores (the load average is printed before each repeat). ``--repeats N``
+runs every system N times, interleaved, and reports medians. ``--threads N`` sets torch's intra-op
+threads for all three systems: on a machine whose cores are busy with other work, 2 OpenMP threads can
+be many times slower than 1 (each parallel region waits for a descheduled thread), so measure with
+``--threads 1`` there.
+
+Usage::
+
+    python benchmarks/bench_cpu.py [--num-requests 64] [--seed 0] [--model PATH] [--trace-overhead]
+                                   [--repeats 3] [--threads 1] [--hf-batch-sizes 16 32 64]
+
+Results, with the machine they were measured on, are in ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from time import perf_counter, process_time
+from typing import Any, Callable
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+from nanovllm_teach import LLM, SamplingParams, default_model_path
+
+MIN_LEN, MAX_LEN = 16, 256
+
+
+# ---- the workload ---------------------------------------------------------------------------------
+
+
+def make_workload(num_requests: int, seed: int, vocab_size: int) -> tuple[list[list[int]], list[int]]:
+    """Random prompts (token ids) and output lengths, as in nano-vllm's bench.py."""
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(vocab_size) for _ in range(rng.randint(MIN_LEN, MAX_LEN))]
+               for _ in range(num_requests)]
+    max_tokens = [rng.randint(MIN_LEN, MAX_LEN) for _ in range(num_requests)]
+    return prompts, max_tokens
+
+
+def fresh_prompts(prompts: list[list[int]], seed: int, vocab_size: int) -> list[list[int]]:
+    """Other random prompts of the same lengths (so repeats never hit the prefix cache)."""
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab_size) for _ in p] for p in prompts]
+
+
+def params_for(max_tokens: list[int]) -> list[SamplingParams]:
+    return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in max_tokens]
+
+
+class Clock:
+    """Wall seconds and this process's CPU seconds (all its threads) spent inside a ``with`` block."""
+
+    def __enter__(self) -> "Clock":
+        self._wall, self._cpu = perf_counter(), process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = perf_counter() - self._wall
+        self.cpu = process_time() - self._cpu
+
+
+# ---- 1. our engine --------------------------------------------------------------------------------
+
+
+class StepTimers:
+    """Wraps methods of the engine's parts with wall-clock accumulators, without touching engine code."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._undo: list[Callable[[], None]] = []
+
+    def wrap(self, obj: Any, name: str, key: str) -> None:
+        inner = getattr(obj, name)
+        seconds, calls = self.seconds, self.calls
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                seconds[key] += perf_counter() - start
+                calls[key] += 1
+
+        setattr(obj, name, timed)  # an instance attribute shadows the method
+        self._undo.append(lambda: delattr(obj, name))
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def remove(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+
+
+def instrument(llm: LLM) -> StepTimers:
+    timers = StepTimers()
+    runner, scheduler = llm.model_runner, llm.scheduler
+    timers.wrap(runner, "run_model", "model forward (run_model)")
+    timers.wrap(scheduler, "schedule", "scheduler.schedule")
+    timers.wrap(scheduler, "postprocess", "scheduler.postprocess")
+    timers.wrap(runner, "prepare_prefill", "prepare_prefill")
+    timers.wrap(runner, "prepare_decode", "prepare_decode")
+    timers.wrap(runner, "prepare_sample", "prepare_sample")
+    timers.wrap(runner.sampler, "forward", "sampler")
+    return timers
+
+
+def run_ours(llm: LLM, prompts: list[list[int]], max_tokens: list[int]) -> tuple[Clock, list[list[int]]]:
+    with Clock() as clock:
+        outputs = llm.generate(prompts, params_for(max_tokens), use_tqdm=False)
+    return clock, [out["token_ids"] for out in outputs]
+
+
+# ---- 2. HF generate, static padded batches -----------------------------------------------------
+
+
+@torch.inference_mode()
+def run_hf_generate(model, prompts: list[list[int]], max_tokens: list[int], batch_size: int,
+                    pad_id: int) -> tuple[Clock, list[list[int]], int]:
+    """Static batching: each batch of ``batch_size`` requests (arrival order) runs to its longest request.
+    Returns the clock, each request's own tokens, and the number of tokens generated (useful + wasted)."""
+    outputs: list[list[int]] = []
+    generated = 0
+    with Clock() as clock:
+        for first in range(0, len(prompts), batch_size):
+            generated += _hf_static_batch(model, prompts[first:first + batch_size],
+                                          max_tokens[first:first + batch_size], pad_id, outputs)
+    return clock, outputs, generated
+
+
+def _hf_static_batch(model, batch: list[list[int]], wants: list[int], pad_id: int,
+                     outputs: list[list[int]]) -> int:
+    width, steps = max(map(len, batch)), max(wants)
+    input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in batch])
+    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
+    # eos_token_id=-1 ignores EOS (None would be filled in from the checkpoint's generation_config).
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=GenerationConfig(
+        do_sample=False, max_new_tokens=steps, eos_token_id=-1, pad_token_id=pad_id))
+    new = out[:, width:]
+    outputs.extend(row[:n] for row, n in zip(new.tolist(), wants))
+    return new.numel()
+
+
+# ---- 3. HF continuous batching ------------------------------------------------------------------
+
+
+class HFContinuousBatching:
+    """``transformers``' continuous-batching manager, built and warmed up once, outside the timing."""
+
+    def __init__(self, model) -> None:
+        from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+        self.gen_config = GenerationConfig(do_sample=False, max_new_tokens=MAX_LEN, eos_token_id=-1)
+        self.manager = model.init_continuous_batching(
+            generation_config=self.gen_config, continuous_batching_config=ContinuousBatchingConfig())
+        self.manager.warmup()
+        self.manager.start()
+
+    def describe(self) -> str:
+        c = self.manager.continuous_batching_config
+        return (f"attn={self.manager.model.config._attn_implementation}, page_size={c.page_size}, "
+                f"num_blocks={c.num_blocks}, max_batch_tokens={c.max_batch_tokens}, "
+                f"cuda_graph={c.use_cuda_graph}, async={c.use_async_batching}")
+
+    def run(self, prompts: list[list[int]], max_tokens: list[int], tag: str) -> tuple[Clock, list[list[int]]]:
+        results: dict[str, Any] = {}
+        with Clock() as clock:
+            ids = [self.manager.add_request(p, request_id=f"{tag}-{i}", max_new_tokens=n, eos_token_id=-1)
+                   for i, (p, n) in enumerate(zip(prompts, max_tokens))]
+            while len(results) < len(ids):
+                result = self.manager.get_result(timeout=1)
+                if result is None:
+                    if not self.manager.is_running():
+                        raise RuntimeError("the continuous-batching thread stopped before finishing")
+                    continue
+                if result.is_finished():
+                    if result.error is not None:
+                        raise RuntimeError(f"request {result.request_id} failed: {result.error}")
+                    results[result.request_id] = result
+        return clock, [list(results[i].generated_tokens) for i in ids]
+
+    def close(self) -> None:
+        self.manager.stop(block=True)
+        self.manager.destroy()
+
+
+# ---- reporting helpers ----------------------------------------------------------------------------
+
+
+def parity(ours: list[list[int]], theirs: list[list[int]]) -> str:
+    same = sum(a == b for a, b in zip(ours, theirs))
+    line = f"{same}/{len(ours)} requests token-identical"
+    diffs = [(i, next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))))
+             for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    if diffs:
+        shown = ", ".join(f"req {i} @ token {j}" for i, j in diffs[:5])
+        line += f"; first difference: {shown}{' ...' if len(diffs) > 5 else ''}"
+    return line
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} CPU cores ({cpu}), no GPU; torch {torch.__version__} "
+            f"({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
+            f"Python {platform.python_version()}")
+
+
+def load() -> str:
+    """The 1/5/15-minute load averages: above the core count, other processes competed for the CPU."""
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def tok_s(tokens: int, wall: float, cpu: float) -> str:
+    return f"{tokens / wall:8.1f} tok/s  ({wall:6.2f} s wall, {cpu:6.2f} s CPU)"
+
+
+# ---- main -----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--num-requests", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", type=Path, default=default_model_path())
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run every system this many times, interleaved, and report the median (default 1)")
+    ap.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[16, 32, 64],
+                    help="static batch sizes tried for HF generate; the fastest is compared (default 16 32 64)")
+    ap.add_argument("--block-size", type=int, default=256, help="our engine's kvcache_block_size")
+    ap.add_argument("--max-num-seqs", type=int, default=256)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    ap.add_argument("--max-model-len", type=int, default=1024)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads for all three systems (default: torch's default, one per core)")
+    ap.add_argument("--skip-hf-cb", action="store_true", help="do not run HF continuous batching")
+    ap.add_argument("--trace-overhead", action="store_true",
+                    help="also time full JSONL recording vs recording off")
+    ap.add_argument("--trace-repeats", type=int, default=3)
+    ap.add_argument("--save-trace", type=Path, default=None,
+                    help="with --trace-overhead: keep the recorded JSONL here (default: a temporary file)")
+    args = ap.parse_args(argv)
+
+    if not (args.model / "config.json").is_file():
+        sys.exit(f"no checkpoint at {args.model}: pass --model PATH")
+    transformers.logging.set_verbosity_error()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    hf_model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    vocab = min(len(tokenizer), hf_model.config.vocab_size)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    prompts, max_tokens = make_workload(args.num_requests, args.seed, vocab)
+    useful = sum(max_tokens)
+
+    print(f"date     {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+    print(f"machine  {machine()}; load average {load()}")
+    print(f"model    {args.model} ({sum(p.numel() for p in hf_model.parameters()) / 1e6:.2f} M params, "
+          f"{hf_model.config.num_hidden_layers} layers, hidden {hf_model.config.hidden_size}, vocab "
+          f"{hf_model.config.vocab_size})")
+    print(f"workload {args.num_requests} requests, seed {args.seed}: prompt tokens {sum(map(len, prompts))} "
+          f"(len {MIN_LEN}..{MAX_LEN}), output tokens {useful} (len {MIN_LEN}..{MAX_LEN}, ignore_eos), greedy; "
+          f"{args.repeats} repeat(s), median reported")
+
+    # Build and warm up everything before any clock starts.
+    engine_kwargs = dict(kvcache_block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+                         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len)
+    llm = LLM(args.model, **engine_kwargs)
+    llm.generate([[1, 2, 3]], params_for([4]), use_tqdm=False)
+    timers = instrument(llm)
+    run_hf_generate(hf_model, [[1, 2, 3]] * 2, [4, 4], 2, pad_id)
+    cb, cb_error, cb_desc = None, None, ""
+    if not args.skip_hf_cb:
+        try:
+            cb = HFContinuousBatching(hf_model)
+            cb_desc = cb.describe()
+            cb.run([[1, 2, 3]], [4], "warmup")
+        except Exception as exc:  # report why, never a made-up number
+            cb_error = f"{type(exc).__name__}: {exc}"
+            cb = None
+
+    ours, cb_name = "ours", "HF continuous batching"
+    hf_names = {bs: f"HF generate, batch {bs}" for bs in args.hf_batch_sizes}
+    clocks: dict[str, list[Clock]] = defaultdict(list)
+    token_ids: dict[str, list[list[int]]] = {}
+    wasted: dict[str, int] = {}
+    forward_share: list[float] = []
+    steps_before = llm.num_prefill_steps, llm.num_decode_steps
+    try:
+        for r in range(args.repeats):
+            # Repeat 0 is the workload itself; later repeats get fresh prompts of the same lengths, so our
+            # prefix cache never turns a repeat into a cache hit.
+            batch = prompts if r == 0 else fresh_prompts(prompts, args.seed * 1000 + r, vocab)
+            print(f"\n-- repeat {r + 1}/{args.repeats} (load average {load()})")
+
+            timers.reset()
+            clock, ids = run_ours(llm, batch, max_tokens)
+            clocks[ours].append(clock)
+            token_ids.setdefault(ours, ids)
+            forward_share.append(timers.seconds["model forward (run_model)"] / clock.wall)
+            if r == 0:
+                steps = llm.num_prefill_steps - steps_before[0], llm.num_decode_steps - steps_before[1]
+                breakdown = dict(timers.seconds), dict(timers.calls), clock.wall
+            print(f"{ours:<28} {tok_s(useful, clock.wall, clock.cpu)}")
+
+            for bs, name in hf_names.items():
+                clock, ids, generated = run_hf_generate(hf_model, batch, max_tokens, bs, pad_id)
+                clocks[name].append(clock)
+                token_ids.setdefault(name, ids)
+                wasted[name] = generated - useful
+                print(f"{name:<28} {tok_s(useful, clock.wall, clock.cpu)}   [{generated} tokens generated, "
+                      f"{generated - useful} of them past their request's max_tokens]")
+
+            if cb is not None:
+                try:
+                    clock, ids = cb.run(batch, max_tokens, f"r{r}")
+                except Exception as exc:
+                    cb_error = f"{type(exc).__name__}: {exc}"
+                    cb.close()
+                    cb = None
+                else:
+                    clocks[cb_name].append(clock)
+                    token_ids.setdefault(cb_name, ids)
+                    print(f"{cb_name:<28} {tok_s(useful, clock.wall, clock.cpu)}")
+    finally:
+        if cb is not None:
+            cb.close()
+        timers.remove()
+
+    wall = {name: statistics.median(c.wall for c in runs) for name, runs in clocks.items()}
+    cpu = {name: statistics.median(c.cpu for c in runs) for name, runs in clocks.items()}
+    best_bs = min(hf_names, key=lambda bs: wall[hf_names[bs]])
+    best_hf = hf_names[best_bs]
+    print(f"\n== summary: useful output tokens/s (by wall time), median of {args.repeats} ==")
+    print(f"{ours:<28} {tok_s(useful, wall[ours], cpu[ours])}   "
+          f"[{', '.join(f'{k}={v}' for k, v in engine_kwargs.items())}; {steps[0]} prefill + {steps[1]} decode steps]")
+    for name in hf_names.values():
+        print(f"{name:<28} {tok_s(useful, wall[name], cpu[name])}   [{wasted[name]} tokens wasted]"
+              f"{'   <- best' if name == best_hf else ''}")
+    if cb_name in wall:
+        print(f"{cb_name:<28} {tok_s(useful, wall[cb_name], cpu[cb_name])}   [{cb_desc}]")
+    else:
+        print(f"{cb_name:<28} did not run: {cb_error or 'skipped (--skip-hf-cb)'}")
+
+    print()
+    print(f"ours / HF generate (best: batch {best_bs})  {wall[best_hf] / wall[ours]:5.2f}x by wall time   "
+          f"{cpu[best_hf] / cpu[ours]:5.2f}x by CPU time   (target >= 1.5x)")
+    if cb_name in wall:
+        print(f"ours / HF continuous batching       {wall[cb_name] / wall[ours]:5.2f}x by wall time   "
+              f"{cpu[cb_name] / cpu[ours]:5.2f}x by CPU time")
+
+    split, calls, wall0 = breakdown
+    outside = [1 - f for f in forward_share]
+    print(f"\nour wall time outside the model forward: {100 * statistics.median(outside):.1f}% "
+          f"(median of {args.repeats}; per repeat: {', '.join(f'{100 * x:.1f}%' for x in outside)})")
+    print(f"breakdown of repeat 1 ({wall0:.2f} s):")
+    for key, sec in sorted(split.items(), key=lambda kv: -kv[1]):
+        print(f"  {key:<28} {sec:7.3f} s  {100 * sec / wall0:5.1f}%  ({calls[key]} calls)")
+    rest = wall0 - sum(split.values())
+    print(f"  {'(rest: engine loop etc.)':<28} {rest:7.3f} s  {100 * rest / wall0:5.1f}%")
+
+    print(f"\nparity, greedy token ids, ours vs {best_hf}: {parity(token_ids[ours], token_ids[best_hf])}")
+    if cb_name in token_ids:
+        print(f"parity, greedy token ids, ours vs {cb_name}: {parity(token_ids[ours], token_ids[cb_name])}")
+
+    if args.trace_overhead:
+        trace_overhead(args, llm, engine_kwargs, prompts, max_tokens, vocab)
+    llm.close()
+    print(f"\nload average at the end {load()}")
+
+
+def trace_overhead(args, llm_off: LLM, engine_kwargs: dict, prompts: list[list[int]], max_tokens: list[int],
+                   vocab: int) -> None:
+    """Recording off vs full recording to JSONL, interleaved, fresh prompts each repeat."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.save_trace or Path(tmp) / "bench_trace.jsonl"
+        workload = {"name": "bench_cpu", "seed": args.seed, "num_requests": len(prompts),
+                    "prompt_len": [MIN_LEN, MAX_LEN], "output_len": [MIN_LEN, MAX_LEN], "temperature": 0.0}
+        llm_on = LLM(args.model, trace=path, trace_metadata={"workload": workload}, **engine_kwargs)
+        llm_on.generate([[1, 2, 3]], params_for([4]), use_tqdm=False)
+        # Time spent inside the recorder itself (serialising, writing, flushing): a direct measurement
+        # that does not drown in run-to-run noise the way a difference of two wall times can.
+        emit_timer = StepTimers()
+        emit_timer.wrap(llm_on.rec, "emit", "emit")
+        off: list[Clock] = []
+        on: list[Clock] = []
+        emit_share: list[float] = []
+        for r in range(args.trace_repeats):
+            batch = fresh_prompts(prompts, args.seed * 1000 + 500 + r, vocab)
+            off.append(run_ours(llm_off, batch, max_tokens)[0])
+            emit_timer.reset()
+            on.append(run_ours(llm_on, batch, max_tokens)[0])
+            emit_share.append(emit_timer.seconds["emit"] / on[-1].wall)
+        num_events = emit_timer.calls["emit"]
+        emit_timer.remove()
+        llm_on.close()
+        size = path.stat().st_size
+        lines = sum(1 for _ in path.open(encoding="utf-8"))
+    print(f"\ntrace overhead ({args.trace_repeats} interleaved repeats each, median; "
+          f"{lines} JSONL lines, {size / 1e6:.1f} MB written in all):")
+    for label, runs in (("recording off", off), ("recording JSONL", on)):
+        print(f"  {label:<16} wall {statistics.median(c.wall for c in runs):6.2f} s "
+              f"[{', '.join(f'{c.wall:.2f}' for c in runs)}]   CPU {statistics.median(c.cpu for c in runs):6.2f} s "
+              f"[{', '.join(f'{c.cpu:.2f}' for c in runs)}]")
+    print(f"  time inside recorder.emit: {100 * statistics.median(emit_share):.2f}% of the traced run's wall time "
+          f"(median; {num_events} events in the last repeat)")
+    for kind in ("wall", "cpu"):
+        ratio = statistics.median(getattr(c, kind) for c in on) / statistics.median(getattr(c, kind) for c in off)
+        best = min(getattr(c, kind) for c in on) / min(getattr(c, kind) for c in off)
+        print(f"  on / off by {kind + ' time:':<10} median {ratio:.3f} ({100 * (ratio - 1):+.1f}%), "
+              f"fastest {best:.3f} ({100 * (best - 1):+.1f}%)   target < +5%")
+
+
+if __name__ == "__main__":
+    main()
