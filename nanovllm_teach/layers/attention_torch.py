@@ -61,15 +61,37 @@ class TorchAttentionBackend:
                 out[cu_q[i]:cu_q[i + 1]] = _attend(q_i, k_i, v_i, scale, mask, is_causal=False)
         return out
 
+    # Decode attends in this many groups of similar context length (see ``decode``).
+    decode_groups = 4
+
     def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                ctx: Context, scale: float) -> torch.Tensor:
-        # Gather every sequence's blocks at once (padding entries of -1 read block 0, then get masked).
-        tables = ctx.block_tables.clamp(min=0)
-        batch, max_blocks = tables.shape
-        k = k_cache[tables].view(batch, max_blocks * k_cache.size(1), *k_cache.shape[2:])
-        v = v_cache[tables].view(batch, max_blocks * v_cache.size(1), *v_cache.shape[2:])
-        visible = torch.arange(k.size(1), device=q.device).unsqueeze(0) < ctx.context_lens.unsqueeze(1)
-        out = F.scaled_dot_product_attention(
-            q.unsqueeze(2), k.transpose(1, 2), v.transpose(1, 2),
-            attn_mask=visible[:, None, None, :], scale=scale, enable_gqa=q.size(1) != k.size(2))
-        return out.squeeze(2)
+        # Padding everyone to the batch's longest context wastes most of the work when lengths differ
+        # (reading K/V and attending over masked-out slots). Sorting by length and attending in a few
+        # groups pads each group only to its own longest context.
+        lens = ctx.context_lens
+        if q.size(0) < 2 * self.decode_groups:
+            return _decode_padded(q, k_cache, v_cache, ctx.block_tables, lens, scale)
+        out = torch.empty_like(q)
+        for rows in torch.tensor_split(torch.argsort(lens), self.decode_groups):
+            out[rows] = _decode_padded(q[rows], k_cache, v_cache, ctx.block_tables[rows], lens[rows], scale)
+        return out
+
+
+def _decode_padded(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                   context_lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """One query per sequence over its first ``context_lens`` cached rows, padded to the longest of them."""
+    batch, block_size = q.size(0), k_cache.size(1)
+    length = int(context_lens.max())
+    pos = torch.arange(length, device=q.device)
+    visible = pos.unsqueeze(0) < context_lens.unsqueeze(1)
+    # The cache slot of every (sequence, position): exactly ``length`` rows each, not whole blocks;
+    # padding positions read slot 0 and are masked out.
+    slots = block_tables[:, pos // block_size].long() * block_size + pos % block_size
+    slots = torch.where(visible, slots, 0).flatten()
+    k = k_cache.flatten(0, 1).index_select(0, slots).view(batch, length, *k_cache.shape[2:])
+    v = v_cache.flatten(0, 1).index_select(0, slots).view(batch, length, *v_cache.shape[2:])
+    out = F.scaled_dot_product_attention(
+        q.unsqueeze(2), k.transpose(1, 2), v.transpose(1, 2),
+        attn_mask=visible[:, None, None, :], scale=scale, enable_gqa=q.size(1) != k.size(2))
+    return out.squeeze(2)

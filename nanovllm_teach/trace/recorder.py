@@ -48,14 +48,22 @@ def _is_tensor(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "tolist")
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """A JSON-ready copy of ``value`` (tuples become lists, tensors their values)."""
-    if _is_tensor(value):
-        return value.tolist()
+    if type(value) in _SCALARS:  # the common case first: no attribute lookups
+        return value
+    if isinstance(value, (list, tuple)):
+        # Lists of plain numbers (token ids, seq ids, block ids) are copied in one go, not item by item.
+        if all(type(v) in _SCALARS for v in value):
+            return list(value)
+        return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+    if _is_tensor(value):
+        return value.tolist()
     return value
 
 
