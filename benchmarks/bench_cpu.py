@@ -37,8 +37,9 @@ The numbers printed:
   ``generate`` (and from HF continuous batching). Different batching changes float rounding, so a
   near-tie can rarely flip a token; the line says where the first difference is.
 - with ``--trace-overhead``: our engine with full recording to a JSONL file vs. recording off, on the
-  same workload, interleaved (off, on, off, on, ...), ``--trace-repeats`` each; their ratio, by wall time
-  and by CPU time, of the medians and of the fastest runs. Each repeat uses fresh prompts (same lengths), so the
+  same workload, on two fresh engines, interleaved in alternating order (off on, on off, ...),
+  ``--trace-repeats`` each; their ratio, by wall time and by CPU time, of the medians and of the fastest
+  runs. Each repeat uses fresh prompts (same lengths), so the
   prefix cache never turns a repeat into a cache hit. Because a difference of a few percent between
   two runs is within the noise of a busy machine, the time spent inside the recorder's ``emit`` is also
   measured directly, as a share of the traced run.
@@ -307,7 +308,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-hf-cb", action="store_true", help="do not run HF continuous batching")
     ap.add_argument("--trace-overhead", action="store_true",
                     help="also time full JSONL recording vs recording off")
-    ap.add_argument("--trace-repeats", type=int, default=3)
+    ap.add_argument("--trace-repeats", type=int, default=4,
+                    help="runs each of recording off and on for --trace-overhead (default 4)")
     ap.add_argument("--save-trace", type=Path, default=None,
                     help="with --trace-overhead: keep the recorded JSONL here (default: a temporary file)")
     args = ap.parse_args(argv)
@@ -436,21 +438,24 @@ def main(argv: list[str] | None = None) -> None:
     if cb_name in token_ids:
         print(f"parity, greedy token ids, ours vs {cb_name}: {parity(token_ids[ours], token_ids[cb_name])}")
 
-    if args.trace_overhead:
-        trace_overhead(args, llm, engine_kwargs, prompts, max_tokens, vocab)
     llm.close()
+    if args.trace_overhead:
+        trace_overhead(args, engine_kwargs, prompts, max_tokens, vocab)
     print(f"\nload average at the end {load()}")
 
 
-def trace_overhead(args, llm_off: LLM, engine_kwargs: dict, prompts: list[list[int]], max_tokens: list[int],
+def trace_overhead(args, engine_kwargs: dict, prompts: list[list[int]], max_tokens: list[int],
                    vocab: int) -> None:
-    """Recording off vs full recording to JSONL, interleaved, fresh prompts each repeat."""
+    """Recording off vs full recording to JSONL: two fresh engines, fresh prompts each repeat, run in
+    alternating order (off-on, on-off, ...) so that neither always benefits from going second."""
     with tempfile.TemporaryDirectory() as tmp:
         path = args.save_trace or Path(tmp) / "bench_trace.jsonl"
         workload = {"name": "bench_cpu", "seed": args.seed, "num_requests": len(prompts),
                     "prompt_len": [MIN_LEN, MAX_LEN], "output_len": [MIN_LEN, MAX_LEN], "temperature": 0.0}
+        llm_off = LLM(args.model, **engine_kwargs)
         llm_on = LLM(args.model, trace=path, trace_metadata={"workload": workload}, **engine_kwargs)
-        llm_on.generate([[1, 2, 3]], params_for([4]), use_tqdm=False)
+        for llm in (llm_off, llm_on):
+            llm.generate([[1, 2, 3]], params_for([4]), use_tqdm=False)
         # Time spent inside the recorder itself (serialising, writing, flushing): a direct measurement
         # that does not drown in run-to-run noise the way a difference of two wall times can.
         emit_timer = StepTimers()
@@ -460,16 +465,19 @@ def trace_overhead(args, llm_off: LLM, engine_kwargs: dict, prompts: list[list[i
         emit_share: list[float] = []
         for r in range(args.trace_repeats):
             batch = fresh_prompts(prompts, args.seed * 1000 + 500 + r, vocab)
-            off.append(run_ours(llm_off, batch, max_tokens)[0])
-            emit_timer.reset()
-            on.append(run_ours(llm_on, batch, max_tokens)[0])
-            emit_share.append(emit_timer.seconds["emit"] / on[-1].wall)
+            for recording in ((False, True) if r % 2 == 0 else (True, False)):
+                if recording:
+                    emit_timer.reset()
+                    on.append(run_ours(llm_on, batch, max_tokens)[0])
+                    emit_share.append(emit_timer.seconds["emit"] / on[-1].wall)
+                else:
+                    off.append(run_ours(llm_off, batch, max_tokens)[0])
         num_events = emit_timer.calls["emit"]
         emit_timer.remove()
         llm_on.close()
         size = path.stat().st_size
         lines = sum(1 for _ in path.open(encoding="utf-8"))
-    print(f"\ntrace overhead ({args.trace_repeats} interleaved repeats each, median; "
+    print(f"\ntrace overhead ({args.trace_repeats} interleaved repeats each, alternating order; "
           f"{lines} JSONL lines, {size / 1e6:.1f} MB written in all):")
     for label, runs in (("recording off", off), ("recording JSONL", on)):
         print(f"  {label:<16} wall {statistics.median(c.wall for c in runs):6.2f} s "
