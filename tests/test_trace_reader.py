@@ -357,7 +357,22 @@ def test_wrong_field_type(recorded, tmp_path):
     event = json.loads(lines[3])
     event["step"] = "one"
     path = _write(tmp_path, "types.jsonl", "".join(lines[:3]) + json.dumps(event) + "\n" + "".join(lines[4:]))
-    with pytest.raises(TraceFormatError, match=r"line 4: event field 'step' has the wrong type"):
+    with pytest.raises(TraceFormatError, match=r"line 4: not an event \(Expected `int \| null`, got `str` - at `\$\.step`\)"):
+        load_trace(path)
+
+
+def test_fields_from_a_newer_writer_are_ignored(recorded, tmp_path):
+    lines = _lines(recorded["normal"])
+    events = [{**json.loads(line), "gpu_clock_mhz": 1980} for line in lines[1:]]
+    path = _write(tmp_path, "newer.jsonl", lines[0] + "".join(json.dumps(e) + "\n" for e in events))
+    assert load_trace(path).events == load_trace(recorded["normal"].path).events
+
+
+def test_a_bool_is_not_an_event_index(recorded, tmp_path):
+    lines = _lines(recorded["normal"])
+    event = {**json.loads(lines[2]), "i": True}  # i=1 would be right; True == 1 in Python
+    path = _write(tmp_path, "bool.jsonl", lines[0] + lines[1] + json.dumps(event) + "\n" + "".join(lines[3:]))
+    with pytest.raises(TraceFormatError, match=r"line 3: not an event \(Expected `int`, got `bool` - at `\$\.i`\)"):
         load_trace(path)
 
 
@@ -385,7 +400,7 @@ def test_header_problems_are_fatal_even_when_not_strict(recorded, tmp_path, case
 
 
 def test_loading_executes_nothing(tmp_path):
-    # Only json.loads: a would-be Python expression is just a bad line.
+    # Only a JSON parser: a would-be Python expression is just a bad line.
     path = _write(tmp_path, "evil.jsonl", json.dumps({"schema": SCHEMA_NAME, "version": 1}) + "\n"
                   + "__import__('os').system('echo pwned')\n")
     with pytest.raises(TraceFormatError, match="line 2: not valid JSON"):

@@ -13,15 +13,17 @@ module never imports torch.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import IO, Any, Callable
+
+import msgspec
 
 from nanovllm_teach.trace.schema import EVENTS, PHASES, TENSOR_EVENTS, TraceEvent
 
 _KNOWN_EVENTS = frozenset(EVENTS)
 _KNOWN_PHASES = frozenset(PHASES)
+_ENCODER = msgspec.json.Encoder()
 
 
 class Recorder:
@@ -64,6 +66,9 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if _is_tensor(value):
         return value.tolist()
+    for plain in (str, int, float):  # subclasses such as torch's version string become the plain type
+        if isinstance(value, plain):
+            return plain(value)
     return value
 
 
@@ -88,7 +93,7 @@ class TraceRecorder(Recorder):
         self.header: dict[str, Any] | None = None
         self.events: list[TraceEvent] = []
         self.step = None
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._next_i = 0
         self._t0 = time.perf_counter_ns()
         self._decode_details = 0
@@ -98,7 +103,7 @@ class TraceRecorder(Recorder):
         self._t0 = time.perf_counter_ns()
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("w", encoding="utf-8")
+            self._file = self.path.open("wb")
             self._write(self.header)
 
     def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
@@ -110,7 +115,7 @@ class TraceRecorder(Recorder):
         if self.keep_in_memory:
             self.events.append(record)
         if self._file is not None:
-            self._write(record.to_dict())
+            self._write(record)
         for sink in self.sinks:
             sink(record)
 
@@ -133,8 +138,9 @@ class TraceRecorder(Recorder):
                 out[key] = value.tolist()
         return out
 
-    def _write(self, obj: dict[str, Any]) -> None:
-        self._file.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    def _write(self, obj: dict[str, Any] | TraceEvent) -> None:
+        # Compact UTF-8 JSON, one line: the encoder writes a TraceEvent's fields in declaration order.
+        self._file.write(_ENCODER.encode(obj) + b"\n")
         self._file.flush()
 
     def close(self) -> None:
