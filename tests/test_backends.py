@@ -4,24 +4,19 @@ Triton backend (the Triton kernels run on CPU in the interpreter)."""
 
 from __future__ import annotations
 
-import os
+import sys
+import types
 
-# Before any kernel is imported: on a CPU the Triton backend runs only in the interpreter.
-os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import sys  # noqa: E402
-import types  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from checkpoints import make_random_checkpoint  # noqa: E402
-from nanovllm_teach import LLM, SamplingParams  # noqa: E402
-from nanovllm_teach.engine import model_runner  # noqa: E402
-from nanovllm_teach.engine.model_runner import resolve_attention_backend  # noqa: E402
-from nanovllm_teach.layers.attention import make_attention_backend  # noqa: E402
-from nanovllm_teach.trace import TraceRecorder  # noqa: E402
-from nanovllm_teach.utils.context import Context  # noqa: E402
+from checkpoints import make_random_checkpoint
+from nanovllm_teach import LLM, SamplingParams
+from nanovllm_teach.engine import model_runner
+from nanovllm_teach.engine.model_runner import resolve_attention_backend
+from nanovllm_teach.layers.attention import make_attention_backend
+from nanovllm_teach.trace import TraceRecorder
+from nanovllm_teach.utils.context import Context
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -58,6 +53,14 @@ def test_triton_on_cpu_needs_the_interpreter(monkeypatch):
     monkeypatch.setattr(kernels, "INTERPRETED", False)
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
         resolve_attention_backend("triton", CPU)
+
+
+def test_interpreter_switched_on_too_late_is_named(monkeypatch):
+    from nanovllm_teach import kernels
+    monkeypatch.setattr(kernels, "TRITON_HELPERS_INTERPRETED", not kernels.INTERPRETED)
+    for device in (CPU, torch.device("cuda")):
+        with pytest.raises(ValueError, match="changed after triton was imported"):
+            resolve_attention_backend("triton", device)
 
 
 @pytest.mark.skipif(_has_flash_attn(), reason="flash_attn is installed here")

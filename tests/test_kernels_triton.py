@@ -3,19 +3,14 @@ interpreter: GQA ratios 1/2/4, block sizes 1/4/16, ragged lengths, -1 slots and 
 
 from __future__ import annotations
 
-import os
+import random
 
-# Triton decides interpreted-or-compiled when it decorates a kernel, i.e. when the kernels are imported.
-os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-import random  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from nanovllm_teach import kernels  # noqa: E402
-from nanovllm_teach.layers.attention_torch import TorchAttentionBackend  # noqa: E402
-from nanovllm_teach.utils.context import Context  # noqa: E402
+from nanovllm_teach import kernels
+from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
+from nanovllm_teach.utils.context import Context
 
 REF = TorchAttentionBackend()
 NUM_KV_HEADS = 2

@@ -9,7 +9,8 @@ Every step has a kernel, so nothing falls back to the torch backend. None of the
 back to the host, which is what makes the decode step capturable in a CUDA graph.
 
 On a GPU the kernels are compiled; on a CPU they run under the Triton interpreter, which is slow but
-exact, and only when ``TRITON_INTERPRET=1`` was set before the kernels were imported (the tests do this).
+exact, and only when ``TRITON_INTERPRET=1`` was in the environment before Python started (the tests'
+``conftest.py`` sets it before anything imports torch, which imports triton).
 Emits no events.
 """
 
@@ -28,6 +29,10 @@ def triton_unusable_reason(device: torch.device) -> str | None:
         from nanovllm_teach import kernels
     except ImportError as exc:
         return f"triton is not importable ({exc}); install it with {INSTALL_HINT}"
+    if kernels.INTERPRETED != kernels.TRITON_HELPERS_INTERPRETED:
+        return ("TRITON_INTERPRET was changed after triton was imported (importing torch imports triton), so "
+                "Triton's own helpers and the kernels disagree on being interpreted: set TRITON_INTERPRET=1 "
+                "in the environment before starting Python")
     if device.type == "cuda" or kernels.INTERPRETED:
         return None
     return (f"the Triton kernels need a GPU, or the Triton interpreter on {device.type}: set TRITON_INTERPRET=1 "
