@@ -321,6 +321,21 @@ def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
     return path
 
 
+def test_a_valid_trace_takes_the_fast_path(recorded):
+    """The whole-body decode must accept every well-formed trace: falling back to the line-by-line reader
+    would give the same events, only several times slower, so nothing else would notice."""
+    from nanovllm_teach.trace import reader
+    lines = _lines(recorded["normal"])
+    body = "".join(lines[1:]).encode("utf-8").removesuffix(b"\n")
+    fast = reader._parse_events_at_once(body, has_lines=True)
+    assert fast is not None
+    slow = [reader._parse_event(Path("x"), n + 2, raw, n, truncated=False)
+            for n, raw in enumerate(body.split(b"\n"))]
+    assert fast == slow == load_trace(recorded["normal"].path).events
+    blank_line = b"\n".join(body.split(b"\n")[:3] + [b""] + body.split(b"\n")[3:])
+    assert reader._parse_events_at_once(blank_line, has_lines=True) is None
+
+
 def test_truncated_last_line(recorded, tmp_path):
     lines = _lines(recorded["normal"])
     path = _write(tmp_path, "cut.jsonl", "".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
