@@ -66,7 +66,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
         else:
             style = dict(facecolors=color, edgecolors="none", linewidths=0.0)
         collection = PolyCollection(_rects(segs, row_of), gid=f"gantt-{state}", **style)
-        ax.add_collection(collection)
+        ax.add_collection(collection, autolim=False)  # the limits are set below, from the steps and rows
         label = "held (finished, slot not released)" if state == "held" else state
         handles.append(Patch(facecolor=style["facecolors"], edgecolor="#7f7f7f" if state == "held" else color,
                              hatch=style.get("hatch"), label=label))

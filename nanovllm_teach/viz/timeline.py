@@ -34,8 +34,9 @@ def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: 
     bottoms = np.full_like(tops, bottom)
     corners = [(x0, bottoms), (x1, bottoms), (x1, tops), (x0, tops)]  # counter-clockwise from bottom left
     verts = np.stack([np.column_stack(corner) for corner in corners], axis=1)
+    # autolim=False: matplotlib would transform every path to find limits that the corners below give.
     ax.add_collection(PolyCollection(verts, facecolors=[PHASE_COLORS[r.phase] for r in rows], linewidths=0,
-                                     gid=gid))
+                                     gid=gid), autolim=False)
     ax.update_datalim([(x0[0], bottom), (x1[-1], max(tops.max(), bottom))])
     ax.autoscale_view()
 
