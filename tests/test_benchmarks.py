@@ -1,0 +1,38 @@
+"""The benchmark scripts still run, on workloads small enough for the suite.
+
+Nothing here times anything: the numbers belong in ``benchmarks/RESULTS.md``. What is checked is what the
+scripts check themselves: the synthetic long trace is consistent, and our engine's greedy tokens equal both
+Hugging Face baselines' on the benchmark workload.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(script: str, *args: str) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_bench_viz_small():
+    out = _run("bench_viz.py", "--events", "3000", "--player-steps", "40", "--samples", "2", "--load-repeats", "1")
+    assert "load + tables: median" in out
+    assert "Player() on the long trace" in out
+    assert "set_step, random jumps" in out
+
+
+def test_bench_cpu_small():
+    out = _run("bench_cpu.py", "--num-requests", "4", "--hf-batch-sizes", "4", "--threads", "1",
+               "--trace-overhead", "--trace-repeats", "1")
+    assert "ours vs HF generate, batch 4: 4/4 requests token-identical" in out
+    assert "ours vs HF continuous batching: 4/4 requests token-identical" in out
+    assert "on / off by wall time" in out
