@@ -25,3 +25,16 @@ def test_notebook_runs_top_to_bottom(path):
     nb = nbformat.read(path, as_version=4)
     # A failing cell raises CellExecutionError naming the cell and its traceback.
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+
+
+def test_a_picture_is_a_cell_value(tmp_path):
+    """A learner's own cell ``plot_timelines(trace)`` shows the picture, not ``<Figure size ...>``, in a real
+    kernel where pyplot was never imported."""
+    trace = Path(__file__).resolve().parents[1] / "traces" / "preemption.jsonl"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"from nanovllm_teach.trace import load_trace\n"
+                                          f"from nanovllm_teach.viz import plot_timelines\n"
+                                          f"plot_timelines(load_trace({str(trace)!r}))")]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    (result,) = [o for o in nb.cells[0].outputs if o.output_type == "execute_result"]
+    assert "image/png" in result.data

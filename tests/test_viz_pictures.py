@@ -276,3 +276,15 @@ def test_an_interrupted_run_draws_its_aborted_requests(tmp_path):
     # Aborted between steps: marked where each was last seen, after the last completed step.
     assert sorted(map(tuple, aborted.get_offsets().tolist())) == [(last_step + 0.5, 0), (last_step + 0.5, 1)]
     assert figure_png(plot_overview(trace), dpi=30)
+
+
+def test_returned_figures_show_themselves_in_a_notebook(traces):
+    """Drawn without pyplot, the figures are unknown to IPython's inline backend: each one must offer the
+    PNG that IPython asks for, at its own size."""
+    trace = traces["rich"]
+    figures = [plot_timelines(trace), plot_gantt(trace), plot_block_grid(trace, trace.steps[1].step),
+               plot_overview(trace), compare(trace, trace).figure]
+    for fig in figures:
+        png = fig._repr_png_()
+        width, height = fig.get_size_inches() * fig.dpi
+        assert Image.open(io.BytesIO(png)).size == (round(width), round(height))

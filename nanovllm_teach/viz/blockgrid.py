@@ -32,6 +32,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.replay import EngineReplay, KVSnapshot
 from nanovllm_teach.viz.style import CACHED_COLOR, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
@@ -207,7 +208,7 @@ def plot_block_grid(trace: Trace | EngineReplay, step: int, figure: Figure | Sub
     kv = replay.kv_at(step)
     if figure is None:
         rows = grid_layout(kv, max_cells).num_rows
-        figure = Figure(figsize=(8, min(9.0, 1.6 + 0.28 * rows)), layout="constrained")
+        figure = NotebookFigure(figsize=(8, min(9.0, 1.6 + 0.28 * rows)), layout="constrained")
     figure.clear()
     draw_block_grid(figure.subplots(), kv, max_cells)
     return figure

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.viz.gantt import draw_gantt
+from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.replay import held_segments, request_segments, trace_settings
 from nanovllm_teach.viz.timeline import draw_batch_size, draw_kv_blocks, draw_queues, mark_preemptions, phase_legend
 
@@ -163,7 +164,7 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = Non
     traces = (trace_a, trace_b)
     summaries = [summarize(t, labels[i] if labels else None) for i, t in enumerate(traces)]
     num_requests = max(len(t.requests) for t in traces)
-    fig = Figure(figsize=(15, 9.5 + 0.2 * min(num_requests, 40)), layout="constrained")
+    fig = NotebookFigure(figsize=(15, 9.5 + 0.2 * min(num_requests, 40)), layout="constrained")
     mosaic = [[f"{panel}{i}" for i in range(2)] for panel in ("bs", "kv", "queues", "gantt")] + [["table"] * 2]
     axes = fig.subplot_mosaic(mosaic, height_ratios=[1, 1, 1, 0.8 + 0.1 * min(num_requests, 40), 1.1])
     # Shared axes, set before drawing so that autoscaling sees both traces: one step axis for every

@@ -25,6 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.replay import Segment, held_segments, request_segments
 from nanovllm_teach.viz.style import CURSOR_COLOR, FINISH_MARKERS, PREEMPT_COLOR, STATE_COLORS
 
@@ -115,7 +116,7 @@ def plot_gantt(trace: Trace, cursor_step: int | None = None,
     if not trace.requests:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no request to draw")
     height = min(12.0, 1.4 + 0.28 * len(trace.requests))
-    fig = figure if figure is not None else Figure(figsize=(11, height), layout="constrained")
+    fig = figure if figure is not None else NotebookFigure(figsize=(11, height), layout="constrained")
     fig.clear()
     ax = fig.subplots()
     draw_gantt(ax, trace, cursor_step)

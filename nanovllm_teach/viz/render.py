@@ -7,6 +7,8 @@ PNG bytes work everywhere a picture must show up: an ``ipywidgets.Image`` in Jup
 (its "animated" artists), the rendered pixels are kept, and each new picture restores those pixels and
 draws only the changing artists (matplotlib's "blitting") before encoding the PNG. ``CursorPicture`` is
 the case of a figure whose only change is the position of its cursor lines.
+
+``NotebookFigure`` is what the ``plot_*`` functions return: it displays itself in a notebook.
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ def figure_png(figure: Figure, dpi: float = 100) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
+
+
+class NotebookFigure(Figure):
+    """The figure every ``plot_*`` function returns: a plain ``Figure`` that also shows itself as a picture
+    when it is a notebook cell's value.
+
+    The figures here are drawn without pyplot, so IPython's inline backend never hears of them and would
+    print ``<Figure size ...>``; IPython asks an object without a known display for ``_repr_png_``.
+    """
+
+    def _repr_png_(self) -> bytes:
+        return figure_png(self)
 
 
 def canvas_png(canvas: FigureCanvasAgg) -> bytes:

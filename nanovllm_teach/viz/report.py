@@ -20,7 +20,7 @@ from nanovllm_teach.trace.tables import RequestRow, format_step_table
 from nanovllm_teach.viz.blockgrid import plot_block_grid
 from nanovllm_teach.viz.compare import format_summaries, summarize, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
-from nanovllm_teach.viz.render import figure_png
+from nanovllm_teach.viz.render import NotebookFigure, figure_png
 from nanovllm_teach.viz.replay import EngineReplay
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
 
@@ -33,7 +33,7 @@ def plot_overview(trace: Trace) -> Figure:
     if not trace.steps or not trace.requests:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed step or no request to draw")
     gantt_height = min(10.0, 1.4 + 0.28 * len(trace.requests))
-    fig = Figure(figsize=(12, 9 + gantt_height), layout="constrained")
+    fig = NotebookFigure(figsize=(12, 9 + gantt_height), layout="constrained")
     axes = fig.subplots(len(PANELS) + 1, 1, sharex=True, height_ratios=[1.8] * len(PANELS) + [gantt_height])
     draw_timelines(list(axes[:-1]), trace)
     draw_gantt(axes[-1], trace)  # sets the x range last: it leaves room for the finish markers

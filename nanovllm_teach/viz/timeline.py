@@ -22,6 +22,7 @@ from matplotlib.patches import Patch
 
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
+from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.style import CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
 
 
@@ -118,7 +119,7 @@ def plot_timelines(trace: Trace, cursor_step: int | None = None,
     rows = trace.steps
     if not rows:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to draw")
-    fig = figure if figure is not None else Figure(figsize=(11, 9), layout="constrained")
+    fig = figure if figure is not None else NotebookFigure(figsize=(11, 9), layout="constrained")
     fig.clear()
     draw_timelines(list(fig.subplots(len(PANELS), 1, sharex=True)), trace, cursor_step)
     fig.suptitle(timeline_title(trace))
