@@ -27,7 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     trace_path = out / "demo_trace.jsonl"
-    console = ConsoleRenderer(lang=args.lang, verbosity=args.verbosity, stream=sys.stdout)
+    console = ConsoleRenderer(lang=args.lang, verbosity=args.verbosity)
     llm = LLM(args.model, trace=TraceRecorder(trace_path, sinks=[console]))
     prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                                  add_generation_prompt=True) for p in SEED_PROMPTS]

@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from nanovllm_teach.trace import (
-    ConsoleRenderer, LANGS, TraceEvent, VERBOSITIES, explain, format_event, load_trace, render_trace,
+    ConsoleRenderer, LANGS, Trace, TraceEvent, VERBOSITIES, explain, format_event, load_trace, render_trace,
 )
 from nanovllm_teach.trace.reasons import EVENT_REASONS, REASONS, has_sentence
 from test_trace_reader import SCENARIOS, record_scenario
@@ -191,10 +191,22 @@ def test_bad_arguments_and_structlog_left_alone():
     assert structlog.is_configured() == configured
 
 
-def test_default_stream_is_stderr(capsys):
+def test_default_stream_is_stdout(capsys):
     ConsoleRenderer("en")(TraceEvent(0, 0, "GENERATE_START", "ingress", None, "batch_enters_engine",
                                      {"n_prompts": 2}))
     captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err == ("TEACHING/GENERATE_START | phase=ingress | reason=a batch of requests enters the engine "
+    assert captured.err == ""
+    assert captured.out == ("TEACHING/GENERATE_START | phase=ingress | reason=a batch of requests enters the engine "
                             "| stats={n_prompts=2}\n")
+
+
+def test_render_trace_takes_a_trace_or_a_run_of_its_events(capsys):
+    events = [TraceEvent(0, 0, "GENERATE_START", "ingress", None, "batch_enters_engine", {"n_prompts": 2}),
+              TraceEvent(1, 5, "GENERATE_FINISH", "egress", None, "queues_empty",
+                         {"total_steps": 0, "prefill_steps": 0, "decode_steps": 0, "n_outputs": 0})]
+    render_trace(events[1:], verbosity="quiet")
+    only_last = capsys.readouterr().out
+    assert only_last.startswith("TEACHING/GENERATE_FINISH") and only_last.count("\n") == 1
+    render_trace(Trace({}, events), verbosity="quiet")
+    assert capsys.readouterr().out == ("TEACHING/GENERATE_START | phase=ingress | reason=a batch of requests "
+                                       "enters the engine | stats={n_prompts=2}\n" + only_last)

@@ -22,7 +22,7 @@ Verbosity:
 from __future__ import annotations
 
 import sys
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Iterable
 
 import structlog
 
@@ -119,7 +119,8 @@ def format_tensor_detail(event: TraceEvent, lang: str = "en", index: int | None 
 class ConsoleRenderer:
     """A recorder sink that prints each TEACHING event as the seed's console lines.
 
-    ``lang``: "en" or "zh". ``stream``: where lines go (default: ``sys.stderr`` at construction).
+    ``lang``: "en" or "zh". ``stream``: where lines go (default: ``sys.stdout`` at construction: the log is
+    the lesson, not a side channel, and a notebook shows stderr on a warning-red background).
     ``verbosity``: one of ``VERBOSITIES``. ``decode_details``: how many decode steps "detail" shows in full.
     The renderer counts decode steps itself, so it must be given the events in order.
     """
@@ -136,7 +137,7 @@ class ConsoleRenderer:
         self._level = VERBOSITIES.index(verbosity)
         self._decode_steps = 0
         self._log = structlog.wrap_logger(
-            structlog.PrintLogger(stream if stream is not None else sys.stderr),
+            structlog.PrintLogger(stream if stream is not None else sys.stdout),
             processors=[self._render], wrapper_class=structlog.BoundLogger, context_class=dict,
             cache_logger_on_first_use=True)
 
@@ -180,9 +181,10 @@ class ConsoleRenderer:
         return lines
 
 
-def render_trace(trace: "Trace", lang: str = "en", verbosity: str = "normal", stream: IO[str] | None = None,
-                 decode_details: int = 3) -> None:
-    """Print a loaded trace exactly as a live ``ConsoleRenderer`` printed the run."""
+def render_trace(trace: "Trace | Iterable[TraceEvent]", lang: str = "en", verbosity: str = "normal",
+                 stream: IO[str] | None = None, decode_details: int = 3) -> None:
+    """Print a loaded trace, or any run of its events in order (one step's, ``recorder.events[mark:]``),
+    exactly as a live ``ConsoleRenderer`` printed the run."""
     renderer = ConsoleRenderer(lang, stream, verbosity, decode_details)
-    for event in trace.events:
+    for event in getattr(trace, "events", trace):
         renderer(event)
