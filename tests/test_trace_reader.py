@@ -372,7 +372,8 @@ def test_wrong_field_type(recorded, tmp_path):
     event = json.loads(lines[3])
     event["step"] = "one"
     path = _write(tmp_path, "types.jsonl", "".join(lines[:3]) + json.dumps(event) + "\n" + "".join(lines[4:]))
-    with pytest.raises(TraceFormatError, match=r"line 4: not an event \(Expected `int \| null`, got `str` - at `\$\.step`\)"):
+    expected = r"line 4: not an event \(Expected `int \| null`, got `str` - at `\$\.step`\)"
+    with pytest.raises(TraceFormatError, match=expected):
         load_trace(path)
 
 

@@ -20,8 +20,8 @@ from nanovllm_teach.viz.report import html_report, plot_overview, save_overview,
 from nanovllm_teach.viz.timeline import move_cursor, plot_timelines, save_timelines
 
 __all__ = [
-    "Comparison", "EngineReplay", "KVSnapshot", "NotebookFigure", "Player", "Queues", "Segment", "TraceSummary", "compare",
-    "draw_block_grid", "draw_gantt", "figure_png", "format_summaries", "html_report", "move_cursor",
+    "Comparison", "EngineReplay", "KVSnapshot", "NotebookFigure", "Player", "Queues", "Segment", "TraceSummary",
+    "compare", "draw_block_grid", "draw_gantt", "figure_png", "format_summaries", "html_report", "move_cursor",
     "plot_block_grid", "plot_gantt", "plot_overview", "plot_timelines", "request_segments", "save_overview",
     "save_timelines", "summarize", "write_html_report",
 ]
