@@ -1,0 +1,98 @@
+"""The reference nano-vllm run (Qwen3-0.6B on a GPU), as data the notebooks compare against.
+
+``nano_vllm_qwen3_0_6b.json`` holds the figures of one public run of the nano-vllm engine (the nano-vllm
+repository, ``example.py``) on Qwen3-0.6B: the prompts' lengths, the step latencies, how each request
+finished, the KV-cache sizing and the CUDA-graph buckets. Our engine runs the same two prompts on the small
+checkpoint it ships; the notebooks put the two side by side. Torch-free, like ``nanovllm_teach.trace``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+REFERENCE_FILE = Path(__file__).resolve().parent / "nano_vllm_qwen3_0_6b.json"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a Qwen3 ``config.json`` that size its weights, its KV cache and its arithmetic."""
+
+    name: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    dtype: str
+    dtype_bytes: int
+    eos_token_id: int
+    shape_source: str
+
+
+@dataclass(frozen=True)
+class ReferenceRequest:
+    seq_id: int
+    question: str
+    prompt_len: int
+    num_completion_tokens: int
+    finish_reason: str  # "eos" or "length", as in our engine's outputs
+    finish_step: int
+    last_token_id: int
+
+
+@dataclass(frozen=True)
+class ReferenceStep:
+    """One engine step the reference log printed (only the steps worth a remark are kept)."""
+
+    step: int
+    phase: str
+    batch_size: int
+    num_tokens_stat: int
+    latency_ms: float
+    finished: list[int]
+    note: str
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    description: str
+    source: str
+    model: ModelShape
+    settings: dict[str, Any]
+    sampling: dict[str, Any]
+    warmup_seq_ids: list[int]
+    memory_gib: dict[str, float]  # total, free, peak, current: the readings the KV budget was computed from
+    kv_block_bytes: int
+    num_kvcache_blocks: int
+    cuda_graph_batch_sizes: list[int]
+    requests: list[ReferenceRequest]
+    first_sampled_token_ids: list[int]
+    steps: list[ReferenceStep]
+    decode_latency_ms_range: list[float]  # what the ordinary decode steps took, lowest and highest
+    num_steps: dict[str, int]
+    prefill_tensors: dict[str, Any]
+    first_decode_tensors: dict[str, Any]
+
+    def step(self, number: int) -> ReferenceStep:
+        """The kept step ``number``; a ``KeyError`` names the steps that were kept."""
+        for row in self.steps:
+            if row.step == number:
+                return row
+        raise KeyError(f"step {number} is not among the reference steps {[row.step for row in self.steps]}")
+
+
+@cache
+def load_reference_run() -> ReferenceRun:
+    """The reference nano-vllm run (Qwen3-0.6B on a GPU), read from the package's data file."""
+    raw = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))
+    return ReferenceRun(**{**raw,
+                           "model": ModelShape(**raw["model"]),
+                           "requests": [ReferenceRequest(**r) for r in raw["requests"]],
+                           "steps": [ReferenceStep(**s) for s in raw["steps"]]})
