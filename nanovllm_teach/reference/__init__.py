@@ -35,6 +35,25 @@ class ModelShape:
     eos_token_id: int
     shape_source: str
 
+    @property
+    def embedding_parameters(self) -> int:
+        """The token embedding; with tied embeddings the LM head is the same matrix."""
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def layer_parameters(self) -> int:
+        """One decoder layer: packed QKV, output projection, gate/up/down MLP, two RMSNorms, q/k norms."""
+        q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
+        attention = self.hidden_size * (q + 2 * kv) + q * self.hidden_size + 2 * self.head_dim
+        mlp = 3 * self.hidden_size * self.intermediate_size
+        return attention + mlp + 2 * self.hidden_size
+
+    @property
+    def num_parameters(self) -> int:
+        """Every weight, a tied LM head counted once (the final norm included)."""
+        head = 0 if self.tie_word_embeddings else self.embedding_parameters
+        return self.embedding_parameters + head + self.num_hidden_layers * self.layer_parameters + self.hidden_size
+
 
 @dataclass(frozen=True)
 class ReferenceRequest:
