@@ -164,3 +164,46 @@ def test_document_names_are_found_outside_web_addresses():
     assert not _is_shipped("DEVELOPERS.md", ROOT / "README.md")
     assert _is_shipped("notebooks/README.md", ROOT / "README.md")
     assert _is_shipped("README.md", ROOT / "notebooks" / "README.md")
+
+
+# The figures that replace the background articles ship with the package, load without torch, and agree
+# with each other the way the notebooks use them.
+
+def test_the_reference_run_loads_without_torch():
+    import subprocess
+    import sys
+    code = ("import sys; from nanovllm_teach.reference import load_reference_run; run = load_reference_run(); "
+            "assert 'torch' not in sys.modules, 'the reference loader imported torch'; print(run.model.name)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Qwen3-0.6B"
+
+
+def test_the_reference_data_is_package_data():
+    from nanovllm_teach.reference import REFERENCE_FILE
+    pattern = REFERENCE_FILE.relative_to(ROOT / "nanovllm_teach").parent.as_posix() + "/*.json"
+    # tomllib is Python 3.11+; the package supports 3.10, so read the one line.
+    line = next(line for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                if line.startswith('"nanovllm_teach" = ['))
+    assert f'"{pattern}"' in line
+
+
+def test_the_reference_figures_agree_with_each_other():
+    from nanovllm_teach.reference import load_reference_run
+    run = load_reference_run()
+    m, mem, block_size = run.model, run.memory_gib, run.settings["kvcache_block_size"]
+    assert run.kv_block_bytes == 2 * m.num_hidden_layers * block_size * m.num_key_value_heads * m.head_dim * m.dtype_bytes
+    available_gib = (mem["total"] * run.settings["gpu_memory_utilization"] - (mem["total"] - mem["free"])
+                     - mem["peak"] + mem["current"])
+    assert int(available_gib * 2**30 // run.kv_block_bytes) == run.num_kvcache_blocks
+    assert run.cuda_graph_batch_sizes == [1, 2, 4, 8] + list(range(16, run.settings["max_num_seqs"] + 1, 16))
+    assert 0.55e9 < m.num_parameters < 0.65e9  # "0.6B"
+    prefill = run.step(1)
+    assert prefill.num_tokens_stat == sum(r.prompt_len for r in run.requests) + prefill.batch_size
+    assert sorted(r.finish_reason for r in run.requests) == ["eos", "length"]
+    for r in run.requests:  # admitted in step 1, never preempted: the n-th token comes at step n
+        assert r.finish_step == r.num_completion_tokens and run.step(r.finish_step).finished == [r.seq_id]
+    assert run.num_steps["total"] == max(r.num_completion_tokens for r in run.requests)
+    assert run.step(149).batch_size == 1 and run.step(148).batch_size == 2
+    with pytest.raises(KeyError, match="not among the reference steps"):
+        run.step(3)
