@@ -3,11 +3,13 @@ shared prefixes hit the cache, a small cache preempts, and the trace reads like 
 
 from __future__ import annotations
 
+import pytest
+
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.driver import simulate
 from nanovllm_teach.sim.hardware import DEVICES
 from nanovllm_teach.sim.runner import SimulatedRunner
-from nanovllm_teach.sim.workload import AtOnce, Fixed, Poisson, Replay, SharedPrefix, Uniform, make_workload
+from nanovllm_teach.sim.workload import AtOnce, Fixed, Poisson, Replay, Request, SharedPrefix, Uniform, make_workload
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.tables import check_consistency
@@ -87,3 +89,24 @@ def test_an_idle_engine_waits_for_the_next_arrival():
     second = result.requests[1]
     assert second.arrival_s == 100.0 and second.first_token_s > 100.0
     assert result.requests[0].finish_s < 1.0 and 100.0 < result.duration_s < 101.0
+
+
+def test_max_tokens_below_the_answer_cuts_it_and_a_request_too_big_is_refused():
+    short = [Request(0.0, [5] * 20, output_len=50, max_tokens=10)]
+    result, _, _ = _run(short)
+    assert result.requests[0].finish_reason == "length" and result.requests[0].num_output_tokens == 10
+    with pytest.raises(ValueError, match="could never fit"):
+        _run([Request(0.0, [5] * 20, output_len=500)], num_kvcache_blocks=2)
+    with pytest.raises(ValueError, match="max_model_len"):
+        _run([Request(0.0, [5] * 5000, output_len=5)])
+
+
+def test_static_batching_is_slower_than_continuous_at_scale():
+    workload = make_workload(100, AtOnce(), Uniform(50, 300), Uniform(10, 400), vocab_size=SHAPE.vocab_size, seed=2)
+    times = {}
+    for policy in ("continuous", "static"):
+        rec = TraceRecorder(keep_in_memory=False)
+        rec.open({})
+        runner = SimulatedRunner(SHAPE, DEVICES["l4"], max_num_seqs=32, recorder=rec)
+        times[policy] = simulate(runner, workload, scheduling_policy=policy, recorder=rec).duration_s
+    assert times["static"] > 1.2 * times["continuous"]

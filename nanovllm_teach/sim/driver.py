@@ -67,8 +67,8 @@ class SimulationResult:
 def simulate(runner: SimulatedRunner, workload: list[Request], *, enable_prefix_caching: bool = True,
              scheduling_policy: str = "continuous", ignore_eos: bool = False,
              recorder: Recorder | None = None) -> SimulationResult:
-    """Run ``workload`` to the end. ``ignore_eos``: every request generates exactly its output length as
-    ``max_tokens`` (finish reason ``length``, as in nano-vllm's benchmark) instead of stopping at EOS."""
+    """Run ``workload`` to the end. ``ignore_eos``: every request runs to its ``max_tokens`` (finish reason
+    ``length``, as in nano-vllm's benchmark) instead of stopping at EOS after ``output_len`` tokens."""
     rec = recorder or NullRecorder()
     scheduler = Scheduler(max_num_seqs=runner.max_num_seqs, max_num_batched_tokens=runner.max_num_batched_tokens,
                           max_model_len=runner.max_model_len, eos=runner.eos_token_id,
@@ -77,6 +77,9 @@ def simulate(runner: SimulatedRunner, workload: list[Request], *, enable_prefix_
     clock = runner.clock
     t0 = clock.now_s  # arrival times count from here
     seqs = [_make_sequence(i, request, runner, ignore_eos) for i, request in enumerate(workload)]
+    if not ignore_eos:  # only once every request is valid: a refused workload leaves the runner as it was
+        for seq, request in zip(seqs, workload):
+            runner.expect_output_len(seq.seq_id, request.output_len)
     pending = deque(sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
     result = SimulationResult(0.0, 0, 0, Counter())
     first_arrival_s = t0 + (pending[0][0].arrival_s if pending else 0.0)
@@ -102,19 +105,19 @@ def simulate(runner: SimulatedRunner, workload: list[Request], *, enable_prefix_
 
 
 def _make_sequence(seq_id: int, request: Request, runner: SimulatedRunner, ignore_eos: bool) -> Sequence:
-    """Validated as the engine validates a request, before anything runs."""
+    """Validated as the engine validates a request, before anything runs. The request stops at its
+    ``output_len`` (EOS) or its ``max_tokens``, whichever comes first."""
     prompt_len = len(request.prompt_token_ids)
     if not 1 <= prompt_len <= runner.max_model_len:
         raise ValueError(f"request {seq_id} has a {prompt_len}-token prompt; 1..max_model_len="
                          f"{runner.max_model_len} are allowed")
-    worst_case = min(prompt_len + request.output_len, runner.max_model_len)
+    max_tokens = request.max_tokens or request.output_len
+    worst_case = min(prompt_len + max_tokens, runner.max_model_len)
     blocks_needed = -(-worst_case // runner.block_size)
     if blocks_needed > runner.num_kvcache_blocks:
         raise ValueError(f"request {seq_id} could never fit: {worst_case} tokens need {blocks_needed} KV "
                          f"blocks, the whole cache has {runner.num_kvcache_blocks}")
-    params = SamplingParams(temperature=0.0, max_tokens=request.output_len, ignore_eos=ignore_eos)
-    if not ignore_eos:
-        runner.expect_output_len(seq_id, request.output_len)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=ignore_eos)
     return Sequence(seq_id, request.prompt_token_ids, params, runner.block_size)
 
 

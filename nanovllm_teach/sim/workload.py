@@ -27,10 +27,14 @@ from typing import Protocol, Sequence
 
 @dataclass(frozen=True)
 class Request:
+    """``output_len``: how many tokens the answer has (EOS comes after them). ``max_tokens``: the request's
+    own limit (None: the answer's length), which a workload may set higher, as a chat client does."""
+
     arrival_s: float
     prompt_token_ids: list[int]
     output_len: int
     prefix_group: int | None = None
+    max_tokens: int | None = None
 
 
 class Lengths(Protocol):
