@@ -24,7 +24,7 @@ import argparse
 import statistics
 import time
 
-from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.sim.cost_model import Efficiency, load_shape
 from nanovllm_teach.sim.driver import SimulationResult, simulate
 from nanovllm_teach.sim.hardware import get_device
 from nanovllm_teach.sim.runner import SimulatedRunner
@@ -78,10 +78,12 @@ def scale(args: argparse.Namespace) -> None:
                              chat_output_lengths(hi=output_hi), vocab_size=shape.vocab_size, seed=args.seed)
     built = time.perf_counter() - wall, time.process_time() - cpu
     wall, cpu = time.perf_counter(), time.process_time()
+    device = get_device(args.hardware)
     recorder = TraceRecorder(args.trace)
     recorder.open({"schema": "nanovllm_teach.trace", "version": 1, "model": {"name": shape.name},
-                   "device": args.hardware})
-    runner = SimulatedRunner(shape, get_device(args.hardware), max_model_len=args.max_model_len, recorder=recorder)
+                   "device": device.name, "simulated": {"hardware": device.describe(),
+                                                        "efficiency": Efficiency().to_dict()}})
+    runner = SimulatedRunner(shape, device, max_model_len=args.max_model_len, recorder=recorder)
     result = simulate(runner, workload, recorder=recorder)
     recorder.close()
     ran = time.perf_counter() - wall, time.process_time() - cpu

@@ -117,3 +117,20 @@ def test_eager_decode_says_why():
         s.num_cached_tokens, s.num_scheduled_tokens = 9, 1
     runner.run(seqs, False)
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "batch_above_largest_graph"
+
+
+def test_built_from_an_engine_config_on_a_shared_clock():
+    from nanovllm_teach.config import Config
+    from nanovllm_teach.sim.cost_model import shape_dir
+    from nanovllm_teach.sim.runner import SimClock
+
+    clock = SimClock(now_s=5.0)
+    config = Config(str(shape_dir("qwen3-1.7b")), max_num_batched_tokens=16384, kvcache_block_size=256)
+    runner = SimulatedRunner.from_config(config, DEVICES["a100-80gb"], TraceRecorder(), clock=clock)
+    direct = SimulatedRunner(load_shape("qwen3-1.7b"), DEVICES["a100-80gb"], max_num_batched_tokens=16384)
+    assert runner.num_kvcache_blocks == direct.num_kvcache_blocks
+    assert runner.shape == direct.shape and runner.eos_token_id == 151645
+    seq = _seq(0, 100)
+    seq.num_scheduled_tokens = 100
+    runner.run([seq], True)
+    assert clock.now_s > 5.0

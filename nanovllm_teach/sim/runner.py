@@ -22,6 +22,8 @@ Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
 from nanovllm_teach.engine.sequence import Sequence
@@ -29,6 +31,9 @@ from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, Step
 from nanovllm_teach.sim.hardware import Device
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget
+
+if TYPE_CHECKING:
+    from nanovllm_teach.config import Config
 
 # What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
 # datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
@@ -55,8 +60,10 @@ class SimulatedRunner:
                  max_num_batched_tokens: int | None = None, max_num_seqs: int = 512, max_model_len: int = 4096,
                  gpu_memory_utilization: float = 0.9, cpu_kvcache_gib: float = 0.25,
                  num_kvcache_blocks: int | None = None, tensor_parallel_size: int = 1, enforce_eager: bool = False,
-                 efficiency: Efficiency | None = None, recorder: Recorder | None = None) -> None:
-        """The engine settings that matter to execution, with ``Config``'s names and defaults."""
+                 efficiency: Efficiency | None = None, recorder: Recorder | None = None,
+                 clock: SimClock | None = None) -> None:
+        """The engine settings that matter to execution, with ``Config``'s names and defaults. ``clock``: the
+        simulated clock to advance (an engine that stamps its events with it passes its own)."""
         tp = tensor_parallel_size
         for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
             if getattr(shape, name) % tp != 0:
@@ -69,7 +76,7 @@ class SimulatedRunner:
         self.max_model_len = min(max_model_len, shape.max_position_embeddings)
         self.max_num_batched_tokens = max_num_batched_tokens or (16384 if device.kind == "gpu" else 2048)
         self.cost_model = StepCostModel(shape, device, efficiency, tp)
-        self.clock = SimClock()
+        self.clock = clock or SimClock()
         self.last_cost: StepCost | None = None
         # What the engine reports: the names a real engine on that device would pick with "auto".
         self.device = device.name
@@ -83,6 +90,18 @@ class SimulatedRunner:
         peak = self._warmup()
         self.num_kvcache_blocks = self._size_kv_cache(peak, gpu_memory_utilization, cpu_kvcache_gib,
                                                       num_kvcache_blocks)
+
+    @classmethod
+    def from_config(cls, config: "Config", device: Device, recorder: Recorder, *, clock: SimClock | None = None,
+                    efficiency: Efficiency | None = None) -> "SimulatedRunner":
+        """The runner an engine builds from its ``Config`` (the model's ``config.json`` gives the shape)."""
+        shape = ModelShape.from_config(config.hf_config.to_dict(), Path(config.model).name)
+        return cls(shape, device, block_size=config.kvcache_block_size,
+                   max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
+                   max_model_len=config.max_model_len, gpu_memory_utilization=config.gpu_memory_utilization,
+                   cpu_kvcache_gib=config.cpu_kvcache_gib, num_kvcache_blocks=config.num_kvcache_blocks,
+                   tensor_parallel_size=config.tensor_parallel_size, enforce_eager=config.enforce_eager,
+                   efficiency=efficiency, recorder=recorder, clock=clock)
 
     # ---- start-up -------------------------------------------------------------------------------
 
