@@ -60,7 +60,7 @@ def nano_vllm(seeds: list[int], num_requests: int) -> None:
                                  vocab_size=shape.vocab_size, seed=seed)
         result = simulate(runner, workload, ignore_eos=True)
         predicted.append(result.output_tokens_per_s)
-        print(f"nano-vllm README benchmark on rtx-4070-laptop, seed {seed}: {runner.num_kvcache_blocks} KV blocks "
+        print(f"nano-vllm README benchmark on rtx-4070-laptop, draw {seed}: {runner.num_kvcache_blocks} KV blocks "
               f"of 256 tokens")
         print("  " + _summary(result))
     if num_requests == 256:

@@ -17,7 +17,7 @@ def test_bench_sim_small(tmp_path):
                           capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT,
                           timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "nano-vllm README benchmark on rtx-4070-laptop, seed 0" in done.stdout
+    assert "nano-vllm README benchmark on rtx-4070-laptop, draw 0" in done.stdout
     assert "40 requests of qwen3-8b on h100-sxm" in done.stdout and "TTFT p50" in done.stdout
     from nanovllm_teach.trace.reader import load_trace
     loaded = load_trace(trace)

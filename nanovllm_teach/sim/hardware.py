@@ -43,6 +43,8 @@ class Device:
                 "source": self.source}
 
 
+# Memory capacities are taken as GiB: a datasheet's "80 GB" of HBM is what nvidia-smi shows as about 80 GiB
+# (79.6 on an H100 80GB, once the driver has its share).
 # PCIe 4.0 x16 moves about 32 GB/s each way (PCI-SIG PCIe 4.0 specification: 16 GT/s per lane, 128b/130b).
 _PCIE4_X16 = 32e9
 
