@@ -69,3 +69,15 @@ def test_shared_prefix_groups_start_with_the_same_tokens():
         assert len(prefixes) == 1
     assert len({tuple(r.prompt_token_ids[:32]) for r in workload}) == 3
     assert all(len(r.prompt_token_ids) >= 32 + 10 for r in workload)
+
+
+def test_length_specs_from_the_command_line():
+    from nanovllm_teach.sim.workload import parse_lengths
+
+    assert parse_lengths("fixed:7") == Fixed(7)
+    assert parse_lengths("uniform:100:1024") == Uniform(100, 1024)
+    assert parse_lengths("lognormal:400:1000") == LogNormal.fit(400, 1000)
+    assert parse_lengths("chat-output") == chat_output_lengths()
+    for bad in ("uniform:100", "gauss:1:2", "fixed:x", "uniform:9:3"):
+        with pytest.raises(ValueError, match="spec|lo <= hi"):
+            parse_lengths(bad)

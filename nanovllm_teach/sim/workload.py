@@ -13,6 +13,8 @@ have. It is built from three choices:
 - ``SharedPrefix(num_groups, prefix_len)``: every prompt starts with one of ``num_groups`` common prefixes
   (a system prompt, say), which the prefix cache can share.
 
+``parse_lengths`` reads a length distribution from a command-line spec such as ``uniform:100:1024``.
+
 Emits no events.
 """
 
@@ -211,3 +213,21 @@ def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, o
         prompt = (prefixes[group] if group is not None else []) + _token_ids(rng, pool, prompt_lens.sample(rng))
         requests.append(Request(arrival_s, prompt, output_lens.sample(rng), group))
     return requests
+
+
+_LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, chat-prompt or chat-output"
+
+
+def parse_lengths(spec: str) -> Lengths:
+    """A length distribution from a command-line spec (``uniform:100:1024``; forms in ``_LENGTH_SPECS``)."""
+    name, *args = spec.split(":")
+    try:
+        numbers = [int(a) for a in args]
+    except ValueError:
+        raise ValueError(f"length spec {spec!r} has a part that is not an int; use {_LENGTH_SPECS}") from None
+    makers = {("fixed", 1): Fixed, ("uniform", 2): Uniform, ("lognormal", 2): LogNormal.fit,
+              ("chat-prompt", 0): chat_prompt_lengths, ("chat-output", 0): chat_output_lengths}
+    maker = makers.get((name, len(numbers)))
+    if maker is None:
+        raise ValueError(f"unknown length spec {spec!r}; use {_LENGTH_SPECS}")
+    return maker(*numbers)
