@@ -1,0 +1,277 @@
+"""Execution layer (simulated): how long one engine step takes, predicted from the batch actually scheduled.
+
+A roofline per step. The step does some floating-point work and moves some bytes; the device can do
+``peak_flops`` of the one and ``memory_bandwidth`` of the other per second, each reached only in part (the
+named ``Efficiency`` factors). Whichever takes longer decides the step: it is *compute-bound* (a big
+prefill: thousands of tokens through every weight) or *memory-bound* (a decode: every weight and every
+cached K/V row read to produce one token per sequence).
+
+What is counted, for a batch of sequences that each compute ``n`` new tokens after ``c`` cached ones:
+
+- FLOPs: 2 per weight per new token in the linear layers (q, k, v, o, gate, up, down); attention of each new
+  token over its context (``QK^T`` and ``PV``: 4 × heads × head_dim per context position, causal within the
+  new tokens); the LM head on each sequence's last token only (the runner drops every other position first).
+- bytes: every weight once per step (however many tokens share it: that is why batching pays), each
+  sequence's K/V read once (``c + n`` rows) and its new rows written (``n``), the activations each layer reads
+  and writes, the logits the sampler reads.
+
+Then the parts a roofline leaves out:
+
+- launching kernels: an eager step launches ``kernels_per_layer`` kernels per layer from Python; on a GPU
+  they queue up ahead of the device, so the step takes at least as long as launching them (a small decode
+  on a fast GPU is *launch-bound*: the lesson of CUDA graphs); a replayed CUDA graph is one launch. On a CPU
+  the host runs every kernel itself, so launches add to the time.
+- tensor parallelism: each rank holds 1/tp of the weights, heads and KV; two all-reduces per layer (after
+  attention's output projection and after the MLP) plus one for the embedding send the step's hidden states
+  over the interconnect, and the LM head's vocabulary shards are gathered onto rank 0.
+- the host: a fixed cost per step (schedule, build inputs, sample, postprocess) and a cost per sequence.
+
+``StepCost.bound`` says what decided: ``"compute"``, ``"memory"`` or ``"launch"``.
+
+Emits no events (the simulated runner reports the prediction).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from nanovllm_teach.sim.hardware import Device
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# The sampler works on float32 logits: one write, one read per vocabulary entry and sequence.
+LOGIT_BYTES = 4 * 2
+SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
+_FRACTIONS = frozenset({"matmul", "attention", "memory", "interconnect"})
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a Qwen3 ``config.json`` that decide its cost and its memory."""
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int
+    eos_token_id: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], name: str) -> "ModelShape":
+        """From a Hugging Face ``config.json`` as a dict (or ``PretrainedConfig.to_dict()``)."""
+        hidden, heads = config["hidden_size"], config["num_attention_heads"]
+        eos = config.get("eos_token_id")
+        return cls(name=name, hidden_size=hidden, num_layers=config["num_hidden_layers"], num_heads=heads,
+                   num_kv_heads=config["num_key_value_heads"],
+                   head_dim=config.get("head_dim") or hidden // heads,
+                   intermediate_size=config["intermediate_size"], vocab_size=config["vocab_size"],
+                   tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+                   max_position_embeddings=config["max_position_embeddings"],
+                   eos_token_id=eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
+
+    @property
+    def linear_params_per_layer(self) -> int:
+        h, d = self.hidden_size, self.head_dim
+        attention = h * self.num_heads * d + 2 * h * self.num_kv_heads * d + self.num_heads * d * h  # q, k, v, o
+        mlp = 3 * h * self.intermediate_size  # gate, up, down
+        return attention + mlp
+
+    @property
+    def num_params(self) -> int:
+        norms_per_layer = 2 * self.hidden_size + 2 * self.head_dim  # two RMSNorms, Qwen3's q and k norms
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return (self.num_layers * (self.linear_params_per_layer + norms_per_layer) + self.hidden_size
+                + embeddings)
+
+    @property
+    def activation_elements_per_token_layer(self) -> int:
+        """Elements one token's activations make each layer read and write (model-wide, before sharding)."""
+        h, d, inter = self.hidden_size, self.head_dim, self.intermediate_size
+        q, kv = self.num_heads * d, self.num_kv_heads * d
+        matmuls = (h + q + 2 * kv) + (q + h) + (h + 2 * inter) + (inter + h)  # in + out of qkv, o, gate_up, down
+        silu_and_mul = 2 * inter + inter
+        norms = 2 * 4 * h  # fused add + RMSNorm: reads x and residual, writes both
+        attention = 2 * q  # reads q, writes its output (K/V traffic is counted as KV)
+        return matmuls + silu_and_mul + norms + attention
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
+
+
+def shape_names() -> list[str]:
+    return sorted(p.name for p in SHAPES_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def shape_dir(name_or_dir: str | Path) -> Path:
+    """A shipped shape's folder (``qwen3-8b``) or any checkpoint folder with a ``config.json``."""
+    path = Path(name_or_dir)
+    if (path / "config.json").is_file():
+        return path
+    shipped = SHAPES_DIR / str(name_or_dir).lower()
+    if (shipped / "config.json").is_file():
+        return shipped
+    raise ValueError(f"model {str(name_or_dir)!r} is neither a shipped shape ({', '.join(shape_names())}) "
+                     f"nor a folder with a config.json")
+
+
+def load_shape(name_or_dir: str | Path) -> ModelShape:
+    folder = shape_dir(name_or_dir)
+    return ModelShape.from_config(json.loads((folder / "config.json").read_text()), folder.name)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """How far below the datasheet a real engine runs, as a few named numbers.
+
+    The defaults are round figures for a GPU running kernels of nano-vllm's kind (cuBLAS GEMMs,
+    flash-attention, decode reads close to the bandwidth) and Python-side costs of an engine of this size;
+    they are the same for every GPU. A device can be given fitted factors instead (``from_json``), which
+    is how the calibration against a measured engine plugs in.
+    """
+
+    matmul: float = 0.7  # share of peak FLOP/s a large matrix multiply reaches
+    attention: float = 0.5  # share of peak FLOP/s the attention kernel reaches
+    memory: float = 0.8  # share of datasheet bandwidth a streaming read reaches
+    interconnect: float = 0.7  # share of link bandwidth a ring all-reduce reaches
+    kernel_launch_s: float = 8e-6  # one eager kernel launch, Python dispatch included
+    kernels_per_layer: int = 14  # norms, qkv, q/k norms, rotary, store K/V, attention, o, norm, gate_up, act, down
+    graph_launch_s: float = 30e-6  # replaying one captured CUDA graph
+    allreduce_latency_s: float = 10e-6  # a collective's fixed cost, whatever its size
+    step_overhead_s: float = 1e-3  # host work every step: schedule, build inputs, sample, postprocess
+    seq_overhead_s: float = 10e-6  # host work per sequence in the batch
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _FRACTIONS:
+                if not 0 < value <= 1:
+                    raise ValueError(f"efficiency factor {f.name} must be in (0, 1], got {value!r}")
+            elif not value >= 0:
+                raise ValueError(f"efficiency factor {f.name} must be >= 0, got {value!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, float]) -> "Efficiency":
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown efficiency factor(s): {', '.join(unknown)}")
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "Efficiency":
+        """Fitted factors saved by a calibration run (any subset; the rest keep their defaults)."""
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One step's prediction and what it is made of (seconds, FLOPs, bytes)."""
+
+    total_s: float
+    bound: str  # "compute", "memory" or "launch": what the device part of the step waited on
+    compute_s: float
+    memory_s: float
+    launch_s: float
+    comm_s: float
+    host_s: float
+    flops: float
+    bytes: float
+
+    def as_stats(self) -> dict[str, float | str]:
+        return {"predicted_ms": round(self.total_s * 1e3, 4), "bound": self.bound,
+                "compute_ms": round(self.compute_s * 1e3, 4), "memory_ms": round(self.memory_s * 1e3, 4),
+                "launch_ms": round(self.launch_s * 1e3, 4), "comm_ms": round(self.comm_s * 1e3, 4),
+                "host_ms": round(self.host_s * 1e3, 4), "flops": self.flops, "bytes": self.bytes}
+
+
+class StepCostModel:
+    """Predicts a step's time for one model on one device with ``tp`` ranks."""
+
+    def __init__(self, shape: ModelShape, device: Device, efficiency: Efficiency | None = None,
+                 tensor_parallel_size: int = 1) -> None:
+        self.shape = shape
+        self.device = device
+        self.eff = efficiency or Efficiency()
+        self.tp = tensor_parallel_size
+        self.dtype_bytes = DTYPE_BYTES[device.dtype]
+        s, tp, b = shape, tensor_parallel_size, self.dtype_bytes
+        # Per rank: every weight is sharded tp ways (the vocabulary too, for the embedding and the LM head).
+        self.linear_flops_per_token = 2 * s.num_layers * s.linear_params_per_layer / tp
+        self.attention_flops_per_position = 4 * s.num_layers * s.num_heads * s.head_dim / tp
+        self.lm_head_flops_per_seq = 2 * s.hidden_size * s.vocab_size / tp
+        lm_head_params = s.vocab_size * s.hidden_size  # tied or not, the LM head reads a vocab x hidden matrix
+        self.weight_bytes = (s.num_layers * s.linear_params_per_layer + lm_head_params) * b / tp
+        self.kv_bytes_per_token = s.kv_bytes_per_token(b) / tp
+        self.activation_bytes_per_token = (s.num_layers * s.activation_elements_per_token_layer / tp
+                                           + s.hidden_size) * b  # + the embedding row each token gathers
+        self.num_kernels = s.num_layers * self.eff.kernels_per_layer
+
+    def step(self, batch: Sequence[tuple[int, int]], graph_batch_size: int | None = None) -> StepCost:
+        """``batch``: ``(num_new_tokens, num_cached_tokens)`` per sequence. ``graph_batch_size``: the CUDA
+        graph bucket a decode replays (the padding rows are computed too), or None for an eager step."""
+        s, eff, dev = self.shape, self.eff, self.device
+        num_seqs = len(batch)
+        num_new = 0
+        attended = 0  # (query, key) pairs: each new token attends to the cache and to the new tokens before it
+        context = 0
+        for n, c in batch:
+            num_new += n
+            attended += n * c + n * (n + 1) // 2
+            context += c + n
+        rows = graph_batch_size or num_new  # a graph computes its whole bucket, padding included
+        linear_flops = self.linear_flops_per_token * rows + self.lm_head_flops_per_seq * num_seqs
+        attention_flops = self.attention_flops_per_position * attended
+        compute_s = (linear_flops / (dev.peak_flops * eff.matmul)
+                     + attention_flops / (dev.peak_flops * eff.attention))
+        moved = (self.weight_bytes + self.kv_bytes_per_token * (context + num_new)
+                 + self.activation_bytes_per_token * rows + LOGIT_BYTES * s.vocab_size * num_seqs)
+        memory_s = moved / (dev.memory_bandwidth * eff.memory)
+        device_s = max(compute_s, memory_s)
+        bound = "compute" if compute_s >= memory_s else "memory"
+        comm_s = self._comm_s(rows, num_seqs)
+        if graph_batch_size is not None:
+            launch_s = eff.graph_launch_s
+            kernel_s = device_s + comm_s + launch_s
+        else:
+            launch_s = self.num_kernels * eff.kernel_launch_s
+            if dev.kind == "gpu":
+                kernel_s = max(device_s + comm_s, launch_s)  # launches run ahead of the device
+                if launch_s > device_s + comm_s:
+                    bound = "launch"
+            else:
+                kernel_s = device_s + comm_s + launch_s  # the host runs every kernel itself
+        host_s = eff.step_overhead_s + eff.seq_overhead_s * num_seqs
+        return StepCost(total_s=kernel_s + host_s, bound=bound, compute_s=compute_s, memory_s=memory_s,
+                        launch_s=launch_s, comm_s=comm_s, host_s=host_s,
+                        flops=linear_flops + attention_flops, bytes=moved)
+
+    def _comm_s(self, rows: int, num_seqs: int) -> float:
+        """Ring all-reduces of the hidden states (2 per layer + the embedding's), then the LM head's
+        vocabulary shards gathered onto rank 0; nothing on one rank."""
+        tp = self.tp
+        if tp == 1:
+            return 0.0
+        s, eff, dev = self.shape, self.eff, self.device
+        link = dev.interconnect_bandwidth * eff.interconnect
+        message = rows * s.hidden_size * self.dtype_bytes
+        allreduce_s = eff.allreduce_latency_s + 2 * (tp - 1) / tp * message / link
+        gather_s = eff.allreduce_latency_s + (tp - 1) / tp * num_seqs * s.vocab_size * self.dtype_bytes / link
+        return (2 * s.num_layers + 1) * allreduce_s + gather_s
+
+    def activation_peak_bytes(self, num_tokens: int, num_seqs: int) -> int:
+        """The transient memory of the largest prefill on one rank: what is alive at once inside a layer
+        (hidden state and residual, q/k/v, the MLP's gate-up output and its activation) for every token,
+        plus float32 logits and probabilities for every sequence."""
+        s, tp = self.shape, self.tp
+        per_token = (4 * s.hidden_size + (s.num_heads + 2 * s.num_kv_heads) * s.head_dim / tp
+                     + 3 * s.intermediate_size / tp)
+        return int(num_tokens * per_token * self.dtype_bytes + num_seqs * s.vocab_size * 4 * 2)

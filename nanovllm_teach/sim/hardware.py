@@ -1,0 +1,135 @@
+"""Execution layer (simulated): the devices a simulated engine can run on, as data.
+
+A ``Device`` is the handful of numbers the step-time model (``sim/cost_model.py``) needs: how many
+floating-point operations per second its matrix units do at the engine's dtype, how many bytes per second
+its memory delivers, how much memory it has, and how fast it talks to its peers under tensor parallelism.
+The GPU figures are the vendors' public datasheet numbers (dense, i.e. without 2:4 sparsity), each with its
+source named; "this CPU" is measured when it is asked for (``measure_this_cpu``), because no datasheet
+describes the laptop a learner has.
+
+Datasheet peaks are upper bounds no real kernel reaches; how far below them a step runs is the business of
+the cost model's named efficiency factors, never of these numbers.
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    kind: str  # "gpu" or "cpu": decides CUDA graphs and the CPU cap on the KV cache, as on a real engine
+    dtype: str  # what the engine's dtype="auto" picks there: bfloat16 on a GPU, float32 on a CPU
+    peak_flops: float  # dense matrix-multiply FLOP/s at ``dtype``
+    memory_bandwidth: float  # bytes/s
+    memory_bytes: int
+    interconnect_bandwidth: float  # bytes/s one way between two devices (NVLink or PCIe)
+    interconnect: str
+    source: str
+
+    def describe(self) -> dict[str, float | int | str]:
+        """Plain values for the trace header."""
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "peak_flops": self.peak_flops,
+                "memory_bandwidth": self.memory_bandwidth, "memory_bytes": self.memory_bytes,
+                "interconnect_bandwidth": self.interconnect_bandwidth, "interconnect": self.interconnect,
+                "source": self.source}
+
+
+# Memory capacities are taken as GiB: a datasheet's "80 GB" of HBM is what nvidia-smi shows as about 80 GiB
+# (79.6 on an H100 80GB, once the driver has its share).
+# PCIe 4.0 x16 moves about 32 GB/s each way (PCI-SIG PCIe 4.0 specification: 16 GT/s per lane, 128b/130b).
+_PCIE4_X16 = 32e9
+
+DEVICES: dict[str, Device] = {device.name: device for device in (
+    Device("h100-sxm", "gpu", "bfloat16", peak_flops=989e12, memory_bandwidth=3.35e12, memory_bytes=80 * GIB,
+           interconnect_bandwidth=450e9, interconnect="NVLink 4 (900 GB/s both ways)",
+           source="NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: BF16 1,979 TFLOPS with sparsity "
+                  "(989 dense), 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s"),
+    Device("h200", "gpu", "bfloat16", peak_flops=989e12, memory_bandwidth=4.8e12, memory_bytes=141 * GIB,
+           interconnect_bandwidth=450e9, interconnect="NVLink 4 (900 GB/s both ways)",
+           source="NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: BF16 1,979 TFLOPS with sparsity "
+                  "(989 dense), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s"),
+    Device("a100-80gb", "gpu", "bfloat16", peak_flops=312e12, memory_bandwidth=2.039e12,
+           memory_bytes=80 * GIB, interconnect_bandwidth=300e9, interconnect="NVLink 3 (600 GB/s both ways)",
+           source="NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: BF16 312 TFLOPS dense, "
+                  "80 GB HBM2e at 2,039 GB/s, NVLink 600 GB/s"),
+    Device("l4", "gpu", "bfloat16", peak_flops=121e12, memory_bandwidth=300e9, memory_bytes=24 * GIB,
+           interconnect_bandwidth=_PCIE4_X16, interconnect="PCIe 4.0 x16",
+           source="NVIDIA L4 Tensor Core GPU datasheet: BF16 242 TFLOPS with sparsity (121 dense), "
+                  "24 GB GDDR6 at 300 GB/s, PCIe Gen4 x16"),
+    Device("rtx-4090", "gpu", "bfloat16", peak_flops=165.2e12, memory_bandwidth=1008e9, memory_bytes=24 * GIB,
+           interconnect_bandwidth=_PCIE4_X16, interconnect="PCIe 4.0 x16",
+           source="NVIDIA Ada Lovelace GPU architecture whitepaper, GeForce RTX 4090: FP16/BF16 tensor "
+                  "165.2 TFLOPS dense with FP32 accumulate, 24 GB GDDR6X at 1,008 GB/s"),
+    # NVIDIA publishes no TFLOPS figure for the laptop part: 36 SMs (4,608 CUDA cores / 128) at the 2,175 MHz
+    # top boost clock, times the 512 dense BF16 FLOPs per SM per clock (FP32 accumulate) that the Ada
+    # whitepaper's RTX 4090 figure implies (165.2 TFLOPS / 128 SMs / 2.52 GHz), give 40.1 TFLOPS.
+    Device("rtx-4070-laptop", "gpu", "bfloat16", peak_flops=40.1e12, memory_bandwidth=256e9,
+           memory_bytes=8 * GIB, interconnect_bandwidth=_PCIE4_X16, interconnect="PCIe 4.0 x16",
+           source="NVIDIA GeForce RTX 4070 Laptop GPU specifications: 4,608 CUDA cores, boost up to "
+                  "2,175 MHz, 8 GB GDDR6 on 128 bits at 16 Gbps (256 GB/s); BF16 rate per SM from the "
+                  "Ada Lovelace architecture whitepaper"),
+)}
+
+CPU_DEVICE_NAME = "this-cpu"
+
+
+def device_names() -> list[str]:
+    return [*DEVICES, CPU_DEVICE_NAME]
+
+
+def get_device(name: str) -> Device:
+    """A datasheet device by name, or ``"this-cpu"`` (measured now). Unknown names raise ValueError."""
+    if name == CPU_DEVICE_NAME:
+        return measure_this_cpu()
+    if name not in DEVICES:
+        raise ValueError(f"unknown hardware {name!r}; known: {', '.join(device_names())}")
+    return DEVICES[name]
+
+
+def _best_rate(run, work: float, repeats: int) -> float:
+    """``work`` units per second of the fastest of ``repeats`` timed calls (the fastest is the least
+    disturbed by whatever else the machine is doing)."""
+    run()  # first call: allocation, thread pool start-up, caches
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return work / best
+
+
+def _total_memory_bytes() -> int:
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure_this_cpu(matmul_size: int = 1024, copy_mib: int = 256, repeats: int = 5) -> Device:
+    """This machine's CPU as the engine uses it: float32 ``torch.matmul`` FLOP/s with torch's current
+    thread count, and memory bandwidth from copying a ``copy_mib`` MiB tensor (each copy reads and writes
+    every byte once). Takes about a second."""
+    import torch  # only this measurement needs torch: the datasheet devices are plain data
+
+    a = torch.randn(matmul_size, matmul_size)
+    b = torch.randn(matmul_size, matmul_size)
+    flops = _best_rate(lambda: torch.matmul(a, b), 2.0 * matmul_size**3, repeats)
+    src = torch.empty(copy_mib * 2**20 // 4)
+    dst = torch.empty_like(src)
+    bandwidth = _best_rate(lambda: dst.copy_(src), 2.0 * src.numel() * 4, repeats)
+    return Device(CPU_DEVICE_NAME, "cpu", "float32", peak_flops=flops, memory_bandwidth=bandwidth,
+                  memory_bytes=_total_memory_bytes(), interconnect_bandwidth=bandwidth,
+                  interconnect="shared memory (gloo)",
+                  source=f"measured now: float32 torch.matmul {matmul_size}x{matmul_size} with "
+                         f"{torch.get_num_threads()} threads, a {copy_mib} MiB tensor copy, /proc/meminfo")

@@ -1,0 +1,206 @@
+"""Execution layer (simulated): ``SimulatedRunner`` stands where ``ModelRunner`` stands and computes no tensors.
+
+The engine asks its model runner for very little: ``num_kvcache_blocks`` (to build the block manager),
+``attention_backend`` and ``device`` (to report them), and ``run(seqs, is_prefill)``, one token id per
+sequence. This runner answers all of it from a model's shape (``sim/cost_model.py``) and a device
+(``sim/hardware.py``), so the real ``Scheduler`` and ``BlockManager`` make their real decisions about a
+model and a GPU that are not there:
+
+- start-up sizes the KV cache with the real formula (``utils/memory.py``) from a simulated memory reading:
+  the device's memory, the runtime's own share, the weights, and the warm-up prefill's activation peak;
+  it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
+- ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
+  ``last_cost``; decode steps replay a CUDA graph under the same rule as on a real GPU
+  (``engine/cuda_graphs.py``);
+- tokens are placeholders: a sequence gets EOS once it reaches the output length the workload gave it
+  (``expect_output_len``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
+  are real, so prefix caching hits exactly as it would.
+
+Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel
+from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.trace.recorder import NullRecorder, Recorder
+from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget
+
+if TYPE_CHECKING:
+    from nanovllm_teach.config import Config
+
+# What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
+# datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
+GPU_RUNTIME_BYTES = 512 * 2**20
+
+
+@dataclass
+class SimClock:
+    """Simulated seconds since the engine started; only ``SimulatedRunner.run`` and idle waits move it."""
+
+    now_s: float = 0.0
+
+    def advance(self, seconds: float) -> None:
+        assert seconds >= 0, seconds
+        self.now_s += seconds
+
+    def wait_until(self, t_s: float) -> None:
+        """An idle engine waits for the next arrival (time never runs backwards)."""
+        self.now_s = max(self.now_s, t_s)
+
+
+class SimulatedRunner:
+    def __init__(self, shape: ModelShape, device: Device, *, block_size: int = 256,
+                 max_num_batched_tokens: int | None = None, max_num_seqs: int = 512, max_model_len: int = 4096,
+                 gpu_memory_utilization: float = 0.9, cpu_kvcache_gib: float = 0.25,
+                 num_kvcache_blocks: int | None = None, tensor_parallel_size: int = 1, enforce_eager: bool = False,
+                 efficiency: Efficiency | None = None, recorder: Recorder | None = None,
+                 clock: SimClock | None = None) -> None:
+        """The engine settings that matter to execution, with ``Config``'s names and defaults. ``clock``: the
+        simulated clock to advance (an engine that stamps its events with it passes its own)."""
+        tp = tensor_parallel_size
+        for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
+            if getattr(shape, name) % tp != 0:
+                raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={getattr(shape, name)}")
+        self.shape = shape
+        self.hardware = device
+        self.rec = recorder or NullRecorder()
+        self.block_size = block_size
+        self.max_num_seqs = max_num_seqs
+        self.max_model_len = min(max_model_len, shape.max_position_embeddings)
+        self.max_num_batched_tokens = max_num_batched_tokens or (16384 if device.kind == "gpu" else 2048)
+        self.cost_model = StepCostModel(shape, device, efficiency, tp)
+        self.clock = clock or SimClock()
+        self.last_cost: StepCost | None = None
+        # What the engine reports: the names a real engine on that device would pick with "auto".
+        self.device = device.name
+        self.dtype = device.dtype
+        self.attention_backend = "flash_attn" if device.kind == "gpu" else "torch"
+        self.enforce_eager = enforce_eager
+        self.graph_sizes = graph_batch_sizes(max_num_seqs) if device.kind == "gpu" and not enforce_eager else []
+        self.eos_token_id = shape.eos_token_id
+        self.placeholder_token_id = 1 if shape.eos_token_id == 0 else 0
+        self._target_lens: dict[int, int] = {}
+        peak = self._warmup()
+        self.num_kvcache_blocks = self._size_kv_cache(peak, gpu_memory_utilization, cpu_kvcache_gib,
+                                                      num_kvcache_blocks)
+
+    @classmethod
+    def from_config(cls, config: "Config", device: Device, recorder: Recorder, *, clock: SimClock | None = None,
+                    efficiency: Efficiency | None = None) -> "SimulatedRunner":
+        """The runner an engine builds from its ``Config`` (the model's ``config.json`` gives the shape)."""
+        shape = ModelShape.from_config(config.hf_config.to_dict(), Path(config.model).name)
+        return cls(shape, device, block_size=config.kvcache_block_size,
+                   max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
+                   max_model_len=config.max_model_len, gpu_memory_utilization=config.gpu_memory_utilization,
+                   cpu_kvcache_gib=config.cpu_kvcache_gib, num_kvcache_blocks=config.num_kvcache_blocks,
+                   tensor_parallel_size=config.tensor_parallel_size, enforce_eager=config.enforce_eager,
+                   efficiency=efficiency, recorder=recorder, clock=clock)
+
+    # ---- start-up -------------------------------------------------------------------------------
+
+    def _warmup(self) -> int:
+        """The real runner's warm-up (the largest prefill the limits allow), predicted: its time and the
+        activation peak it would show. Returns that peak in bytes."""
+        seq_len = self.max_model_len
+        num_seqs = max(1, min(self.max_num_batched_tokens // seq_len, self.max_num_seqs))
+        cost = self.cost_model.step([(seq_len, 0)] * num_seqs)
+        peak = self.cost_model.activation_peak_bytes(num_seqs * seq_len, num_seqs)
+        self.rec.emit("WARMUP", "init", "expose_peak_memory", num_seqs=num_seqs, seq_len=seq_len,
+                      peak_bytes=self.weight_bytes + peak, peak_source="simulated: weights + activation estimate",
+                      seconds=round(cost.total_s, 4))
+        return peak
+
+    @property
+    def weight_bytes(self) -> int:
+        """One rank's weights in memory (tied embeddings stored once)."""
+        return self.shape.num_params * self.cost_model.dtype_bytes // self.cost_model.tp
+
+    def _size_kv_cache(self, activation_peak: int, utilization: float, cpu_kvcache_gib: float,
+                       explicit_blocks: int | None) -> int:
+        """The real runner's sizing on a simulated reading: ``used`` is the runtime and the weights,
+        ``peak - current`` the warm-up's activations."""
+        dev, shape, tp = self.hardware, self.shape, self.cost_model.tp
+        runtime = GPU_RUNTIME_BYTES if dev.kind == "gpu" else 0
+        used = runtime + self.weight_bytes
+        reading = MemoryReading(dev.name, dev.memory_bytes, dev.memory_bytes - used, used,
+                                peak=self.weight_bytes + activation_peak, current=self.weight_bytes)
+        num_kv_heads = shape.num_kv_heads // tp
+        dtype_bytes = self.cost_model.dtype_bytes
+        block_bytes = kv_block_bytes(shape.num_layers, self.block_size, num_kv_heads, shape.head_dim, dtype_bytes)
+        cap = int(cpu_kvcache_gib * 2**30) if dev.kind == "cpu" else None
+        budget = kv_cache_budget(reading, utilization, cap)
+        estimated = kv_cache_blocks(reading, utilization, block_bytes, cap)
+        uncapped = kv_cache_blocks(reading, utilization, block_bytes)
+        num_blocks = explicit_blocks or estimated
+        if num_blocks < 1:
+            raise ValueError(f"no memory left for the KV cache of {shape.name} on {dev.name}: budget {budget} "
+                             f"bytes, one block needs {block_bytes}; raise gpu_memory_utilization or "
+                             f"tensor_parallel_size, or lower max_num_batched_tokens")
+        if explicit_blocks is not None:
+            limited_by = "num_kvcache_blocks"
+        elif cap is not None and estimated < uncapped:
+            limited_by = "cpu_kvcache_gib"
+        else:
+            limited_by = "memory"
+        reason = "size_kv_cache_cpu_cap" if limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
+        self.rec.emit("KV_BUDGET_ESTIMATE", "init", reason, **reading.as_stats(), utilization=utilization,
+                      budget=budget, block_bytes=block_bytes, estimated_num_blocks=estimated,
+                      num_blocks=num_blocks, explicit=explicit_blocks is not None, block_size=self.block_size,
+                      num_layers=shape.num_layers, num_kv_heads=num_kv_heads, head_dim=shape.head_dim,
+                      dtype_bytes=dtype_bytes, vocab_size=shape.vocab_size, uncapped_num_blocks=uncapped,
+                      cap_bytes=cap, limited_by=limited_by)
+        return num_blocks
+
+    # ---- one step -------------------------------------------------------------------------------
+
+    def expect_output_len(self, seq_id: int, num_tokens: int) -> None:
+        """The workload's output length for ``seq_id``: its ``num_tokens``-th completion token is EOS."""
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
+            raise ValueError(f"an output length must be an int >= 1, got {num_tokens!r}")
+        self._target_lens[seq_id] = num_tokens
+
+    def _next_token(self, seq: Sequence, is_prefill: bool) -> int:
+        if is_prefill and seq.num_cached_tokens + seq.num_scheduled_tokens < seq.num_tokens:
+            return self.placeholder_token_id  # a prompt chunk: the scheduler drops its token
+        target = self._target_lens.get(seq.seq_id)
+        if target is not None and seq.num_completion_tokens + 1 >= target:
+            del self._target_lens[seq.seq_id]
+            return self.eos_token_id
+        return self.placeholder_token_id
+
+    def run(self, seqs: list[Sequence], is_prefill: bool) -> list[int]:
+        """Predict the step, let the simulated time pass, and sample placeholder tokens."""
+        batch = [(seq.num_scheduled_tokens, seq.num_cached_tokens) for seq in seqs]
+        graph_bs = choose_graph_batch_size(is_prefill, len(seqs), self.graph_sizes)
+        cost = self.cost_model.step(batch, graph_bs)
+        self.clock.advance(cost.total_s)
+        self.last_cost = cost
+        phase = "prefill" if is_prefill else "decode"
+        num_tokens = sum(n for n, _ in batch)
+        if graph_bs is not None:
+            self.rec.emit("CUDAGRAPH_REPLAY", phase, "replay_decode_graph", mode="graph", batch_size=len(seqs),
+                          num_tokens=num_tokens, graph_batch_size=graph_bs, **cost.as_stats())
+        else:
+            self.rec.emit("RUN_MODEL", phase, "eager_forward", mode="eager", batch_size=len(seqs),
+                          num_tokens=num_tokens, graph_batch_size=None, eager_reason=self._eager_reason(is_prefill),
+                          **cost.as_stats())
+        token_ids = [self._next_token(seq, is_prefill) for seq in seqs]
+        self.rec.emit("SAMPLE", phase, "sample_next_tokens", seq_ids=[seq.seq_id for seq in seqs],
+                      temperatures=[seq.temperature for seq in seqs], token_ids=token_ids)
+        return token_ids
+
+    def _eager_reason(self, is_prefill: bool) -> str:
+        if is_prefill:
+            return "prefill"
+        if self.enforce_eager:
+            return "enforce_eager"
+        if self.hardware.kind != "gpu":
+            return "no_cuda"
+        return "batch_above_largest_graph"

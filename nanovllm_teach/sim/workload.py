@@ -1,0 +1,233 @@
+"""Orchestration (simulated or real): workloads in time — who arrives when, with how long a prompt, wanting how
+many tokens. Pure Python, no torch; everything drawn from one ``random.Random(seed)``.
+
+A workload is a list of ``Request``: an arrival time in seconds (simulated seconds for the simulated
+engine, wall-clock seconds for a real one), prompt token ids, and the output length the request will
+have. It is built from three choices:
+
+- arrivals: ``Poisson(rate)`` (independent users: exponential gaps, ``rate`` requests per second on
+  average), ``Burst(size, every_s)`` (``size`` at once, every ``every_s`` seconds), ``Replay(times)`` (a
+  recorded list), ``AtOnce()`` (everything at 0, as in nano-vllm's benchmark);
+- lengths: ``Fixed(n)``, ``Uniform(lo, hi)``, ``LogNormal(median, sigma, lo, hi)``; ``chat_prompt_lengths``
+  and ``chat_output_lengths`` are log-normals fitted to a public chat data set's statistics;
+- ``SharedPrefix(num_groups, prefix_len)``: every prompt starts with one of ``num_groups`` common prefixes
+  (a system prompt, say), which the prefix cache can share.
+
+``parse_lengths`` reads a length distribution from a command-line spec such as ``uniform:100:1024``.
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Request:
+    """``output_len``: how many tokens the answer has (EOS comes after them). ``max_tokens``: the request's
+    own limit (None: the answer's length), which a workload may set higher, as a chat client does."""
+
+    arrival_s: float
+    prompt_token_ids: list[int]
+    output_len: int
+    prefix_group: int | None = None
+    max_tokens: int | None = None
+
+
+class Lengths(Protocol):
+    def sample(self, rng: random.Random) -> int: ...
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Fixed:
+    n: int
+
+    def __post_init__(self) -> None:
+        _positive_int("Fixed length", self.n)
+
+    def sample(self, rng: random.Random) -> int:
+        return self.n
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Every length in ``lo..hi`` (both included) equally likely, as ``random.randint``."""
+
+    lo: int
+    hi: int
+
+    def __post_init__(self) -> None:
+        _positive_int("Uniform lo", self.lo)
+        if _positive_int("Uniform hi", self.hi) < self.lo:
+            raise ValueError(f"Uniform needs lo <= hi, got lo={self.lo}, hi={self.hi}")
+
+    def sample(self, rng: random.Random) -> int:
+        return rng.randint(self.lo, self.hi)
+
+
+# z of the 90th percentile of a standard normal: a log-normal's p90 is median * exp(Z90 * sigma).
+Z90 = 1.2815515655446004
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """Lengths whose logarithm is normal: most are near ``median``, a long tail reaches far above it
+    (``sigma`` sets how far), clipped to ``lo..hi``."""
+
+    median: float
+    sigma: float
+    lo: int = 1
+    hi: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if not self.median > 0 or not self.sigma >= 0:
+            raise ValueError(f"LogNormal needs median > 0 and sigma >= 0, got {self.median!r}, {self.sigma!r}")
+        if _positive_int("LogNormal hi", self.hi) < _positive_int("LogNormal lo", self.lo):
+            raise ValueError(f"LogNormal needs lo <= hi, got lo={self.lo}, hi={self.hi}")
+
+    @classmethod
+    def fit(cls, median: float, p90: float, lo: int = 1, hi: int = 1_000_000) -> "LogNormal":
+        """The log-normal with this median and 90th percentile."""
+        if not p90 > median > 0:
+            raise ValueError(f"fitting a LogNormal needs p90 > median > 0, got median={median}, p90={p90}")
+        return cls(median, math.log(p90 / median) / Z90, lo, hi)
+
+    def sample(self, rng: random.Random) -> int:
+        value = round(rng.lognormvariate(math.log(self.median), self.sigma))
+        return min(max(value, self.lo), self.hi)
+
+
+# The chat data set of the Sarathi-Serve paper (Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM
+# Inference with Sarathi-Serve", OSDI 2024, table of data sets: openchat_sharegpt4, conversations shared
+# from ChatGPT): prompts median 1730 / p90 5696 tokens, outputs median 415 / p90 834 tokens.
+def chat_prompt_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
+    return LogNormal.fit(1730, 5696, lo, hi)
+
+
+def chat_output_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
+    return LogNormal.fit(415, 834, lo, hi)
+
+
+class Arrivals(Protocol):
+    def times(self, n: int, rng: random.Random) -> list[float]: ...
+
+
+@dataclass(frozen=True)
+class Poisson:
+    rate: float  # requests per second
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rate, bool) or not isinstance(self.rate, (int, float)) or not 0 < self.rate < math.inf:
+            raise ValueError(f"Poisson rate must be a number > 0 (requests per second), got {self.rate!r}")
+
+    def times(self, n: int, rng: random.Random) -> list[float]:
+        t, out = 0.0, []
+        for _ in range(n):
+            t += rng.expovariate(self.rate)
+            out.append(t)
+        return out
+
+
+@dataclass(frozen=True)
+class Burst:
+    size: int
+    every_s: float
+
+    def __post_init__(self) -> None:
+        _positive_int("Burst size", self.size)
+        if not self.every_s >= 0:
+            raise ValueError(f"Burst every_s must be >= 0, got {self.every_s!r}")
+
+    def times(self, n: int, rng: random.Random) -> list[float]:
+        return [(i // self.size) * self.every_s for i in range(n)]
+
+
+@dataclass(frozen=True)
+class AtOnce:
+    def times(self, n: int, rng: random.Random) -> list[float]:
+        return [0.0] * n
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Arrival times recorded elsewhere (seconds, in order)."""
+
+    arrival_s: Sequence[float]
+
+    def __post_init__(self) -> None:
+        times = list(self.arrival_s)
+        if any(not t >= 0 for t in times) or times != sorted(times):
+            raise ValueError("Replay arrival times must be >= 0 and in increasing order")
+
+    def times(self, n: int, rng: random.Random) -> list[float]:
+        if n != len(self.arrival_s):
+            raise ValueError(f"Replay holds {len(self.arrival_s)} arrival times, the workload asks for {n}")
+        return list(self.arrival_s)
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    num_groups: int
+    prefix_len: int
+
+    def __post_init__(self) -> None:
+        _positive_int("SharedPrefix num_groups", self.num_groups)
+        _positive_int("SharedPrefix prefix_len", self.prefix_len)
+
+
+def _token_ids(rng: random.Random, pool: list[int], k: int) -> list[int]:
+    """``k`` random token ids from ``pool``. The ids are the pool's own int objects, so a long workload's
+    prompts share them instead of holding millions of separate ints; ``randbytes`` draws them in one call
+    (the modulo's bias, under 1e-4 for a 150k vocabulary, does not matter for placeholder prompts)."""
+    draws = array("I")
+    draws.frombytes(rng.randbytes(draws.itemsize * k))
+    n = len(pool)
+    return [pool[x % n] for x in draws]
+
+
+def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, output_lens: Lengths, *,
+                  vocab_size: int, seed: int = 0, shared_prefix: SharedPrefix | None = None) -> list[Request]:
+    """``num_requests`` requests in arrival order. Prompt ids are random in ``[0, vocab_size)``, so two
+    prompts share cached blocks only through ``shared_prefix``; its prefix comes before the sampled
+    prompt length (a request's prompt is ``prefix_len`` + that many tokens)."""
+    _positive_int("num_requests", num_requests)
+    _positive_int("vocab_size", vocab_size)
+    rng = random.Random(seed)
+    pool = list(range(vocab_size))
+    prefixes = ([_token_ids(rng, pool, shared_prefix.prefix_len) for _ in range(shared_prefix.num_groups)]
+                if shared_prefix is not None else [])
+    requests = []
+    for arrival_s in arrivals.times(num_requests, rng):
+        group = rng.randrange(len(prefixes)) if prefixes else None
+        prompt = (prefixes[group] if group is not None else []) + _token_ids(rng, pool, prompt_lens.sample(rng))
+        requests.append(Request(arrival_s, prompt, output_lens.sample(rng), group))
+    return requests
+
+
+_LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, chat-prompt or chat-output"
+
+
+def parse_lengths(spec: str) -> Lengths:
+    """A length distribution from a command-line spec (``uniform:100:1024``; forms in ``_LENGTH_SPECS``)."""
+    name, *args = spec.split(":")
+    try:
+        numbers = [int(a) for a in args]
+    except ValueError:
+        raise ValueError(f"length spec {spec!r} has a part that is not an int; use {_LENGTH_SPECS}") from None
+    makers = {("fixed", 1): Fixed, ("uniform", 2): Uniform, ("lognormal", 2): LogNormal.fit,
+              ("chat-prompt", 0): chat_prompt_lengths, ("chat-output", 0): chat_output_lengths}
+    maker = makers.get((name, len(numbers)))
+    if maker is None:
+        raise ValueError(f"unknown length spec {spec!r}; use {_LENGTH_SPECS}")
+    return maker(*numbers)

@@ -1,0 +1,24 @@
+"""The simulator benchmark still runs, on a workload small enough for the suite (numbers go to RESULTS.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_sim_small(tmp_path):
+    trace = tmp_path / "sim.jsonl"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_sim.py"), "--nano-requests", "16",
+                           "--nano-seeds", "1", "--requests", "40", "--rate", "2", "--trace", str(trace)],
+                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "nano-vllm README benchmark on rtx-4070-laptop, draw 0" in done.stdout
+    assert "40 requests of qwen3-8b on h100-sxm" in done.stdout and "TTFT p50" in done.stdout
+    from nanovllm_teach.trace.reader import load_trace
+    loaded = load_trace(trace)
+    assert len(loaded.requests) == 40 and loaded.steps[-1].used_blocks == 0

@@ -1,0 +1,136 @@
+"""The simulated runner sizes its KV cache with the real formula and emits the real runner's events."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.sim.hardware import DEVICES, GIB
+from nanovllm_teach.sim.runner import GPU_RUNTIME_BYTES, SimulatedRunner
+from nanovllm_teach.trace.recorder import TraceRecorder
+
+
+def _runner(model="qwen3-8b", hardware="h100-sxm", **settings):
+    rec = TraceRecorder()
+    rec.open({})
+    device = DEVICES[hardware] if isinstance(hardware, str) else hardware
+    return SimulatedRunner(load_shape(model), device, recorder=rec, **settings), rec
+
+
+def _event(rec, name):
+    return next(e for e in rec.events if e.event == name)
+
+
+def test_kv_cache_is_sized_by_the_memory_formula():
+    runner, rec = _runner(max_model_len=4096)
+    shape = load_shape("qwen3-8b")
+    weights = shape.num_params * 2  # bfloat16
+    # Warm-up: 16384 // 4096 = 4 sequences of 4096 tokens; what is alive at once in a layer, per token:
+    # hidden + residual (4h), q/k/v, the MLP's gate-up output and its activation (3 * intermediate).
+    per_token = 4 * 4096 + (32 + 2 * 8) * 128 + 3 * 12288
+    activations = 16384 * per_token * 2 + 4 * 151936 * 4 * 2
+    available = int(80 * GIB * 0.9 - (GPU_RUNTIME_BYTES + weights) - (weights + activations) + weights)
+    block_bytes = 2 * 36 * 256 * 8 * 128 * 2
+    assert runner.num_kvcache_blocks == available // block_bytes
+    kv = _event(rec, "KV_BUDGET_ESTIMATE")
+    assert kv.reason == "size_kv_cache_from_memory"
+    assert kv.stats["num_blocks"] == kv.stats["estimated_num_blocks"] == kv.stats["uncapped_num_blocks"]
+    assert kv.stats["block_bytes"] == block_bytes and kv.stats["budget"] == available
+    assert kv.stats["limited_by"] == "memory" and kv.stats["cap_bytes"] is None
+    assert _event(rec, "WARMUP").stats["peak_bytes"] == weights + activations
+
+
+def test_more_memory_or_utilization_gives_more_blocks_and_tp_shards_them():
+    h100 = _runner()[0].num_kvcache_blocks
+    assert _runner(hardware="h200")[0].num_kvcache_blocks > h100
+    assert _runner(gpu_memory_utilization=0.5)[0].num_kvcache_blocks < h100
+    tp2, rec = _runner(tensor_parallel_size=2)
+    assert tp2.num_kvcache_blocks > 2 * h100  # half the KV heads per block, half the weights per GPU
+    assert _event(rec, "KV_BUDGET_ESTIMATE").stats["num_kv_heads"] == 4
+
+
+def test_a_cpu_device_is_capped_and_an_explicit_count_wins():
+    cpu = dataclasses.replace(DEVICES["l4"], name="cpu-like", kind="cpu", dtype="float32", memory_bytes=64 * GIB)
+    runner, rec = _runner("qwen3-0.6b", cpu, cpu_kvcache_gib=0.25)
+    kv = _event(rec, "KV_BUDGET_ESTIMATE")
+    assert kv.reason == "size_kv_cache_cpu_cap" and kv.stats["limited_by"] == "cpu_kvcache_gib"
+    assert kv.stats["cap_bytes"] == 2**28
+    assert runner.num_kvcache_blocks == 2**28 // kv.stats["block_bytes"] < kv.stats["uncapped_num_blocks"]
+    assert runner.attention_backend == "torch" and runner.graph_sizes == []
+    runner, rec = _runner(num_kvcache_blocks=7)
+    assert runner.num_kvcache_blocks == 7
+    assert _event(rec, "KV_BUDGET_ESTIMATE").stats["limited_by"] == "num_kvcache_blocks"
+
+
+def test_a_model_too_big_for_the_device_is_refused_by_name():
+    with pytest.raises(ValueError, match="qwen3-32b on l4"):
+        _runner("qwen3-32b", "l4")
+    with pytest.raises(ValueError, match="tensor_parallel_size=3"):
+        _runner(tensor_parallel_size=3)
+
+
+def _seq(seq_id, prompt_len, max_tokens=64):
+    return Sequence(seq_id, list(range(prompt_len)), SamplingParams(temperature=0, max_tokens=max_tokens), 256)
+
+
+def test_run_advances_the_clock_and_emits_eos_at_the_target_length():
+    runner, rec = _runner()
+    seq = _seq(0, 300)
+    runner.expect_output_len(0, 2)
+    seq.num_scheduled_tokens = 300
+    first = runner.run([seq], True)
+    t1 = runner.clock.now_s
+    assert t1 > 0 and first != [runner.eos_token_id]
+    assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "prefill"
+    seq.num_cached_tokens, seq.num_scheduled_tokens = 300, 1
+    seq.append_token(first[0])
+    assert runner.run([seq], False) == [runner.eos_token_id]
+    assert runner.clock.now_s > t1
+    replay = _event(rec, "CUDAGRAPH_REPLAY").stats
+    assert replay["graph_batch_size"] == 1 and replay["bound"] in ("memory", "compute")
+    assert replay["predicted_ms"] == pytest.approx((runner.clock.now_s - t1) * 1e3, abs=1e-3)
+
+
+def test_a_prompt_chunk_never_ends_a_sequence():
+    runner, _ = _runner()
+    seq = _seq(0, 600)
+    runner.expect_output_len(0, 1)
+    seq.num_scheduled_tokens = 256  # the first chunk of a chunked prefill
+    assert runner.run([seq], True) == [runner.placeholder_token_id]
+    with pytest.raises(ValueError, match="output length"):
+        runner.expect_output_len(1, 0)
+
+
+def test_eager_decode_says_why():
+    runner, rec = _runner(enforce_eager=True)
+    seq = _seq(0, 10)
+    seq.num_cached_tokens, seq.num_scheduled_tokens = 9, 1
+    runner.run([seq], False)
+    assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "enforce_eager"
+    runner, rec = _runner(max_num_seqs=2)
+    seqs = [_seq(i, 10) for i in range(3)]
+    for s in seqs:
+        s.num_cached_tokens, s.num_scheduled_tokens = 9, 1
+    runner.run(seqs, False)
+    assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "batch_above_largest_graph"
+
+
+def test_built_from_an_engine_config_on_a_shared_clock():
+    from nanovllm_teach.config import Config
+    from nanovllm_teach.sim.cost_model import shape_dir
+    from nanovllm_teach.sim.runner import SimClock
+
+    clock = SimClock(now_s=5.0)
+    config = Config(str(shape_dir("qwen3-1.7b")), max_num_batched_tokens=16384, kvcache_block_size=256)
+    runner = SimulatedRunner.from_config(config, DEVICES["a100-80gb"], TraceRecorder(), clock=clock)
+    direct = SimulatedRunner(load_shape("qwen3-1.7b"), DEVICES["a100-80gb"], max_num_batched_tokens=16384)
+    assert runner.num_kvcache_blocks == direct.num_kvcache_blocks
+    assert runner.shape == direct.shape and runner.eos_token_id == 151645
+    seq = _seq(0, 100)
+    seq.num_scheduled_tokens = 100
+    runner.run([seq], True)
+    assert clock.now_s > 5.0
