@@ -16,12 +16,12 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.replay import EngineReplay
 from nanovllm_teach.trace.tables import RequestRow, format_step_table
 from nanovllm_teach.viz.blockgrid import plot_block_grid
 from nanovllm_teach.viz.compare import format_summaries, summarize, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
-from nanovllm_teach.viz.replay import EngineReplay
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
 
 # Keys of REQUEST_ENQUEUE stats that may hold the prompt text (traces written by other tools may add one).
