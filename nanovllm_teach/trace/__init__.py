@@ -12,7 +12,8 @@ of events: the engine state after each one) -> ``tables``, ``consistency``, ``re
 from nanovllm_teach.trace.console import ConsoleRenderer, VERBOSITIES, format_event, render_trace
 from nanovllm_teach.trace.consistency import check_consistency
 from nanovllm_teach.trace.diff import VOLATILE, Divergence, diff_traces
-from nanovllm_teach.trace.events import PAYLOADS, ContractError, Payload, check_payload
+from nanovllm_teach.trace.events import PAYLOADS, check_payload
+from nanovllm_teach.trace.payload import ContractError, Payload
 from nanovllm_teach.trace.perfetto import to_chrome_trace, write_chrome_trace
 from nanovllm_teach.trace.reader import Trace, TraceFormatError, load_trace, request_spans
 from nanovllm_teach.trace.reasons import LANGS, explain

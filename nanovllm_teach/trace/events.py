@@ -15,69 +15,16 @@ Adding a field: one ``Field`` line here plus the emit site. Adding an event: one
 (its ``event`` name in the class statement), one emit line, and a case in ``state.py`` if it changes state.
 """
 
-import re
-import sys
-from typing import Annotated, Any, ClassVar, Iterator, Literal, get_type_hints
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from nanovllm_teach.trace.payload import (
+    ContractError, Count, Duration, Field, Finite, Ids, Payload, explain_error, field_meta,
+)
+
 SeqStatus = Literal["WAITING", "RUNNING", "FINISHED"]
-
-# Constrained number types: a count is never negative, a float never infinite or NaN (JSON's 1e400).
-Count = Annotated[int, msgspec.Meta(ge=0)]
-Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
-Ids = list[Count]
-Duration = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]  # a finite time span, never negative
-
-
-def Field(type_: Any, meaning: str, *, unit: str = "", volatile: bool = False) -> Any:
-    """A payload field's type annotated with what it means (``unit``: e.g. "ms", "bytes", "tokens")."""
-    return Annotated[type_, msgspec.Meta(description=meaning, extra={"unit": unit, "volatile": volatile})]
-
-
-class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The ``stats`` of one event. Reads like a dict too (``stats["seq_id"]``, ``.get``, ``.items()``), so
-    code written against the untyped payloads keeps working; absent (UNSET) fields are not keys."""
-
-    event: ClassVar[str] = ""  # each payload type's event name (set below, with PAYLOADS)
-
-    def _names(self) -> Iterator[tuple[str, str]]:
-        return zip(self.__struct_fields__, self.__struct_encode_fields__)
-
-    def __getitem__(self, key: str) -> Any:
-        value = getattr(self, _ATTR.get(key, key), UNSET) if key in self.__struct_encode_fields__ else UNSET
-        if value is UNSET:
-            raise KeyError(key)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key, UNSET) is not UNSET
-
-    def keys(self) -> list[str]:
-        return [name for attr, name in self._names() if getattr(self, attr) is not UNSET]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self.keys())
-
-    def items(self) -> list[tuple[str, Any]]:
-        return [(name, getattr(self, attr)) for attr, name in self._names() if getattr(self, attr) is not UNSET]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.items())
-
-
-# Field names that are Python keywords: the attribute gets a trailing underscore, the file keeps the name.
-_ATTR = {"from": "from_"}
 
 # ---- start-up ---------------------------------------------------------------------------------------------
 
@@ -189,6 +136,7 @@ class RequestEnqueue(Payload, kw_only=True):
     ignore_eos: Field(bool, "whether the end-of-sequence token is ignored")
     seed: Field(int | None, "the request's sampling seed, if any")
     waiting_len: Field(Count, "waiting queue length after it joined", unit="seqs")
+    prompt: Field(str | UnsetType, "the prompt's text, in traces made to show it (the engine does not write it)") = UNSET
 
 
 class RequestAbort(Payload, kw_only=True):
@@ -311,8 +259,9 @@ class RunModel(Payload, kw_only=True):
     batch_size: Field(Count, "sequences whose logits are computed", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
     graph_batch_size: Field(None, "always None (no graph ran)")
-    eager_reason: Field(str | None | UnsetType, "why no CUDA graph ran (prefill, enforce_eager, no_cuda, "
-                        "backend_cannot_capture, batch_above_largest_graph)") = UNSET
+    eager_reason: Field(Literal["prefill", "enforce_eager", "no_cuda", "backend_cannot_capture",
+                                "batch_above_largest_graph"] | None | UnsetType,
+                        "why no CUDA graph ran (None: a graph ran)") = UNSET
 
 
 class CudagraphReplay(Payload, kw_only=True):
@@ -360,29 +309,6 @@ for _name, _cls in PAYLOADS.items():
 EVENTS = tuple(PAYLOADS)
 
 
-class ContractError(ValueError):
-    """An event that breaks this contract. ``event`` and ``field`` (None: the whole event) say where."""
-
-    def __init__(self, event: str, field: str | None, problem: str) -> None:
-        self.event, self.field, self.problem = event, field, problem
-        where = f"{event}.{field}" if field else event
-        super().__init__(f"{where}: {problem}")
-
-
-_AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_MISSING = re.compile(r"(?:missing required|unknown) field `(?P<name>[^`]+)`")
-
-
-def explain_error(event: str, error: msgspec.ValidationError) -> ContractError:
-    """``error`` (msgspec's, at a JSON path such as ``$.seq_ids[2]``) as a ContractError naming the field."""
-    match = _AT.match(str(error))
-    problem, path = match["problem"], match["path"] or ""
-    missing = _MISSING.search(problem)
-    if missing:
-        path = f"{path}.{missing['name']}"
-    return ContractError(event, path.lstrip(".") or None, problem[0].lower() + problem[1:])
-
-
 def check_payload(event: str, stats: dict[str, Any]) -> Payload:
     """``stats`` as ``event``'s typed payload; a ContractError names the unknown event, or the first field
     that is missing, unknown or of the wrong type."""
@@ -393,19 +319,6 @@ def check_payload(event: str, stats: dict[str, Any]) -> Payload:
         return msgspec.convert(stats, cls)
     except msgspec.ValidationError as error:
         raise explain_error(event, error) from None
-
-
-def field_meta(cls: type[Payload]) -> list[tuple[str, Any, msgspec.Meta | None, bool]]:
-    """Each field of ``cls``: (name in the file, type, its ``Field`` Meta, whether it may be absent)."""
-    out = []
-    for attr, name, default in zip(cls.__struct_fields__, cls.__struct_encode_fields__,
-                                   (msgspec.NODEFAULT,) * (len(cls.__struct_fields__) - len(cls.__struct_defaults__))
-                                   + cls.__struct_defaults__):
-        hint = get_type_hints(cls, include_extras=True)[attr]
-        metas = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, msgspec.Meta) and m.description]
-        out.append((name, hint.__origin__ if metas else hint, metas[-1] if metas else None,
-                    default is not msgspec.NODEFAULT))
-    return out
 
 
 def volatile_fields() -> list[str]:

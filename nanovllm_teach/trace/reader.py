@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import msgspec
 
-from nanovllm_teach.trace.events import PAYLOADS, ContractError, Count, Payload, check_payload, explain_error
+from nanovllm_teach.trace.events import PAYLOADS, check_payload
+from nanovllm_teach.trace.payload import ContractError, Count, Payload, explain_error
 from nanovllm_teach.trace.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, Phase, TraceEvent
 from nanovllm_teach.trace.state import EngineSettings, read_settings
 from nanovllm_teach.trace.tables import Tables, derive_tables
@@ -221,6 +222,7 @@ def _parse_events_at_once(body: bytes, has_lines: bool) -> list[_Line] | None:
 def _parse_line_by_line(path: Path, body: bytes, ends_with_newline: bool, strict: bool) -> list[_Line]:
     lines: list[_Line] = []
     skipped: list[TraceFormatError] = []
+    kept_before = 0  # events before the first skipped line
     raw_lines = body.split(b"\n")
     for index, raw in enumerate(raw_lines):
         try:
@@ -229,11 +231,13 @@ def _parse_line_by_line(path: Path, body: bytes, ends_with_newline: bool, strict
         except TraceFormatError as error:
             if strict:
                 raise
+            if not skipped:
+                kept_before = len(lines)
             skipped.append(error)
     if skipped:
-        first = skipped[0]
-        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        warnings.warn(f"{first}; skipped that line{more}: {len(lines)} events kept", stacklevel=3)
+        more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+        warnings.warn(f"{skipped[0]}; skipped that line{more}, keeping the {kept_before} events before it "
+                      f"and the {len(lines) - kept_before} after it", stacklevel=3)
     return lines
 
 

@@ -43,7 +43,8 @@ from typing import IO, Any, Callable, Iterator
 
 import msgspec
 
-from nanovllm_teach.trace.events import Payload, check_payload
+from nanovllm_teach.trace.events import check_payload
+from nanovllm_teach.trace.payload import Payload
 from nanovllm_teach.trace.schema import EVENTS, PHASES, TENSOR_EVENTS, TraceEvent
 
 _KNOWN_EVENTS = frozenset(EVENTS)

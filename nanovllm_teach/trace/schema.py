@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from nanovllm_teach.trace.events import EVENTS, PAYLOADS, Payload
+from nanovllm_teach.trace.events import EVENTS, PAYLOADS
+from nanovllm_teach.trace.payload import Payload
 
 SCHEMA_NAME = "nanovllm_teach.trace"
 # Version 2: every payload is typed (events.py). Version-1 traces carry the same fields (minus the newer,

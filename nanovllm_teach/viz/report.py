@@ -24,9 +24,6 @@ from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
 
-# Keys of REQUEST_ENQUEUE stats that may hold the prompt text (traces written by other tools may add one).
-_PROMPT_KEYS = ("prompt", "prompt_text")
-
 
 def plot_overview(trace: Trace) -> Figure:
     """One figure: the five timelines on top, the request Gantt chart below, all on one step axis."""
@@ -63,12 +60,9 @@ def _text(value: Any) -> str:
 
 
 def _prompts(trace: Trace) -> dict[int, str]:
-    out = {}
-    for e in trace.events_named("REQUEST_ENQUEUE"):
-        for key in _PROMPT_KEYS:
-            if isinstance(e.stats.get(key), str):
-                out[e.stats["seq_id"]] = e.stats[key]
-    return out
+    """The prompt texts of the traces that keep them (``REQUEST_ENQUEUE.prompt``), by seq id."""
+    return {e.stats.seq_id: e.stats.prompt for e in trace.events_named("REQUEST_ENQUEUE")
+            if isinstance(e.stats.prompt, str)}
 
 
 def _request_table(requests: list[RequestRow], prompts: dict[int, str]) -> str:
