@@ -64,6 +64,12 @@ class _Line(msgspec.Struct, tag_field="event"):
     stats: Any
 
 
+class _Name(msgspec.Struct):
+    """Just the event name of a line (the rest is skipped, not checked), to say which event is bad."""
+
+    event: Any = None
+
+
 # One line type per event, tagged by the event name: one decoder, built once, types every line in C
 # (``bool`` is not accepted as an ``int``: ``True`` is not an event index).
 _LINE_TYPES = tuple(msgspec.defstruct(f"{cls.__name__}Line", [("stats", cls)], bases=(_Line,), tag=name)
@@ -241,9 +247,11 @@ def _parse_line_by_line(path: Path, body: bytes, ends_with_newline: bool, strict
     return lines
 
 
-def _decode(path: Path, line_no: int, raw: bytes, truncated: bool) -> Any:
+def _decode(path: Path, line_no: int, raw: bytes, truncated: bool, type: Any = Any) -> Any:
     try:
-        return msgspec.json.decode(raw)
+        return msgspec.json.decode(raw, type=type)
+    except msgspec.ValidationError as error:  # valid JSON, but not an object (or a number out of range)
+        raise TraceFormatError(path, line_no, f"not a trace line ({error})") from None
     except msgspec.DecodeError as error:
         if truncated:
             problem = "truncated last line (the run probably stopped while writing it)"
@@ -275,10 +283,7 @@ def _parse_header(path: Path, raw: bytes, is_last: bool) -> dict[str, Any]:
 
 
 def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncated: bool) -> _Line:
-    obj = _decode(path, line_no, raw, truncated)
-    if not isinstance(obj, dict):
-        raise TraceFormatError(path, line_no, f"expected an event object, got {type(obj).__name__}")
-    name = obj.get("event")
+    name = _decode(path, line_no, raw, truncated, type=_Name).event
     if not isinstance(name, str) or name not in PAYLOADS:
         raise TraceFormatError(path, line_no, f"unknown event {name!r}", event=str(name), field=None)
     try:
@@ -292,6 +297,8 @@ def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncate
             raise TraceFormatError(path, line_no, str(problem), event=name, field=problem.field) from None
         raise TraceFormatError(path, line_no, f"{name} event, line field {field!r}: {problem.problem}",
                                event=name, field=field) from None
+    except msgspec.DecodeError as error:  # bad bytes inside a value the name check skipped over
+        raise TraceFormatError(path, line_no, f"not valid JSON ({error})", event=name) from None
     if line.i != expected_i:
         raise TraceFormatError(path, line_no, f"event index i={line.i}, expected {expected_i} "
                                               "(events are numbered densely from 0)", event=name, field="i")
