@@ -79,7 +79,7 @@ decided; `diff_traces` ignores them): {_HEADER_VOLATILE}.
 | `stats` | object | the event's payload: the fields below |
 
 In the payload tables, *optional* fields may be absent: fields newer than version 1, and tensor values
-the recorder's detail budget dropped (the `_shape` field is always there). *Volatile* fields depend on
+the recorder's detail budget dropped (their `_shape` field, which the recorder writes, stays). *Volatile* fields depend on
 the machine (clocks, memory, device, paths). A field not listed for its event is an error.
 """
 

@@ -217,7 +217,8 @@ def _values(type_: Any, meaning: str) -> Any:
 
 
 def _shape(name: str) -> Any:
-    return Field(Ids, f"shape of {name}", unit="elements")
+    # Optional only so that a typed payload can be built with the tensors alone: the recorder writes it.
+    return Field(Ids | UnsetType, f"shape of {name} (written by the recorder from the tensor)", unit="elements")
 
 
 class PreparePrefillTensors(Payload, kw_only=True):
@@ -226,31 +227,31 @@ class PreparePrefillTensors(Payload, kw_only=True):
     max_seqlen_q: Field(Count, "longest query (new tokens) of a sequence", unit="tokens")
     max_seqlen_k: Field(Count, "longest key (context) of a sequence", unit="tokens")
     has_block_tables: Field(bool, "whether some prompt reuses cached blocks (attention reads the cache)")
-    input_ids_shape: _shape("input_ids")
+    input_ids_shape: _shape("input_ids") = UNSET
     input_ids: _values(Ids, "token ids to compute") = UNSET
-    positions_shape: _shape("positions")
+    positions_shape: _shape("positions") = UNSET
     positions: _values(Ids, "their positions") = UNSET
-    cu_seqlens_q_shape: _shape("cu_seqlens_q")
+    cu_seqlens_q_shape: _shape("cu_seqlens_q") = UNSET
     cu_seqlens_q: _values(Ids, "cumulative query lengths") = UNSET
-    cu_seqlens_k_shape: _shape("cu_seqlens_k")
+    cu_seqlens_k_shape: _shape("cu_seqlens_k") = UNSET
     cu_seqlens_k: _values(Ids, "cumulative key lengths") = UNSET
-    slot_mapping_shape: _shape("slot_mapping")
+    slot_mapping_shape: _shape("slot_mapping") = UNSET
     slot_mapping: _values(list[int], "cache slot of each new token's K/V") = UNSET
-    block_tables_shape: Field(Ids | UnsetType, "shape of block_tables (when there are any)") = UNSET
+    block_tables_shape: _shape("block_tables (when there are any)") = UNSET
     block_tables: _values(list[list[int]] | None, "each sequence's block table (None: no cached prefix)") = UNSET
 
 
 class PrepareDecodeTensors(Payload, kw_only=True):
     batch_size: Field(Count, "sequences in the batch", unit="seqs")
-    input_ids_shape: _shape("input_ids")
+    input_ids_shape: _shape("input_ids") = UNSET
     input_ids: _values(Ids, "each sequence's last token") = UNSET
-    positions_shape: _shape("positions")
+    positions_shape: _shape("positions") = UNSET
     positions: _values(Ids, "its position") = UNSET
-    context_lens_shape: _shape("context_lens")
+    context_lens_shape: _shape("context_lens") = UNSET
     context_lens: _values(Ids, "each sequence's length") = UNSET
-    slot_mapping_shape: _shape("slot_mapping")
+    slot_mapping_shape: _shape("slot_mapping") = UNSET
     slot_mapping: _values(list[int], "cache slot of each new token's K/V") = UNSET
-    block_tables_shape: _shape("block_tables")
+    block_tables_shape: _shape("block_tables") = UNSET
     block_tables: _values(list[list[int]], "each sequence's block table (-1: padding)") = UNSET
 
 
