@@ -25,8 +25,7 @@ from typing import Any, Callable
 
 from nanovllm_teach.trace.events import volatile_fields
 from nanovllm_teach.trace.reader import Trace, load_trace
-from nanovllm_teach.trace.schema import HEADER_VOLATILE
-from nanovllm_teach.trace.schema import TraceEvent
+from nanovllm_teach.trace.schema import HEADER_VOLATILE, TraceEvent
 
 # Fields that say how this machine ran, not what the engine decided, as the contract declares them (each
 # payload field marked volatile, every event's clock, and the header keys of ``schema.HEADER_VOLATILE``).

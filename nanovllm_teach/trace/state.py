@@ -151,8 +151,7 @@ class EngineState:
         elif name == "STATE_TRANSITION":
             self._transition(e)
         elif name == "STEP_DONE":
-            for sid in list(self.scheduled):
-                self._commit(sid)
+            self._commit_all()
             self.step = e.step if e.step is not None else self.step
             self.finished = list(s.finished)
             self.done, self.current = self.current, StepParts()
@@ -195,6 +194,20 @@ class EngineState:
                 self.hashed.add(table[index])
         if sid in self.tables:
             self.computed[sid] = after
+
+    def _commit_all(self) -> None:
+        """``_commit`` for every sequence the step ran (this runs once per step of a long trace: the loop
+        touches a block table only when the step filled a block)."""
+        size, tables, computed = self.block_size, self.tables, self.computed
+        for sid, n in self.scheduled.items():
+            table = tables.get(sid)
+            if table is None:
+                continue
+            before = computed.get(sid, 0)
+            after = computed[sid] = before + n
+            if self.prefix_caching and after // size > before // size:
+                self.hashed.update(table[before // size:min(after // size, len(table))])
+        self.scheduled.clear()
 
     def _transition(self, e: TraceEvent) -> None:
         sid, dst = e.stats.seq_id, e.stats.to

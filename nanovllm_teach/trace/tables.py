@@ -21,7 +21,8 @@ Where the numbers come from:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from typing import Callable
 
 from nanovllm_teach.trace.schema import TraceEvent
@@ -120,6 +121,8 @@ class _Builder:
         self.spans: list[RequestSpan] = []
         self.open: dict[int, RequestSpan] = {}
         self.fixups: list[_Fixup] = []
+        self.tokens: Counter[int] = Counter()  # seq -> tokens the completed steps gave it
+        self.first_token: dict[int, tuple[int, int]] = {}  # seq -> (step, t_ns) of its first token
         self.last_step = 0  # the latest completed step, to place events between steps
 
     def switch(self, sid: int, state: str | None, t_ns: int, step: int) -> None:
@@ -184,6 +187,9 @@ def derive_tables(events: list[TraceEvent], settings: EngineSettings) -> Tables:
     for fix in b.fixups:
         fix(rows_by_step)
     for req in b.requests.values():
+        req.num_completion_tokens = b.tokens.get(req.seq_id, 0)
+        if req.num_completion_tokens:
+            req.first_token_step, req.first_token_t_ns = b.first_token[req.seq_id]
         req.ttft_ms = _ms(req.enqueue_t_ns, req.first_token_t_ns)
         req.e2e_ms = _ms(req.enqueue_t_ns, req.finish_t_ns)
         n = req.num_completion_tokens
@@ -253,15 +259,13 @@ def _step_done(b: _Builder, e: TraceEvent, state: EngineState) -> None:
         num_cached_tokens=sum(h.stats.num_cached_tokens for h in parts.hits), chunked=chunked,
         t_start_ns=t_start, t_end_ns=e.t_ns))
     b.last_step = e.step
-    # Every sequence the step ran got one new token, except a prompt chunk that did not complete it.
-    requests = b.requests
-    for sid in s.seq_ids:
-        req = requests.get(sid)
-        if req is None or (chunked and sid in chunked):
-            continue
-        if req.num_completion_tokens == 0:
-            req.first_token_step, req.first_token_t_ns = e.step, e.t_ns
-        req.num_completion_tokens += 1
+    # Every sequence the step ran got one new token, except a prompt chunk that did not complete it. (Set and
+    # Counter operations run in C: this sees every (step, sequence) pair of a long trace.)
+    b.tokens.update(s.seq_ids)
+    if chunked:
+        b.tokens.subtract(chunked)
+    for sid in set(s.seq_ids).difference(b.first_token, chunked):
+        b.first_token[sid] = (e.step, e.t_ns)
 
 
 def _ms(t0: int | None, t1: int | None) -> float | None:
