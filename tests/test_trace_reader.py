@@ -211,7 +211,7 @@ def test_normal_run_tables(traces):
     first = steps[0]
     assert first.phase == "prefill" and first.batch_size == 3 and first.seq_ids == [0, 1, 2]
     assert first.num_batched_tokens == 5 + 20 + 250
-    assert first.num_tokens_stat == (5 + 1) + (20 + 1) + (250 + 1)  # lengths after the first token (seed 2.4.1)
+    assert first.num_tokens_stat == (5 + 1) + (20 + 1) + (250 + 1)  # lengths after the first token
     for row in steps[1:]:
         assert row.phase == "decode" and row.num_tokens_stat == -row.batch_size == -row.num_batched_tokens
         assert row.used_blocks + row.free_blocks == steps[0].used_blocks + steps[0].free_blocks

@@ -131,7 +131,7 @@ def static_batches(trace: Trace) -> list[StaticBatch]:
 
 def held_segments(trace: Trace) -> list[Segment]:
     """Static batching only: for each request that finished before its batch's last step, the steps
-    ``(finish, batch end]`` during which its slot stayed held (seed 000's ``....``). Empty otherwise."""
+    ``(finish, batch end]`` during which its slot stayed held (the ``....`` of an ASCII timeline). Empty otherwise."""
     if trace.settings.policy != "static":
         return []
     finish = {r.seq_id: r.finish_step for r in trace.requests if r.finish_step is not None}

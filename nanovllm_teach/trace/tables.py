@@ -40,7 +40,7 @@ class StepRow:
     # Tokens the model computed: the prompt tokens (or chunks) of a prefill, one per sequence in a decode.
     # None only if the trace lacks the step's SCHEDULE_* event.
     num_batched_tokens: int | None
-    # The engine's signed stat (seed 000 2.4.1): prefill = total length of its sequences after their new
+    # nano-vllm's signed stat: prefill = total length of its sequences after their new
     # token, decode = minus the number of sequences.
     num_tokens_stat: int
     latency_ms: float

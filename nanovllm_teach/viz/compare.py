@@ -4,7 +4,7 @@ a large vs a small KV budget.
 ``compare(a, b)`` draws both on shared axes (batch size, KV blocks, queues, request Gantt chart; same
 step axis, same y scales) and sums each up (``TraceSummary``). Every number comes from the traces alone.
 
-The two wastes of static batching that seed 000 (section 1.2) names, "early-finished" and
+The two wastes of static batching, "early-finished" and
 "late-joining", are counted in *slot-steps* (one request slot kept from useful work for one engine step);
 ``early_finished_waste`` and ``late_joining_waste`` define them exactly.
 """

@@ -1,6 +1,6 @@
 """The request Gantt chart: one row per request, one column per engine step.
 
-It is the drawn version of seed 000's ASCII timelines (section 1.2), where ``[===]`` is a request being
+It is the drawn version of the ASCII timelines used to explain batching, where ``[===]`` is a request being
 computed and ``....`` a finished request that still holds its place in a static batch::
 
     请求 A: [===]..................   (static: A finished, its slot is held until the batch ends)
