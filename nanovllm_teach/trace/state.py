@@ -198,14 +198,14 @@ class EngineState:
     def _commit_all(self) -> None:
         """``_commit`` for every sequence the step ran (this runs once per step of a long trace: the loop
         touches a block table only when the step filled a block)."""
-        size, tables, computed = self.block_size, self.tables, self.computed
+        size, computed, hashing = self.block_size, self.computed, self.prefix_caching
         for sid, n in self.scheduled.items():
-            table = tables.get(sid)
-            if table is None:
+            before = computed.get(sid)  # None: the sequence holds no blocks (any more)
+            if before is None:
                 continue
-            before = computed.get(sid, 0)
             after = computed[sid] = before + n
-            if self.prefix_caching and after // size > before // size:
+            if hashing and after // size > before // size:
+                table = self.tables.get(sid, [])
                 self.hashed.update(table[before // size:min(after // size, len(table))])
         self.scheduled.clear()
 
