@@ -1,5 +1,5 @@
 """The console renderer: every reason the engine emits has an English and a Chinese sentence, lines have
-the seed's shape, verbosity levels filter as documented, and a replayed trace prints exactly what the live
+nano-vllm's teaching-log shape, verbosity levels filter as documented, and a replayed trace prints exactly what the live
 run printed."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def test_replay_prints_exactly_what_the_live_run_printed(live):
             assert replay.getvalue() == text, (name, lang, verbosity)
 
 
-def test_lines_have_the_seed_shape(live):
+def test_lines_have_the_teaching_log_shape(live):
     trace, printed = live["normal"]
     lines = printed[("zh", "normal")].splitlines()
     for line in lines:
@@ -124,7 +124,7 @@ def test_detail_shows_tensors_for_three_decode_steps(live):
         assert sum(line.startswith("TEACHING/PREPARE_DECODE_TENSORS") for line in lines) == 3
     zh = printed[("zh", "detail")].splitlines()
     first = next(line for line in zh if line.startswith("decode 详单#1/3"))
-    # Step 2 decodes seqs 0 and 1 (prompts of 25 and 32 tokens + 1 sampled): the seed's context_lens shape.
+    # Step 2 decodes seqs 0 and 1 (prompts of 25 and 32 tokens + 1 sampled): the context_lens shape.
     assert "bs=2" in first and "context_lens=[26, 33]" in first and "block_tables=[[" in first
     prefill_steps = sum(line.startswith("TEACHING/SCHEDULE_PREFILL") for line in zh)
     assert sum(line.startswith("prefill 详单：") for line in zh) == prefill_steps > 1

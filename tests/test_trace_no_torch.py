@@ -70,3 +70,26 @@ def test_the_blocker_really_blocks():
     # Otherwise the test above would prove nothing: the engine does need torch.
     result = _python(BLOCKER + "import nanovllm_teach.engine.llm_engine\n")
     assert result.returncode != 0 and "torch is blocked" in result.stderr
+
+
+# The trace layer's modules, bottom up: a module may import only modules of earlier layers, so there is no
+# import (or call) cycle, and the interpreter of events (``state``) never depends on what reads it.
+LAYERS = [
+    {"reasons", "payload"}, {"events"}, {"schema"}, {"state", "recorder"}, {"tables"}, {"reader"},
+    {"consistency", "replay", "segments", "perfetto", "console"}, {"diff", "docs"},
+]
+
+
+def test_the_trace_layer_imports_only_downwards():
+    import ast
+    package = Path(__file__).resolve().parent.parent / "nanovllm_teach" / "trace"
+    level = {name: n for n, names in enumerate(LAYERS) for name in names}
+    assert set(level) == {p.stem for p in package.glob("*.py")} - {"__init__"}
+    for name, n in level.items():
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nanovllm_teach.trace.")}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and node.module == "nanovllm_teach.trace" for alias in node.names}
+        for other in imported:
+            assert level[other] < n, f"trace/{name}.py imports trace/{other}.py, which is not below it"

@@ -23,7 +23,7 @@ from nanovllm_teach.viz import (
 )
 from nanovllm_teach.viz.blockgrid import LABEL_CELLS, MAX_CELLS, draw_block_grid
 from nanovllm_teach.viz.compare import early_finished_waste, late_joining_waste
-from nanovllm_teach.viz.replay import KVSnapshot, held_segments, request_segments
+from nanovllm_teach.trace import KVSnapshot, held_segments, request_segments
 from nanovllm_teach.viz.style import CACHED_COLOR, FREE_COLOR, PHASE_COLORS, STATE_COLORS, seq_color
 from nanovllm_teach.viz.timeline import cursor_lines
 from test_viz_replay import viz_traces

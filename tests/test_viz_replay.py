@@ -1,4 +1,4 @@
-"""The engine state the widgets replay from a trace (``nanovllm_teach.viz.replay``), checked against the
+"""The engine state the widgets replay from a trace (``nanovllm_teach.trace.state`` and ``replay``), checked against the
 real engine: while recording, a probe reads the scheduler's queues and the block manager's blocks at the
 end of every step, and the replay must rebuild exactly that from the events alone.
 
@@ -25,10 +25,9 @@ from typing import Any
 import pytest
 
 from nanovllm_teach.trace import Trace, TraceEvent, TraceRecorder, check_consistency, load_trace
-from nanovllm_teach.viz.replay import (
-    EngineReplay, EngineState, STATE_EVENTS, held_segments, kv_snapshot, queues, request_segments, static_batches,
-    trace_settings,
-)
+from nanovllm_teach.trace.replay import EngineReplay, kv_snapshot, queues
+from nanovllm_teach.trace.segments import held_segments, request_segments, static_batches
+from nanovllm_teach.trace.state import walk
 
 VOCAB = 384
 EOS_BOOST = 12.0  # the EOS row of the tied embedding, scaled: greedy never picks it, sampling often does
@@ -186,7 +185,7 @@ def test_replay_rebuilds_the_engine_at_every_step(recorded, traces, name):
 
 def test_prefix_caching_off_leaves_nothing_cached(traces):
     trace = traces["rich_nocache"]
-    assert trace_settings(trace).enable_prefix_caching is False
+    assert trace.settings.enable_prefix_caching is False
     replay = EngineReplay(trace)
     assert all(not replay.kv_at(step).cached_free for step in replay.steps)
     with_cache = EngineReplay(traces["rich"])
@@ -195,15 +194,14 @@ def test_prefix_caching_off_leaves_nothing_cached(traces):
 
 def test_every_prefix_hit_is_on_a_block_the_replay_calls_hashed(traces):
     trace = traces["rich"]
-    state = EngineState(16, True)
+    hashed_before: set[int] = set()  # the state's hashed blocks just before each event
     hits = 0
-    for e in trace.events:
+    for e, state in walk(trace.events, trace.settings):
         if e.event == "PREFIX_CACHE_HIT":
-            for block_id in e.stats["block_ids"]:
-                assert block_id in state.hashed, f"event {e.i}: hit on block {block_id}"
+            for block_id in e.stats.block_ids:
+                assert block_id in hashed_before, f"event {e.i}: hit on block {block_id}"
                 hits += 1
-        if e.event in STATE_EVENTS:
-            state.apply(e)
+        hashed_before = set(state.hashed)
     assert hits > 0
 
 

@@ -1,4 +1,4 @@
-"""The console view of TEACHING events, in the shape of the seed's log (seed 000, 2.4.3 and 2.7):
+"""The console view of TEACHING events, in the shape of nano-vllm's teaching log:
 
     TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求 | stats={engine_step=1, scheduled=2, ...}
     step#1 prefill done in 772.24ms num_tokens_stat=30 finished_this_step=[]
@@ -71,7 +71,7 @@ def _tensor_names(stats: dict[str, Any]) -> list[str]:
 
 
 def format_stats(stats: dict[str, Any], step: int | None = None, skip: frozenset[str] = frozenset()) -> str:
-    """``{engine_step=1, scheduled=2, ...}``: the step first (as in the seed), then the stats in order."""
+    """``{engine_step=1, scheduled=2, ...}``: the step first, then the stats in order."""
     parts = [f"engine_step={step}"] if step is not None else []
     parts += [f"{k}={_format_value(v, as_shape=k.endswith('_shape'))}" for k, v in stats.items() if k not in skip]
     return "{" + ", ".join(parts) + "}"
@@ -89,7 +89,7 @@ def format_event(event: TraceEvent, lang: str = "en") -> str:
 
 
 def format_step_summary(event: TraceEvent) -> str:
-    """The seed's one-line step summary for a STEP_DONE event."""
+    """The one-line step summary of a STEP_DONE event."""
     s = event.stats
     return (f"step#{event.step} {event.phase} done in {s['latency_ms']:.2f}ms "
             f"num_tokens_stat={s['num_tokens_stat']} finished_this_step={_format_value(s['finished'])}")
@@ -99,7 +99,7 @@ def format_tensor_detail(event: TraceEvent, lang: str = "en", index: int | None 
                          total: int | None = None) -> str:
     """The detail line of a PREPARE_*_TENSORS event: tensor values where the trace kept them, else shapes.
 
-    Decode lines are numbered like the seed's ``decode 详单#1/3`` (``index`` of ``total``)."""
+    Decode lines are numbered ``decode 详单#1/3`` (``index`` of ``total``)."""
     stats = event.stats
     if event.event == "PREPARE_DECODE_TENSORS":
         of = f"/{total}" if total is not None and index is not None and index <= total else ""
@@ -117,7 +117,7 @@ def format_tensor_detail(event: TraceEvent, lang: str = "en", index: int | None 
 
 
 class ConsoleRenderer:
-    """A recorder sink that prints each TEACHING event as the seed's console lines.
+    """A recorder sink that prints each TEACHING event as console lines.
 
     ``lang``: "en" or "zh". ``stream``: where lines go (default: ``sys.stdout`` at construction: the log is
     the lesson, not a side channel, and a notebook shows stderr on a warning-red background).

@@ -13,7 +13,8 @@ Only the first divergence matters: everything after it follows from it (a differ
 changes every later block id). The autograder (``nanovllm_teach.exercises``) diffs a student's engine
 against the reference engine this way; ``nanovllm-teach diff A B`` does it for any two trace files.
 
-Part of the torch-free trace layer: standard library only.
+Part of the torch-free trace layer: standard library only. The volatile fields come from the event
+contract (``events.py``).
 """
 
 from __future__ import annotations
@@ -22,24 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from nanovllm_teach.trace.events import volatile_fields
 from nanovllm_teach.trace.reader import Trace, load_trace
-from nanovllm_teach.trace.schema import TraceEvent
+from nanovllm_teach.trace.schema import HEADER_VOLATILE, TraceEvent
 
-# Fields that say how this machine ran, not what the engine decided. An entry is either a plain name (that
-# field of every event, or that stats key in every event), ``EVENT.key`` (one event's stats key), or
-# ``header.a.b`` (a key of the trace header, dotted into nested dicts).
-VOLATILE: frozenset[str] = frozenset({
-    # clocks
-    "t_ns", "latency_ms", "seconds",
-    # this machine's memory at that moment, and the block estimate made from it
-    "WARMUP.peak_bytes", "CUDAGRAPH_CAPTURE.memory_bytes",
-    "KV_BUDGET_ESTIMATE.total", "KV_BUDGET_ESTIMATE.free", "KV_BUDGET_ESTIMATE.used", "KV_BUDGET_ESTIMATE.peak",
-    "KV_BUDGET_ESTIMATE.current", "KV_BUDGET_ESTIMATE.budget", "KV_BUDGET_ESTIMATE.estimated_num_blocks",
-    # where this machine keeps the model and which device it ran on
-    "device", "ENGINE_INIT.model",
-    # when the trace was recorded, with which library versions, from which folder
-    "header.recorded_at", "header.versions", "header.model.path", "header.config.model", "header.device",
-})
+# Fields that say how this machine ran, not what the engine decided, as the contract declares them (each
+# payload field marked volatile, every event's clock, and the header keys of ``schema.HEADER_VOLATILE``).
+# An entry is either a plain name (that field of every event, or that stats key in every event),
+# ``EVENT.key`` (one event's stats key), or ``header.a.b`` (a key of the trace header, dotted into nested
+# dicts).
+VOLATILE: frozenset[str] = frozenset({"t_ns", *volatile_fields(), *(f"header.{key}" for key in HEADER_VOLATILE)})
 
 # Events that are something the engine *did* to a sequence or a block: when only one run did it, the
 # sentence says so ("the reference preempted seq 4, you did not").

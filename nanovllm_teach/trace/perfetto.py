@@ -1,7 +1,7 @@
 """Export a trace to the Chrome trace-event JSON format, which Perfetto (ui.perfetto.dev) and
 chrome://tracing open directly.
 
-Part of the torch-free trace layer (standard library only).
+Part of the torch-free trace layer (standard library only). The request spans are the tables' (``Trace.spans``).
 
 What the timeline shows:
 
@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from nanovllm_teach.trace.tables import request_spans
 
 if TYPE_CHECKING:
     from nanovllm_teach.trace.reader import Trace
@@ -72,21 +70,21 @@ def to_chrome_trace(trace: "Trace") -> dict[str, Any]:
                        "args": {"used": row.used_blocks, "free": row.free_blocks}})
     for e in trace.events_named("GENERATE_START", "GENERATE_FINISH"):
         events.append({"ph": "i", "s": "t", "name": e.event.lower(), "cat": "generate", "pid": ENGINE_PID,
-                       "tid": ENGINE_TID, "ts": _us(e.t_ns), "args": dict(e.stats)})
+                       "tid": ENGINE_TID, "ts": _us(e.t_ns), "args": e.stats.to_dict()})
 
     for req in trace.requests:
         tid = _request_tid(req.seq_id)
         events.append(_metadata("thread_name", REQUESTS_PID, tid, name=f"seq {req.seq_id}"))
         events.append(_metadata("thread_sort_index", REQUESTS_PID, tid, sort_index=req.seq_id))
-    for span in request_spans(trace):
+    for span in trace.spans:
         events.append({"ph": "X", "name": span.state, "cat": "request", "pid": REQUESTS_PID,
                        "tid": _request_tid(span.seq_id), "ts": _us(span.t_start_ns),
                        "dur": _us(span.t_end_ns - span.t_start_ns),
                        "args": {"seq_id": span.seq_id, "step_start": span.step_start, "step_end": span.step_end}})
     for e in trace.events_named("PREEMPT"):
         events.append({"ph": "i", "s": "t", "name": "preempted", "cat": "request", "pid": REQUESTS_PID,
-                       "tid": _request_tid(e.stats["seq_id"]), "ts": _us(e.t_ns),
-                       "args": {"step": e.step, **e.stats}})
+                       "tid": _request_tid(e.stats.seq_id), "ts": _us(e.t_ns),
+                       "args": {"step": e.step, **e.stats.to_dict()}})
 
     return {
         "traceEvents": events,

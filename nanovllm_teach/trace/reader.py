@@ -2,16 +2,18 @@
 
 Part of the torch-free trace layer (the standard library and msgspec), so a trace recorded on a GPU
 replays on a laptop that has no torch. Loading never executes anything from the file: each line is parsed
-as JSON by msgspec (a C parser that checks each event field's type while it parses, about three times
-faster than the standard library's ``json`` on a large trace) and nothing else.
+by msgspec straight into its event's typed record (``events.py``), which checks every field's type as it
+parses, and nothing else.
 
-File format (written by ``TraceRecorder``): line 1 is the header (``schema``, ``version``, config, model,
-device, versions, ...); every following line is one event ``{"i", "t_ns", "event", "phase", "step",
-"reason", "stats"}`` with ``i`` dense from 0.
+File format (written by ``TraceRecorder``, described in ``docs/trace-format.md``): line 1 is the header
+(``schema``, ``version``, config, model, device, versions, ...); every following line is one event
+``{"i", "t_ns", "event", "phase", "step", "reason", "stats"}`` with ``i`` its position (dense from 0).
+Version-1 traces (the same events, without the fields version 2 added) load too.
 
-A crashed run leaves a trace whose last line may be cut short. ``load_trace(path, strict=False)`` keeps
-everything up to the first bad line and warns, so such a trace still replays; the default ``strict=True``
-refuses it with a ``TraceFormatError`` naming the file and line.
+A line that breaks the format (not JSON, a truncated last line, an unknown event or phase, a payload field
+missing, unknown or of the wrong type, an index out of place) is refused by ``load_trace(path)`` with a
+``TraceFormatError`` naming the file, the line, the event and the field. ``load_trace(path,
+strict=False)`` instead skips such lines with one warning, so a crashed run's trace still replays.
 """
 
 from __future__ import annotations
@@ -22,37 +24,66 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import msgspec
 
-from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION, TraceEvent
+from nanovllm_teach.trace.events import PAYLOADS, check_payload
+from nanovllm_teach.trace.payload import ContractError, Count, Payload, explain_error
+from nanovllm_teach.trace.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, Phase, TraceEvent
+from nanovllm_teach.trace.state import EngineSettings, read_settings
+from nanovllm_teach.trace.tables import Tables, derive_tables
 
-if TYPE_CHECKING:  # tables imports this module; the annotations only need the names
+if TYPE_CHECKING:
     from nanovllm_teach.trace.recorder import TraceRecorder
-    from nanovllm_teach.trace.tables import RequestRow, StepRow
+    from nanovllm_teach.trace.tables import RequestRow, RequestSpan, StepRow
 
 
 class TraceFormatError(ValueError):
-    """A trace file that cannot be read. ``path`` and ``line`` (1-based) say where."""
+    """A trace file that cannot be read. ``path`` and ``line`` (1-based) say where; ``event`` and ``field``
+    which event and payload field broke the contract (None when the line is not an event at all)."""
 
-    def __init__(self, path: str | Path, line: int, problem: str) -> None:
+    def __init__(self, path: str | Path, line: int, problem: str, event: str | None = None,
+                 field: str | None = None) -> None:
         self.path = str(path)
         self.line = line
         self.problem = problem
+        self.event = event
+        self.field = field
         super().__init__(f"{self.path}, line {line}: {problem}")
 
 
-# One decoder, built once: it knows TraceEvent's fields and their types (``bool`` is not accepted as an
-# ``int``: ``True`` is not an event index).
-_EVENT_DECODER = msgspec.json.Decoder(TraceEvent)
+class _Line(msgspec.Struct, tag_field="event"):
+    """An event line as the file holds it; each event's subclass types ``stats`` with its payload."""
+
+    i: Count
+    t_ns: int
+    phase: Phase
+    step: Count | None
+    reason: str
+    stats: Any
+
+
+class _Name(msgspec.Struct):
+    """Just the event name of a line (the rest is skipped, not checked), to say which event is bad."""
+
+    event: Any = None
+
+
+# One line type per event, tagged by the event name: one decoder, built once, types every line in C
+# (``bool`` is not accepted as an ``int``: ``True`` is not an event index).
+_LINE_TYPES = tuple(msgspec.defstruct(f"{cls.__name__}Line", [("stats", cls)], bases=(_Line,), tag=name)
+                    for name, cls in PAYLOADS.items())
+_LINE_DECODER = msgspec.json.Decoder(Union[_LINE_TYPES])  # noqa: UP007 (a runtime union of many types)
 
 
 @dataclass(eq=False)
 class Trace:
     """A loaded trace: the header, the events in order, and the tables derived from them.
 
-    ``steps`` and ``requests`` are computed on first use from the events alone (see ``tables``).
+    ``steps``, ``requests`` and ``spans`` are computed together on first use from the events alone (see
+    ``tables``). Events built by hand may carry their payload as a dict; it is checked against the
+    contract (``events.py``) and typed here.
     """
 
     header: dict[str, Any]
@@ -62,6 +93,8 @@ class Trace:
 
     def __post_init__(self) -> None:
         for event in self.events:
+            if not isinstance(event.stats, Payload):
+                event.stats = check_payload(event.event, event.stats)
             if event.step is not None:
                 self._by_step.setdefault(event.step, []).append(event)
 
@@ -71,21 +104,33 @@ class Trace:
         if not recorder.keep_in_memory:
             raise ValueError("this recorder does not keep events in memory (keep_in_memory=False); "
                              "load its file with load_trace() instead")
-        return cls(dict(recorder.header or {}), list(recorder.events), recorder.path)
+        events = [TraceEvent(e.i, e.t_ns, e.event, e.phase, e.step, e.reason, e.stats) for e in recorder.events]
+        return cls(dict(recorder.header or {}), events, recorder.path)
 
     @cached_property
+    def settings(self) -> EngineSettings:
+        """The engine settings the trace was recorded with (block size, number of blocks, policy, ...)."""
+        return read_settings(self.header, self.events)
+
+    @cached_property
+    def _tables(self) -> Tables:
+        with _gc_paused():
+            return derive_tables(self.events, self.settings)
+
+    @property
     def steps(self) -> list["StepRow"]:
         """One row per completed engine step (a step with a STEP_DONE event), in step order."""
-        from nanovllm_teach.trace.tables import step_table
-        with _gc_paused():
-            return step_table(self)
+        return self._tables.steps
 
-    @cached_property
+    @property
     def requests(self) -> list["RequestRow"]:
         """One row per request (a REQUEST_ENQUEUE event), in seq_id order."""
-        from nanovllm_teach.trace.tables import request_table
-        with _gc_paused():
-            return request_table(self)
+        return self._tables.requests
+
+    @property
+    def spans(self) -> list["RequestSpan"]:
+        """Every request's waiting / prefill / decode spans, in the order they close."""
+        return self._tables.spans
 
     def events_in_step(self, step: int) -> list[TraceEvent]:
         """Every event recorded during engine step ``step``, in order."""
@@ -97,15 +142,27 @@ class Trace:
         return [e for e in self.events if e.event in wanted]
 
 
+def request_spans(trace: Trace) -> list["RequestSpan"]:
+    """Every request's waiting / prefill / decode spans, in the order they close (``trace.spans``).
+
+    A preempted request goes back to ``waiting`` at its PREEMPT and is prefilled again (recompute), so it
+    can have several spans of each state. Spans still open when the trace ends close at its last event.
+    """
+    return trace.spans
+
+
 def load_trace(path: str | Path, *, strict: bool = True) -> Trace:
     """Read a JSONL trace file.
 
     Raises ``TraceFormatError`` (a ``ValueError``) naming the file and the 1-based line for: a missing or
-    foreign header, a schema version newer than this reader, a line that is not JSON or not an event, an
-    event index out of sequence, a truncated last line. With ``strict=False`` the problems *after* the
-    header instead end the trace there: the valid prefix is returned and a warning names the line.
+    foreign header, a schema version this reader does not know, a line that is not JSON or breaks the event
+    contract (the message names the event and field: ``STEP_DONE.latency_ms: expected `float`, got
+    `str```), an event index out of place, a truncated last line. With ``strict=False`` the bad event lines
+    are skipped instead, with one warning that counts them and names the first.
     """
     path = Path(path)
+    if path.is_dir():
+        raise TraceFormatError(path, 1, "is a folder, not a trace file")
     with path.open("rb") as f:
         data = f.read()
     # A file that ends with a newline has no line after it.
@@ -120,21 +177,11 @@ def load_trace(path: str | Path, *, strict: bool = True) -> Trace:
     del data  # the body is a copy: keep at most one copy of a large file around
 
     with _gc_paused():
-        events = _parse_events_at_once(body, has_lines=header_end >= 0)
-        if events is None:  # some line is not a well-formed event: read line by line to say which
-            events = []
-            raw_lines = body.split(b"\n")
-            for index, raw in enumerate(raw_lines):
-                line_no = index + 2
-                is_last = index == len(raw_lines) - 1
-                try:
-                    events.append(_parse_event(path, line_no, raw, expected_i=len(events),
-                                               truncated=is_last and not ends_with_newline))
-                except TraceFormatError as error:
-                    if strict:
-                        raise
-                    warnings.warn(f"{error}; keeping the {len(events)} events before it", stacklevel=2)
-                    break
+        lines = _parse_events_at_once(body, has_lines=header_end >= 0)
+        if lines is None:  # some line breaks the format: read line by line to say which
+            lines = _parse_line_by_line(path, body, ends_with_newline, strict)
+        events = [TraceEvent(e.i, e.t_ns, e.__struct_config__.tag, e.phase, e.step, e.reason, e.stats)
+                  for e in lines]
         return Trace(header, events, path)
 
 
@@ -143,8 +190,8 @@ def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building millions of small objects.
 
     Every few hundred new containers CPython runs a collection, which walks all the (young, then old)
-    objects; a large trace makes millions of dicts and lists and none of them forms a cycle, so those
-    walks only cost time (about a third of a large load). Reference counting still frees everything.
+    objects; a large trace makes millions of records and lists and none of them forms a cycle, so those
+    walks only cost time. Reference counting still frees everything.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -155,32 +202,56 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _parse_events_at_once(body: bytes, has_lines: bool) -> list[TraceEvent] | None:
-    """The fast path: every event line (``body``, newline-separated) decoded straight into ``TraceEvent``
-    records by msgspec, which checks each field's type as it parses.
+def _parse_events_at_once(body: bytes, has_lines: bool) -> list[_Line] | None:
+    """The fast path: every event line (``body``, newline-separated) decoded straight into its typed line
+    record by msgspec, which checks each field's type as it parses.
 
-    Returns None, without saying why, unless every line is exactly one well-formed event in order (one
+    Returns None, without saying why, unless every line is exactly one well-formed event in its place (one
     record per line, indices dense from 0); the caller then reads the lines one by one, which names the
     first bad line.
     """
     if not has_lines:
         return []
     try:
-        events = _EVENT_DECODER.decode_lines(body)
+        lines = _LINE_DECODER.decode_lines(body)
     except msgspec.MsgspecError:
         return None
     # decode_lines skips blank lines, which the format does not allow: count the lines to catch them.
-    if len(events) != body.count(b"\n") + 1:
+    if len(lines) != body.count(b"\n") + 1:
         return None
-    for expected, event in enumerate(events):
-        if event.i != expected:
+    for expected, line in enumerate(lines):
+        if line.i != expected:
             return None
-    return events
+    return lines
 
 
-def _decode(path: Path, line_no: int, raw: bytes, truncated: bool) -> Any:
+def _parse_line_by_line(path: Path, body: bytes, ends_with_newline: bool, strict: bool) -> list[_Line]:
+    lines: list[_Line] = []
+    skipped: list[TraceFormatError] = []
+    kept_before = 0  # events before the first skipped line
+    raw_lines = body.split(b"\n")
+    for index, raw in enumerate(raw_lines):
+        try:
+            lines.append(_parse_event(path, index + 2, raw, expected_i=index,
+                                      truncated=index == len(raw_lines) - 1 and not ends_with_newline))
+        except TraceFormatError as error:
+            if strict:
+                raise
+            if not skipped:
+                kept_before = len(lines)
+            skipped.append(error)
+    if skipped:
+        more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+        warnings.warn(f"{skipped[0]}; skipped that line{more}, keeping the {kept_before} events before it "
+                      f"and the {len(lines) - kept_before} after it", stacklevel=3)
+    return lines
+
+
+def _decode(path: Path, line_no: int, raw: bytes, truncated: bool, type: Any = Any) -> Any:
     try:
-        return msgspec.json.decode(raw)
+        return msgspec.json.decode(raw, type=type)
+    except msgspec.ValidationError as error:  # valid JSON, but not an object (or a number out of range)
+        raise TraceFormatError(path, line_no, f"not a trace line ({error})") from None
     except msgspec.DecodeError as error:
         if truncated:
             problem = "truncated last line (the run probably stopped while writing it)"
@@ -205,19 +276,30 @@ def _parse_header(path: Path, raw: bytes, is_last: bool) -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise TraceFormatError(path, 1, f"schema version {version} is newer than this reader understands "
                                         f"({SCHEMA_VERSION}); upgrade nanovllm_teach to replay it")
+    if version not in READABLE_VERSIONS:
+        raise TraceFormatError(path, 1, f"schema version {version} is no longer read; re-record the trace "
+                                        "(nanovllm-teach record --all re-records the shipped ones)")
     return header
 
 
-def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncated: bool) -> TraceEvent:
-    obj = _decode(path, line_no, raw, truncated)
-    if not isinstance(obj, dict):
-        raise TraceFormatError(path, line_no, f"expected an event object, got {type(obj).__name__}")
+def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncated: bool) -> _Line:
+    name = _decode(path, line_no, raw, truncated, type=_Name).event
+    if not isinstance(name, str) or name not in PAYLOADS:
+        raise TraceFormatError(path, line_no, f"unknown event {name!r}", event=str(name), field=None)
     try:
-        # Fields added by newer writers of the same schema version are allowed and not kept.
-        event = msgspec.convert(obj, TraceEvent)
+        # Keys added beside the event's fields by newer writers of the same version are not kept.
+        line = _LINE_DECODER.decode(raw)
     except msgspec.ValidationError as error:
-        raise TraceFormatError(path, line_no, f"not an event ({error})") from None
-    if event.i != expected_i:
-        raise TraceFormatError(path, line_no, f"event index i={event.i}, expected {expected_i} "
-                                              "(events are numbered densely from 0)")
-    return event
+        problem = explain_error(name, error)
+        field = problem.field or ""
+        if field == "stats" or field.startswith(("stats.", "stats[")):  # a payload field: EVENT.field
+            problem = ContractError(name, field[len("stats."):] or None, problem.problem)
+            raise TraceFormatError(path, line_no, str(problem), event=name, field=problem.field) from None
+        raise TraceFormatError(path, line_no, f"{name} event, line field {field!r}: {problem.problem}",
+                               event=name, field=field) from None
+    except msgspec.DecodeError as error:  # bad bytes inside a value the name check skipped over
+        raise TraceFormatError(path, line_no, f"not valid JSON ({error})", event=name) from None
+    if line.i != expected_i:
+        raise TraceFormatError(path, line_no, f"event index i={line.i}, expected {expected_i} "
+                                              "(events are numbered densely from 0)", event=name, field="i")
+    return line

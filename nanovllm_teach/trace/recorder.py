@@ -1,10 +1,30 @@
 """The recorder every engine component emits TEACHING events into.
 
-- ``NullRecorder``: recording off. ``emit`` is an empty method, and callers pass tensors by reference, so
-  an engine that is not recording pays one no-op call per event.
+- ``NullRecorder``: recording off (``enabled`` is False): every call does nothing.
 - ``TraceRecorder``: keeps events in memory and/or streams them to a JSONL file (header line first, one
-  whole line per event, flushed, so a crash loses at most the event being written), and can render each
-  event to the console.
+  whole line per event, flushed, so a crash loses at most the event being written), and hands each event
+  to its sinks (the console renderer is one).
+
+How an engine emits (one call at the decision point, no payload built while recording is off)::
+
+    if self.rec.enabled:
+        self.rec.record("decode", "step_complete", StepDone(latency_ms=..., seq_ids=[...], ...))
+
+``emit(event, phase, reason, **stats)`` is the untyped form of the same call. Step scoping is
+``with rec.at_step(n): ...`` (``rec.step`` reads the current step); work that belongs to no trace, such as
+the warm-up, runs inside ``with rec.paused(): ...``.
+
+Recording never corrupts the engine. The policy: if writing the file fails (``OSError``: disk full, file
+too large, ...) or a sink raises an ``Exception``, recording stops there: one ``RecordingStopped`` warning
+says why, ``enabled`` turns False, the file keeps what was written before (its last line may be cut short:
+``load_trace(path, strict=False)`` skips it), and the engine carries on as if started without a trace. ``KeyboardInterrupt`` (and any other ``BaseException``) from a
+sink or the file propagates: that is the user stopping the run, which the engine's abort path handles.
+Opening the file (``open``) still raises: that happens before the engine starts, on a path the user gave.
+
+Nothing on disk is replaced before the engine has started: ``TraceRecorder(path)`` writes to a temporary
+file beside ``path`` and moves it into place when ENGINE_READY is recorded (or at ``close``). A recorder
+dropped before either (an engine that failed to start) removes its temporary file and leaves ``path`` as
+it was.
 
 Tensor-valued stats are reduced here, not in the engine: ``x`` becomes ``x_shape`` plus, while the detail
 budget lasts, ``x`` as a plain list. Anything with ``shape`` and ``tolist`` counts as a tensor, so this
@@ -13,12 +33,18 @@ module never imports torch.
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
+import weakref
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterator
 
 import msgspec
 
+from nanovllm_teach.trace.events import check_payload
+from nanovllm_teach.trace.payload import Payload
 from nanovllm_teach.trace.schema import EVENTS, PHASES, TENSOR_EVENTS, TraceEvent
 
 _KNOWN_EVENTS = frozenset(EVENTS)
@@ -26,8 +52,12 @@ _KNOWN_PHASES = frozenset(PHASES)
 _ENCODER = msgspec.json.Encoder()
 
 
+class RecordingStopped(RuntimeWarning):
+    """Recording stopped because the trace file or a sink failed; the engine carried on."""
+
+
 class Recorder:
-    """Interface shared by the recorders. ``step`` is set by the engine around each ``step()``."""
+    """Interface shared by the recorders. ``step``: the engine step being recorded (None between steps)."""
 
     enabled: bool = False
     step: int | None = None
@@ -38,12 +68,38 @@ class Recorder:
     def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
         """Record one event at the current ``step``."""
 
+    def record(self, phase: str, reason: str, payload: Payload, /) -> None:
+        """Record one event given as its typed payload (``events.py``): the event is the payload's type."""
+        if self.enabled:
+            self.emit(payload.event, phase, reason, **dict(payload.items()))
+
+    @contextmanager
+    def at_step(self, step: int) -> Iterator[None]:
+        """Events recorded inside belong to engine step ``step``; after it, to the step before (or none)."""
+        outer, self.step = self.step, step
+        try:
+            yield
+        finally:
+            self.step = outer
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing recorded inside (the warm-up, say): ``enabled`` is False until the block ends."""
+        was, self.enabled = self.enabled, False
+        try:
+            yield
+        finally:
+            self.enabled = was
+
     def close(self) -> None:
         """Finish the trace (flush and close the file, if any)."""
 
 
 class NullRecorder(Recorder):
     """Recording off: every call does nothing."""
+
+    def record(self, phase: str, reason: str, payload: Payload, /) -> None:
+        pass
 
 
 def _is_tensor(value: Any) -> bool:
@@ -78,22 +134,28 @@ class TraceRecorder(Recorder):
     ``detail_decode_steps``: how many decode steps keep tensor *values* (prefill steps always do);
     ``detail_max_elements``: tensors larger than this keep only their shape.
     ``sinks``: extra callables given each event as it is recorded (the console renderer is one).
+    ``validate``: check every event against the contract as it is emitted (a ``ContractError`` names the
+    event and field); for tests of emit sites, off by default.
+    ``stopped_by``: the error that stopped recording (see the module's policy), or None.
     """
-
-    enabled = True
 
     def __init__(self, path: str | Path | None = None, *, keep_in_memory: bool = True,
                  detail_decode_steps: int = 3, detail_max_elements: int = 4096,
-                 sinks: list[Callable[[TraceEvent], None]] | None = None) -> None:
+                 sinks: list[Callable[[TraceEvent], None]] | None = None, validate: bool = False) -> None:
         self.path = Path(path) if path is not None else None
         self.keep_in_memory = keep_in_memory
         self.detail_decode_steps = detail_decode_steps
         self.detail_max_elements = detail_max_elements
         self.sinks = list(sinks or [])
+        self.validate = validate
+        self.enabled = True
         self.header: dict[str, Any] | None = None
         self.events: list[TraceEvent] = []
         self.step = None
+        self.stopped_by: BaseException | None = None
         self._file: IO[bytes] | None = None
+        self._temp: Path | None = None  # the file being written, until it is moved to ``path``
+        self._discard: weakref.finalize | None = None
         self._next_i = 0
         self._t0 = time.perf_counter_ns()
         self._decode_details = 0
@@ -101,23 +163,37 @@ class TraceRecorder(Recorder):
     def open(self, header: dict[str, Any]) -> None:
         self.header = _plain(header)
         self._t0 = time.perf_counter_ns()
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("wb")
-            self._write(self.header)
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._temp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{id(self):x}.partial")
+        self._file = self._temp.open("xb")
+        # A recorder dropped before ENGINE_READY or close() (an engine that failed to start) leaves no file.
+        self._discard = weakref.finalize(self, _remove_quietly, self._file, self._temp)
+        self._write(self.header)
 
     def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
+        if not self.enabled:
+            return
         if event not in _KNOWN_EVENTS or phase not in _KNOWN_PHASES:
             raise ValueError(f"unknown event {event!r} or phase {phase!r}")
+        plain = self._stats(event, stats)
+        if self.validate:
+            check_payload(event, plain)  # raises ContractError naming the event and field
         record = TraceEvent(self._next_i, time.perf_counter_ns() - self._t0, event, phase, self.step,
-                            reason, self._stats(event, stats))
+                            reason, plain)
         self._next_i += 1
         if self.keep_in_memory:
             self.events.append(record)
-        if self._file is not None:
-            self._write(record)
-        for sink in self.sinks:
-            sink(record)
+        try:
+            if self._file is not None:
+                self._write(record)
+                if event == "ENGINE_READY":
+                    self._publish()
+            for sink in self.sinks:
+                sink(record)
+        except Exception as error:  # KeyboardInterrupt and other BaseExceptions propagate
+            self._stop(error)
 
     def _stats(self, event: str, stats: dict[str, Any]) -> dict[str, Any]:
         if event not in TENSOR_EVENTS:
@@ -143,10 +219,40 @@ class TraceRecorder(Recorder):
         self._file.write(_ENCODER.encode(obj) + b"\n")
         self._file.flush()
 
+    def _publish(self) -> None:
+        """Move the file being written to ``path`` (replacing what was there): the engine has started."""
+        if self._temp is not None:
+            os.replace(self._temp, self.path)
+            self._temp = None
+            self._discard.detach()
+
+    def _stop(self, error: Exception) -> None:
+        self.enabled = False
+        self.stopped_by = error
+        where = f"; {self.path} keeps the events written before it" if self.path is not None else ""
+        warnings.warn(f"recording stopped at event {self._next_i - 1}: {type(error).__name__}: {error}"
+                      f"{where}. The engine carries on without recording.", RecordingStopped, stacklevel=3)
+        try:
+            self.close()
+        except OSError:
+            pass  # the file could not take its last bytes either
+
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._file is None:
+            return
+        file, self._file = self._file, None
+        try:
+            file.close()
+        finally:
+            self._publish()
+
+
+def _remove_quietly(file: IO[bytes], temp: Path) -> None:
+    try:
+        file.close()
+    except OSError:
+        pass
+    temp.unlink(missing_ok=True)
 
 
 def make_recorder(trace: "str | Path | Recorder | None") -> Recorder:

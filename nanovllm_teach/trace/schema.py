@@ -1,41 +1,55 @@
-"""The TEACHING event contract (see DESIGN.md): names, phases and the record every event is.
+"""The trace file format: its name and version, the phases, the volatile header keys, and the record every
+event line is (``TraceEvent``). Each event's payload type is in ``events.py``.
 
-Field names here are shared by the engine, the trace files and the widgets. Add fields freely; renaming or
-dropping one requires bumping ``SCHEMA_VERSION``.
+Part of the torch-free trace layer. ``docs/trace-format.md`` describes the format in full; it is generated
+from this module and ``events.py`` (``python -m nanovllm_teach.trace.docs``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
+
+from nanovllm_teach.trace.events import EVENTS, PAYLOADS
+from nanovllm_teach.trace.payload import Payload
 
 SCHEMA_NAME = "nanovllm_teach.trace"
-SCHEMA_VERSION = 1
+# Version 2: every payload is typed (events.py). Version-1 traces carry the same fields (minus the newer,
+# optional ones) and load as they are; ``nanovllm-teach record --all`` re-records the shipped ones.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 PHASES = ("bootstrap", "init", "ingress", "prefill", "decode", "postprocess", "egress")
+Phase = Literal["bootstrap", "init", "ingress", "prefill", "decode", "postprocess", "egress"]
 
-EVENTS = (
-    "ENGINE_INIT", "TP_RUNTIME_INIT", "MODEL_WEIGHTS_LOADED", "WARMUP", "KV_BUDGET_ESTIMATE",
-    "CUDAGRAPH_CAPTURE", "ENGINE_READY", "GENERATE_START", "GENERATE_FINISH", "REQUEST_ENQUEUE",
-    "SCHEDULE_PREFILL", "SCHEDULE_DECODE", "PREFIX_CACHE_HIT", "BLOCK_ALLOCATE", "BLOCK_FREE", "PREEMPT",
-    "PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS", "RUN_MODEL", "CUDAGRAPH_REPLAY", "SAMPLE",
-    "STATE_TRANSITION", "STEP_DONE", "REQUEST_ABORT",
-)
+# Header keys (dotted into nested objects) that say how and where the trace was recorded, not what the
+# engine decided: when, with which library versions, from which folder, on which device.
+HEADER_VOLATILE = ("recorded_at", "versions", "model.path", "config.model", "device")
 
 # Events whose stats carry tensors: the recorder keeps their shapes always and their values only while the
-# detail budget lasts (the seed's "decode 详单#1/3").
+# detail budget lasts.
 TENSOR_EVENTS = frozenset({"PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS"})
 
+__all__ = ["EVENTS", "HEADER_VOLATILE", "PAYLOADS", "PHASES", "READABLE_VERSIONS", "SCHEMA_NAME",
+           "SCHEMA_VERSION", "TENSOR_EVENTS", "Phase", "TraceEvent"]
 
-@dataclass(slots=True)
-class TraceEvent:
+
+class TraceEvent(msgspec.Struct):
+    """One event: its index ``i`` (dense from 0), ``t_ns`` (ns since the trace began; volatile), ``event``
+    (one of ``EVENTS``), ``phase`` (one of ``PHASES``), ``step`` (the engine step it happened in, None outside
+    a step), ``reason`` (a key of ``reasons.REASONS``) and ``stats``: the event's payload, a typed ``Payload``
+    in a ``Trace``, the plain dict the engine passed in a live recorder (both read as ``stats["key"]``)."""
+
     i: int
     t_ns: int
     event: str
     phase: str
     step: int | None
     reason: str
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: Any = msgspec.field(default_factory=dict)  # a Payload, or a dict (see above)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        stats = self.stats.to_dict() if isinstance(self.stats, Payload) else dict(self.stats)
+        return {"i": self.i, "t_ns": self.t_ns, "event": self.event, "phase": self.phase, "step": self.step,
+                "reason": self.reason, "stats": stats}

@@ -1,7 +1,8 @@
-"""Tables derived from a trace's events alone: one row per engine step, one row per request, the spans
-each request spent waiting / prefilling / decoding, and the KV blocks each step ended with.
+"""Tables derived from a trace's events alone: one row per engine step, one row per request, and the spans
+each request spent waiting / prefilling / decoding.
 
-Part of the torch-free trace layer (standard library only), so the widgets can replay a trace anywhere.
+Part of the torch-free trace layer. The tables read the engine state from the one interpreter of events
+(``state.walk``), in a single pass; they never call back into ``Trace``.
 
 Where the numbers come from:
 
@@ -14,21 +15,18 @@ Where the numbers come from:
   FINISHED gives the finish step and reason, PREEMPT the preemptions.
 - a token is "out" when its step ends, so first-token and finish times are step end times (TTFT, TPOT and
   end-to-end latency follow the engine's view: a token exists once ``step()`` returns it).
-
-``check_consistency`` cross-checks the trace against itself (block replay vs STEP_DONE.used_blocks, finished
-ids, token counts, step counts per generate() call); a clean trace gives an empty list.
+- times that are a step's start or end are only known at the step's STEP_DONE: the pass fills them in
+  then (or with the event's own time, if the step never completed).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from dataclasses import dataclass
+from typing import Callable
 
 from nanovllm_teach.trace.schema import TraceEvent
-
-if TYPE_CHECKING:
-    from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.state import EngineSettings, EngineState, walk
 
 
 @dataclass(slots=True)
@@ -42,7 +40,7 @@ class StepRow:
     # Tokens the model computed: the prompt tokens (or chunks) of a prefill, one per sequence in a decode.
     # None only if the trace lacks the step's SCHEDULE_* event.
     num_batched_tokens: int | None
-    # The engine's signed stat (seed 000 2.4.1): prefill = total length of its sequences after their new
+    # nano-vllm's signed stat: prefill = total length of its sequences after their new
     # token, decode = minus the number of sequences.
     num_tokens_stat: int
     latency_ms: float
@@ -101,293 +99,177 @@ class RequestSpan:
 
 
 @dataclass(slots=True)
-class _StepParts:
-    """The events of one step that a row is built from."""
+class Tables:
+    """What ``derive_tables`` returns (``Trace.steps``, ``Trace.requests``, ``Trace.spans``)."""
 
-    done: TraceEvent | None = None
-    schedule: TraceEvent | None = None
-    preempts: list[TraceEvent] = field(default_factory=list)
-    hits: list[TraceEvent] = field(default_factory=list)
-
-
-_PART_EVENTS = frozenset({"STEP_DONE", "SCHEDULE_PREFILL", "SCHEDULE_DECODE", "PREEMPT", "PREFIX_CACHE_HIT"})
+    steps: list[StepRow]
+    requests: list[RequestRow]
+    spans: list[RequestSpan]
 
 
-def _step_parts(events: Iterable[TraceEvent]) -> dict[int, _StepParts]:
-    parts: dict[int, _StepParts] = {}
-    for e in events:
-        # Most events (tensors, sampling, ...) are none of these: skip them before any other work.
-        if e.event not in _PART_EVENTS or e.step is None:
-            continue
-        p = parts.get(e.step)
-        if p is None:
-            p = parts[e.step] = _StepParts()
-        if e.event == "STEP_DONE":
-            p.done = e
-        elif e.event in ("SCHEDULE_PREFILL", "SCHEDULE_DECODE"):
-            p.schedule = e
-        elif e.event == "PREEMPT":
-            p.preempts.append(e)
-        else:
-            p.hits.append(e)
-    return parts
+# A time that is a step's start or end is known only once the pass has seen that step's STEP_DONE (or the
+# end of the trace, if the step never completed): such times are filled in after the pass.
+_Fixup = Callable[[dict[int, StepRow]], None]
 
 
-def step_table(trace: "Trace") -> list[StepRow]:
-    """The per-step table (``Trace.steps``)."""
-    rows: list[StepRow] = []
-    for step, p in sorted(_step_parts(trace.events).items()):
-        if p.done is None:
-            continue
-        s = p.done.stats
-        sched = p.schedule.stats if p.schedule is not None else {}
-        chunk_flags = sched.get("chunked", [])
-        # The step began its own latency before STEP_DONE; the clamp keeps µs rounding of latency_ms from
-        # overlapping it with the step before (timeline viewers need slices on a track not to overlap).
-        t_start = p.done.t_ns - round(s["latency_ms"] * 1e6)
-        if rows:
-            t_start = max(t_start, rows[-1].t_end_ns)
-        rows.append(StepRow(
-            step=step, phase=p.done.phase, batch_size=s["batch_size"],
-            seq_ids=list(s["seq_ids"]), num_batched_tokens=sched.get("num_batched_tokens"),
-            num_tokens_stat=s["num_tokens_stat"], latency_ms=s["latency_ms"], used_blocks=s["used_blocks"],
-            free_blocks=s["free_blocks"], waiting_len=s["waiting_len"], running_len=s["running_len"],
-            finished=list(s["finished"]), preempted=[e.stats["seq_id"] for e in p.preempts],
-            prefix_hit_seq_ids=[e.stats["seq_id"] for e in p.hits],
-            num_cached_tokens=sum(e.stats["num_cached_tokens"] for e in p.hits),
-            chunked=[sid for sid, flag in zip(sched.get("seq_ids", []), chunk_flags) if flag],
-            t_start_ns=t_start, t_end_ns=p.done.t_ns))
-    return rows
+class _Builder:
+    """The single pass: rows so far, each request's open span, and the times still to fill in."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRow] = []
+        self.requests: dict[int, RequestRow] = {}
+        self.spans: list[RequestSpan] = []
+        self.open: dict[int, RequestSpan] = {}
+        self.fixups: list[_Fixup] = []
+        self.tokens: Counter[int] = Counter()  # seq -> tokens the completed steps gave it
+        self.first_token: dict[int, tuple[int, int]] = {}  # seq -> (step, t_ns) of its first token
+        self.last_step = 0  # the latest completed step, to place events between steps
+
+    def switch(self, sid: int, state: str | None, t_ns: int, step: int) -> None:
+        """Close ``sid``'s open span at (t_ns, step) and, unless ``state`` is None, open one in ``state``."""
+        current = self.open.pop(sid, None)
+        if current is not None:
+            current.t_end_ns, current.step_end = t_ns, step
+            self.spans.append(current)
+        if state is not None:
+            self.open[sid] = RequestSpan(sid, state, t_ns, t_ns, step, step)
+
+    def switch_at_step_start(self, sid: int, state: str, e: TraceEvent) -> None:
+        """``switch`` at the start of ``e``'s step (its SCHEDULE_* event's time if it never completed)."""
+        closing = self.open.get(sid)
+        self.switch(sid, state, e.t_ns, e.step)
+        opened = self.open[sid]
+
+        def fix(rows: dict[int, StepRow]) -> None:
+            row = rows.get(e.step)
+            if row is not None:
+                opened.t_start_ns = row.t_start_ns  # its end is set when it closes
+                if closing is not None:
+                    closing.t_end_ns = row.t_start_ns
+        self.fixups.append(fix)
 
 
-def _tokens_by_seq(rows: list[StepRow]) -> tuple[dict[int, int], Counter[int]]:
-    """For each sequence, the first step that gave it a new token and how many steps did (every step
-    that ran it gives one, except a prefill step that computed only a chunk of its prompt)."""
-    first: dict[int, int] = {}
-    count: Counter[int] = Counter()
-    for row in rows:
-        # Set and Counter operations run in C: this loop sees every (step, sequence) pair of a long trace.
-        count.update(row.seq_ids)
-        if row.chunked:
-            count.subtract(row.chunked)
-        fresh = set(row.seq_ids).difference(first, row.chunked)
-        for sid in fresh:
-            first[sid] = row.step
-    return first, count
+def derive_tables(events: list[TraceEvent], settings: EngineSettings) -> Tables:
+    """The step, request and span tables of a trace, in one pass over its events."""
+    b = _Builder()
+    for e, state in walk(events, settings):
+        name = e.event
+        s = e.stats
+        if name == "STEP_DONE" and e.step is not None:
+            _step_done(b, e, state)
+        elif name == "REQUEST_ENQUEUE":
+            b.requests[s.seq_id] = RequestRow(
+                seq_id=s.seq_id, prompt_len=s.prompt_len, max_tokens=s.max_tokens, temperature=s.temperature,
+                enqueue_t_ns=e.t_ns, enqueue_step=b.last_step + 1, first_scheduled_step=None,
+                first_scheduled_t_ns=None, first_token_step=None, first_token_t_ns=None, finish_step=None,
+                finish_t_ns=None, finish_reason=None, num_completion_tokens=0, num_preemptions=0,
+                num_cached_tokens=0, ttft_ms=None, tpot_ms=None, e2e_ms=None)
+            b.switch(s.seq_id, "waiting", e.t_ns, b.last_step + 1)
+        elif name == "SCHEDULE_PREFILL":
+            _schedule_prefill(b, e)
+        elif name == "SCHEDULE_DECODE":
+            for sid in s.seq_ids:
+                if sid in b.open and b.open[sid].state == "prefill":
+                    b.switch_at_step_start(sid, "decode", e)
+        elif name == "PREEMPT":
+            if s.seq_id in b.requests:
+                b.requests[s.seq_id].num_preemptions += 1
+            if s.seq_id in b.open:
+                b.switch(s.seq_id, "waiting", e.t_ns, e.step)
+        elif name == "PREFIX_CACHE_HIT" and s.seq_id in b.requests:
+            b.requests[s.seq_id].num_cached_tokens += s.num_cached_tokens
+        elif name == "STATE_TRANSITION" and s.to == "FINISHED":
+            _finished(b, e)
+    end_t = events[-1].t_ns if events else 0
+    for sid in list(b.open):  # spans still open when the trace ends close at its last event
+        b.switch(sid, None, end_t, b.last_step + 1)
+    rows_by_step = {row.step: row for row in b.steps}
+    for fix in b.fixups:
+        fix(rows_by_step)
+    for req in b.requests.values():
+        req.num_completion_tokens = b.tokens.get(req.seq_id, 0)
+        if req.num_completion_tokens:
+            req.first_token_step, req.first_token_t_ns = b.first_token[req.seq_id]
+        req.ttft_ms = _ms(req.enqueue_t_ns, req.first_token_t_ns)
+        req.e2e_ms = _ms(req.enqueue_t_ns, req.finish_t_ns)
+        n = req.num_completion_tokens
+        if req.finish_t_ns is not None and req.first_token_t_ns is not None and n > 1:
+            req.tpot_ms = (req.finish_t_ns - req.first_token_t_ns) / 1e6 / (n - 1)
+    return Tables(b.steps, [b.requests[sid] for sid in sorted(b.requests)], b.spans)
+
+
+def _schedule_prefill(b: _Builder, e: TraceEvent) -> None:
+    for sid in e.stats.seq_ids:
+        req = b.requests.get(sid)
+        if req is not None and req.first_scheduled_step is None:
+            req.first_scheduled_step, req.first_scheduled_t_ns = e.step, e.t_ns
+
+            def fix(rows: dict[int, StepRow], req: RequestRow = req) -> None:
+                if e.step in rows:
+                    req.first_scheduled_t_ns = rows[e.step].t_start_ns
+            b.fixups.append(fix)
+        # A chunked prompt is scheduled in several steps but is one prefill span.
+        if sid in b.open and b.open[sid].state == "waiting":
+            b.switch_at_step_start(sid, "prefill", e)
+
+
+def _finished(b: _Builder, e: TraceEvent) -> None:
+    """A FINISHED transition: at its step's end, or when recorded (between steps, or in a step that never
+    completed)."""
+    s = e.stats
+    req = b.requests.get(s.seq_id)
+    if req is not None:
+        req.finish_step, req.finish_t_ns = e.step, e.t_ns
+        req.finish_reason = s.get("finish_reason", e.reason)
+    closing = b.open.get(s.seq_id)
+    if closing is not None:
+        b.switch(s.seq_id, None, e.t_ns, e.step if e.step is not None else b.last_step + 1)
+    if e.step is None:
+        return
+
+    def fix(rows: dict[int, StepRow]) -> None:
+        row = rows.get(e.step)
+        if row is None:
+            return
+        if req is not None:
+            req.finish_t_ns = row.t_end_ns
+        if closing is not None:
+            closing.t_end_ns, closing.step_end = row.t_end_ns, row.step + 1
+    b.fixups.append(fix)
+
+
+def _step_done(b: _Builder, e: TraceEvent, state: EngineState) -> None:
+    s = e.stats
+    parts = state.done
+    schedule = parts.schedule
+    # The step began its own latency before STEP_DONE; the clamp keeps µs rounding of latency_ms from
+    # overlapping it with the step before (timeline viewers need slices on a track not to overlap).
+    t_start = e.t_ns - round(s.latency_ms * 1e6)
+    if b.steps:
+        t_start = max(t_start, b.steps[-1].t_end_ns)
+    chunked = ([sid for sid, flag in zip(schedule.stats.seq_ids, schedule.stats.chunked) if flag]
+               if schedule is not None and schedule.event == "SCHEDULE_PREFILL" else [])
+    b.steps.append(StepRow(
+        step=e.step, phase=e.phase, batch_size=s.batch_size, seq_ids=list(s.seq_ids),
+        num_batched_tokens=schedule.stats.num_batched_tokens if schedule is not None else None,
+        num_tokens_stat=s.num_tokens_stat, latency_ms=s.latency_ms, used_blocks=s.used_blocks,
+        free_blocks=s.free_blocks, waiting_len=s.waiting_len, running_len=s.running_len,
+        finished=list(s.finished), preempted=[p.stats.seq_id for p in parts.preempts],
+        prefix_hit_seq_ids=[h.stats.seq_id for h in parts.hits],
+        num_cached_tokens=sum(h.stats.num_cached_tokens for h in parts.hits), chunked=chunked,
+        t_start_ns=t_start, t_end_ns=e.t_ns))
+    b.last_step = e.step
+    # Every sequence the step ran got one new token, except a prompt chunk that did not complete it. (Set and
+    # Counter operations run in C: this sees every (step, sequence) pair of a long trace.)
+    b.tokens.update(s.seq_ids)
+    if chunked:
+        b.tokens.subtract(chunked)
+    for sid in set(s.seq_ids).difference(b.first_token, chunked):
+        b.first_token[sid] = (e.step, e.t_ns)
 
 
 def _ms(t0: int | None, t1: int | None) -> float | None:
     return None if t0 is None or t1 is None else (t1 - t0) / 1e6
-
-
-def request_table(trace: "Trace") -> list[RequestRow]:
-    """The per-request table (``Trace.requests``)."""
-    rows_by_step = {row.step: row for row in trace.steps}
-    first_token_step, token_count = _tokens_by_seq(trace.steps)
-    requests: dict[int, RequestRow] = {}
-    last_step = 0  # the latest completed step seen so far, to place enqueues between steps
-    for e in trace.events:
-        s = e.stats
-        if e.event == "STEP_DONE" and e.step is not None:
-            last_step = e.step
-        elif e.event == "REQUEST_ENQUEUE":
-            requests[s["seq_id"]] = RequestRow(
-                seq_id=s["seq_id"], prompt_len=s["prompt_len"], max_tokens=s["max_tokens"],
-                temperature=s["temperature"], enqueue_t_ns=e.t_ns, enqueue_step=last_step + 1,
-                first_scheduled_step=None, first_scheduled_t_ns=None, first_token_step=None,
-                first_token_t_ns=None, finish_step=None, finish_t_ns=None, finish_reason=None,
-                num_completion_tokens=0, num_preemptions=0, num_cached_tokens=0,
-                ttft_ms=None, tpot_ms=None, e2e_ms=None)
-        elif e.event == "SCHEDULE_PREFILL":
-            for sid in s["seq_ids"]:
-                req = requests.get(sid)
-                if req is not None and req.first_scheduled_step is None:
-                    req.first_scheduled_step = e.step
-                    row = rows_by_step.get(e.step)
-                    req.first_scheduled_t_ns = row.t_start_ns if row is not None else e.t_ns
-        elif e.event == "PREEMPT" and s["seq_id"] in requests:
-            requests[s["seq_id"]].num_preemptions += 1
-        elif e.event == "PREFIX_CACHE_HIT" and s["seq_id"] in requests:
-            requests[s["seq_id"]].num_cached_tokens += s["num_cached_tokens"]
-        elif e.event == "STATE_TRANSITION" and s.get("to") == "FINISHED" and s["seq_id"] in requests:
-            req = requests[s["seq_id"]]
-            req.finish_step = e.step
-            row = rows_by_step.get(e.step) if e.step is not None else None
-            req.finish_t_ns = row.t_end_ns if row is not None else e.t_ns
-            req.finish_reason = s.get("finish_reason", e.reason)
-
-    for req in requests.values():
-        n = token_count.get(req.seq_id, 0)
-        req.num_completion_tokens = n
-        if n:
-            req.first_token_step = first_token_step[req.seq_id]
-            req.first_token_t_ns = rows_by_step[req.first_token_step].t_end_ns
-        req.ttft_ms = _ms(req.enqueue_t_ns, req.first_token_t_ns)
-        req.e2e_ms = _ms(req.enqueue_t_ns, req.finish_t_ns)
-        if req.finish_t_ns is not None and req.first_token_t_ns is not None and n > 1:
-            req.tpot_ms = (req.finish_t_ns - req.first_token_t_ns) / 1e6 / (n - 1)
-    return [requests[sid] for sid in sorted(requests)]
-
-
-def request_spans(trace: "Trace") -> list[RequestSpan]:
-    """Every request's waiting / prefill / decode spans, in the order they close.
-
-    A preempted request goes back to ``waiting`` at its PREEMPT and is prefilled again (recompute), so it
-    can have several spans of each state. Spans still open when the trace ends close at its last event.
-    """
-    rows_by_step = {row.step: row for row in trace.steps}
-    open_spans: dict[int, RequestSpan] = {}
-    spans: list[RequestSpan] = []
-    last_step = 0
-
-    def step_start(e: TraceEvent) -> int:
-        row = rows_by_step.get(e.step)
-        return row.t_start_ns if row is not None else e.t_ns
-
-    def switch(sid: int, state: str | None, t_ns: int, step: int) -> None:
-        """Close ``sid``'s open span at (t_ns, step) and, unless ``state`` is None, open one in ``state``."""
-        current = open_spans.pop(sid, None)
-        if current is not None:
-            current.t_end_ns, current.step_end = t_ns, step
-            spans.append(current)
-        if state is not None:
-            open_spans[sid] = RequestSpan(sid, state, t_ns, t_ns, step, step)
-
-    for e in trace.events:
-        s = e.stats
-        if e.event == "STEP_DONE" and e.step is not None:
-            last_step = e.step
-        elif e.event == "REQUEST_ENQUEUE":
-            switch(s["seq_id"], "waiting", e.t_ns, last_step + 1)
-        elif e.event == "SCHEDULE_PREFILL":
-            for sid in s["seq_ids"]:
-                # A chunked prompt is scheduled in several steps but is one prefill span.
-                if sid in open_spans and open_spans[sid].state == "waiting":
-                    switch(sid, "prefill", step_start(e), e.step)
-        elif e.event == "SCHEDULE_DECODE":
-            for sid in s["seq_ids"]:
-                if sid in open_spans and open_spans[sid].state == "prefill":
-                    switch(sid, "decode", step_start(e), e.step)
-        elif e.event == "PREEMPT" and s["seq_id"] in open_spans:
-            switch(s["seq_id"], "waiting", e.t_ns, e.step)
-        elif e.event == "STATE_TRANSITION" and s.get("to") == "FINISHED" and s["seq_id"] in open_spans:
-            row = rows_by_step.get(e.step) if e.step is not None else None
-            if row is not None:
-                switch(s["seq_id"], None, row.t_end_ns, row.step + 1)
-            else:  # aborted between steps, or inside a step that never completed
-                switch(s["seq_id"], None, e.t_ns, e.step if e.step is not None else last_step + 1)
-    end_t = trace.events[-1].t_ns if trace.events else 0
-    for sid in list(open_spans):
-        switch(sid, None, end_t, last_step + 1)
-    return spans
-
-
-class _BlockReplay:
-    """Who holds each KV block, rebuilt from BLOCK_ALLOCATE / BLOCK_FREE events alone."""
-
-    def __init__(self) -> None:
-        self.holders: dict[int, set[int]] = {}
-
-    def apply(self, e: TraceEvent) -> list[int]:
-        """Apply one block event; returns the blocks it left with no holder (now free)."""
-        s = e.stats
-        if e.event == "BLOCK_ALLOCATE":
-            # Shared prefix blocks gain one more holder; fresh blocks get their first.
-            for block_id in [*s.get("shared_block_ids", []), *s["block_ids"]]:
-                self.holders.setdefault(block_id, set()).add(s["seq_id"])
-            return []
-        emptied = []
-        for block_id in s["block_ids"]:
-            seqs = self.holders.get(block_id, set())
-            seqs.discard(s["seq_id"])
-            if not seqs:
-                self.holders.pop(block_id, None)
-                emptied.append(block_id)
-        return emptied
-
-    def snapshot(self) -> dict[int, list[int]]:
-        return {block_id: sorted(seqs) for block_id, seqs in sorted(self.holders.items())}
-
-
-def replay_blocks(trace: "Trace") -> dict[int, dict[int, list[int]]]:
-    """Replay BLOCK_ALLOCATE / BLOCK_FREE: for each completed step, which sequences hold each used block.
-
-    ``{step: {block_id: [seq_id, ...]}}``; a block listed with several sequences is a shared prefix block.
-    Its length is the number of used blocks at the end of the step.
-    """
-    replay = _BlockReplay()
-    snapshots: dict[int, dict[int, list[int]]] = {}
-    for e in trace.events:
-        if e.event in ("BLOCK_ALLOCATE", "BLOCK_FREE"):
-            replay.apply(e)
-        elif e.event == "STEP_DONE" and e.step is not None:
-            snapshots[e.step] = replay.snapshot()
-    return snapshots
-
-
-def check_consistency(trace: "Trace") -> list[str]:
-    """Cross-check the trace against itself; each problem found is one sentence (empty list: consistent).
-
-    - replaying the block events gives each step's ``used_blocks`` (and each event's ``num_free_blocks``);
-    - each step's ``finished`` ids are the sequences that moved to FINISHED in it;
-    - each finished request's token count (one per completed step that ran it, chunks excepted) equals the
-      ``num_completion_tokens`` its FINISHED transition reports;
-    - the steps between GENERATE_START and GENERATE_FINISH are as many as GENERATE_FINISH says.
-    """
-    problems: list[str] = []
-    rows = trace.steps
-
-    total_blocks = next((e.stats["num_kvcache_blocks"] for e in trace.events_named("ENGINE_READY")), None)
-    replay = _BlockReplay()
-    for e in trace.events_named("BLOCK_ALLOCATE", "BLOCK_FREE"):
-        emptied = replay.apply(e)
-        s = e.stats
-        if e.event == "BLOCK_FREE" and sorted(s.get("freed_block_ids", emptied)) != sorted(emptied):
-            problems.append(f"event {e.i}: BLOCK_FREE says blocks {sorted(s['freed_block_ids'])} became "
-                            f"free, the replay frees {sorted(emptied)}")
-        if total_blocks is not None and s["num_free_blocks"] != total_blocks - len(replay.holders):
-            problems.append(f"event {e.i} ({e.event}): num_free_blocks={s['num_free_blocks']}, the replay "
-                            f"has {total_blocks - len(replay.holders)} of {total_blocks} free")
-    replayed = replay_blocks(trace)
-    for row in rows:
-        if len(replayed[row.step]) != row.used_blocks:
-            problems.append(f"step {row.step}: replaying the block events gives {len(replayed[row.step])} "
-                            f"used blocks, STEP_DONE says {row.used_blocks}")
-        if row.batch_size != len(row.seq_ids):
-            problems.append(f"step {row.step}: batch_size={row.batch_size} but {len(row.seq_ids)} seq_ids")
-
-    finished_by_step: dict[int, list[int]] = {}
-    reported_tokens: dict[int, int] = {}
-    for e in trace.events_named("STATE_TRANSITION"):
-        if e.stats.get("to") == "FINISHED" and e.step is not None:
-            finished_by_step.setdefault(e.step, []).append(e.stats["seq_id"])
-            if e.reason != "aborted":
-                reported_tokens[e.stats["seq_id"]] = e.stats["num_completion_tokens"]
-    for row in rows:
-        transitions = sorted(finished_by_step.get(row.step, []))
-        if sorted(row.finished) != transitions:
-            problems.append(f"step {row.step}: STEP_DONE.finished={sorted(row.finished)}, the FINISHED "
-                            f"transitions in it are {transitions}")
-    counted = {req.seq_id: req.num_completion_tokens for req in trace.requests}
-    for sid, n in sorted(reported_tokens.items()):
-        if counted.get(sid) != n:
-            problems.append(f"seq {sid}: finished with num_completion_tokens={n}, the steps that ran it "
-                            f"produced {counted.get(sid)}")
-
-    window: list[str] | None = None
-    for e in trace.events_named("STEP_DONE", "GENERATE_START", "GENERATE_FINISH"):
-        if e.event == "GENERATE_START":
-            window = []
-        elif e.event == "STEP_DONE" and window is not None:
-            window.append(e.phase)
-        elif e.event == "GENERATE_FINISH" and window is not None:
-            want = (e.stats["total_steps"], e.stats["prefill_steps"], e.stats["decode_steps"])
-            got = (len(window), window.count("prefill"), window.count("decode"))
-            if want != got:
-                problems.append(f"event {e.i}: GENERATE_FINISH reports (total, prefill, decode) steps {want}, "
-                                f"the trace has {got} STEP_DONE events in that generate() call")
-            window = None
-    return problems
 
 
 def format_step_table(rows: list[StepRow], limit: int | None = None) -> str:

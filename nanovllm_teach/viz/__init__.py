@@ -15,14 +15,15 @@ from nanovllm_teach.viz.blockgrid import draw_block_grid, plot_block_grid
 from nanovllm_teach.viz.compare import Comparison, TraceSummary, compare, format_summaries, summarize
 from nanovllm_teach.viz.gantt import draw_gantt, plot_gantt
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
-from nanovllm_teach.viz.replay import EngineReplay, KVSnapshot, Queues, Segment, request_segments
+from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues
+from nanovllm_teach.trace.segments import Segment, held_segments, request_segments
 from nanovllm_teach.viz.report import html_report, plot_overview, save_overview, write_html_report
 from nanovllm_teach.viz.timeline import move_cursor, plot_timelines, save_timelines
 
 __all__ = [
     "Comparison", "EngineReplay", "KVSnapshot", "NotebookFigure", "Player", "Queues", "Segment", "TraceSummary",
     "compare", "draw_block_grid", "draw_gantt", "figure_png", "format_summaries", "html_report", "move_cursor",
-    "plot_block_grid", "plot_gantt", "plot_overview", "plot_timelines", "request_segments", "save_overview",
+    "held_segments", "plot_block_grid", "plot_gantt", "plot_overview", "plot_timelines", "request_segments", "save_overview",
     "save_timelines", "summarize", "write_html_report",
 ]
 

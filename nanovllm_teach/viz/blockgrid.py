@@ -32,8 +32,8 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot
 from nanovllm_teach.viz.render import NotebookFigure
-from nanovllm_teach.viz.replay import EngineReplay, KVSnapshot
 from nanovllm_teach.viz.style import CACHED_COLOR, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
 MAX_CELLS = 2048

@@ -4,7 +4,7 @@ a large vs a small KV budget.
 ``compare(a, b)`` draws both on shared axes (batch size, KV blocks, queues, request Gantt chart; same
 step axis, same y scales) and sums each up (``TraceSummary``). Every number comes from the traces alone.
 
-The two wastes of static batching that seed 000 (section 1.2) names, "early-finished" and
+The two wastes of static batching, "early-finished" and
 "late-joining", are counted in *slot-steps* (one request slot kept from useful work for one engine step);
 ``early_finished_waste`` and ``late_joining_waste`` define them exactly.
 """
@@ -18,9 +18,9 @@ from statistics import mean
 from matplotlib.figure import Figure
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.render import NotebookFigure
-from nanovllm_teach.viz.replay import held_segments, request_segments, trace_settings
 from nanovllm_teach.viz.timeline import draw_batch_size, draw_kv_blocks, draw_queues, mark_preemptions, phase_legend
 
 
@@ -53,7 +53,7 @@ def early_finished_waste(trace: Trace) -> int:
     """Slot-steps held by finished requests while their static batch still runs.
 
     Under static batching a batch runs until its last member finishes and nobody joins meanwhile. A
-    batch (``replay.static_batches``: from a step that began with nothing running to the step after
+    batch (``segments.static_batches``: from a step that began with nothing running to the step after
     which nothing runs) whose last step is ``E`` and a member that finished at step ``f < E`` hold that
     member's slot idle for the ``E - f`` steps ``f+1 .. E``; the waste is the sum over every member of
     every batch (the ``held`` segments the Gantt chart draws dotted). Under continuous batching a
@@ -68,14 +68,14 @@ def late_joining_waste(trace: Trace) -> int:
     """(request, step) pairs where a waiting request could have joined the step but did not.
 
     A pair counts when the request was waiting during the step (arrived, or preempted, and not
-    admitted: the ``waiting`` and ``preempted`` segments of ``replay.request_segments``) and all three
+    admitted: the ``waiting`` and ``preempted`` segments of ``segments.request_segments``) and all three
     held: at the start of the step (after the previous step) fewer than ``max_num_seqs`` requests were
     running; the free KV blocks were at least the blocks its tokens need (``ceil((prompt + completion
     tokens so far) / block_size)``, prefix-cache hits ignored); the step computed fewer tokens than
     ``max_num_batched_tokens`` (its budget had room). Static batching accumulates it while a batch
     drains; continuous batching only when the head of the queue blocks the requests behind it.
     """
-    settings = trace_settings(trace)
+    settings = trace.settings
     block_size = settings.block_size
     max_seqs = settings.max_num_seqs or float("inf")
     max_tokens = settings.max_num_batched_tokens or float("inf")
@@ -110,7 +110,7 @@ def summarize(trace: Trace, label: str | None = None) -> TraceSummary:
     ttft_ms = [r.ttft_ms for r in requests if r.ttft_ms is not None]
     ttft_steps = [r.first_token_step - r.enqueue_step + 1 for r in requests if r.first_token_step is not None]
     return TraceSummary(
-        label=label or trace_label(trace), policy=trace_settings(trace).policy,
+        label=label or trace_label(trace), policy=trace.settings.policy,
         num_requests=len(requests), steps=len(rows), prefill_steps=sum(r.phase == "prefill" for r in rows),
         decode_steps=sum(r.phase == "decode" for r in rows), output_tokens=output_tokens,
         tokens_per_step=output_tokens / len(rows), wall_s=wall_s,

@@ -1,12 +1,12 @@
 """The request Gantt chart: one row per request, one column per engine step.
 
-It is the drawn version of seed 000's ASCII timelines (section 1.2), where ``[===]`` is a request being
+It is the drawn version of the ASCII timelines used to explain batching, where ``[===]`` is a request being
 computed and ``....`` a finished request that still holds its place in a static batch::
 
     请求 A: [===]..................   (static: A finished, its slot is held until the batch ends)
     请求 E:      [================]   (continuous: E joins as soon as A leaves)
 
-Each row shows, step by step (see ``replay.Segment``): waiting (grey), prefill (one block per step, so
+Each row shows, step by step (see ``trace.segments.Segment``): waiting (grey), prefill (one block per step, so
 the chunks of a chunked prompt are separate blocks), decode, stalled (admitted but left out of another
 request's prefill step), waiting again after a preemption (lilac, with a triangle where the preemption
 happened), and, for static batching, the dotted stretch a finished request's slot is held. The end marker
@@ -25,8 +25,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.segments import Segment, held_segments, request_segments
 from nanovllm_teach.viz.render import NotebookFigure
-from nanovllm_teach.viz.replay import Segment, held_segments, request_segments
 from nanovllm_teach.viz.style import CURSOR_COLOR, FINISH_MARKERS, PREEMPT_COLOR, STATE_COLORS
 
 _BAR_HALF_HEIGHT = 0.38
@@ -72,8 +72,8 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
         handles.append(Patch(facecolor=style["facecolors"], edgecolor="#7f7f7f" if state == "held" else color,
                              hatch=style.get("hatch"), label=label))
 
-    preempts = [(e.step - 0.5, row_of[e.stats["seq_id"]]) for e in trace.events_named("PREEMPT")
-                if e.step is not None and e.stats["seq_id"] in row_of]
+    preempts = [(e.step - 0.5, row_of[e.stats.seq_id]) for e in trace.events_named("PREEMPT")
+                if e.step is not None and e.stats.seq_id in row_of]
     if preempts:
         xs, ys = zip(*preempts)
         ax.scatter(xs, ys, marker="v", s=40 * marker_scale, color=PREEMPT_COLOR, zorder=3, gid="preempt")

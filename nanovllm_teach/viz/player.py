@@ -34,12 +34,12 @@ from matplotlib.figure import Figure
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.reasons import LANGS
+from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.trace.tables import StepRow
 from nanovllm_teach.viz.blockgrid import BlockGrid, summary_line
 from nanovllm_teach.viz.gantt import plot_gantt
 from nanovllm_teach.viz.render import BlitPicture, CursorPicture
-from nanovllm_teach.viz.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.viz.timeline import cursor_lines, plot_timelines
 
 

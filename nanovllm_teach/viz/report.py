@@ -16,16 +16,13 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.replay import EngineReplay
 from nanovllm_teach.trace.tables import RequestRow, format_step_table
 from nanovllm_teach.viz.blockgrid import plot_block_grid
 from nanovllm_teach.viz.compare import format_summaries, summarize, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
-from nanovllm_teach.viz.replay import EngineReplay
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
-
-# Keys of REQUEST_ENQUEUE stats that may hold the prompt text (traces written by other tools may add one).
-_PROMPT_KEYS = ("prompt", "prompt_text")
 
 
 def plot_overview(trace: Trace) -> Figure:
@@ -63,12 +60,9 @@ def _text(value: Any) -> str:
 
 
 def _prompts(trace: Trace) -> dict[int, str]:
-    out = {}
-    for e in trace.events_named("REQUEST_ENQUEUE"):
-        for key in _PROMPT_KEYS:
-            if isinstance(e.stats.get(key), str):
-                out[e.stats["seq_id"]] = e.stats[key]
-    return out
+    """The prompt texts of the traces that keep them (``REQUEST_ENQUEUE.prompt``), by seq id."""
+    return {e.stats.seq_id: e.stats.prompt for e in trace.events_named("REQUEST_ENQUEUE")
+            if isinstance(e.stats.prompt, str)}
 
 
 def _request_table(requests: list[RequestRow], prompts: dict[int, str]) -> str:

@@ -1,0 +1,328 @@
+"""The TEACHING event contract: one record type per event, each field with its type, unit and meaning.
+
+Part of the torch-free trace layer (msgspec only). Every line of a trace file is one event
+``{"i", "t_ns", "event", "phase", "step", "reason", "stats"}``; ``stats`` is the event's payload, one of the
+``Payload`` types below, chosen by ``event``. ``load_trace`` checks every payload against its type, the
+recorder does on request (``TraceRecorder(validate=True)``), and ``docs/trace-format.md`` is generated from
+these declarations (``python -m nanovllm_teach.trace.docs``).
+
+A field is declared with ``Field(type, meaning, unit=..., volatile=...)``. *Volatile* fields say how this
+machine ran (clocks, memory, device, paths), not what the engine decided: ``diff_traces`` ignores them.
+A field that is ``| UnsetType = UNSET`` may be absent (newer fields, which older traces lack, and tensor
+values the recorder's detail budget dropped); an absent field is not a key of the payload.
+
+Adding a field: one ``Field`` line here plus the emit site. Adding an event: one ``Payload`` class here
+(its ``event`` name in the class statement), one emit line, and a case in ``state.py`` if it changes state.
+"""
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from nanovllm_teach.trace.payload import (
+    ContractError, Count, Duration, Field, Finite, Ids, Payload, explain_error, field_meta,
+)
+
+SeqStatus = Literal["WAITING", "RUNNING", "FINISHED"]
+
+# ---- start-up ---------------------------------------------------------------------------------------------
+
+_DEVICE = Field(str, "the device this ran on (cpu, cuda:0, ...)", volatile=True)
+
+
+class EngineInit(Payload, kw_only=True):
+    max_num_batched_tokens: Field(Count, "token budget of one step", unit="tokens")
+    max_num_seqs: Field(Count, "most sequences in one batch", unit="seqs")
+    max_model_len: Field(Count, "longest prompt + completion", unit="tokens")
+    block_size: Field(Count, "tokens per KV block", unit="tokens")
+    tp_size: Field(Count, "tensor-parallel ranks", unit="ranks")
+    model: Field(str, "the model folder as given (a machine path)", volatile=True)
+    enable_prefix_caching: Field(bool, "whether full prompt blocks are shared by their hash")
+    policy: Field(str, 'scheduling policy: "continuous" or "static"')
+    attention_backend: Field(str, "attention implementation asked for (auto, torch, triton, flash)")
+
+
+class TpRuntimeInit(Payload, kw_only=True):
+    device: _DEVICE
+    rank: Field(Count, "this rank's index")
+    world_size: Field(Count, "number of ranks")
+    backend: Field(str, 'torch.distributed backend ("none" on one rank)')
+    dtype: Field(str, "dtype of the weights and activations")
+    attention_backend: Field(str, "attention implementation this rank runs")
+
+
+class ModelWeightsLoaded(Payload, kw_only=True):
+    num_files: Field(Count, "safetensors files read", unit="files")
+    num_keys: Field(Count, "tensors read", unit="tensors")
+    dtype: Field(str, "dtype the weights were loaded in")
+    num_params: Field(Count, "parameters on this rank", unit="params")
+    num_params_by_rank: Field(Ids | UnsetType, "parameters on each rank (tensor parallelism only)",
+                              unit="params") = UNSET
+
+
+class Warmup(Payload, kw_only=True):
+    num_seqs: Field(Count, "sequences in the warm-up batch", unit="seqs")
+    seq_len: Field(Count, "tokens per warm-up sequence", unit="tokens")
+    peak_bytes: Field(Count, "peak memory of the warm-up", unit="bytes", volatile=True)
+    seconds: Field(Duration, "wall time of the warm-up", unit="s", volatile=True)
+    peak_source: Field(str | UnsetType, "how the peak was measured (e.g. torch.cuda.max_memory_allocated, "
+                       "VmHWM after reset, ru_maxrss)", volatile=True) = UNSET
+
+
+_MEMORY = "memory reading after warm-up:"
+
+
+class KvBudgetEstimate(Payload, kw_only=True):
+    device: _DEVICE
+    total: Field(Count, f"{_MEMORY} total", unit="bytes", volatile=True)
+    free: Field(Count, f"{_MEMORY} free", unit="bytes", volatile=True)
+    used: Field(Count, f"{_MEMORY} used", unit="bytes", volatile=True)
+    peak: Field(Count, f"{_MEMORY} peak of this process", unit="bytes", volatile=True)
+    current: Field(Count, f"{_MEMORY} held by this process now", unit="bytes", volatile=True)
+    utilization: Field(Finite, "share of the memory the engine may use (gpu_memory_utilization)")
+    budget: Field(int, "bytes left for the KV cache (may be negative: nothing left)", unit="bytes",
+                  volatile=True)
+    block_bytes: Field(Count, "bytes of one KV block over all layers", unit="bytes")
+    estimated_num_blocks: Field(int, "blocks the budget allows", unit="blocks", volatile=True)
+    num_blocks: Field(Count, "blocks allocated", unit="blocks")
+    explicit: Field(bool, "whether num_kvcache_blocks was given (then the estimate is not used)")
+    block_size: Field(Count, "tokens per KV block", unit="tokens")
+    num_layers: Field(Count, "decoder layers", unit="layers")
+    num_kv_heads: Field(Count, "KV heads on this rank", unit="heads")
+    head_dim: Field(Count, "size of one head", unit="elements")
+    dtype_bytes: Field(Count, "bytes per element of the cache", unit="bytes")
+    vocab_size: Field(Count, "vocabulary size (the logits' width)", unit="tokens")
+    num_blocks_by_rank: Field(Ids | UnsetType, "blocks each rank could hold (tensor parallelism only)",
+                              unit="blocks") = UNSET
+    uncapped_num_blocks: Field(int | UnsetType, "what the memory formula alone allows", unit="blocks",
+                               volatile=True) = UNSET
+    cap_bytes: Field(int | None | UnsetType, "the cpu_kvcache_gib cap on CPU (None on GPU)", unit="bytes") = UNSET
+    limited_by: Field(Literal["memory", "cpu_kvcache_gib", "num_kvcache_blocks"] | UnsetType,
+                      "what decided num_blocks", volatile=True) = UNSET
+
+
+class CudagraphCapture(Payload, kw_only=True):
+    batch_sizes: Field(Ids, "the batch sizes a decode graph was captured for", unit="seqs")
+    seconds: Field(Duration, "wall time of the capture", unit="s", volatile=True)
+    memory_bytes: Field(int, "device memory the graphs took", unit="bytes", volatile=True)
+
+
+class EngineReady(Payload, kw_only=True):
+    num_kvcache_blocks: Field(Count, "KV blocks in the cache", unit="blocks")
+    eos_token_id: Field(int | None, "the tokenizer's end-of-sequence id")
+    attention_backend: Field(str, "attention implementation running")
+    device: _DEVICE
+
+
+# ---- generate() and requests ------------------------------------------------------------------------------
+
+class GenerateStart(Payload, kw_only=True):
+    n_prompts: Field(Count, "prompts in this generate() call", unit="requests")
+
+
+class GenerateFinish(Payload, kw_only=True):
+    total_steps: Field(Count, "engine steps this call ran", unit="steps")
+    prefill_steps: Field(Count, "of which prefill steps", unit="steps")
+    decode_steps: Field(Count, "of which decode steps", unit="steps")
+    n_outputs: Field(Count, "outputs returned", unit="requests")
+
+
+class RequestEnqueue(Payload, kw_only=True):
+    seq_id: Field(Count, "the new sequence")
+    prompt_len: Field(Count, "prompt length", unit="tokens")
+    max_tokens: Field(Count, "most completion tokens", unit="tokens")
+    temperature: Field(Finite, "sampling temperature (0: greedy)")
+    ignore_eos: Field(bool, "whether the end-of-sequence token is ignored")
+    seed: Field(int | None, "the request's sampling seed, if any")
+    waiting_len: Field(Count, "waiting queue length after it joined", unit="seqs")
+    prompt: Field(str | UnsetType, "the prompt's text, in traces made to show it (the engine does not write it)") = UNSET
+
+
+class RequestAbort(Payload, kw_only=True):
+    seq_id: Field(Count, "the aborted sequence")
+    num_completion_tokens: Field(Count, "tokens it had generated", unit="tokens")
+
+
+# ---- scheduling and the KV cache --------------------------------------------------------------------------
+
+_QUEUES = "queue length after scheduling"
+
+
+class SchedulePrefill(Payload, kw_only=True):
+    seq_ids: Field(Ids, "the batch, in order")
+    num_scheduled_tokens: Field(Ids, "prompt tokens each computes this step", unit="tokens")
+    chunked: Field(list[bool], "whether each computes only a chunk of its prompt and continues next step")
+    num_batched_tokens: Field(Count, "tokens computed this step", unit="tokens")
+    scheduled: Field(Count, "batch size", unit="seqs")
+    waiting_len: Field(Count, f"waiting {_QUEUES}", unit="seqs")
+    running_len: Field(Count, f"running {_QUEUES}", unit="seqs")
+
+
+class ScheduleDecode(Payload, kw_only=True):
+    seq_ids: Field(Ids, "the batch, in order")
+    num_batched_tokens: Field(Count, "tokens computed this step (one per sequence)", unit="tokens")
+    scheduled: Field(Count, "batch size", unit="seqs")
+    decode_step_index: Field(Count, "decode steps before this one", unit="steps")
+    waiting_len: Field(Count, f"waiting {_QUEUES}", unit="seqs")
+    running_len: Field(Count, f"running {_QUEUES}", unit="seqs")
+
+
+class PrefixCacheHit(Payload, kw_only=True):
+    seq_id: Field(Count, "the admitted sequence")
+    num_cached_blocks: Field(Count, "prompt blocks found by their hash", unit="blocks")
+    num_cached_tokens: Field(Count, "prompt tokens whose K/V need no computing", unit="tokens")
+    block_ids: Field(Ids, "the reused blocks")
+
+
+class BlockAllocate(Payload, kw_only=True):
+    seq_id: Field(Count, "the sequence given the blocks")
+    block_ids: Field(Ids, "fresh blocks taken from the free list")
+    shared_block_ids: Field(Ids, "cached prefix blocks it now shares (one more holder each)") = []
+    num_free_blocks: Field(Count, "free blocks after", unit="blocks")
+
+
+class BlockFree(Payload, kw_only=True):
+    seq_id: Field(Count, "the sequence giving its blocks back")
+    block_ids: Field(Ids, "its whole block table")
+    freed_block_ids: Field(Ids, "the blocks no sequence holds any more (now free)")
+    num_free_blocks: Field(Count, "free blocks after", unit="blocks")
+
+
+class Preempt(Payload, kw_only=True):
+    seq_id: Field(Count, "the preempted sequence (recomputed later)")
+    freed_blocks: Field(Count, "blocks it gave back", unit="blocks")
+    needed_by: Field(Count, "the sequence that needed a block")
+    num_tokens: Field(Count, "its length when preempted", unit="tokens")
+    num_free_blocks: Field(Count, "free blocks after", unit="blocks")
+
+
+class StateTransition(Payload, kw_only=True):
+    seq_id: Field(Count, "the sequence")
+    from_: Field(SeqStatus, "state before") = msgspec.field(name="from")
+    to: Field(SeqStatus, "state after")
+    num_completion_tokens: Field(Count, "tokens generated so far", unit="tokens")
+    max_tokens: Field(Count, "most completion tokens", unit="tokens")
+    token_id: Field(int | UnsetType, "the last sampled token (finishing only)") = UNSET
+    finish_reason: Field(str | UnsetType, "eos, length, max_model_len or aborted (finishing only)") = UNSET
+
+
+# ---- execution --------------------------------------------------------------------------------------------
+
+_TENSOR = "(values kept while the recorder's detail budget lasts)"
+
+
+def _values(type_: Any, meaning: str) -> Any:
+    return Field(type_ | UnsetType, f"{meaning} {_TENSOR}")
+
+
+def _shape(name: str) -> Any:
+    # Optional only so that a typed payload can be built with the tensors alone: the recorder writes it.
+    return Field(Ids | UnsetType, f"shape of {name} (written by the recorder from the tensor)", unit="elements")
+
+
+class PreparePrefillTensors(Payload, kw_only=True):
+    n_seqs: Field(Count, "sequences in the batch", unit="seqs")
+    flat_tokens: Field(Count, "tokens flattened into one row", unit="tokens")
+    max_seqlen_q: Field(Count, "longest query (new tokens) of a sequence", unit="tokens")
+    max_seqlen_k: Field(Count, "longest key (context) of a sequence", unit="tokens")
+    has_block_tables: Field(bool, "whether some prompt reuses cached blocks (attention reads the cache)")
+    input_ids_shape: _shape("input_ids") = UNSET
+    input_ids: _values(Ids, "token ids to compute") = UNSET
+    positions_shape: _shape("positions") = UNSET
+    positions: _values(Ids, "their positions") = UNSET
+    cu_seqlens_q_shape: _shape("cu_seqlens_q") = UNSET
+    cu_seqlens_q: _values(Ids, "cumulative query lengths") = UNSET
+    cu_seqlens_k_shape: _shape("cu_seqlens_k") = UNSET
+    cu_seqlens_k: _values(Ids, "cumulative key lengths") = UNSET
+    slot_mapping_shape: _shape("slot_mapping") = UNSET
+    slot_mapping: _values(list[int], "cache slot of each new token's K/V") = UNSET
+    block_tables_shape: _shape("block_tables (when there are any)") = UNSET
+    block_tables: _values(list[list[int]] | None, "each sequence's block table (None: no cached prefix)") = UNSET
+
+
+class PrepareDecodeTensors(Payload, kw_only=True):
+    batch_size: Field(Count, "sequences in the batch", unit="seqs")
+    input_ids_shape: _shape("input_ids") = UNSET
+    input_ids: _values(Ids, "each sequence's last token") = UNSET
+    positions_shape: _shape("positions") = UNSET
+    positions: _values(Ids, "its position") = UNSET
+    context_lens_shape: _shape("context_lens") = UNSET
+    context_lens: _values(Ids, "each sequence's length") = UNSET
+    slot_mapping_shape: _shape("slot_mapping") = UNSET
+    slot_mapping: _values(list[int], "cache slot of each new token's K/V") = UNSET
+    block_tables_shape: _shape("block_tables") = UNSET
+    block_tables: _values(list[list[int]], "each sequence's block table (-1: padding)") = UNSET
+
+
+class RunModel(Payload, kw_only=True):
+    mode: Field(Literal["eager"], "how the forward pass ran")
+    batch_size: Field(Count, "sequences whose logits are computed", unit="seqs")
+    num_tokens: Field(Count, "tokens through the model", unit="tokens")
+    graph_batch_size: Field(None, "always None (no graph ran)")
+    eager_reason: Field(Literal["prefill", "enforce_eager", "no_cuda", "backend_cannot_capture",
+                                "batch_above_largest_graph"] | None | UnsetType,
+                        "why no CUDA graph ran (None: a graph ran)") = UNSET
+
+
+class CudagraphReplay(Payload, kw_only=True):
+    mode: Field(Literal["graph"], "how the forward pass ran")
+    batch_size: Field(Count, "sequences in the batch", unit="seqs")
+    num_tokens: Field(Count, "tokens through the model", unit="tokens")
+    graph_batch_size: Field(Count, "batch size of the replayed graph (the batch is padded to it)", unit="seqs")
+
+
+class Sample(Payload, kw_only=True):
+    seq_ids: Field(Ids, "the batch, in order")
+    temperatures: Field(list[Finite], "each sequence's temperature")
+    token_ids: Field(list[int], "the token sampled for each")
+
+
+class StepDone(Payload, kw_only=True):
+    phase: Field(Literal["prefill", "decode"] | UnsetType, "the kind of step") = UNSET
+    latency_ms: Field(Duration, "wall time of the step", unit="ms", volatile=True)
+    num_tokens_stat: Field(int, "nano-vllm's signed count: prefill = total length of its sequences after their "
+                           "new token, decode = minus the number of sequences", unit="tokens")
+    num_batched_tokens: Field(Count | UnsetType, "tokens actually computed this step (throughput uses this)",
+                              unit="tokens") = UNSET
+    batch_size: Field(Count, "sequences run", unit="seqs")
+    seq_ids: Field(Ids, "the batch, in order")
+    finished: Field(Ids, "sequences that finished in this step")
+    used_blocks: Field(Count, "KV blocks held after the step", unit="blocks")
+    free_blocks: Field(Count, "KV blocks free after the step", unit="blocks")
+    waiting_len: Field(Count, "waiting queue length after the step", unit="seqs")
+    running_len: Field(Count, "running queue length after the step", unit="seqs")
+
+
+# Every event, in the order a run emits them, with its payload type.
+PAYLOADS: dict[str, type[Payload]] = {
+    "ENGINE_INIT": EngineInit, "TP_RUNTIME_INIT": TpRuntimeInit, "MODEL_WEIGHTS_LOADED": ModelWeightsLoaded,
+    "WARMUP": Warmup, "KV_BUDGET_ESTIMATE": KvBudgetEstimate, "CUDAGRAPH_CAPTURE": CudagraphCapture,
+    "ENGINE_READY": EngineReady, "GENERATE_START": GenerateStart, "GENERATE_FINISH": GenerateFinish,
+    "REQUEST_ENQUEUE": RequestEnqueue, "SCHEDULE_PREFILL": SchedulePrefill, "SCHEDULE_DECODE": ScheduleDecode,
+    "PREFIX_CACHE_HIT": PrefixCacheHit, "BLOCK_ALLOCATE": BlockAllocate, "BLOCK_FREE": BlockFree,
+    "PREEMPT": Preempt, "PREPARE_PREFILL_TENSORS": PreparePrefillTensors,
+    "PREPARE_DECODE_TENSORS": PrepareDecodeTensors, "RUN_MODEL": RunModel, "CUDAGRAPH_REPLAY": CudagraphReplay,
+    "SAMPLE": Sample, "STATE_TRANSITION": StateTransition, "STEP_DONE": StepDone, "REQUEST_ABORT": RequestAbort,
+}
+for _name, _cls in PAYLOADS.items():
+    _cls.event = _name
+EVENTS = tuple(PAYLOADS)
+
+
+def check_payload(event: str, stats: dict[str, Any]) -> Payload:
+    """``stats`` as ``event``'s typed payload; a ContractError names the unknown event, or the first field
+    that is missing, unknown or of the wrong type."""
+    cls = PAYLOADS.get(event)
+    if cls is None:
+        raise ContractError(event, None, f"unknown event (the events are {', '.join(EVENTS)})")
+    try:
+        return msgspec.convert(stats, cls)
+    except msgspec.ValidationError as error:
+        raise explain_error(event, error) from None
+
+
+def volatile_fields() -> list[str]:
+    """``EVENT.field`` for every payload field declared volatile."""
+    return [f"{event}.{name}" for event, cls in PAYLOADS.items()
+            for name, _, meta, _ in field_meta(cls) if meta is not None and meta.extra.get("volatile")]

@@ -1,0 +1,121 @@
+"""The building blocks of the event contract (``events.py``): the ``Payload`` base every event's record
+derives from, ``Field`` (a type with its meaning, unit and volatility), the constrained number types, and
+``ContractError``.
+
+Part of the torch-free trace layer (msgspec only).
+"""
+
+import re
+import sys
+from typing import Annotated, Any, ClassVar, Iterator, get_type_hints
+
+import msgspec
+from msgspec import UNSET
+
+# Constrained number types: a count is never negative, a float never infinite or NaN (JSON's 1e400).
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+Ids = list[Count]
+Duration = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]  # a finite time span, never negative
+
+
+def Field(type_: Any, meaning: str, *, unit: str = "", volatile: bool = False) -> Any:
+    """A payload field's type annotated with what it means (``unit``: e.g. "ms", "bytes", "tokens")."""
+    return Annotated[type_, msgspec.Meta(description=meaning, extra={"unit": unit, "volatile": volatile})]
+
+
+class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The ``stats`` of one event. Reads and edits like a dict too (``stats["seq_id"]``, ``.get``,
+    ``.items()``, ``stats["seq_id"] = 3``), so code written against the untyped payloads keeps working;
+    absent (UNSET) fields are not keys, and a dict key that is not a field is a KeyError."""
+
+    event: ClassVar[str] = ""  # each payload type's event name (set in events.py, with PAYLOADS)
+
+    def _names(self) -> Iterator[tuple[str, str]]:
+        return zip(self.__struct_fields__, self.__struct_encode_fields__)
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, _ATTR.get(key, key), UNSET) if key in self.__struct_encode_fields__ else UNSET
+        if value is UNSET:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self.__struct_encode_fields__:
+            raise KeyError(f"{self.event} has no field {key!r}")
+        setattr(self, _ATTR.get(key, key), value)
+
+    def __delitem__(self, key: str) -> None:
+        """Make an optional field absent (as a recorder whose detail budget ran out leaves a tensor)."""
+        self[key]  # KeyError if it is not there
+        self[key] = UNSET
+
+    def update(self, other: Any = (), /, **values: Any) -> None:
+        for key, value in dict(other, **values).items():
+            self[key] = value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, UNSET) is not UNSET
+
+    def keys(self) -> list[str]:
+        return [name for attr, name in self._names() if getattr(self, attr) is not UNSET]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(name, getattr(self, attr)) for attr, name in self._names() if getattr(self, attr) is not UNSET]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.items())
+
+
+# Field names that are Python keywords: the attribute gets a trailing underscore, the file keeps the name.
+_ATTR = {"from": "from_"}
+
+class ContractError(ValueError):
+    """An event that breaks this contract. ``event`` and ``field`` (None: the whole event) say where."""
+
+    def __init__(self, event: str, field: str | None, problem: str) -> None:
+        self.event, self.field, self.problem = event, field, problem
+        where = f"{event}.{field}" if field else event
+        super().__init__(f"{where}: {problem}")
+
+
+_AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_MISSING = re.compile(r"(?:missing required|unknown) field `(?P<name>[^`]+)`")
+
+
+def explain_error(event: str, error: msgspec.ValidationError) -> ContractError:
+    """``error`` (msgspec's, at a JSON path such as ``$.seq_ids[2]``) as a ContractError naming the field."""
+    match = _AT.match(str(error))
+    problem, path = match["problem"], match["path"] or ""
+    missing = _MISSING.search(problem)
+    if missing:
+        path = f"{path}.{missing['name']}"
+    return ContractError(event, path.lstrip(".") or None, problem[0].lower() + problem[1:])
+
+
+def field_meta(cls: type[Payload]) -> list[tuple[str, Any, msgspec.Meta | None, bool]]:
+    """Each field of ``cls``: (name in the file, its full annotated type, its ``Field`` Meta (description,
+    unit, volatility), whether it may be absent)."""
+    out = []
+    for attr, name, default in zip(cls.__struct_fields__, cls.__struct_encode_fields__,
+                                   (msgspec.NODEFAULT,) * (len(cls.__struct_fields__) - len(cls.__struct_defaults__))
+                                   + cls.__struct_defaults__):
+        hint = get_type_hints(cls, include_extras=True)[attr]
+        metas = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, msgspec.Meta) and m.description]
+        out.append((name, hint, metas[-1] if metas else None,
+                    default is not msgspec.NODEFAULT))
+    return out
+
+
