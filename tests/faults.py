@@ -6,7 +6,8 @@ the interrupt lands where a learner's Ctrl-C could, between any two lines of the
 manager, the sequence, the model runner or the engine loop. ``SinkFault`` is a ``TraceRecorder`` sink that
 raises from inside an ``emit``, as a console renderer interrupted while printing would.
 
-``assert_consistent`` is the bookkeeping invariant every state between steps must satisfy;
+``step_loop`` drives the engine as a learner's hand-written loop does, re-running whatever call was
+interrupted. ``assert_consistent`` is the bookkeeping invariant every state between steps must satisfy;
 ``assert_empty`` is what an engine must look like after a failed ``generate()``.
 """
 
@@ -65,7 +66,12 @@ class SinkFault:
         self.where: str | None = None
 
     def arm(self, at: int | None) -> None:
+        """Count events from 0 again and raise at the ``at``-th (None: only count)."""
         self.at, self.count, self.where = at, 0, None
+
+    def disarm(self) -> None:
+        """Raise no more; ``where`` still says where it did, if it did."""
+        self.at = None
 
     def __call__(self, event) -> None:
         self.count += 1
@@ -106,3 +112,37 @@ def assert_empty(llm) -> None:
     assert bm.num_free_blocks == bm.num_blocks, "KV blocks are still held"
     assert all(b.ref_count == 0 for b in bm.blocks), "a reference count is not 0"
     assert_consistent(llm)
+
+
+class NoFault:
+    """Stands in for a fault: ``with NoFault():`` does nothing."""
+
+    def __enter__(self) -> "NoFault":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def step_loop(llm, prompts, params, fault: LineFault | None = None) -> tuple[list[list[int]], int]:
+    """``add_request`` every request, then ``step()`` until done; an interrupted call is made again, as a
+    learner re-running the cell would, after checking the engine is consistent. ``fault`` is armed until
+    it fires. Returns the outputs in request order and how many interrupts hit."""
+    todo = list(zip(prompts, params))
+    ids: list[int] = []
+    outputs: dict[int, list[int]] = {}
+    interrupts = 0
+    while todo or not llm.is_finished():
+        try:
+            with fault if fault is not None and not interrupts else NoFault():
+                if todo:
+                    ids.append(llm.add_request(*todo[0]))
+                else:
+                    outputs.update(llm.step()[0])
+        except InjectedFault:
+            interrupts += 1
+            assert_consistent(llm)
+            continue
+        if len(ids) > len(prompts) - len(todo):
+            todo.pop(0)
+    return [outputs[i] for i in ids], interrupts
