@@ -23,14 +23,14 @@ in the middle of moving between them — and is what ``abort`` and ``rollback`` 
   as it was before the step. A sequence whose blocks were handed to another one during the step (it was
   preempted, and its K/V may be overwritten) goes back as preempted instead: waiting, to be recomputed.
 
-State changes come first and events after, so an event that fails (a sink, a full disk) never leaves the
-bookkeeping half-done.
+An event that fails (a sink, a full disk) is one more exception: inside a step the rollback undoes it,
+and ``abort`` settles the whole state before it emits anything, so its clean-up is never left half-done.
 
 A ``static`` policy is available for comparison: a batch is admitted together and nobody joins until all
 of it has finished — the static batching that continuous batching replaces.
 
-Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT (and, through the block
-manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE).
+Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT, BLOCK_FREE for an abort
+(and, through the block manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE).
 """
 
 from __future__ import annotations
