@@ -223,9 +223,11 @@ class WorkerPool:
                         "dist_init": self.dist_init}
                 log = tempfile.TemporaryFile()
                 self.error_logs.append(log)
-                self.processes.append(subprocess.Popen(
+                process = subprocess.Popen(
                     [sys.executable, "-m", "nanovllm_teach.engine.tp_workers", json.dumps(spec)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env))
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
+                process.name = f"nanovllm-tp-rank{rank}"  # a name to show (notebook 07 prints it)
+                self.processes.append(process)
             self._wait_until_ready()
         except BaseException:
             self.broken = True
