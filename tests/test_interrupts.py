@@ -201,3 +201,29 @@ def test_random_faults_in_random_workloads(llm, sink, data):
             sink.disarm()
     assert got == want
     assert_empty(llm)
+
+
+@pytest.mark.parametrize("interrupt_at", [5, 9])  # a prefill that admits, a decode that takes a new block
+def test_trace_of_a_rolled_back_step_replays_consistently(checkpoint, interrupt_at, monkeypatch):
+    """The rollback reports the blocks that changed hands, so replaying the trace's block events still
+    gives every step's and every event's block counts."""
+    from nanovllm_teach.trace.reader import Trace
+    from nanovllm_teach.trace.tables import check_consistency
+
+    rec = TraceRecorder()
+    llm = LLM(checkpoint, trace=rec, **SETTINGS)
+    real_run = llm.model_runner.run
+    calls = []
+
+    def interrupted_run(seqs, is_prefill):
+        calls.append(is_prefill)
+        if len(calls) == interrupt_at:
+            raise InjectedFault("Ctrl-C inside the model")
+        return real_run(seqs, is_prefill)
+
+    monkeypatch.setattr(llm.model_runner, "run", interrupted_run)
+    outputs, interrupts = step_loop(llm, PROMPTS, PARAMS)
+    assert interrupts == 1
+    assert any(e.reason == "step_rolled_back" for e in rec.events), "the interrupted step had taken blocks"
+    assert check_consistency(Trace.from_recorder(rec)) == []
+    assert_empty(llm)

@@ -29,13 +29,14 @@ and ``abort`` settles the whole state before it emits anything, so its clean-up 
 A ``static`` policy is available for comparison: a batch is admitted together and nobody joins until all
 of it has finished — the static batching that continuous batching replaces.
 
-Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT, BLOCK_FREE for an abort
-(and, through the block manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE).
+Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT, BLOCK_FREE and
+BLOCK_ALLOCATE for an abort or a rollback (and, through the block manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE,
+BLOCK_FREE).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -204,20 +205,17 @@ class Scheduler:
         """Take these sequences out of the engine, wherever they are, and free exactly their blocks; ids
         not accepted (unknown, finished, already aborted) are skipped. Returns the sequences aborted."""
         aborted = [self.accepted[i] for i in dict.fromkeys(seq_ids) if i in self.accepted]
+        held = {seq: list(seq.block_table) for seq in self.accepted.values()}
         for seq in aborted:
             del self.accepted[seq.seq_id]
-        freed = set(self._settle())
+        self._settle()
         was = [seq.status for seq in aborted]
-        held = [seq.block_table for seq in aborted]
         for seq in aborted:
             seq.status, seq.finish_reason = SequenceStatus.FINISHED, "aborted"
             seq.block_table, seq.num_cached_tokens, seq.num_scheduled_tokens = [], 0, 0
         # The state is settled; only now the events, which may fail.
-        for seq, status, blocks in zip(aborted, was, held):
-            if blocks:
-                self.rec.emit("BLOCK_FREE", "egress", "aborted", seq_id=seq.seq_id, block_ids=blocks,
-                              freed_block_ids=[b for b in reversed(blocks) if b in freed],
-                              num_free_blocks=self.block_manager.num_free_blocks)
+        self._report_blocks(held, "aborted", frees=[(seq, held[seq]) for seq in aborted])
+        for seq, status in zip(aborted, was):
             self.rec.emit("REQUEST_ABORT", "egress", "request_aborted", seq_id=seq.seq_id,
                           num_completion_tokens=seq.num_completion_tokens)
             self.rec.emit("STATE_TRANSITION", "egress", "aborted", seq_id=seq.seq_id, **{"from": status.value},
@@ -239,7 +237,9 @@ class Scheduler:
                           self.block_manager.num_handouts)
 
     def rollback(self, checkpoint: Checkpoint) -> None:
-        """Undo a step that raised: its sequences, queues and blocks go back to ``checkpoint``. Emits nothing."""
+        """Undo a step that raised: its sequences, queues and blocks go back to ``checkpoint``. Then, the
+        state settled, the blocks that changed hands are reported (``step_rolled_back``)."""
+        held = {seq: list(seq.block_table) for seq in checkpoint.states}  # at the moment of the failure
         for seq, state in checkpoint.states.items():
             seq.restore(state)
         overwritten = self.block_manager.handed_out_since(checkpoint.num_handouts)
@@ -253,3 +253,31 @@ class Scheduler:
         self.waiting.extend([seq for seq in checkpoint.running if seq in stale] + list(checkpoint.waiting))
         self.num_decode_steps = checkpoint.num_decode_steps
         self._settle()
+        self._report_rollback(held)
+
+    def _report_rollback(self, held: dict[Sequence, list[int]]) -> None:
+        """What a replay of the trace needs to know who holds which block after the rollback."""
+        self._report_blocks(
+            held, "step_rolled_back",
+            frees=[(seq, [b for b in before if b not in seq.block_table]) for seq, before in held.items()],
+            takes=[(seq, [b for b in seq.block_table if b not in before]) for seq, before in held.items()])
+
+    def _report_blocks(self, held: dict[Sequence, list[int]], reason: str,
+                       frees: list[tuple[Sequence, list[int]]],
+                       takes: list[tuple[Sequence, list[int]]] = ()) -> None:
+        """BLOCK_FREE for each (sequence, blocks it gave back), then BLOCK_ALLOCATE for each (sequence,
+        blocks it took), each with the free count a replay of the trace has after it. ``held``: every
+        table before the change (the state itself is already settled)."""
+        holders = Counter(block_id for table in held.values() for block_id in table)
+        num_blocks = self.block_manager.num_blocks
+        for seq, blocks in frees:
+            if blocks:
+                holders.subtract(blocks)
+                self.rec.emit("BLOCK_FREE", "egress", reason, seq_id=seq.seq_id, block_ids=blocks,
+                              freed_block_ids=[b for b in reversed(blocks) if holders[b] == 0],
+                              num_free_blocks=num_blocks - sum(n > 0 for n in holders.values()))
+        for seq, blocks in takes:
+            if blocks:
+                holders.update(blocks)
+                self.rec.emit("BLOCK_ALLOCATE", "egress", reason, seq_id=seq.seq_id, block_ids=blocks,
+                              shared_block_ids=[], num_free_blocks=num_blocks - sum(n > 0 for n in holders.values()))
