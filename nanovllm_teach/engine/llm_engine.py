@@ -86,6 +86,7 @@ class LLMEngine:
             recorder=self.rec)
         self._seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
+        self.last_step: StepResult | None = None  # the last step that completed
         self.rec.emit("ENGINE_READY", "init", "engine_ready", num_kvcache_blocks=self.model_runner.num_kvcache_blocks,
                       eos_token_id=self.eos_token_id, attention_backend=self.model_runner.attention_backend,
                       device=str(self.model_runner.device))
@@ -173,7 +174,8 @@ class LLMEngine:
         of sequences that each got one token). It is nano-vllm's statistic, kept for comparison; the tokens
         the step actually computed are STEP_DONE's ``num_batched_tokens``, and throughput uses those.
 
-        If it raises, nothing happened: the step is rolled back, and calling ``step()`` again resumes."""
+        If it raises, nothing happened: the step is rolled back, and calling ``step()`` again resumes.
+        ``last_step`` then holds the whole ``StepResult``, ``num_batched_tokens`` included."""
         if self.is_finished():
             raise RuntimeError("step() called with no request waiting or running")
         return self._step()[:2]  # (finished, num_tokens), with no line left to interrupt after the step
@@ -184,9 +186,9 @@ class LLMEngine:
         self.num_steps += 1
         try:
             self.rec.step = self.num_steps
-            result = self._run_step()
+            self.last_step = self._run_step()
             self.rec.step = None
-            return result  # from inside the try: an interrupt on any line up to this one undoes the step
+            return self.last_step  # from inside the try: an interrupt on any line up to here undoes the step
         except BaseException:
             self.rec.step = None  # what happens next (the caller's clean-up, say) belongs to no step
             self.scheduler.rollback(checkpoint)
@@ -272,13 +274,14 @@ class LLMEngine:
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
                     self._enqueue(pending.popleft()[1])
                 start = perf_counter()
-                finished, num_tokens, num_batched_tokens = self._step()
+                finished, num_tokens = self.step()
                 elapsed = perf_counter() - start
                 steps_run += 1
-                if num_tokens > 0:  # the tokens computed, not nano-vllm's num_tokens (cached prefix included)
-                    prefill_tps = num_batched_tokens / elapsed
+                # The tokens computed, not nano-vllm's num_tokens (which counts cached prefixes and earlier chunks).
+                if num_tokens > 0:
+                    prefill_tps = self.last_step.num_batched_tokens / elapsed
                 else:
-                    decode_tps = num_batched_tokens / elapsed
+                    decode_tps = self.last_step.num_batched_tokens / elapsed
                 bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
                 bar.update(len(finished))
 
