@@ -5,7 +5,7 @@ slice of the MLP and of the vocabulary, see ``layers/linear.py`` and ``layers/em
 N-th of the KV cache (its KV heads, in every block). A forward pass therefore runs on all ranks at once,
 in lockstep: the all-reduces in ``RowParallelLinear`` / ``VocabParallelEmbedding`` and the gather in
 ``ParallelLMHead`` pair up call by call across processes. Rank 0 lives in the engine process; ranks
-1…N−1 are spawned (never forked: a forked child cannot use CUDA) and talk ``torch.distributed`` — gloo on
+1…N−1 are fresh Python processes (never forks: a forked child cannot use CUDA) and talk ``torch.distributed`` — gloo on
 CPU, NCCL on GPU — meeting at ``tcp://127.0.0.1:<free port>`` chosen by rank 0.
 
 How rank 0 drives the workers, as nano-vllm's ``LLMEngine`` does, except that each call goes down a pipe::
