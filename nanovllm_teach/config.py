@@ -2,11 +2,17 @@
 
 Every knob a learner turns lives here (batch limits, block size, KV budget, prefix caching, scheduling
 policy, attention backend), with the model's own shape read from its Hugging Face ``config.json``.
-A bad value raises ``ValueError`` naming it before anything heavy is built.
+A bad value raises ``ValueError`` (or ``TypeError`` for a value of the wrong type) naming it before
+anything heavy is built. The checkpoint folder must hold a ``config.json`` and a tokenizer; its weights'
+shapes are checked against ``config.json`` by ``utils/loader.py``'s ``check_checkpoint``.
+
+Traces name the model by its folder name and the SHA-256 of its ``config.json`` (``model_name``,
+``config_sha256``), never by a path on this machine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -18,6 +24,8 @@ from transformers import AutoConfig, PretrainedConfig
 from nanovllm_teach.engine.scheduler import POLICIES
 
 ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
+# A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
+TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
 
 
 @dataclass
@@ -41,12 +49,17 @@ class Config:
     device: str = "auto"
     dtype: str = "auto"
     hf_config: PretrainedConfig = field(init=False, repr=False)
+    config_sha256: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         path = Path(self.model)
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ValueError(f"model must be a local checkpoint directory with a config.json, got {self.model!r}")
+        if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_FILES):
+            expected = ", or ".join(" and ".join(names) for names in TOKENIZER_FILES)
+            raise ValueError(f"model folder {path} has no tokenizer files: expected {expected}")
         self.model = str(path)
+        self._check_types()
         self.device = self._resolve_device(self.device)
         if self.max_num_batched_tokens is None:
             self.max_num_batched_tokens = 16384 if self.device.startswith("cuda") else 2048
@@ -69,11 +82,32 @@ class Config:
             raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
         if self.dtype not in ("auto", "float32", "float16", "bfloat16"):
             raise ValueError(f"dtype must be auto, float32, float16 or bfloat16, got {self.dtype!r}")
+        self.config_sha256 = hashlib.sha256((path / "config.json").read_bytes()).hexdigest()
         self.hf_config = AutoConfig.from_pretrained(self.model)
         if self.hf_config.model_type != "qwen3":
             raise ValueError(f"only Qwen3 checkpoints are supported, {self.model} is {self.hf_config.model_type!r}")
         self.max_model_len = min(self.max_model_len, self.hf_config.max_position_embeddings)
         self._check_tensor_parallel()
+
+    def _check_types(self) -> None:
+        """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
+        for name in ("enforce_eager", "enable_prefix_caching"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
+        for name in ("gpu_memory_utilization", "cpu_kvcache_gib"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        for name in ("scheduling_policy", "attention_backend", "device", "dtype"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {value!r}")
+
+    @property
+    def model_name(self) -> str:
+        """The checkpoint folder's name: how traces and events name the model."""
+        return Path(self.model).name
 
     def _check_tensor_parallel(self) -> None:
         """Before any worker is spawned: every rank needs a device of its own and whole shards."""
@@ -113,6 +147,10 @@ class Config:
             raise TypeError(f"unknown engine setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return cls(model, **kwargs)
 
+    def settings(self) -> dict[str, Any]:
+        """The settings as keyword arguments that rebuild this config (a tensor-parallel worker does)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "model"}
+
     def describe(self) -> dict[str, Any]:
-        """The settings as plain values, for ENGINE_INIT and the trace header."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        """The settings as plain values, for the trace header (the model by name, not by path)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init} | {"model": self.model_name}

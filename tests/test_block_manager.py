@@ -384,3 +384,63 @@ def test_identical_prompts_prefilled_together_get_separate_blocks_and_stay_consi
     for i in range(2):
         assert bm.blocks[c.block_table[i]].token_ids == c.block(i)
     assert_consistent(bm, a, c)
+
+
+# ---- interrupts: an exception at any line of an operation ----------------------------------------------
+
+def _interrupted_operations():
+    """(name, set-up, operation) for every operation that changes counts: each set-up returns the block
+    manager, the sequences it serves, and the one the operation acts on."""
+    def shared_prefix():
+        bm, _ = make_bm(8)
+        a = make_seq(0, list(range(9)))
+        prefill(bm, a)
+        return bm, [a], make_seq(1, list(range(8)) + [50, 51])  # 2 cached blocks + 1 fresh
+
+    def two_holders():
+        bm, _ = make_bm(8)
+        a, b = make_seq(0, list(range(9))), make_seq(1, list(range(8)) + [7])
+        prefill(bm, a)
+        prefill(bm, b)
+        return bm, [a, b], a
+
+    def full_last_block():
+        bm, _ = make_bm(8)
+        a = make_seq(0, list(range(8)))
+        prefill(bm, a)
+        a.append_token(99)
+        return bm, [a], a
+
+    return [("allocate", shared_prefix, lambda bm, seq: admit(bm, seq)),
+            ("deallocate", two_holders, lambda bm, seq: bm.deallocate(seq, "finished")),
+            ("may_append", full_last_block, lambda bm, seq: bm.may_append(seq))]
+
+
+@pytest.mark.parametrize("name, set_up, operation", _interrupted_operations(),
+                         ids=["allocate", "deallocate", "may_append"])
+def test_an_interrupt_at_any_line_leaves_no_negative_count_and_no_half_table(name, set_up, operation):
+    """The operation either did not happen or happened, as far as the sequence's table is concerned; the
+    worst an interrupt leaves is a block out of every list, and ``recount`` gives it back."""
+    from faults import InjectedFault, LineFault  # tests/faults.py: KeyboardInterrupt at the k-th engine line
+
+    with LineFault() as counter:
+        bm, live, seq = set_up()
+        before = list(seq.block_table)
+    num_lines = counter.count
+    with LineFault() as counter:
+        bm, live, seq = set_up()
+        operation(bm, seq)
+    after = list(seq.block_table)
+    for at in range(1, counter.count - num_lines + 1):
+        bm, live, seq = set_up()
+        fault = LineFault(at)
+        try:
+            with fault:
+                operation(bm, seq)
+        except InjectedFault:
+            pass
+        assert all(block.ref_count >= 0 for block in bm.blocks), f"a negative count after {fault.where}"
+        assert seq.block_table in (before, after), f"half a table after {fault.where}: {seq.block_table}"
+        holders = [s for s in live + [seq] if s.block_table and (s is not seq or name != "deallocate")]
+        bm.recount(s.block_table for s in dict.fromkeys(holders))
+        assert_consistent(bm, *dict.fromkeys(holders))

@@ -166,3 +166,82 @@ def test_bad_arrival_steps(llm):
     with pytest.raises(ValueError, match="arrival_steps"):
         llm.generate([[1]], SamplingParams(), use_tqdm=False, arrival_steps=[-1])
     _assert_clean(llm)
+
+
+# ---- clear errors before any work: bad settings, bad model folders --------------------------------------
+
+@pytest.mark.parametrize("setting, value, match", [
+    ("enable_prefix_caching", "false", "enable_prefix_caching must be True or False, got 'false'"),
+    ("enforce_eager", 1, "enforce_eager must be True or False, got 1"),
+    ("cpu_kvcache_gib", "1", "cpu_kvcache_gib must be a number, got '1'"),
+    ("gpu_memory_utilization", "0.9", "gpu_memory_utilization must be a number, got '0.9'"),
+    ("scheduling_policy", None, "scheduling_policy must be a str, got None"),
+])
+def test_setting_of_the_wrong_type_is_named(tmp_path, setting, value, match):
+    path = make_random_checkpoint(tmp_path)
+    with pytest.raises(TypeError, match=match):
+        LLM(path, **{setting: value})
+
+
+def test_model_folder_without_tokenizer_files_is_named(tmp_path):
+    path = make_random_checkpoint(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (path / name).unlink(missing_ok=True)
+    with pytest.raises(ValueError, match=rf"model folder {path} has no tokenizer files: expected tokenizer.json"):
+        LLM(path)
+
+
+def test_config_that_disagrees_with_the_weights_names_the_tensor_and_both_shapes(tmp_path, monkeypatch):
+    import json
+
+    from nanovllm_teach.engine import model_runner
+    path = make_random_checkpoint(tmp_path)  # intermediate_size 128 in the weights
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "intermediate_size": 96}))
+    monkeypatch.setattr(model_runner, "load_model", lambda *a: pytest.fail("the weights were loaded first"))
+    with pytest.raises(ValueError, match=r"model.safetensors: tensor 'model.layers.0.mlp.down_proj.weight' "
+                                         r"has shape \[64, 128\], but .*config.json implies \[64, 96\]"):
+        LLM(path)
+
+
+def test_truncated_safetensors_file_is_named_and_the_trace_file_is_left_alone(tmp_path):
+    path = make_random_checkpoint(tmp_path / "ckpt")
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    trace = tmp_path / "run.jsonl"
+    trace.write_text("an earlier run\n")
+    with pytest.raises(ValueError, match=rf"{weights} is not a readable safetensors file \(truncated or corrupt"):
+        LLM(path, trace=trace)
+    assert trace.read_text() == "an earlier run\n", "the trace of an earlier run was overwritten"
+
+
+def test_trace_header_names_the_model_without_a_path(tmp_path):
+    import hashlib
+
+    from nanovllm_teach.trace import TraceRecorder
+    path = make_random_checkpoint(tmp_path / "my-model")
+    rec = TraceRecorder()
+    LLM(path, trace=rec, kvcache_block_size=16, max_model_len=256, num_kvcache_blocks=8)
+    model = rec.header["model"]
+    assert model["name"] == "my-model"
+    assert model["config_sha256"] == hashlib.sha256((path / "config.json").read_bytes()).hexdigest()
+    assert str(tmp_path) not in json_dumps(rec.header)
+    assert str(tmp_path) not in json_dumps([e.stats for e in rec.events if e.event == "ENGINE_INIT"])
+
+
+def json_dumps(value) -> str:
+    import json
+    return json.dumps(value, default=str)
+
+
+def test_throughput_counts_the_tokens_computed_not_nano_vllms_statistic(llm, monkeypatch):
+    """A prefix-cached prompt of 40 tokens computes only its uncached tail: nano-vllm's ``num_tokens``
+    counts all 41, ``num_batched_tokens`` (what the progress bar's tok/s divides) the computed ones."""
+    shared = [11] * 32
+    llm.generate([shared + [1]], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
+    seen = []
+    real_step = llm.step
+    monkeypatch.setattr(llm, "step", lambda: real_step() and seen.append(llm.last_step) or seen[-1][:2])
+    llm.generate([shared + list(range(2, 10))], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
+    prefill = seen[0]
+    assert prefill.num_tokens == 41 and prefill.num_batched_tokens == 8  # 2 blocks of 16 came from the cache

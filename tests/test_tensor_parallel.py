@@ -1,12 +1,14 @@
-"""Tensor parallelism on CPU: ``tensor_parallel_size=2`` (rank 0 in this process, rank 1 a spawned worker
+"""Tensor parallelism on CPU: ``tensor_parallel_size=2`` (rank 0 in this process, rank 1 a worker process
 talking gloo) gives exactly the greedy tokens of one rank, reports every rank in the trace, rejects sizes
-that cannot shard the model before spawning anything, and never leaves a worker behind — after close(),
-garbage collection, interpreter exit, or a worker killed mid-run (which must raise naming its rank)."""
+that cannot shard the model before starting anything, works from a script with no main file, reports a
+worker that dies at start-up in seconds with its own error, and never leaves a worker behind — after
+close(), garbage collection, interpreter exit, or a worker killed mid-run (which must raise naming its
+rank)."""
 
 from __future__ import annotations
 
+import io
 import json
-import multiprocessing as mp
 import os
 import random
 import signal
@@ -21,7 +23,7 @@ from checkpoints import make_random_checkpoint
 from nanovllm_teach import LLM, SamplingParams, default_model_path
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.engine.tp_workers import SequenceView, message_capacity, read_message, run_message, write_message
+from nanovllm_teach.engine.tp_workers import SequenceView, read_message, run_message, write_message
 from nanovllm_teach.trace import TraceRecorder
 
 # Small limits keep start-up (warm-up) short; a 64-token step budget makes long prompts prefill in chunks.
@@ -43,8 +45,22 @@ def _worker_pids(llm: LLM) -> list[int]:
     return [process.pid for process in llm.model_runner.pool.processes]
 
 
+def _worker_children() -> list[int]:
+    """Pids of this process's live children that are tensor-parallel workers."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"nanovllm_teach.engine.tp_workers" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def _assert_no_workers_left(pids: list[int]) -> None:
-    assert not [p for p in mp.active_children() if p.name.startswith("nanovllm-tp")]
+    assert not _worker_children()
     assert not [pid for pid in pids if _running(pid)], "a tensor-parallel worker outlived its engine"
 
 
@@ -62,28 +78,19 @@ def checkpoint(tmp_path_factory) -> Path:
 def test_run_message_rebuilds_what_the_runner_reads():
     seq = Sequence(7, list(range(100, 140)), SamplingParams(temperature=0.5, seed=9), block_size=16)
     seq.block_table, seq.num_cached_tokens, seq.num_scheduled_tokens = [4, 8, 2], 32, 8  # a chunk after a cached prefix
-    buf = memoryview(bytearray(4096))
-    write_message(buf, run_message([seq], is_prefill=True))
-    view = SequenceView.from_message(read_message(buf)["seqs"][0], block_size=16)
-    assert view.token_ids[32:40] == seq.token_ids[32:40]
-    for name in ("seq_id", "num_tokens", "num_cached_tokens", "num_scheduled_tokens", "block_table",
-                 "temperature", "seed", "last_token", "last_block_num_tokens"):
-        assert getattr(view, name) == getattr(seq, name), name
+    pipe = io.BytesIO()
+    write_message(pipe, run_message([seq], is_prefill=True))
     seq.append_token(5)
-    write_message(buf, run_message([seq], is_prefill=False))
-    view = SequenceView.from_message(read_message(buf)["seqs"][0], block_size=16)
+    write_message(pipe, run_message([seq], is_prefill=False))
+    pipe.seek(0)
+    view = SequenceView.from_message(read_message(pipe)["seqs"][0], block_size=16)
+    assert view.token_ids[32:40] == seq.token_ids[32:40]
+    for name in ("seq_id", "num_cached_tokens", "num_scheduled_tokens", "block_table", "temperature", "seed"):
+        assert getattr(view, name) == getattr(seq, name), name
+    assert (view.num_tokens, view.last_token, view.last_block_num_tokens) == (40, seq.token_ids[39], 8)
+    view = SequenceView.from_message(read_message(pipe)["seqs"][0], block_size=16)
     assert (view.last_token, view.num_tokens, view.last_block_num_tokens) == (5, 41, 9)
-
-
-def test_mailbox_fits_the_largest_step(checkpoint):
-    config = Config(str(checkpoint), max_model_len=1024, max_num_batched_tokens=512, max_num_seqs=32,
-                    kvcache_block_size=16)
-    seqs = []
-    for i in range(config.max_num_seqs):
-        seq = Sequence(10**9 + i, [10**5] * 1024, SamplingParams(temperature=0.123456789, seed=2**63 - 1), 16)
-        seq.block_table, seq.num_scheduled_tokens = [10**6] * 64, 16  # 32 x 16 = 512 tokens, full tables
-        seqs.append(seq)
-    write_message(memoryview(bytearray(message_capacity(config))), run_message(seqs, is_prefill=True))
+    assert read_message(pipe) is None  # end of file: the engine process has gone
 
 
 @pytest.mark.parametrize("change, size, match", [
@@ -95,13 +102,14 @@ def test_mailbox_fits_the_largest_step(checkpoint):
     ({"vocab_size": 385}, 2, "vocab_size=385"),
 ])
 def test_invalid_size_is_refused_before_spawning(checkpoint, tmp_path, change, size, match):
-    # Config reads only config.json, so an edited copy of it is a whole "checkpoint" here.
+    # Config reads only config.json (and sees that a tokenizer is there): with an edited copy of it, that
+    # is a whole "checkpoint" here.
     config = json.loads((checkpoint / "config.json").read_text())
+    (tmp_path / "tokenizer.json").write_bytes((checkpoint / "tokenizer.json").read_bytes())
     (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
-    before = set(mp.active_children())
     with pytest.raises(ValueError, match=match):
         LLM(tmp_path, tensor_parallel_size=size, **SETTINGS)
-    assert set(mp.active_children()) == before, "a worker was spawned for a size that cannot work"
+    assert not _worker_children(), "a worker was started for a size that cannot work"
 
 
 @pytest.mark.skipif(not (default_model_path() / "config.json").is_file(), reason="the shipped model is not built yet")
@@ -114,6 +122,34 @@ def test_shipped_model_tp2_matches_one_rank():
                                                                use_tqdm=False)]
         llm.close()
     assert outputs[2] == outputs[1]
+
+
+STDIN_SCRIPT = """
+import json, sys
+from nanovllm_teach import LLM, SamplingParams
+llm = LLM(sys.argv[1], tensor_parallel_size=2, **json.loads(sys.argv[2]))
+print(llm.generate([[5, 6, 7]], SamplingParams(temperature=0.0, max_tokens=3), use_tqdm=False)[0]["token_ids"])
+"""
+
+
+def test_tp_runs_from_a_script_with_no_main_file(checkpoint):
+    """``python - <<EOF``: workers do not import the caller's main module, so there need not be one."""
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-", str(checkpoint), json.dumps(SETTINGS)], input=STDIN_SCRIPT,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout.strip().splitlines()[-1])) == 3
+    assert time.monotonic() - start < 60
+
+
+def test_worker_dying_at_start_up_is_reported_at_once_with_its_error(checkpoint, tmp_path, monkeypatch):
+    # Python imports sitecustomize at start-up: this one breaks the worker process only (this one has started).
+    (tmp_path / "sitecustomize.py").write_text("raise SystemExit('the worker cannot start: no module named foo')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"(?s)rank 1 \(pid \d+, exit code 1\).*no module named foo"):
+        LLM(checkpoint, tensor_parallel_size=2, **SETTINGS)
+    assert time.monotonic() - start < 30, "the failure waited for the rendezvous timeout"
 
 
 SCRIPT = """

@@ -10,13 +10,21 @@ only equal blocks. A new sequence whose leading blocks hash to known blocks reus
 +1) after checking the tokens really match. A freed block keeps its hash and content until it is handed
 out again, so a later request can still hit it.
 
+Interrupts: every operation changes a sequence's ``block_table`` in one operation (a sequence never holds
+half a table) and detaches a table *before* dropping its references, so an exception at any line can
+leave at worst a block out of every list (a leak), never a reference count below 0. ``recount`` repairs
+such a leak: the block tables of the live sequences are the truth, and every count and the free list are
+rebuilt from them. Each hand-out of a block is numbered (``Block.handout``), so that undoing an
+interrupted step can tell which blocks may have had their K/V overwritten since it began.
+
 Emits: PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import xxhash
@@ -36,6 +44,7 @@ class Block:
     ref_count: int = 0
     hash: int = NO_HASH
     token_ids: list[int] = field(default_factory=list)
+    handout: int = 0  # which hand-out gave the block to its current holders (BlockManager.num_handouts)
 
 
 def compute_block_hash(token_ids: list[int], prefix_hash: int = NO_HASH) -> int:
@@ -57,6 +66,7 @@ class BlockManager:
         self.hash_to_block_id: dict[int, int] = {}
         self.free_block_ids: deque[int] = deque(range(num_blocks))
         self.used_block_ids: set[int] = set()
+        self.num_handouts = 0
 
     @property
     def num_blocks(self) -> int:
@@ -117,6 +127,8 @@ class BlockManager:
         block_id = self.free_block_ids.popleft()
         block = self.blocks[block_id]
         assert block.ref_count == 0
+        self.num_handouts += 1
+        block.handout = self.num_handouts  # from here on its old K/V may be overwritten
         # Reusing the block overwrites its K/V, so the old content is no longer findable by hash.
         if block.hash != NO_HASH and self.hash_to_block_id.get(block.hash) == block_id:
             del self.hash_to_block_id[block.hash]
@@ -128,20 +140,37 @@ class BlockManager:
         """Drop ``seq``'s references; blocks nobody holds go back to the free list (hash kept).
 
         ``reason``: finished, preempted or aborted."""
+        # The sequence lets go first: interrupted below, it can never drop the same reference twice.
+        released, seq.block_table = seq.block_table, []
+        seq.num_cached_tokens = 0
         freed: list[int] = []
-        for block_id in reversed(seq.block_table):
+        for block_id in reversed(released):
             block = self.blocks[block_id]
             block.ref_count -= 1
             if block.ref_count == 0:
-                self.used_block_ids.remove(block_id)
+                self.used_block_ids.discard(block_id)
                 self.free_block_ids.append(block_id)
                 freed.append(block_id)
-        released = seq.block_table
-        seq.block_table = []
-        seq.num_cached_tokens = 0
         self.rec.emit("BLOCK_FREE", _FREE_PHASE[reason], reason,
                       seq_id=seq.seq_id, block_ids=released, freed_block_ids=freed,
                       num_free_blocks=self.num_free_blocks)
+
+    def recount(self, block_tables: Iterable[list[int]]) -> list[int]:
+        """Rebuild every reference count and the free list from the block tables of the live sequences;
+        returns the blocks this freed. Repairs whatever an interrupted operation left half-done."""
+        counts = Counter(block_id for table in block_tables for block_id in table)
+        for block in self.blocks:
+            block.ref_count = counts[block.block_id]
+        # Blocks already free keep their place (the oldest freed is handed out first); the newly freed follow.
+        still_free = [b for b in dict.fromkeys(self.free_block_ids) if not counts[b]]
+        freed = sorted(set(range(self.num_blocks)) - set(still_free) - set(counts))
+        self.free_block_ids = deque(still_free + freed)
+        self.used_block_ids = set(counts)
+        return freed
+
+    def handed_out_since(self, num_handouts: int) -> set[int]:
+        """Blocks handed out after hand-out number ``num_handouts``: their old K/V may be overwritten."""
+        return {block.block_id for block in self.blocks if block.handout > num_handouts}
 
     def can_append(self, seq: Sequence) -> bool:
         """Can ``seq`` decode one more token? Only a token starting a new block needs a free block."""

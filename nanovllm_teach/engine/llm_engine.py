@@ -1,12 +1,19 @@
 """Orchestration layer: ``LLMEngine`` turns prompts into sequences, runs the step loop and hands back
-outputs. It knows nothing of tensors or heads (seed 000, 2.4–2.5).
+outputs. It knows nothing of tensors or heads.
 
-Start-up order matters: the model runner must size the KV cache before the scheduler exists, because the
-block manager is built with that many blocks. With ``tensor_parallel_size > 1`` the model runner is rank 0
-of a group whose other ranks are worker processes (``engine/tp_workers.py``); ``close()`` stops them.
+Start-up order matters: everything cheap is checked first (the settings, the tokenizer, the checkpoint's
+headers against ``config.json``), so a bad model folder fails in seconds and before the trace file is
+opened; then the model runner sizes the KV cache before the scheduler exists, because the block manager
+is built with that many blocks. With ``tensor_parallel_size > 1`` the model runner is rank 0 of a group
+whose other ranks are worker processes (``engine/tp_workers.py``); ``close()`` stops them.
 
-``step()`` is one engine iteration: schedule → run → postprocess. ``generate()`` is ``add_request`` for
-every prompt, then ``step()`` until nothing is waiting or running.
+``step()`` is one engine iteration: schedule → run → postprocess. It is a transaction: if anything in it
+raises (Ctrl-C, a failing trace sink, a full disk), the scheduler rolls back to its checkpoint from before
+the step and the exception goes on, so calling ``step()`` again resumes as if nothing had happened.
+``generate()`` is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises,
+it aborts its requests first, so the engine is left empty with every KV block free. ``abort_request``
+takes one request out. Requests queued with ``add_request`` belong to the caller's own ``step()`` loop:
+``generate()`` refuses to start while there are any, rather than run them and drop their outputs.
 
 Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
 through the scheduler and the model runner, everything else).
@@ -20,7 +27,7 @@ from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Sequence as SequenceOf
+from typing import Any, NamedTuple, Sequence as SequenceOf
 
 import torch
 import transformers
@@ -36,8 +43,18 @@ from nanovllm_teach.engine.tp_workers import TensorParallelRunner
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import Recorder, make_recorder
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
+from nanovllm_teach.utils.loader import check_checkpoint
 
 Prompt = str | list[int]
+
+
+class StepResult(NamedTuple):
+    """One step's outcome. ``num_tokens`` is nano-vllm's statistic (see ``LLMEngine.step``);
+    ``num_batched_tokens`` the tokens the model actually computed, which throughput is measured in."""
+
+    finished: list[tuple[int, list[int]]]
+    num_tokens: int
+    num_batched_tokens: int
 
 
 class LLMEngine:
@@ -45,19 +62,22 @@ class LLMEngine:
                  trace_metadata: dict[str, Any] | None = None, **settings: Any) -> None:
         config = Config.from_kwargs(str(model if model is not None else default_model_path()), settings)
         self.config = config
+        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
+        self.eos_token_id = self.tokenizer.eos_token_id
+        if self.eos_token_id is None:
+            raise ValueError(f"the tokenizer in {config.model} defines no EOS token: generation could never stop")
+        check_checkpoint(config.model, config.hf_config)
         self.rec = make_recorder(trace)
         self.rec.open(self._trace_header(trace_metadata or {}))
         self.rec.emit("ENGINE_INIT", "bootstrap", "engine_starting",
                       max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
                       max_model_len=config.max_model_len, block_size=config.kvcache_block_size,
-                      tp_size=config.tensor_parallel_size, model=config.model,
+                      tp_size=config.tensor_parallel_size, model=config.model_name,
                       enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
                       attention_backend=config.attention_backend)
         self.model_runner: ModelRunner | TensorParallelRunner = (
             TensorParallelRunner(config, self.rec) if config.tensor_parallel_size > 1
             else ModelRunner(config, 0, self.rec))
-        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.eos_token_id = self.tokenizer.eos_token_id
         self.scheduler = Scheduler(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             max_model_len=config.max_model_len, eos=self.eos_token_id,
@@ -66,6 +86,7 @@ class LLMEngine:
             recorder=self.rec)
         self._seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
+        self.last_step: StepResult | None = None  # the last step that completed
         self.rec.emit("ENGINE_READY", "init", "engine_ready", num_kvcache_blocks=self.model_runner.num_kvcache_blocks,
                       eos_token_id=self.eos_token_id, attention_backend=self.model_runner.attention_backend,
                       device=str(self.model_runner.device))
@@ -75,8 +96,9 @@ class LLMEngine:
         return {
             "schema": SCHEMA_NAME, "version": SCHEMA_VERSION,
             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "config": {k: v for k, v in self.config.describe().items()},
-            "model": {"path": self.config.model, "model_type": hf.model_type, "vocab_size": hf.vocab_size,
+            "config": self.config.describe(),
+            "model": {"name": self.config.model_name, "config_sha256": self.config.config_sha256,
+                      "model_type": hf.model_type, "vocab_size": hf.vocab_size,
                       "hidden_size": hf.hidden_size, "num_hidden_layers": hf.num_hidden_layers,
                       "num_attention_heads": hf.num_attention_heads, "num_key_value_heads": hf.num_key_value_heads,
                       "head_dim": getattr(hf, "head_dim", None)},
@@ -125,10 +147,20 @@ class LLMEngine:
                       ignore_eos=seq.ignore_eos, seed=seq.seed, waiting_len=len(self.scheduler.waiting))
 
     def add_request(self, prompt: Prompt, sampling_params: SamplingParams | None = None) -> int:
-        """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid."""
+        """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid, and
+        queues nothing if it raises at all: a caller who got no ``seq_id`` has nothing to abort."""
         seq = self._make_sequence(prompt, sampling_params or SamplingParams())
-        self._enqueue(seq)
-        return seq.seq_id
+        try:
+            self._enqueue(seq)
+            return seq.seq_id
+        except BaseException:
+            self.scheduler.abort([seq.seq_id])
+            raise
+
+    def abort_request(self, seq_id: int) -> bool:
+        """Take request ``seq_id`` out of the engine, wherever it is, freeing its KV blocks. Returns whether
+        it was still waiting or running (False for an unknown, finished or already aborted id)."""
+        return bool(self.scheduler.abort([seq_id]))
 
     def is_finished(self) -> bool:
         return self.scheduler.is_finished()
@@ -137,19 +169,32 @@ class LLMEngine:
 
     def step(self) -> tuple[list[tuple[int, list[int]]], int]:
         """One iteration. Returns the ``(seq_id, completion_token_ids)`` of sequences that finished in it,
-        and ``num_tokens``: positive for a prefill (total length of its sequences after their new token),
-        negative for a decode (minus the number of sequences that each got one token), as in nano-vllm."""
+        and ``num_tokens`` as in nano-vllm: positive for a prefill (the total length of its sequences after
+        their new token, cached prefix and earlier chunks included), negative for a decode (minus the number
+        of sequences that each got one token). It is nano-vllm's statistic, kept for comparison; the tokens
+        the step actually computed are STEP_DONE's ``num_batched_tokens``, and throughput uses those.
+
+        If it raises, nothing happened: the step is rolled back, and calling ``step()`` again resumes.
+        ``last_step`` then holds the whole ``StepResult``, ``num_batched_tokens`` included."""
         if self.is_finished():
             raise RuntimeError("step() called with no request waiting or running")
-        self.num_steps += 1
-        self.rec.step = self.num_steps
-        try:
-            finished, num_tokens = self._step()
-        finally:
-            self.rec.step = None  # whatever happens next (an abort, say) belongs to no step
-        return [(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens
+        return self._step()[:2]  # (finished, num_tokens), with no line left to interrupt after the step
 
-    def _step(self) -> tuple[list[Sequence], int]:
+    def _step(self) -> StepResult:
+        """The step as a transaction: it completes, or it raises and is rolled back."""
+        checkpoint = self.scheduler.checkpoint()
+        self.num_steps += 1
+        try:
+            self.rec.step = self.num_steps
+            self.last_step = self._run_step()
+            self.rec.step = None
+            return self.last_step  # from inside the try: an interrupt on any line up to here undoes the step
+        except BaseException:
+            self.rec.step = None  # what happens next (the caller's clean-up, say) belongs to no step
+            self.scheduler.rollback(checkpoint)
+            raise
+
+    def _run_step(self) -> StepResult:
         start = perf_counter()
         seqs, is_prefill = self.scheduler.schedule()
         num_batched_tokens = sum(seq.num_scheduled_tokens for seq in seqs)
@@ -158,10 +203,6 @@ class LLMEngine:
         latency_ms = (perf_counter() - start) * 1e3
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
-        if is_prefill:
-            self.num_prefill_steps += 1
-        else:
-            self.num_decode_steps += 1
         bm = self.scheduler.block_manager
         phase = "prefill" if is_prefill else "decode"
         self.rec.emit("STEP_DONE", phase, "step_complete", phase=phase, latency_ms=round(latency_ms, 3),
@@ -169,7 +210,12 @@ class LLMEngine:
                       seq_ids=[s.seq_id for s in seqs], finished=[s.seq_id for s in finished],
                       used_blocks=bm.num_blocks - bm.num_free_blocks, free_blocks=bm.num_free_blocks,
                       waiting_len=len(self.scheduler.waiting), running_len=len(self.scheduler.running))
-        return finished, num_tokens
+        if is_prefill:
+            self.num_prefill_steps += 1
+        else:
+            self.num_decode_steps += 1
+        return StepResult([(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens,
+                          num_batched_tokens)
 
     def generate(self, prompts: SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
@@ -180,7 +226,16 @@ class LLMEngine:
         ``arrival_steps``: request ``i`` arrives once ``arrival_steps[i]`` engine steps of this call have run
         (0 = at once). If the engine runs dry before the next arrival, it arrives at once: time is counted in
         steps, and an idle engine takes none.
+
+        It returns exactly its own prompts' outputs, so it refuses (``ValueError`` naming their seq_ids) to
+        start while requests queued with ``add_request`` are unfinished: run those with ``step()`` or
+        ``abort_request`` them first. If it raises (Ctrl-C included), its requests are aborted first: the
+        engine is left empty, every KV block free.
         """
+        if not self.is_finished():
+            raise ValueError(
+                f"generate() cannot start while requests added with add_request are unfinished (seq_ids "
+                f"{sorted(self.scheduler.accepted)}): finish them with step() or abort_request() them first")
         if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
             raise TypeError("prompts must be a list of prompts (str or list of token ids)")
         if isinstance(sampling_params, list):
@@ -202,8 +257,7 @@ class LLMEngine:
         try:
             self._run_until_done(pending, len(seqs), use_tqdm)
         except BaseException:
-            for seq in seqs:  # leave nothing half-done behind: no queued request, no held block
-                self.scheduler.abort(seq)
+            self.scheduler.abort(seq.seq_id for seq in seqs)  # leave no queued request, no held block
             raise
         self.rec.emit("GENERATE_FINISH", "egress", "queues_empty",
                       total_steps=self.num_steps - steps_before[0],
@@ -223,10 +277,11 @@ class LLMEngine:
                 finished, num_tokens = self.step()
                 elapsed = perf_counter() - start
                 steps_run += 1
+                # The tokens computed, not nano-vllm's num_tokens (which counts cached prefixes and earlier chunks).
                 if num_tokens > 0:
-                    prefill_tps = num_tokens / elapsed
+                    prefill_tps = self.last_step.num_batched_tokens / elapsed
                 else:
-                    decode_tps = -num_tokens / elapsed
+                    decode_tps = self.last_step.num_batched_tokens / elapsed
                 bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
                 bar.update(len(finished))
 

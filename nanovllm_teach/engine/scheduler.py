@@ -1,7 +1,7 @@
 """Resources layer: the ``Scheduler`` decides, every step, which sequences run and whether the step is a
 prefill or a decode. This is where continuous batching happens. Pure Python, no torch.
 
-``schedule()`` (seed 000 2.6.2, seed 003):
+``schedule()``:
 
 1. Prefill first. Admit sequences from the head of ``waiting`` while the step's token budget
    (``max_num_batched_tokens``), the sequence cap (``max_num_seqs``) and the free KV blocks allow. Only the
@@ -14,22 +14,48 @@ prefill or a decode. This is where continuous batching happens. Pure Python, no 
 ``postprocess()`` appends each sampled token, finishes a sequence on EOS (unless ``ignore_eos``), on
 ``max_tokens`` or at ``max_model_len``, and frees its blocks.
 
+``accepted`` holds every sequence added and not yet finished or aborted, wherever it is — in a queue, or
+in the middle of moving between them — and is what ``abort`` and ``rollback`` trust:
+
+- ``abort(seq_ids)`` takes sequences out of the engine and frees exactly their blocks, whatever state an
+  exception left behind (the queues and the block counts are rebuilt from ``accepted``); it is idempotent.
+- ``checkpoint()`` before a step and ``rollback(checkpoint)`` if the step raised put every sequence back
+  as it was before the step. A sequence whose blocks were handed to another one during the step (it was
+  preempted, and its K/V may be overwritten) goes back as preempted instead: waiting, to be recomputed.
+
+An event that fails (a sink, a full disk) is one more exception: inside a step the rollback undoes it,
+and ``abort`` settles the whole state before it emits anything, so its clean-up is never left half-done.
+
 A ``static`` policy is available for comparison: a batch is admitted together and nobody joins until all
 of it has finished — the static batching that continuous batching replaces.
 
-Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT (and, through the block
-manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE).
+Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREEMPT, STATE_TRANSITION, REQUEST_ABORT, BLOCK_FREE and
+BLOCK_ALLOCATE for an abort or a rollback (and, through the block manager, PREFIX_CACHE_HIT, BLOCK_ALLOCATE,
+BLOCK_FREE).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from nanovllm_teach.engine.block_manager import BlockManager
-from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.engine.sequence import Sequence, SequenceState, SequenceStatus
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 POLICIES = ("continuous", "static")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The scheduler before a step: enough to undo the step if it does not complete."""
+
+    waiting: tuple[Sequence, ...]
+    running: tuple[Sequence, ...]
+    states: dict[Sequence, SequenceState]  # every accepted sequence
+    num_decode_steps: int
+    num_handouts: int
 
 
 class Scheduler:
@@ -47,19 +73,21 @@ class Scheduler:
         self.block_manager = BlockManager(num_kvcache_blocks, block_size, enable_prefix_caching, self.rec)
         self.waiting: deque[Sequence] = deque()
         self.running: deque[Sequence] = deque()
+        self.accepted: dict[int, Sequence] = {}
         self.num_decode_steps = 0
 
     def is_finished(self) -> bool:
-        return not self.waiting and not self.running
+        return not self.accepted
 
     def add(self, seq: Sequence) -> None:
+        self.accepted[seq.seq_id] = seq
         self.waiting.append(seq)
 
     def _transition(self, seq: Sequence, to: SequenceStatus, phase: str, reason: str, **stats) -> None:
-        self.rec.emit("STATE_TRANSITION", phase, reason, seq_id=seq.seq_id, **{"from": seq.status.value},
+        was, seq.status = seq.status, to
+        self.rec.emit("STATE_TRANSITION", phase, reason, seq_id=seq.seq_id, **{"from": was.value},
                       to=to.value, num_completion_tokens=seq.num_completion_tokens, max_tokens=seq.max_tokens,
                       **stats)
-        seq.status = to
 
     def schedule(self) -> tuple[list[Sequence], bool]:
         """The sequences to run this step and whether the step is a prefill."""
@@ -165,23 +193,91 @@ class Scheduler:
                 seq.finish_reason = "max_model_len"
             else:
                 continue
+            del self.accepted[seq.seq_id]
+            self.running.remove(seq)
             self._transition(seq, SequenceStatus.FINISHED, "postprocess", f"finished_{seq.finish_reason}",
                              token_id=token_id, finish_reason=seq.finish_reason)
             bm.deallocate(seq, "finished")
-            self.running.remove(seq)
 
-    def abort(self, seq: Sequence) -> None:
-        """Take ``seq`` out of the engine, wherever it is, and give back everything it holds."""
-        if seq in self.waiting:
-            self.waiting.remove(seq)
-        elif seq in self.running:
-            self.running.remove(seq)
-        else:
-            return
-        if seq.block_table:
-            self.block_manager.deallocate(seq, "aborted")
-        seq.num_scheduled_tokens = 0
-        self.rec.emit("REQUEST_ABORT", "egress", "request_aborted", seq_id=seq.seq_id,
-                      num_completion_tokens=seq.num_completion_tokens)
-        self._transition(seq, SequenceStatus.FINISHED, "egress", "aborted")
-        seq.finish_reason = "aborted"
+    # ---- interrupts ----------------------------------------------------------------------------
+
+    def abort(self, seq_ids: Iterable[int]) -> list[Sequence]:
+        """Take these sequences out of the engine, wherever they are, and free exactly their blocks; ids
+        not accepted (unknown, finished, already aborted) are skipped. Returns the sequences aborted."""
+        aborted = [self.accepted[i] for i in dict.fromkeys(seq_ids) if i in self.accepted]
+        held = {seq: list(seq.block_table) for seq in self.accepted.values()}
+        for seq in aborted:
+            del self.accepted[seq.seq_id]
+        self._settle()
+        was = [seq.status for seq in aborted]
+        for seq in aborted:
+            seq.status, seq.finish_reason = SequenceStatus.FINISHED, "aborted"
+            seq.block_table, seq.num_cached_tokens, seq.num_scheduled_tokens = [], 0, 0
+        # The state is settled; only now the events, which may fail.
+        self._report_blocks(held, "aborted", frees=[(seq, held[seq]) for seq in aborted])
+        for seq, status in zip(aborted, was):
+            self.rec.emit("REQUEST_ABORT", "egress", "request_aborted", seq_id=seq.seq_id,
+                          num_completion_tokens=seq.num_completion_tokens)
+            self.rec.emit("STATE_TRANSITION", "egress", "aborted", seq_id=seq.seq_id, **{"from": status.value},
+                          to=SequenceStatus.FINISHED.value, num_completion_tokens=seq.num_completion_tokens,
+                          max_tokens=seq.max_tokens)
+        return aborted
+
+    def _settle(self) -> list[int]:
+        """Make the queues and the block counts agree with ``accepted``; returns the blocks freed."""
+        for queue in (self.waiting, self.running):
+            kept = [seq for seq in queue if self.accepted.get(seq.seq_id) is seq]
+            queue.clear()
+            queue.extend(kept)
+        return self.block_manager.recount(seq.block_table for seq in self.accepted.values())
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(tuple(self.waiting), tuple(self.running),
+                          {seq: seq.state() for seq in self.accepted.values()}, self.num_decode_steps,
+                          self.block_manager.num_handouts)
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Undo a step that raised: its sequences, queues and blocks go back to ``checkpoint``. Then, the
+        state settled, the blocks that changed hands are reported (``step_rolled_back``)."""
+        held = {seq: list(seq.block_table) for seq in checkpoint.states}  # at the moment of the failure
+        for seq, state in checkpoint.states.items():
+            seq.restore(state)
+        overwritten = self.block_manager.handed_out_since(checkpoint.num_handouts)
+        stale = {seq for seq in checkpoint.states if not overwritten.isdisjoint(seq.block_table)}
+        for seq in stale:  # preempted during the step: it stays preempted, its K/V will be recomputed
+            seq.status, seq.block_table, seq.num_cached_tokens = SequenceStatus.WAITING, [], 0
+        self.accepted = {seq.seq_id: seq for seq in checkpoint.states}
+        self.running.clear()
+        self.running.extend(seq for seq in checkpoint.running if seq not in stale)
+        self.waiting.clear()
+        self.waiting.extend([seq for seq in checkpoint.running if seq in stale] + list(checkpoint.waiting))
+        self.num_decode_steps = checkpoint.num_decode_steps
+        self._settle()
+        self._report_rollback(held)
+
+    def _report_rollback(self, held: dict[Sequence, list[int]]) -> None:
+        """What a replay of the trace needs to know who holds which block after the rollback."""
+        self._report_blocks(
+            held, "step_rolled_back",
+            frees=[(seq, [b for b in before if b not in seq.block_table]) for seq, before in held.items()],
+            takes=[(seq, [b for b in seq.block_table if b not in before]) for seq, before in held.items()])
+
+    def _report_blocks(self, held: dict[Sequence, list[int]], reason: str,
+                       frees: list[tuple[Sequence, list[int]]],
+                       takes: list[tuple[Sequence, list[int]]] = ()) -> None:
+        """BLOCK_FREE for each (sequence, blocks it gave back), then BLOCK_ALLOCATE for each (sequence,
+        blocks it took), each with the free count a replay of the trace has after it. ``held``: every
+        table before the change (the state itself is already settled)."""
+        holders = Counter(block_id for table in held.values() for block_id in table)
+        num_blocks = self.block_manager.num_blocks
+        for seq, blocks in frees:
+            if blocks:
+                holders.subtract(blocks)
+                self.rec.emit("BLOCK_FREE", "egress", reason, seq_id=seq.seq_id, block_ids=blocks,
+                              freed_block_ids=[b for b in reversed(blocks) if holders[b] == 0],
+                              num_free_blocks=num_blocks - sum(n > 0 for n in holders.values()))
+        for seq, blocks in takes:
+            if blocks:
+                holders.update(blocks)
+                self.rec.emit("BLOCK_ALLOCATE", "egress", reason, seq_id=seq.seq_id, block_ids=blocks,
+                              shared_block_ids=[], num_free_blocks=num_blocks - sum(n > 0 for n in holders.values()))

@@ -5,19 +5,18 @@ slice of the MLP and of the vocabulary, see ``layers/linear.py`` and ``layers/em
 N-th of the KV cache (its KV heads, in every block). A forward pass therefore runs on all ranks at once,
 in lockstep: the all-reduces in ``RowParallelLinear`` / ``VocabParallelEmbedding`` and the gather in
 ``ParallelLMHead`` pair up call by call across processes. Rank 0 lives in the engine process; ranks
-1…N−1 are spawned (never forked: a forked child cannot use CUDA) and talk ``torch.distributed`` — gloo on
+1…N−1 are fresh Python processes (never forks: a forked child cannot use CUDA) and talk ``torch.distributed`` — gloo on
 CPU, NCCL on GPU — meeting at ``tcp://127.0.0.1:<free port>`` chosen by rank 0.
 
-How rank 0 drives the workers, as nano-vllm does (seed 003, ``LLMEngine``)::
+How rank 0 drives the workers, as nano-vllm's ``LLMEngine`` does, except that each call goes down a pipe::
 
     rank 0 (engine process)                        rank r (worker process)
-    write the call into shared memory              doorbell.acquire()
-    doorbell.release() for every worker  ───▶      read the call
+    write the call into each worker's stdin        read the call from stdin
     ModelRunner.run(seqs)    ◀── collectives ──▶   ModelRunner.run(views of the same seqs)
     sample, return token ids                       (no logits here: the LM head gathers them on rank 0)
 
-The call, in the shared-memory mailbox: 4 bytes, the little-endian length ``n``, then ``n`` bytes of UTF-8
-JSON — plain data only, no pickle::
+The call: 4 bytes, the little-endian length ``n``, then ``n`` bytes of UTF-8 JSON — plain data only, no
+pickle::
 
     {"method": "run", "is_prefill": true, "seqs": [
         {"seq_id": 3, "num_tokens": 40, "num_cached_tokens": 32, "num_scheduled_tokens": 8,
@@ -26,19 +25,24 @@ JSON — plain data only, no pickle::
          "block_table": [5, 9, 2], "temperature": 0.0, "seed": null}]}
     {"method": "exit"}
 
-One doorbell per worker says "a new call is in the mailbox". nano-vllm rings an ``Event``; we ring a
-semaphore because ``Event.set()`` waits until every sleeping waiter has acknowledged the wake-up, so a
-worker killed inside ``Event.wait()`` would hang rank 0 forever, while ``Semaphore.release()`` never blocks.
-Rank 0 writes the next call only after the previous ``run`` returned, and that needed every worker inside
-its collectives — so every worker had already read the previous call: one mailbox is enough.
+nano-vllm shares memory and rings an ``Event``; a pipe is simpler and fails loudly both ways: a worker
+reading it learns that the engine process is gone (end of file) without polling, and rank 0 writing to a
+dead worker gets ``BrokenPipeError`` instead of waiting for it.
 
-Lifecycle: ``TensorParallelRunner`` spawns the workers, then builds rank 0's ``ModelRunner``, whose
-start-up (process group, weights, warm-up, KV cache) runs in step with theirs. ``close()`` — or garbage
-collection, or interpreter exit, through ``weakref.finalize`` — sends ``exit``, joins each worker with a
-timeout and terminates / kills what is left. A worker that dies surfaces as a ``RuntimeError`` naming its
-rank: its liveness is checked before each call, and gloo reports a dead peer as a reset connection (the
-collectives also time out, ``TP_TIMEOUT``). Any failure during a call leaves the ranks out of step (some
-collective was left half-way), so the group is shut down and the engine refuses further calls.
+Lifecycle: workers are started as ``python -m nanovllm_teach.engine.tp_workers '<json>'``, never through
+``multiprocessing``, so they do not import the caller's main file (there may be none: a notebook, a
+``python - <<EOF`` heredoc) and nothing is pickled. The JSON names the checkpoint, the settings, the
+rank and the ``tcp://127.0.0.1:<free port>`` where the ranks meet. Each worker says "ready" on its stdout
+just before it joins the group; rank 0 waits for every "ready" before joining itself, so a worker that
+dies at start-up is reported in seconds, with the end of its own error output (kept in a temporary file),
+instead of after the rendezvous times out. Then ``TensorParallelRunner`` builds rank 0's ``ModelRunner``,
+whose start-up (process group, weights, warm-up, KV cache) runs in step with theirs. ``close()`` — or
+garbage collection, or interpreter exit, through ``weakref.finalize`` — sends ``exit``, waits for each
+worker with a timeout and terminates / kills what is left. A worker that dies surfaces as a
+``RuntimeError`` naming its rank: its liveness is checked before each call, and gloo reports a dead peer as
+a reset connection (the collectives also time out, ``TP_TIMEOUT``). Any failure during a call leaves the
+ranks out of step (some collective was left half-way), so the group is shut down and the engine refuses
+further calls.
 
 Emits nothing itself: rank 0's ``ModelRunner`` gathers every rank's start-up facts and emits them
 (TP_RUNTIME_INIT once per rank; MODEL_WEIGHTS_LOADED and KV_BUDGET_ESTIMATE with per-rank lists).
@@ -48,44 +52,36 @@ Workers have no recorder.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
+import select
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
+import time
 import weakref
 from dataclasses import dataclass
-from multiprocessing.connection import wait as wait_for_sentinels
-from multiprocessing.shared_memory import SharedMemory
-from multiprocessing.synchronize import Semaphore
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import torch
 import torch.distributed as dist
 
+import nanovllm_teach
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
-HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it in the mailbox
+HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
+READY = b"ready\n"  # what a worker writes on its stdout just before it joins the process group
 JOIN_TIMEOUT_S = 10.0  # how long a worker gets to leave on its own before it is terminated, then killed
-PARENT_POLL_S = 1.0  # how often an idle worker checks that the engine process still exists
 DEATH_WAIT_S = 2.0  # after a failed call, how long to wait for a dying worker's exit code
+ERROR_TAIL_LINES = 15  # how much of a dead worker's error output goes into the exception
 
 
 # ---- the message format ---------------------------------------------------------------------------
-
-def message_capacity(config: Config) -> int:
-    """Bytes of mailbox that the largest call this configuration can produce needs.
-
-    A step carries at most ``max_num_batched_tokens`` new tokens and ``max_num_seqs`` sequences, each with
-    a block table of at most ``ceil(max_model_len / block_size)`` entries. 24 bytes bound one JSON number
-    with its separator; 256 bytes bound one sequence's keys and scalars (a seed has up to 19 digits).
-    """
-    blocks_per_seq = -(-config.max_model_len // config.kvcache_block_size)
-    return (HEADER_BYTES + 1024 + 24 * config.max_num_batched_tokens
-            + config.max_num_seqs * (256 + 24 * blocks_per_seq))
-
 
 def run_message(seqs: list[Sequence], is_prefill: bool) -> dict[str, Any]:
     """The ``run`` call as plain data: what ``ModelRunner.run`` reads from each sequence, nothing more."""
@@ -101,17 +97,18 @@ def run_message(seqs: list[Sequence], is_prefill: bool) -> dict[str, Any]:
         for seq in seqs]}
 
 
-def write_message(buf: memoryview, message: dict[str, Any]) -> None:
+def write_message(stream: IO[bytes], message: dict[str, Any]) -> None:
     data = json.dumps(message, separators=(",", ":")).encode()
-    if HEADER_BYTES + len(data) > len(buf):
-        raise RuntimeError(f"tensor-parallel call of {len(data)} bytes does not fit the {len(buf)}-byte mailbox")
-    buf[:HEADER_BYTES] = len(data).to_bytes(HEADER_BYTES, "little")
-    buf[HEADER_BYTES:HEADER_BYTES + len(data)] = data
+    stream.write(len(data).to_bytes(HEADER_BYTES, "little") + data)
+    stream.flush()
 
 
-def read_message(buf: memoryview) -> dict[str, Any]:
-    size = int.from_bytes(buf[:HEADER_BYTES], "little")
-    return json.loads(bytes(buf[HEADER_BYTES:HEADER_BYTES + size]))
+def read_message(stream: IO[bytes]) -> dict[str, Any] | None:
+    """The next call, or None at end of file (the engine process has gone)."""
+    header = stream.read(HEADER_BYTES)
+    if len(header) < HEADER_BYTES:
+        return None
+    return json.loads(stream.read(int.from_bytes(header, "little")))
 
 
 @dataclass(slots=True)
@@ -158,27 +155,25 @@ def cpu_threads_per_rank(config: Config) -> int:
 
 # ---- a worker process -----------------------------------------------------------------------------
 
-def worker_main(config: Config, rank: int, dist_init: str, shm_name: str, doorbell: Semaphore) -> None:
-    """Body of worker process ``rank``: build this rank's shard of the model, then serve rank 0's calls."""
+def worker_main(spec: dict[str, Any]) -> None:
+    """Body of worker process ``spec["rank"]``: build this rank's shard of the model, then serve rank 0's
+    calls from stdin until ``exit`` or end of file."""
     # Ctrl-C reaches every process of the terminal's group; only rank 0 decides what an interrupt means.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # stdout is the "ready" channel to rank 0; anything else printed goes to the error output instead.
+    ready = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    config = Config.from_kwargs(spec["model"], spec["settings"])
     if torch.device(config.device).type == "cpu":
         torch.set_num_threads(cpu_threads_per_rank(config))
-    runner = ModelRunner(config, rank, NullRecorder(), dist_init=dist_init)
-    shm = SharedMemory(name=shm_name)
-    parent = mp.parent_process()
+    ready.write(READY)  # kept open: rank 0 reads its end of file as "this worker has exited"
+    runner = ModelRunner(config, spec["rank"], NullRecorder(), dist_init=spec["dist_init"])
+    calls = sys.stdin.buffer
     try:
-        while True:
-            while not doorbell.acquire(timeout=PARENT_POLL_S):
-                if parent is not None and not parent.is_alive():
-                    return  # the engine process is gone without saying "exit": nobody will call again
-            message = read_message(shm.buf)
-            if message["method"] == "exit":
-                return
+        while (message := read_message(calls)) is not None and message["method"] != "exit":
             views = [SequenceView.from_message(entry, config.kvcache_block_size) for entry in message["seqs"]]
             runner.run(views, message["is_prefill"])
     finally:
-        shm.close()
         dist.destroy_process_group()
 
 
@@ -191,56 +186,102 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _stop_process(process: subprocess.Popen, grace_s: float) -> None:
+    """Give ``process`` ``grace_s`` seconds to leave on its own, then terminate it, then kill it."""
+    for stop in (None, process.terminate, process.kill):
+        if stop is not None:
+            stop()
+        try:
+            process.wait(timeout=grace_s if stop is None else JOIN_TIMEOUT_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 class WorkerPool:
-    """Ranks 1…N−1 as rank 0 sees them: their processes, the shared-memory mailbox and a doorbell each.
+    """Ranks 1…N−1 as rank 0 sees them: their processes, each with a pipe for calls (its stdin), a pipe
+    that says "ready" and then, by closing, "exited" (its stdout), and a file with its error output.
 
     Holds no reference to the runner that owns it, so that it can be that runner's finalizer.
     """
 
     def __init__(self, config: Config) -> None:
-        ctx = mp.get_context("spawn")
         self.dist_init = f"tcp://127.0.0.1:{free_port()}"
-        self.shm = SharedMemory(create=True, size=message_capacity(config))
-        self.doorbells: list[Semaphore] = []
-        self.processes: list[mp.process.BaseProcess] = []
+        self.processes: list[subprocess.Popen] = []
+        self.error_logs: list[IO[bytes]] = []
         self.broken = False  # set when the ranks may be out of step: then nobody can read an "exit" call
         self.closed = False
         self.rank0_threads = torch.get_num_threads()  # this process is rank 0: its share of cores until shutdown
         if torch.device(config.device).type == "cpu":
             torch.set_num_threads(cpu_threads_per_rank(config))
+        # The workers import this very copy of the package, wherever it was imported from.
+        package_root = str(Path(nanovllm_teach.__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         try:
             for rank in range(1, config.tensor_parallel_size):
-                doorbell = ctx.Semaphore(0)
-                process = ctx.Process(target=worker_main, name=f"nanovllm-tp-rank{rank}", daemon=True,
-                                      args=(config, rank, self.dist_init, self.shm.name, doorbell))
-                process.start()
-                self.doorbells.append(doorbell)
+                spec = {"model": config.model, "settings": config.settings(), "rank": rank,
+                        "dist_init": self.dist_init}
+                log = tempfile.TemporaryFile()
+                self.error_logs.append(log)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "nanovllm_teach.engine.tp_workers", json.dumps(spec)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
+                process.name = f"nanovllm-tp-rank{rank}"  # a name to show (notebook 07 prints it)
                 self.processes.append(process)
+            self._wait_until_ready()
         except BaseException:
             self.broken = True
             self.shutdown()
             raise
 
+    def _wait_until_ready(self) -> None:
+        """Until every worker is about to join the group; a worker that exits first is an error naming it."""
+        pending = {process.stdout.fileno(): process for process in self.processes}
+        deadline = time.monotonic() + TP_TIMEOUT.total_seconds()
+        while pending:
+            readable, _, _ = select.select(list(pending), [], [], max(0.0, deadline - time.monotonic()))
+            if not readable:
+                raise RuntimeError(f"tensor-parallel workers did not start within {TP_TIMEOUT.total_seconds():.0f} s")
+            for fd in readable:
+                if os.read(fd, len(READY)) != READY:
+                    raise RuntimeError(f"tensor-parallel worker {self.describe_dead(wait_s=JOIN_TIMEOUT_S)} "
+                                       f"failed to start")
+                del pending[fd]
+
     def send(self, message: dict[str, Any]) -> None:
-        write_message(self.shm.buf, message)
-        for doorbell in self.doorbells:
-            doorbell.release()
+        for process in self.processes:
+            write_message(process.stdin, message)
 
     def dead_ranks(self, wait_s: float = 0.0) -> list[str]:
         """``"rank R (pid P, how it ended)"`` for every worker that has exited, after waiting up to ``wait_s``
         for the first one to (a dead peer can reach gloo as a reset connection before its exit code is in)."""
-        by_sentinel = {process.sentinel: process for process in self.processes}
-        for sentinel in wait_for_sentinels(list(by_sentinel), timeout=wait_s):
-            # A ready sentinel means the process is exiting: the kernel closes its files a moment before
-            # its exit code can be collected.
-            by_sentinel[sentinel].join(timeout=JOIN_TIMEOUT_S)
+        by_fd = {process.stdout.fileno(): process for process in self.processes}
+        exiting, _, _ = select.select(list(by_fd), [], [], wait_s)  # a closed stdout: the worker is exiting
+        for fd in exiting:
+            try:
+                by_fd[fd].wait(timeout=JOIN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass
         dead = []
         for rank, process in enumerate(self.processes, start=1):
-            if not process.is_alive():
-                code = process.exitcode
-                how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+            code = process.poll()
+            if code is not None:
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 dead.append(f"rank {rank} (pid {process.pid}, {how})")
         return dead
+
+    def describe_dead(self, wait_s: float = 0.0) -> str:
+        """The dead workers and the end of each one's own error output."""
+        dead = self.dead_ranks(wait_s)
+        parts = []
+        for rank, process in enumerate(self.processes, start=1):
+            if process.poll() is None:
+                continue
+            log = self.error_logs[rank - 1]
+            log.seek(0)
+            tail = log.read().decode(errors="replace").strip().splitlines()[-ERROR_TAIL_LINES:]
+            parts.append(f"{dead.pop(0)}" + ("".join(f"\n    {line}" for line in tail) if tail else ""))
+        return "; ".join(parts) or "(none has exited)"
 
     def shutdown(self) -> None:
         """Stop every worker and release the group; safe to call more than once."""
@@ -249,21 +290,23 @@ class WorkerPool:
         self.closed = True
         healthy = not self.broken and not self.dead_ranks()
         if healthy:
-            self.send({"method": "exit"})
+            try:
+                self.send({"method": "exit"})
+            except BrokenPipeError:  # it died after all
+                healthy = False
         for process in self.processes:
             # A healthy worker leaves on "exit"; one stuck in a collective with a dead peer never will.
-            process.join(timeout=JOIN_TIMEOUT_S if healthy else 0)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=JOIN_TIMEOUT_S)
-            if process.is_alive():
-                process.kill()
-                process.join()
+            _stop_process(process, grace_s=JOIN_TIMEOUT_S if healthy else 0)
+            process.stdout.close()
+            try:
+                process.stdin.close()
+            except BrokenPipeError:
+                pass  # closing flushes what is left to a worker that has gone
+        for log in self.error_logs:
+            log.close()
         if dist.is_initialized():
             dist.destroy_process_group()  # rank 0's end of the group, so a later engine can build its own
         torch.set_num_threads(self.rank0_threads)
-        self.shm.close()
-        self.shm.unlink()
 
 
 class TensorParallelRunner:
@@ -282,9 +325,10 @@ class TensorParallelRunner:
         try:
             self.runner = ModelRunner(config, 0, recorder, dist_init=self.pool.dist_init)
         except BaseException as exc:
-            # A collective that lost its peer raises RuntimeError; rank 0's own errors (a bad checkpoint,
-            # Ctrl-C) are raised as they are, even when the workers died of the same cause.
-            if self._stop(f"start-up failed: {exc!r}") and isinstance(exc, RuntimeError):
+            # A collective that lost its peer raises RuntimeError (a pipe to a dead worker, OSError); rank 0's
+            # own errors (a bad checkpoint, Ctrl-C) are raised as they are, even when the workers died of the
+            # same cause.
+            if self._stop(f"start-up failed: {exc!r}") and isinstance(exc, (RuntimeError, OSError)):
                 raise RuntimeError(f"tensor-parallel {self.failure} during start-up") from exc
             raise
         self.num_kvcache_blocks = self.runner.num_kvcache_blocks
@@ -303,17 +347,17 @@ class TensorParallelRunner:
             self.pool.send(run_message(seqs, is_prefill))
             return self.runner.run(seqs, is_prefill)
         except BaseException as exc:
-            if self._stop(f"a call failed: {exc!r}") and isinstance(exc, RuntimeError):
+            if self._stop(f"a call failed: {exc!r}") and isinstance(exc, (RuntimeError, OSError)):
                 raise RuntimeError(f"tensor-parallel {self.failure} during a "
                                    f"{'prefill' if is_prefill else 'decode'} step; create a new LLM") from exc
             raise
 
     def _stop(self, failure: str) -> list[str]:
-        """Shut the group down after a failure; returns the workers that died, if any did (they become
-        the recorded ``failure``)."""
+        """Shut the group down after a failure; returns the workers that died, if any did (they, with the
+        end of their error output, become the recorded ``failure``)."""
         self.pool.broken = True
         dead = self.pool.dead_ranks(wait_s=DEATH_WAIT_S)
-        self.failure = f"worker {', '.join(dead)} died" if dead else failure
+        self.failure = f"worker {self.pool.describe_dead()} died" if dead else failure
         self._finalizer()
         return dead
 
@@ -322,3 +366,7 @@ class TensorParallelRunner:
         if self.failure is None:
             self.failure = "close() was called"
         self._finalizer()
+
+
+if __name__ == "__main__":  # a worker: python -m nanovllm_teach.engine.tp_workers '<json spec>'
+    worker_main(json.loads(sys.argv[1]))

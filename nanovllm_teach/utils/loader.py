@@ -3,6 +3,10 @@
 Only safetensors are read (never pickle, never remote code). Each checkpoint tensor is routed to the
 parameter that owns it — through the model's ``packed_modules_mapping`` when several Hugging Face tensors
 share one of our parameters — and that parameter's ``weight_loader`` copies the slice this rank owns.
+
+``check_checkpoint`` runs first, from the engine, before anything heavy: it reads only the safetensors
+headers, so a truncated or corrupt file and a ``config.json`` that disagrees with the weights are named
+in seconds, not after the model has been built and half loaded.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import nn
+from transformers import AutoModelForCausalLM, PretrainedConfig
 
 
 @dataclass(frozen=True)
@@ -27,15 +32,40 @@ def _default_weight_loader(param: nn.Parameter, loaded_weight: torch.Tensor) -> 
     param.data.copy_(loaded_weight)
 
 
+def _safetensors_files(path: str | Path) -> list[Path]:
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {path}")
+    return files
+
+
+def check_checkpoint(path: str | Path, hf_config: PretrainedConfig) -> None:
+    """Raise ``ValueError`` naming the file for a safetensors file that cannot be read (truncated,
+    corrupt), and naming the tensor and both shapes for a weight whose shape is not the one ``config.json``
+    implies. Reads headers only; the expected shapes come from Hugging Face's own model for this config,
+    built on the meta device (no memory)."""
+    with torch.device("meta"):
+        reference = AutoModelForCausalLM.from_config(hf_config)
+    expected = {name: tuple(tensor.shape) for name, tensor in reference.state_dict().items()}
+    for file in _safetensors_files(path):
+        try:
+            with safe_open(str(file), framework="pt") as f:
+                shapes = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+        except SafetensorError as exc:
+            raise ValueError(f"{file} is not a readable safetensors file (truncated or corrupt?): {exc}") from exc
+        for key, shape in shapes.items():
+            if key in expected and shape != expected[key]:
+                raise ValueError(f"{file.name}: tensor {key!r} has shape {list(shape)}, but "
+                                 f"{Path(path) / 'config.json'} implies {list(expected[key])}")
+
+
 def load_model(model: nn.Module, path: str | Path) -> LoadReport:
     """Fill every parameter of ``model`` from the ``*.safetensors`` files in ``path``.
 
     Raises ``FileNotFoundError`` when there are none and ``ValueError`` naming any parameter the checkpoint
     did not provide or any checkpoint tensor the model has no place for.
     """
-    files = sorted(Path(path).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors files in {path}")
+    files = _safetensors_files(path)
     params = dict(model.named_parameters())
     packed = getattr(model, "packed_modules_mapping", {})
     filled: set[str] = set()
