@@ -61,6 +61,11 @@ class Workload:
             raise ValueError(f"workload {self.name!r}: {len(self.params)} SamplingParams for "
                              f"{len(self.prompts)} prompts")
 
+    def prompts_for(self, tokenizer: Any) -> list[str | list[int]]:
+        """The prompts as ``generate()`` takes them: ``Chat`` messages written out with ``tokenizer``'s
+        chat template, the others as they are."""
+        return [p.render(tokenizer) if isinstance(p, Chat) else p for p in self.prompts]
+
 
 class StepLimitExceeded(RuntimeError):
     """The run was still going after the number of steps it was allowed."""
@@ -83,8 +88,7 @@ def record_run(workload: Workload, recorder: Recorder | str | Path | None, model
         try:
             if max_steps is not None:
                 llm.step = _step_limited(llm, max_steps)
-            prompts = [p.render(llm.tokenizer) if isinstance(p, Chat) else p for p in workload.prompts]
-            return llm.generate(prompts, list(workload.params), use_tqdm=False,
+            return llm.generate(workload.prompts_for(llm.tokenizer), list(workload.params), use_tqdm=False,
                                 arrival_steps=list(workload.arrival_steps) or None)
         finally:
             llm.close()
