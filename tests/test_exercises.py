@@ -290,7 +290,10 @@ def test_a_file_that_exits_gets_a_verdict_and_exit_status_1(tmp_path, capsys):
     assert capsys.readouterr().out == "FAIL decode_slot: your file could not be loaded: SystemExit: 0\n"
     hard = _solution(tmp_path, "hard", "import os\n\ndef decode_slot(seq, block_size):\n    os._exit(0)\n")
     result = grade("decode_slot", hard)
-    assert not result.passed and "the grading process ended (exit code 0) before the run finished" in result.message
+    assert not result.passed and "the grading process ended while your decode_slot ran (exit code 0)" in result.message
+    top_level_hard = _solution(tmp_path, "top_hard", "import os\nos._exit(3)\n")
+    assert grade("decode_slot", top_level_hard).message == ("FAIL decode_slot: your file ended the grading process "
+                                                            "while it was loading (exit code 3): does it call os._exit?")
 
 
 def test_code_that_never_returns_is_stopped_with_a_verdict(tmp_path):

@@ -90,17 +90,23 @@ class EngineExercise(Exercise):
             problem = imports_reference_solutions(Path(solution))
         if problem is not None:
             return self.fail(problem)
-        references = PendingReferences(self.workloads, model)
-        with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
-            folder = Path(tmp)
-            end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
-            outcome = read_outcome(folder / OUTCOME)
-            return self._verdict(end, outcome, folder, references.traces())
+        references = PendingReferences(self.workloads, model)  # recorded while the student's code runs
+        try:
+            with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
+                folder = Path(tmp)
+                end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
+                outcome = read_outcome(folder / OUTCOME)
+                return self._verdict(end, outcome, folder, references.traces())
+        finally:
+            references.cancel()
 
     def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
-        if end.stuck_in == LOADING:
+        if end.running == LOADING and end.exitcode is None:
             return self.fail(f"your file did not finish loading within {end.limit:g} s (does it run "
                              f"something forever at the top level?): the grader stopped it")
+        if end.running == LOADING:
+            return self.fail(f"your file ended the grading process while it was loading (exit code "
+                             f"{end.exitcode}): does it call os._exit?")
         if "unusable" in outcome:
             return self.fail(outcome["unusable"])
         runs = outcome.get("runs", {})
@@ -109,9 +115,9 @@ class EngineExercise(Exercise):
             if workload.name in runs:
                 failure = runs[workload.name]
             elif end.exitcode is None:  # stopped by the parent during this workload
-                failure = {"timeout": end.limit, "function": end.stuck_in}
+                failure = {"timeout": end.limit, "function": end.running}
             else:  # the child ended during this workload without saying why
-                failure = {"exitcode": end.exitcode, "function": None}
+                failure = {"exitcode": end.exitcode, "function": end.running}
             verdict = judge(self, workload, load_run(folder / f"{workload.name}.jsonl"), failure,
                             references[workload.name])
             if verdict is not None:

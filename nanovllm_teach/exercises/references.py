@@ -48,21 +48,29 @@ class PendingReferences:
             self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._missing = missing
 
+    def cancel(self) -> None:
+        """Stop a recording still running (the grading ended early); nothing once ``traces()`` has run."""
+        if self._process is not None:
+            process, self._process = self._process, None
+            process.kill()
+            process.wait()
+            self._folder.cleanup()
+
     def traces(self) -> dict[str, Trace]:
         if self._process is not None:
+            process, self._process = self._process, None
             try:
-                _, err = self._process.communicate(timeout=REFERENCE_LIMIT_S)
-            except BaseException:
-                self._process.kill()
-                self._process.wait()
-                raise
-            if self._process.returncode != 0:
-                tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["(no message)"]
-                raise RuntimeError(f"the reference engine failed on workloads {self._missing}: {tail[0]}")
-            for name in self._missing:
-                _recorded[(name, self.model)] = load_trace(Path(self._folder.name) / f"{name}.jsonl")
-            self._folder.cleanup()
-            self._process = None
+                _, err = process.communicate(timeout=REFERENCE_LIMIT_S)
+                if process.returncode != 0:
+                    tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["(no message)"]
+                    raise RuntimeError(f"the reference engine failed on workloads {self._missing}: {tail[0]}")
+                for name in self._missing:
+                    _recorded[(name, self.model)] = load_trace(Path(self._folder.name) / f"{name}.jsonl")
+            finally:
+                if process.poll() is None:  # interrupted, or out of time: the recording stops too
+                    process.kill()
+                    process.wait()
+                self._folder.cleanup()
         return {name: _recorded[(name, self.model)] for name in self.names}
 
 

@@ -88,18 +88,20 @@ class SharedWatch:
 
 @dataclass(frozen=True)
 class ChildEnd:
-    """How the child ended: its exit code (None when the parent stopped it), and if it was stopped, in
-    which student function (``stuck_in``; "" when none was running) after how many seconds (``limit``)."""
+    """How the child ended: its exit code (None when the parent stopped it), the student function running
+    at that moment (``running``; "" when none was), and for a stopped child the limit it ran into."""
 
     exitcode: int | None
-    stuck_in: str | None = None
+    running: str = ""
     limit: float | None = None
 
 
 def _child_main(watch: SharedWatch, target: Callable[..., None], args: tuple[Any, ...]) -> None:
-    import torch
-
-    torch.set_num_threads(1)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    else:  # imported later, if at all (a quiz needs no torch)
+        os.environ["OMP_NUM_THREADS"] = "1"
     refuse_reference_solutions()
     target(watch, *args)
 
@@ -121,13 +123,13 @@ def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> 
         while True:
             child.join(0.05)
             if child.exitcode is not None:
-                return ChildEnd(child.exitcode)
+                return ChildEnd(child.exitcode, watch.running())
             if watch.running() and watch.running_for() > time_limit:
                 return _stop(child, ChildEnd(None, watch.running(), time_limit))
             if time.monotonic() - started > RUN_LIMIT_S:
                 return _stop(child, ChildEnd(None, "", RUN_LIMIT_S))
     except BaseException:  # Ctrl-C in the parent: the child goes too
-        _stop(child, ChildEnd(None))
+        _stop(child, ChildEnd(None, watch.running()))
         raise
 
 

@@ -133,7 +133,7 @@ class QuizExercise(Exercise):
             end = run_in_child(_answer_in_child, solution, trace, path, time_limit=time_limit)
             outcome = read_outcome(path)
         if end.exitcode is None:
-            what = "your file did not finish loading" if end.stuck_in == LOADING else "your answer_quiz did not return"
+            what = "your file did not finish loading" if end.running == LOADING else "your answer_quiz did not return"
             return self.fail(f"{what} within {end.limit:g} s: the grader stopped it")
         if "unusable" in outcome:
             return self.fail(outcome["unusable"])
