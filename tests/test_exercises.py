@@ -5,7 +5,9 @@ implemented yet, and a solution with a planted classic bug fails with a message 
 event where its run parted from the reference (slot mapping off by one, preemption from the head instead
 of the tail, a can_append that ignores the block boundary, an unchained block hash, a block size missing
 the factor 2, a wrong quiz answer). Expected numbers are read from the reference traces, not hard-coded:
-they depend on the workloads, never on the shipped model's weights.
+they depend on the workloads, never on the shipped model's weights. Then what a student's code must not be
+able to do to the grader (import the reference, replace its judge, patch the engine, exit, hang), the
+hints, and the engine's exercise points.
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ def test_preemption_from_the_head_instead_of_the_tail(tmp_path):
 
 
 def test_can_append_that_ignores_the_block_boundary(tmp_path):
-    result = grade("can_append", _solution(tmp_path, "boundary", FUTURE + _reference_function("can_append", "may_append") + """
+    reference_may_append = FUTURE + _reference_function("can_append", "may_append")
+    result = grade("can_append", _solution(tmp_path, "boundary", reference_may_append + """
 def can_append(bm, seq):
     return bm.num_free_blocks > 0  # as if every token started a new block
 """))
@@ -129,7 +132,8 @@ def test_unchained_hash_reuses_blocks_cached_under_another_prefix(tmp_path):
 
 
 def test_block_size_missing_the_factor_two(tmp_path):
-    result = grade("kv_cache_blocks", _solution(tmp_path, "factor", FUTURE + _reference_function("kv_cache_blocks", "kv_cache_blocks") + """
+    reference_blocks = FUTURE + _reference_function("kv_cache_blocks", "kv_cache_blocks")
+    result = grade("kv_cache_blocks", _solution(tmp_path, "factor", reference_blocks + """
 def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
     return num_layers * block_size * num_kv_heads * head_dim * dtype_bytes  # only the keys
 """))
@@ -292,8 +296,9 @@ def test_a_file_that_exits_gets_a_verdict_and_exit_status_1(tmp_path, capsys):
     result = grade("decode_slot", hard)
     assert not result.passed and "the grading process ended while your decode_slot ran (exit code 0)" in result.message
     top_level_hard = _solution(tmp_path, "top_hard", "import os\nos._exit(3)\n")
-    assert grade("decode_slot", top_level_hard).message == ("FAIL decode_slot: your file ended the grading process "
-                                                            "while it was loading (exit code 3): does it call os._exit?")
+    assert grade("decode_slot", top_level_hard).message == (
+        "FAIL decode_slot: your file ended the grading process while it was loading (exit code 3): does it call "
+        "os._exit?")
 
 
 def test_code_that_never_returns_is_stopped_with_a_verdict(tmp_path):
