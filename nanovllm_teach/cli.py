@@ -1,13 +1,17 @@
-"""The ``nanovllm-teach`` command.
+"""The nanovllm-teach command.
 
-- ``demo``: the shipped model answers seed 000's two prompts on this machine, printing the TEACHING log,
-  writing the trace (JSONL) and a timeline picture.
+- ``demo``: the shipped model answers the walkthrough's two prompts on this machine, printing the TEACHING
+  log, writing the trace (JSONL) and a timeline picture.
 - ``record SCENARIO``: regenerate one of the shipped traces in ``traces/`` (``--all`` for every one).
-- ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a PNG (timelines + request Gantt chart),
+- ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a picture (timelines + request Gantt chart),
   ``--html`` a self-contained report page, ``--text`` the step and request tables in the terminal.
-- ``compare A B``: two traces of one workload side by side (``--out`` a PNG) and their summary table.
+- ``compare A B``: two traces of one workload side by side (``--out`` a picture) and their summary table.
 - ``diff A B``: the first event where two traces of one workload disagree, in plain words (exit 1 if any).
 - ``exercises``: the classroom exercises and their templates; ``grade EXERCISE SOLUTION.py`` grades one.
+
+A mistake in what was asked (a missing or damaged file, a folder where a file belongs, an output that
+cannot be written, a bad value) ends with one line, ``nanovllm-teach: error: ...``, and exit status 2.
+Outputs are checked before any work starts. A picture's format follows its suffix: .png, .svg or .pdf.
 """
 
 from __future__ import annotations
@@ -15,32 +19,111 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
+PROG = "nanovllm-teach"
+PICTURE_FORMATS = (".png", ".svg", ".pdf")
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its files: reported as one line, exit status 2."""
+
+
+# ---- checks made before any work ------------------------------------------------------------------------
+
+def _writable_file(path: str, option: str, picture: bool = False) -> Path:
+    """``path`` as a file this command can write (created and removed again to find out)."""
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"{option} {path} is a folder: give a file name")
+    if picture and out.suffix.lower() not in PICTURE_FORMATS:
+        raise UsageError(f"{option} {path}: the picture format follows the suffix; use one of "
+                         f"{', '.join(PICTURE_FORMATS)}")
+    existed = out.exists()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("ab"):
+            pass
+        if not existed:
+            out.unlink()
+    except OSError as error:
+        raise UsageError(f"{option} {path} cannot be written: {error.strerror or error}") from None
+    return out
+
+
+def _writable_folder(path: str, option: str) -> Path:
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {path} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"{option} {path} cannot be created: {error.strerror or error}") from None
+    _writable_file(str(folder / ".nanovllm_teach_write_check"), option)
+    return folder
+
+
+def _model_folder(path: str | None) -> str | None:
+    if path is not None and not Path(path).is_dir():
+        raise UsageError(f"--model {path}: no such folder (give a checkpoint folder with a config.json)")
+    return path
+
+
+def _load(path: str, lenient: bool):
+    """The trace at ``path``, or a ``UsageError`` saying why it cannot be read."""
+    from nanovllm_teach.trace import load_trace
+
+    if Path(path).is_dir():
+        raise UsageError(f"{path} is a folder, not a trace file (a .jsonl file written by a run)")
+    try:
+        return load_trace(path, strict=not lenient)
+    except FileNotFoundError:
+        raise UsageError(f"no such trace file: {path}") from None
+    except OSError as error:
+        raise UsageError(f"cannot read trace {path}: {error.strerror or error}") from None
+    except ValueError as error:  # the loader's TraceFormatError and its kin: a damaged or foreign file
+        hint = "" if lenient else " (--lenient keeps the events before a damaged line)"
+        raise UsageError(f"cannot replay {error}{hint}") from None
+
+
+def _save_picture(figure: Any, path: Path, dpi: float) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    figure.savefig(path, format=path.suffix.lower().lstrip("."), dpi=dpi)
+    return path
+
+
+# ---- the commands ---------------------------------------------------------------------------------------
 
 def _demo(args: argparse.Namespace) -> int:
+    from nanovllm_teach.scenarios import WALKTHROUGH_PROMPTS, walkthrough_params
+
+    params = walkthrough_params(args.temperature, args.max_tokens, args.seed)  # a bad value stops us here
+    model = _model_folder(args.model)
+    out = _writable_folder(args.out, "--out")
+    trace_path = _writable_file(str(out / "demo_trace.jsonl"), "--out")
+    picture_path = _writable_file(str(out / "demo_timeline.png"), "--out", picture=True)
+
     from nanovllm_teach.llm import LLM
-    from nanovllm_teach.sampling_params import SamplingParams
-    from nanovllm_teach.scenarios import SEED_PROMPTS
     from nanovllm_teach.trace import TraceRecorder, load_trace
     from nanovllm_teach.trace.console import ConsoleRenderer
-    from nanovllm_teach.viz.timeline import save_timelines
+    from nanovllm_teach.viz.timeline import plot_timelines
 
-    out = Path(args.out)
-    trace_path = out / "demo_trace.jsonl"
     console = ConsoleRenderer(lang=args.lang, verbosity=args.verbosity)
-    llm = LLM(args.model, trace=TraceRecorder(trace_path, sinks=[console]))
-    prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                                 add_generation_prompt=True) for p in SEED_PROMPTS]
-    params = [SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed + i)
-              for i in range(len(prompts))]
-    outputs = llm.generate(prompts, params, use_tqdm=False)
-    llm.close()
+    llm = LLM(model, trace=TraceRecorder(trace_path, sinks=[console]))
+    try:
+        prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                     add_generation_prompt=True) for p in WALKTHROUGH_PROMPTS]
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+    finally:
+        llm.close()
     print()
-    for prompt, output in zip(SEED_PROMPTS, outputs):
+    for prompt, output in zip(WALKTHROUGH_PROMPTS, outputs):
         print(f"Prompt: {prompt!r}  (seq_id={output['seq_id']}, {len(output['token_ids'])} tokens, "
               f"finished on {output['finish_reason']})")
         print(f"Completion: {output['text']!r}\n")
-    picture = save_timelines(load_trace(trace_path), out / "demo_timeline.png")
+    picture = _save_picture(plot_timelines(load_trace(trace_path)), picture_path, dpi=110)
     print(f"trace:    {trace_path}\ntimeline: {picture}")
     return 0
 
@@ -48,70 +131,54 @@ def _demo(args: argparse.Namespace) -> int:
 def _record(args: argparse.Namespace) -> int:
     from nanovllm_teach.scenarios import SCENARIOS, record
 
-    names = list(SCENARIOS) if args.all else [args.scenario]
+    if args.all == (args.scenario is not None):
+        raise UsageError("record needs a SCENARIO or --all (not both)")
     if not args.all and args.scenario not in SCENARIOS:
-        print(f"unknown scenario {args.scenario!r}; choose from: {', '.join(SCENARIOS)}", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown scenario {args.scenario!r}; choose from: {', '.join(SCENARIOS)}")
+    names = list(SCENARIOS) if args.all else [args.scenario]
+    model = _model_folder(args.model)
+    folder = _writable_folder(args.out_dir, "--out-dir")
     for name in names:
-        path = Path(args.out_dir) / f"{name}.jsonl"
-        outputs = record(name, path, model=args.model)
+        path = _writable_file(str(folder / f"{name}.jsonl"), "--out-dir")
+        outputs = record(name, path, model=model)
         print(f"{name}: {len(outputs)} requests -> {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0
 
 
-def _load(path: str, lenient: bool):
-    """A trace, or None after printing why it cannot be read."""
-    from nanovllm_teach.trace import TraceFormatError, load_trace
-
-    try:
-        return load_trace(path, strict=not lenient)
-    except FileNotFoundError:
-        print(f"no such trace file: {path}", file=sys.stderr)
-    except TraceFormatError as error:
-        print(f"cannot replay {error}" + ("" if lenient else " (--lenient keeps the events before a damaged line)"),
-              file=sys.stderr)
-    return None
-
-
 def _replay(args: argparse.Namespace) -> int:
-    from nanovllm_teach.trace import format_request_table, format_step_table
-    from nanovllm_teach.viz.report import save_overview, write_html_report
-
+    picture = _writable_file(args.out, "--out", picture=True) if args.out else None
+    page = _writable_file(args.html, "--html") if args.html else None
     trace = _load(args.trace, args.lenient)
-    if trace is None:
-        return 2
     if not trace.steps:
-        print(f"{args.trace}: no completed engine step to replay", file=sys.stderr)
-        return 2
-    if args.text or not (args.out or args.html):
+        raise UsageError(f"{args.trace}: no completed engine step to replay")
+
+    from nanovllm_teach.trace import format_request_table, format_step_table
+    from nanovllm_teach.viz.report import plot_overview, write_html_report
+
+    if args.text or not (picture or page):
         print(format_step_table(trace.steps))
         print()
         print(format_request_table(trace.requests))
-    if args.out:
-        print(f"picture: {save_overview(trace, args.out)}")
-    if args.html:
-        print(f"report:  {write_html_report(trace, args.html)}")
+    if picture:
+        print(f"picture: {_save_picture(plot_overview(trace), picture, dpi=100)}")
+    if page:
+        print(f"report:  {write_html_report(trace, page)}")
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from nanovllm_teach.viz.compare import compare
-    from nanovllm_teach.viz.render import figure_png
-
+    picture = _writable_file(args.out, "--out", picture=True) if args.out else None
     traces = [_load(path, args.lenient) for path in (args.a, args.b)]
-    if traces[0] is None or traces[1] is None:
-        return 2
     for path, trace in zip((args.a, args.b), traces):
         if not trace.steps:
-            print(f"{path}: no completed engine step to compare", file=sys.stderr)
-            return 2
+            raise UsageError(f"{path}: no completed engine step to compare")
+
+    from nanovllm_teach.viz.compare import compare
+
     comparison = compare(traces[0], traces[1])
     print(comparison.table())
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(figure_png(comparison.figure, dpi=90))
-        print(f"picture: {out}")
+    if picture:
+        print(f"picture: {_save_picture(comparison.figure, picture, dpi=90)}")
     return 0
 
 
@@ -120,8 +187,6 @@ def _diff(args: argparse.Namespace) -> int:
     from nanovllm_teach.trace.diff import diff_traces
 
     traces = [_load(path, args.lenient) for path in (args.a, args.b)]
-    if traces[0] is None or traces[1] is None:
-        return 2
     divergence = diff_traces(traces[0], traces[1])
     if divergence is None:
         print(f"identical: {len(traces[0].events)} events agree (timing and machine fields aside)")
@@ -139,6 +204,16 @@ def _exercises(args: argparse.Namespace) -> int:
     for number, ex in enumerate(EXERCISES.values(), 1):
         print(f"{number}. {ex.name:<16} {ex.title}  [{ex.replaces}]\n   template: {ex.template_path}")
     print("\nCopy a template, fill it in, then: nanovllm-teach grade EXERCISE your_file.py")
+    print("Stuck? nanovllm-teach hint EXERCISE 1 (then 2) gives a hint.")
+    return 0
+
+
+def _hint(args: argparse.Namespace) -> int:
+    from nanovllm_teach.exercises import EXERCISES, hint
+
+    if args.exercise not in EXERCISES:
+        raise UsageError(f"unknown exercise {args.exercise!r}; choose from: {', '.join(EXERCISES)}")
+    print(hint(args.exercise, args.level))
     return 0
 
 
@@ -146,27 +221,56 @@ def _grade(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES, grade
 
     if args.exercise not in EXERCISES:
-        print(f"unknown exercise {args.exercise!r}; choose from: {', '.join(EXERCISES)}", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown exercise {args.exercise!r}; choose from: {', '.join(EXERCISES)}")
+    if Path(args.solution).is_dir():
+        raise UsageError(f"{args.solution} is a folder: give your solution's .py file")
     if not Path(args.solution).is_file():
-        print(f"no such solution file: {args.solution}", file=sys.stderr)
-        return 2
-    result = grade(args.exercise, args.solution, model=args.model)
+        raise UsageError(f"no such solution file: {args.solution}")
+    result = grade(args.exercise, args.solution, model=_model_folder(args.model), time_limit=args.time_limit)
     print(result.message)
     return 0 if result.passed else 1
 
 
+# ---- the parser -----------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes as one line, like every other mistake."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _number_at_least_zero(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+_positive_int.__name__ = "int >= 1"  # argparse names the type in its message: "invalid int >= 1 value"
+_number_at_least_zero.__name__ = "number >= 0"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nanovllm-teach", description=__doc__.splitlines()[0])
+    parser = _Parser(prog=PROG, description="Run, record, replay and compare the engine's TEACHING traces, "
+                                            "and grade the classroom exercises.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="run the shipped model on the seed's two prompts, with its TEACHING log")
-    demo.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
+    demo = sub.add_parser("demo", help="run the shipped model on the walkthrough's two prompts, with its log")
+    demo.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
     demo.add_argument("--out", default="out", help="folder for the trace and the picture (default: out)")
     demo.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the log's reasons")
     demo.add_argument("--verbosity", choices=["quiet", "normal", "detail"], default="normal")
-    demo.add_argument("--temperature", type=float, default=0.6)
-    demo.add_argument("--max-tokens", type=int, default=256)
+    demo.add_argument("--temperature", type=_number_at_least_zero, default=0.6, help="0 is greedy (default: 0.6)")
+    demo.add_argument("--max-tokens", type=_positive_int, default=64,
+                      help="per request (default: 64: one answer ends on EOS, the other is cut)")
     demo.add_argument("--seed", type=int, default=0, help="per-request sampling seeds start here")
     demo.set_defaults(func=_demo)
 
@@ -174,12 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("scenario", nargs="?", default=None)
     rec.add_argument("--all", action="store_true", help="record every scenario")
     rec.add_argument("--out-dir", default="traces")
-    rec.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
+    rec.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
     rec.set_defaults(func=_record)
 
     rep = sub.add_parser("replay", help="a recorded trace as a picture, an HTML report or text tables")
     rep.add_argument("trace", help="a trace file (JSONL)")
-    rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (PNG)")
+    rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (.png, .svg, .pdf)")
     rep.add_argument("--html", default=None, help="write a self-contained HTML report")
     rep.add_argument("--text", action="store_true", help="print the step and request tables (the default)")
     rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
@@ -188,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="two traces of one workload side by side, with their summaries")
     cmp.add_argument("a", help="the first trace (left)")
     cmp.add_argument("b", help="the second trace (right)")
-    cmp.add_argument("--out", default=None, help="write the side-by-side picture (PNG)")
+    cmp.add_argument("--out", default=None, help="write the side-by-side picture (.png, .svg, .pdf)")
     cmp.add_argument("--lenient", action="store_true", help="compare the valid parts of damaged traces")
     cmp.set_defaults(func=_compare)
 
@@ -201,19 +305,31 @@ def build_parser() -> argparse.ArgumentParser:
     exs = sub.add_parser("exercises", help="list the classroom exercises and their templates")
     exs.set_defaults(func=_exercises)
 
+    hnt = sub.add_parser("hint", help="a hint for an exercise: level 1 says where to look, 2 how")
+    hnt.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
+    hnt.add_argument("level", nargs="?", type=_positive_int, default=1)
+    hnt.set_defaults(func=_hint)
+
     grd = sub.add_parser("grade", help="grade a solution file: its engine's trace against the reference's")
     grd.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
     grd.add_argument("solution", help="your Python file defining the exercise's function(s)")
-    grd.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
+    grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
+    grd.add_argument("--time-limit", type=_number_at_least_zero, default=10.0,
+                     help="seconds one call of your code may take (default: 10)")
     grd.set_defaults(func=_grade)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "record" and not args.all and args.scenario is None:
-        build_parser().error("record needs a SCENARIO or --all")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as error:
+        message = str(error)
+    except (ValueError, TypeError) as error:  # a bad value, named by whoever refused it
+        message = str(error)
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

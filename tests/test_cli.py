@@ -1,13 +1,28 @@
-"""The ``nanovllm-teach`` command: the demo produces its log, trace and picture; record regenerates a trace."""
+"""The ``nanovllm-teach`` command: the demo produces its log, trace and picture; record regenerates a trace;
+every mistake a user can make on the command line ends in one line and exit status 2, before any work."""
 
 from __future__ import annotations
 
-from nanovllm_teach.cli import main
+from pathlib import Path
+
+import pytest
+
+from nanovllm_teach.cli import build_parser, main
 from nanovllm_teach.trace import load_trace
+
+SMALL_TRACE = Path(__file__).resolve().parent / "data" / "small_trace.jsonl"
+
+
+def _run(argv: list[str]) -> int:
+    """``main(argv)``'s exit status, argparse's own exits included."""
+    try:
+        return main(argv)
+    except SystemExit as exit_info:
+        return exit_info.code
 
 
 def test_demo_writes_log_trace_and_picture(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path), "--max-tokens", "48", "--lang", "zh"]) == 0
+    assert main(["demo", "--out", str(tmp_path), "--lang", "zh"]) == 0
     out = capsys.readouterr().out
     assert "TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求" in out
     assert "step#1 prefill done in" in out
@@ -15,10 +30,66 @@ def test_demo_writes_log_trace_and_picture(tmp_path, capsys):
     trace = load_trace(tmp_path / "demo_trace.jsonl")
     assert trace.header["config"]["max_num_seqs"] == 512
     assert trace.steps[0].phase == "prefill" and trace.steps[0].batch_size == 2
+    # As in the reference nano-vllm run: one answer ends on EOS, the other is cut at max_tokens.
+    reasons = sorted(r.finish_reason for r in trace.requests)
+    assert reasons == ["eos", "length"], reasons
+    assert "finished on eos" in out and "finished on length" in out
     picture = tmp_path / "demo_timeline.png"
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_record_unknown_scenario_is_an_error(capsys):
     assert main(["record", "no_such_scenario"]) == 2
-    assert "choose from" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("nanovllm-teach: error: unknown scenario 'no_such_scenario'; choose from: walkthrough,")
+    assert err.count("\n") == 1
+
+
+def _mistakes(tmp: Path) -> list[tuple[list[str], str]]:
+    bad = tmp / "bad.jsonl"
+    bad.write_text('{"schema": "nanovllm_teach.trace", "version": 1}\nnot json\n')
+    trace = str(SMALL_TRACE)
+    return [
+        (["replay", str(tmp)], "is a folder, not a trace file"),
+        (["compare", trace, str(tmp)], "is a folder, not a trace file"),
+        (["diff", str(tmp), trace], "is a folder, not a trace file"),
+        (["replay", str(bad)], "cannot replay"),
+        (["diff", trace, str(bad)], "cannot replay"),
+        (["replay", str(tmp / "none.jsonl")], "no such trace file"),
+        (["replay", trace, "--out", str(tmp)], "is a folder: give a file name"),
+        (["replay", trace, "--html", str(tmp)], "is a folder: give a file name"),
+        (["replay", trace, "--out", "/proc/x.png"], "cannot be written"),
+        (["replay", trace, "--html", "/proc/x.html"], "cannot be written"),
+        (["replay", trace, "--out", str(tmp / "x.gif")], "the picture format follows the suffix"),
+        (["compare", trace, trace, "--out", str(tmp / "x.jpg")], "the picture format follows the suffix"),
+        (["compare", trace, trace, "--out", str(tmp)], "is a folder"),
+        (["demo", "--max-tokens", "0"], "argument --max-tokens: must be >= 1, got 0"),
+        (["demo", "--temperature", "-1"], "argument --temperature: must be >= 0, got -1"),
+        (["demo", "--model", "/no/such/dir"], "--model /no/such/dir: no such folder"),
+        (["demo", "--out", "/proc/x"], "--out /proc/x cannot be created"),
+        (["demo", "--out", trace], "is a file, not a folder"),
+        (["record"], "record needs a SCENARIO or --all"),
+        (["record", "walkthrough", "--out-dir", "/proc/x"], "--out-dir /proc/x cannot be created"),
+        (["grade", "decode_slot", str(tmp)], "is a folder: give your solution's .py file"),
+        (["hint", "decode_slot", "9"], "decode_slot has hints 1 to 2, not 9"),
+        (["replay"], "the following arguments are required: trace"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(23))
+def test_every_mistake_is_one_line_and_exit_status_2(tmp_path, capsys, case):
+    argv, says = _mistakes(tmp_path)[case]
+    assert _run(argv) == 2, argv
+    out, err = capsys.readouterr()
+    assert err.startswith("nanovllm-teach: error: ") and err.count("\n") == 1, err
+    assert says in err, err
+    assert out == ""  # refused before any work: no table, no log
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["bad.jsonl"])  # nothing written
+
+
+def test_help_shows_no_markup(capsys):
+    for argv in (["--help"], ["demo", "--help"], ["replay", "--help"], ["grade", "--help"]):
+        assert _run(argv) == 0
+        text = capsys.readouterr().out
+        assert "``" not in text and text.startswith("usage: nanovllm-teach")
+    assert "``" not in build_parser().description

@@ -5,7 +5,9 @@ implemented yet, and a solution with a planted classic bug fails with a message 
 event where its run parted from the reference (slot mapping off by one, preemption from the head instead
 of the tail, a can_append that ignores the block boundary, an unchained block hash, a block size missing
 the factor 2, a wrong quiz answer). Expected numbers are read from the reference traces, not hard-coded:
-they depend on the workloads, never on the shipped model's weights.
+they depend on the workloads, never on the shipped model's weights. Then what a student's code must not be
+able to do to the grader (import the reference, replace its judge, patch the engine, exit, hang), the
+hints, and the engine's exercise points.
 """
 
 from __future__ import annotations
@@ -17,14 +19,12 @@ import pytest
 import torch
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.engine import block_manager, model_runner
-from nanovllm_teach.engine.block_manager import BlockManager
-from nanovllm_teach.engine.scheduler import Scheduler
-from nanovllm_teach.exercises import EXERCISES, check, grade, quiz_trace
-from nanovllm_teach.exercises.grading import reference_trace
-from nanovllm_teach.exercises.workloads import MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE
+from nanovllm_teach.engine.exercise_points import POINTS
+from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
+from nanovllm_teach.exercises.workloads import MAX_STEPS, MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE, WORKLOADS
 
 NAMES = list(EXERCISES)
+FUTURE = "from __future__ import annotations\n"  # the reference functions' annotations name engine classes
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,6 +40,14 @@ def _solution(tmp_path, name: str, source: str):
     path = tmp_path / f"{name}.py"
     path.write_text(textwrap.dedent(source))
     return path
+
+
+def _reference_function(exercise: str, function: str) -> str:
+    """The source of one reference function, as a student who wrote the same code would have it."""
+    source = EXERCISES[exercise].solution_path.read_text()
+    start = source.index(f"def {function}(")
+    end = source.find("\ndef ", start + 1)
+    return source[start:] if end < 0 else source[start:end + 1]
 
 
 def _first(trace, name: str, **stats):
@@ -60,7 +68,8 @@ def test_untouched_template_fails_saying_what_is_missing(name):
     ex = EXERCISES[name]
     result = grade(name, ex.template_path)
     assert not result.passed
-    assert result.message.startswith(f"FAIL {name}: you have not implemented {ex.functions[0]} yet (hint: ")
+    assert result.message == (f"FAIL {name}: you have not implemented {ex.functions[0]} yet (stuck? hint({name!r}, "
+                              f"1) gives a first hint, hint({name!r}, 2) a stronger one)")
 
 
 def test_slot_mapping_off_by_one(tmp_path):
@@ -91,12 +100,11 @@ def test_preemption_from_the_head_instead_of_the_tail(tmp_path):
 
 
 def test_can_append_that_ignores_the_block_boundary(tmp_path):
-    result = grade("can_append", _solution(tmp_path, "boundary", """
-        from nanovllm_teach.exercises.solutions.can_append import may_append
-
-        def can_append(bm, seq):
-            return bm.num_free_blocks > 0  # as if every token started a new block
-        """))
+    reference_may_append = FUTURE + _reference_function("can_append", "may_append")
+    result = grade("can_append", _solution(tmp_path, "boundary", reference_may_append + """
+def can_append(bm, seq):
+    return bm.num_free_blocks > 0  # as if every token started a new block
+"""))
     assert not result.passed
     match = re.search(r"at event #\d+ \(\w+, step (\d+)\):\n  step (\d+): you preempted seq \d+ .*, "
                       r"the reference did not", result.message)
@@ -124,12 +132,11 @@ def test_unchained_hash_reuses_blocks_cached_under_another_prefix(tmp_path):
 
 
 def test_block_size_missing_the_factor_two(tmp_path):
-    result = grade("kv_cache_blocks", _solution(tmp_path, "factor", """
-        from nanovllm_teach.exercises.solutions.kv_cache_blocks import kv_cache_blocks
-
-        def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
-            return num_layers * block_size * num_kv_heads * head_dim * dtype_bytes  # only the keys
-        """))
+    reference_blocks = FUTURE + _reference_function("kv_cache_blocks", "kv_cache_blocks")
+    result = grade("kv_cache_blocks", _solution(tmp_path, "factor", reference_blocks + """
+def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
+    return num_layers * block_size * num_kv_heads * head_dim * dtype_bytes  # only the keys
+"""))
     right = _first(reference_trace(MEMORY_BOUND), "KV_BUDGET_ESTIMATE").stats
     blocks, size = right["num_blocks"], right["block_bytes"]
     assert not result.passed
@@ -156,10 +163,8 @@ def test_wrong_quiz_answers_get_hints_not_answers():
 
 # ---- what the grader does around the student's code ---------------------------------------------------
 
-def test_the_engine_is_restored_whatever_the_student_code_does(tmp_path):
-    originals = (Scheduler._schedule_decode, BlockManager.can_append, BlockManager.may_append,
-                 block_manager.compute_block_hash, model_runner.decode_slot, model_runner.kv_block_bytes,
-                 model_runner.kv_cache_blocks, model_runner.read_memory)
+def test_the_engine_in_this_process_is_untouched_whatever_the_student_code_does(tmp_path):
+    originals = {name: point.resolve() for name, point in POINTS.items()}
     result = grade("schedule_decode", _solution(tmp_path, "crash", """
         def schedule_decode(scheduler):
             victim = scheduler.running[99]
@@ -169,38 +174,36 @@ def test_the_engine_is_restored_whatever_the_student_code_does(tmp_path):
                      r"\(crash\.py, line 3: victim = scheduler.running\[99\]\)", result.message), result.message
     for name in ("can_append", "block_hash", "kv_cache_blocks"):
         assert not grade(name, EXERCISES[name].template_path).passed
-    assert (Scheduler._schedule_decode, BlockManager.can_append, BlockManager.may_append,
-            block_manager.compute_block_hash, model_runner.decode_slot, model_runner.kv_block_bytes,
-            model_runner.kv_cache_blocks, model_runner.read_memory) == originals
+    assert {name: point.resolve() for name, point in POINTS.items()} == originals
 
 
 def test_results_the_engine_cannot_use_are_refused_with_a_sentence():
-    from nanovllm_teach.exercises.solutions import kv_cache_blocks as kv_solution
-
     result = check("decode_slot", lambda seq, block_size: seq.block_table[-1] * block_size / 1)
     assert "your decode_slot returned float" in result.message and "(use //, not /)" in result.message
 
+    def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
+        return 2 * num_layers * block_size * num_kv_heads * head_dim * dtype_bytes
+
     def kv_cache_blocks(reading, utilization, block_bytes, cpu_cap_bytes):
         return reading.total  # bytes, not blocks
-    result = check("kv_cache_blocks", kv_solution.kv_block_bytes, kv_cache_blocks)
+    result = check("kv_cache_blocks", kv_block_bytes, kv_cache_blocks)
     assert "while the engine was starting, your kv_cache_blocks returned" in result.message
     assert "the grader stops here instead of allocating it" in result.message
 
 
-def test_check_takes_functions_in_order_or_by_name(capsys):
-    from nanovllm_teach.exercises.solutions import can_append as ref
-
-    result = check("can_append", ref.can_append, ref.may_append)
+def test_check_takes_functions_in_order_or_by_name(tmp_path, capsys):
+    mine = load_solution(_solution(tmp_path, "mine", EXERCISES["can_append"].solution_path.read_text()))
+    result = check("can_append", mine["can_append"], mine["may_append"])
     assert result.passed and capsys.readouterr().out.startswith("PASS can_append")
-    assert check("can_append", may_append=ref.may_append, can_append=ref.can_append).passed
+    assert check("can_append", may_append=mine["may_append"], can_append=mine["can_append"]).passed
     assert repr(result) == "<GradeResult can_append: PASS>"
-    missing = check("can_append", ref.can_append)
+    missing = check("can_append", mine["can_append"])
     assert missing.message == "FAIL can_append: your solution defines no function named may_append: write it " \
                               "with exactly that name"
     with pytest.raises(TypeError, match="takes 2 function"):
-        check("can_append", ref.can_append, ref.may_append, ref.may_append)
+        check("can_append", mine["can_append"], mine["may_append"], mine["may_append"])
     with pytest.raises(KeyError, match="unknown exercise 'nope'"):
-        check("nope", ref.can_append)
+        check("nope", mine["can_append"])
 
 
 def test_a_file_that_does_not_load_fails_with_the_reason(tmp_path):
@@ -214,9 +217,172 @@ def test_cli_grade_and_exercises(tmp_path, capsys):
     assert main(["grade", "decode_slot", str(EXERCISES["decode_slot"].template_path)]) == 1
     assert "you have not implemented decode_slot yet" in capsys.readouterr().out
     assert main(["grade", "nope", str(EXERCISES["decode_slot"].template_path)]) == 2
-    assert "choose from: schedule_decode" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("nanovllm-teach: error: unknown exercise 'nope'; choose from: ")
     assert main(["grade", "decode_slot", str(tmp_path / "missing.py")]) == 2
-    assert "no such solution file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"nanovllm-teach: error: no such solution file: {tmp_path / 'missing.py'}\n"
+    assert main(["grade", "decode_slot", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["hint", "decode_slot", "2"]) == 0
+    assert capsys.readouterr().out.strip() == EXERCISES["decode_slot"].hint(2)
     assert main(["exercises"]) == 0
     listing = capsys.readouterr().out
     assert all(f"{name} " in listing for name in NAMES) and "templates/decode_slot.py" in listing
+
+
+# ---- what a student's code cannot do to the grader (each of these printed PASS or hung before) ---------
+
+WRONG_SLOT = """
+def decode_slot(seq, block_size):
+    return 0
+"""
+
+
+def test_importing_the_reference_solutions_is_refused(tmp_path):
+    direct = _solution(tmp_path, "direct", "from nanovllm_teach.exercises.solutions.decode_slot import decode_slot\n")
+    result = grade("decode_slot", direct)
+    assert not result.passed and "uses the reference solutions" in result.message
+    # Hidden from a reading of the file: refused when it runs, in the grading child.
+    hidden = _solution(tmp_path, "hidden", """
+        import importlib
+
+        def decode_slot(seq, block_size):
+            module = importlib.import_module("nanovllm_teach.exercises" + "." + "solu" + "tions.decode_slot")
+            return module.decode_slot(seq, block_size)
+        """)
+    result = grade("decode_slot", hidden)
+    assert not result.passed and "SolutionsImportRefused" in result.message, result.message
+    # In a notebook: the reference's own functions handed to check().
+    from nanovllm_teach.exercises.solutions import decode_slot as reference
+    assert "uses the reference solutions" in check("decode_slot", reference.decode_slot).message
+
+
+def test_replacing_the_graders_judge_or_diff_cannot_pass(tmp_path):
+    result = grade("decode_slot", _solution(tmp_path, "judge", textwrap.dedent("""
+        import nanovllm_teach.exercises.engine_grading as grading
+        import nanovllm_teach.exercises.verdict as verdict
+        import nanovllm_teach.trace.diff as diff
+
+        grading.judge = verdict.judge = lambda *args, **kwargs: None
+        diff.diff_traces = verdict.diff_traces = lambda *args, **kwargs: None
+        """) + WRONG_SLOT))
+    assert not result.passed and "PREPARE_DECODE_TENSORS.slot_mapping" in result.message
+
+
+def test_patching_the_engine_at_import_time_cannot_pass(tmp_path):
+    # Before, the reference was recorded after the student's file ran: it used the student's function too.
+    result = grade("decode_slot", _solution(tmp_path, "patch", WRONG_SLOT + """
+import nanovllm_teach.engine.model_runner as model_runner
+model_runner.decode_slot = decode_slot
+"""))
+    assert not result.passed and "PREPARE_DECODE_TENSORS.slot_mapping" in result.message
+
+
+@pytest.mark.parametrize("body, raised", [
+    ("raise SystemExit(0)", "SystemExit: 0"),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt"),
+    ("raise BaseException('mine')", "BaseException: mine"),
+])
+def test_system_exit_and_other_base_exceptions_are_verdicts(tmp_path, body, raised):
+    result = grade("decode_slot", _solution(tmp_path, "base", f"def decode_slot(seq, block_size):\n    {body}\n"))
+    assert not result.passed
+    assert re.search(rf"in step \d+, your decode_slot raised {raised}", result.message), result.message
+
+
+def test_a_file_that_exits_gets_a_verdict_and_exit_status_1(tmp_path, capsys):
+    top_level = _solution(tmp_path, "exits", "import sys\nsys.exit(0)\n")
+    assert main(["grade", "decode_slot", str(top_level)]) == 1
+    assert capsys.readouterr().out == "FAIL decode_slot: your file could not be loaded: SystemExit: 0\n"
+    hard = _solution(tmp_path, "hard", "import os\n\ndef decode_slot(seq, block_size):\n    os._exit(0)\n")
+    result = grade("decode_slot", hard)
+    assert not result.passed and "the grading process ended while your decode_slot ran (exit code 0)" in result.message
+    top_level_hard = _solution(tmp_path, "top_hard", "import os\nos._exit(3)\n")
+    assert grade("decode_slot", top_level_hard).message == (
+        "FAIL decode_slot: your file ended the grading process while it was loading (exit code 3): does it call "
+        "os._exit?")
+
+
+def test_code_that_never_returns_is_stopped_with_a_verdict(tmp_path):
+    loop = _solution(tmp_path, "loop", "def decode_slot(seq, block_size):\n    while True:\n        pass\n")
+    result = grade("decode_slot", loop, time_limit=1)
+    assert not result.passed
+    assert re.search(r"in step \d+, your decode_slot did not return within 1 s: the grader stopped it",
+                     result.message), result.message
+    top_level = _solution(tmp_path, "forever", "while True:\n    pass\n")
+    result = grade("decode_slot", top_level, time_limit=1)
+    assert result.message == ("FAIL decode_slot: your file did not finish loading within 1 s (does it run "
+                              "something forever at the top level?): the grader stopped it")
+    result = check("trace_quiz", lambda trace: [0 for _ in iter(int, 1)], time_limit=1)
+    assert result.message == "FAIL trace_quiz: your answer_quiz did not return within 1 s: the grader stopped it"
+
+
+def test_a_scheduler_that_never_finishes_is_stopped_after_max_steps(tmp_path):
+    # Preempting everyone every step: the run never ends.
+    result = grade("schedule_decode", _solution(tmp_path, "forever", """
+        def schedule_decode(scheduler):
+            seq = scheduler.running.popleft()
+            scheduler.preempt(seq, needed_by=seq)
+            first = scheduler.running.popleft() if scheduler.running else None
+            if first is None:
+                return []
+            first.num_scheduled_tokens = 1
+            scheduler.running.appendleft(first)
+            return [first]
+        """))
+    assert not result.passed
+    assert all(4 * len(reference_trace(w).steps) < MAX_STEPS for w in WORKLOADS.values())
+
+
+# ---- hints, templates and the engine's exercise points ------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hints_come_in_two_levels_and_templates_hold_no_reference_code(name):
+    ex = EXERCISES[name]
+    first, second = ex.hint(1), ex.hint(2)
+    assert first and second and first != second
+    with pytest.raises(ValueError, match=f"{name} has hints 1 to 2, not 3"):
+        ex.hint(3)
+    template = ex.template_path.read_text()
+    assert "raise NotImplementedError\n" in template and "NotImplementedError(" not in template
+    assert f'hint("{name}", 1)' in template
+    for line in _reference_code_lines(ex.solution_path.read_text()):
+        assert line not in template, f"the template of {name} gives away: {line}"
+
+
+def _reference_code_lines(source: str) -> list[str]:
+    """The lines of the reference functions' bodies that are code, not the contract: the event a function
+    must emit is shown in its template on purpose."""
+    import ast
+
+    lines = source.splitlines()
+    code: list[str] = []
+    for fn in [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)]:
+        for stmt in ast.walk(fn):
+            is_emit = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                getattr(stmt.value.func, "attr", None) == "emit"
+            if not isinstance(stmt, ast.stmt) or stmt is fn or is_emit:
+                continue
+            compound = isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try))
+            end = stmt.lineno if compound else stmt.end_lineno  # a block's own statements come one by one
+            code += [line.strip() for line in lines[stmt.lineno - 1:end]
+                     if len(line.strip()) > 12 and not line.strip().startswith("#")]
+    return code
+
+
+def test_grader_feedback_never_shows_the_reference_code(tmp_path):
+    wrong = check("kv_cache_blocks", lambda *args: 1000, lambda reading, utilization, block_bytes, cap: 1)
+    code = EXERCISES["kv_cache_blocks"].solution_path.read_text()
+    assert not wrong.passed and "budget" not in wrong.message and "peak" not in wrong.message
+    assert "reading.total * utilization" in code
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "trace_quiz"])
+def test_each_exercise_point_exists_and_takes_the_templates_arguments(name):
+    import inspect
+
+    template = load_solution(EXERCISES[name].template_path)
+    for piece in EXERCISES[name].pieces:
+        point = POINTS[piece.point]
+        engine = list(inspect.signature(point.resolve()).parameters)
+        student = list(inspect.signature(template[piece.function]).parameters)
+        is_method = "." in point.attribute
+        assert (engine[1:] if is_method else engine) == (student[1:] if is_method else student), point

@@ -1,5 +1,6 @@
-"""The recorded scenarios: the seed walkthrough reproduced on the shipped model, and the shipped traces in
-``traces/`` regenerate to the same events (timings and machine readings aside)."""
+"""The recorded scenarios: the two-request walkthrough on the shipped model (shaped like the reference
+nano-vllm run), and the shipped traces in ``traces/`` regenerate to the same events (timings and machine
+readings aside)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nanovllm_teach.scenarios import SCENARIOS, record
+from nanovllm_teach.scenarios import SCENARIOS, WALKTHROUGH_MAX_TOKENS, record
 from nanovllm_teach.trace import load_trace
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
@@ -24,12 +25,12 @@ def _decisions(trace) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory):
-    path = tmp_path_factory.mktemp("walk") / "seed_walkthrough.jsonl"
-    outputs = record("seed_walkthrough", path)
+    path = tmp_path_factory.mktemp("walk") / "walkthrough.jsonl"
+    outputs = record("walkthrough", path)
     return load_trace(path), outputs
 
 
-def test_seed_walkthrough_shape(walkthrough):
+def test_walkthrough_shape(walkthrough):
     trace, outputs = walkthrough
     enqueues = trace.events_named("REQUEST_ENQUEUE")
     assert [e.stats["seq_id"] for e in enqueues] == [0, 1]
@@ -42,7 +43,10 @@ def test_seed_walkthrough_shape(walkthrough):
 
     finish = {r.seq_id: r for r in trace.requests}
     early, late = sorted(finish.values(), key=lambda r: r.finish_step)
+    # As in the reference nano-vllm run: one request finishes on EOS, the batch falls from 2 to 1, and the
+    # other is cut at max_tokens.
     assert early.finish_reason == "eos" and early.finish_step < late.finish_step
+    assert late.finish_reason == "length" and late.num_completion_tokens == WALKTHROUGH_MAX_TOKENS
     decode = steps[1:]
     assert all(s.phase == "decode" for s in decode)
     assert {s.batch_size for s in decode if s.step <= early.finish_step} == {2}
@@ -51,10 +55,11 @@ def test_seed_walkthrough_shape(walkthrough):
     done = trace.events_named("GENERATE_FINISH")[0].stats
     assert done["total_steps"] == done["prefill_steps"] + done["decode_steps"] == len(steps)
     assert done["prefill_steps"] == 1
-    assert [o["finish_reason"] for o in outputs].count("eos") >= 1
+    assert sorted(o["finish_reason"] for o in outputs) == ["eos", "length"]
+    assert trace.header["workload"] == trace.header["scenario"] == "walkthrough"
 
 
-@pytest.mark.parametrize("name", ["seed_walkthrough", "preemption", "prefix_cache", "chunked_prefill"])
+@pytest.mark.parametrize("name", ["walkthrough", "preemption", "prefix_cache", "chunked_prefill"])
 def test_shipped_trace_regenerates(tmp_path, name):
     shipped = TRACES / f"{name}.jsonl"
     fresh = tmp_path / f"{name}.jsonl"

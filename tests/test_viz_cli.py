@@ -58,6 +58,17 @@ def test_replay_picture_and_report(tmp_path, capsys):
     assert all(f"<td>{r.seq_id}</td><td>{r.prompt_len}</td>" in table for r in trace.requests)
 
 
+@pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".svg", b"<?xml"), (".pdf", b"%PDF"),
+                                           (".SVG", b"<?xml")])
+def test_the_picture_format_follows_the_suffix(tmp_path, capsys, suffix, magic):
+    replay, side_by_side = tmp_path / f"replay{suffix}", tmp_path / f"compare{suffix}"
+    assert main(["replay", str(SMALL_TRACE), "--out", str(replay)]) == 0
+    assert main(["compare", str(SMALL_TRACE), str(SMALL_TRACE), "--out", str(side_by_side)]) == 0
+    assert replay.read_bytes().startswith(magic) and side_by_side.read_bytes().startswith(magic)
+    if suffix.lower() == ".svg":
+        assert b"<svg" in replay.read_bytes()[:2000]
+
+
 def test_report_escapes_every_string_from_the_trace(tmp_path):
     lines = SMALL_TRACE.read_text(encoding="utf-8").splitlines()
     header = json.loads(lines[0])
@@ -94,7 +105,7 @@ def test_compare_prints_the_summary_and_draws(tmp_path, tmp_path_factory, capsys
 
 def test_unreadable_traces_are_refused_clearly(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "missing.jsonl")]) == 2
-    assert "no such trace file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"nanovllm-teach: error: no such trace file: {tmp_path / 'missing.jsonl'}\n"
     cut = tmp_path / "cut.jsonl"
     data = SMALL_TRACE.read_bytes()
     cut.write_bytes(data[:len(data) // 2])  # stops in the middle of a line

@@ -17,8 +17,13 @@ part ways, in plain words ("step 12: you preempted seq 1 (…), the reference pr
 From a terminal: ``nanovllm-teach exercises`` lists them with their templates; copy one, fill it in, and
 ``nanovllm-teach grade decode_slot my_decode_slot.py``. From a notebook::
 
-    from nanovllm_teach.exercises import check
+    from nanovllm_teach.exercises import check, hint
     check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
+    print(hint("decode_slot", 1))          # stuck? a first hint; hint("decode_slot", 2) says more
+
+The student's code runs only in a child process, under a time limit; the reference runs in a fresh
+interpreter of its own; the verdict is computed from the traces (see ``engine_grading``). Grading one
+exercise takes a few seconds.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult
 from nanovllm_teach.exercises.engine_exercises import (
     BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE,
 )
-from nanovllm_teach.exercises.grading import Exercise, GradeResult, Solution, load_solution
+from nanovllm_teach.exercises.references import reference_trace
+from nanovllm_teach.exercises.solution_files import load_solution
 from nanovllm_teach.exercises.trace_quiz import TRACE_QUIZ, quiz_trace
 
 EXERCISES: dict[str, Exercise] = {ex.name: ex for ex in [
@@ -43,25 +50,29 @@ def get_exercise(name: str) -> Exercise:
     return EXERCISES[name]
 
 
-def grade(exercise: str, solution: str | Path | Solution, model: str | Path | None = None) -> GradeResult:
+def hint(exercise: str, level: int = 1) -> str:
+    """Hint ``level`` of ``exercise``: 1 says where to look, 2 says how; none of them is the code."""
+    return get_exercise(exercise).hint(level)
+
+
+def grade(exercise: str, solution: str | Path | dict[str, Any], model: str | Path | None = None,
+          time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
     """Grade a solution file (or the names a solution defines) against ``exercise``.
 
-    A file that cannot even be loaded (a syntax error, a failing import) fails with the reason.
+    The file is executed only in the grading child process; a file that cannot be loaded there (a syntax
+    error, a failing import) fails with the reason. ``time_limit``: the most seconds one call of the
+    solution's code may take.
     """
     ex = get_exercise(exercise)
     if isinstance(solution, (str, Path)):
-        path = Path(solution)
-        if not path.is_file():
-            raise FileNotFoundError(f"no such solution file: {path}")
-        try:
-            solution = load_solution(path)
-        except Exception as error:  # the student's file failed while loading
-            return GradeResult(ex.name, False, f"FAIL {ex.name}: your file could not be loaded: "
-                                               f"{type(error).__name__}: {error}")
-    return ex.grade(solution, model)
+        solution = Path(solution)
+        if not solution.is_file():
+            raise FileNotFoundError(f"no such solution file: {solution}")
+    return ex.grade(solution, model, time_limit)
 
 
-def check(exercise: str, *functions: Any, model: str | Path | None = None, **named: Any) -> GradeResult:
+def check(exercise: str, *functions: Any, model: str | Path | None = None,
+          time_limit: float = DEFAULT_TIME_LIMIT_S, **named: Any) -> GradeResult:
     """Grade functions defined in a notebook; prints the verdict and returns it.
 
     Pass the exercise's functions in order (``check("can_append", can_append, may_append)``) or by name
@@ -71,11 +82,12 @@ def check(exercise: str, *functions: Any, model: str | Path | None = None, **nam
     ex = get_exercise(exercise)
     if len(functions) > len(ex.functions):
         raise TypeError(f"{ex.name} takes {len(ex.functions)} function(s): {', '.join(ex.functions)}")
-    solution: Solution = dict(zip(ex.functions, functions))
+    solution = dict(zip(ex.functions, functions))
     solution.update(named)
-    result = ex.grade(solution, model)
+    result = ex.grade(solution, model, time_limit)
     print(result.message)
     return result
 
 
-__all__ = ["EXERCISES", "Exercise", "GradeResult", "check", "get_exercise", "grade", "load_solution", "quiz_trace"]
+__all__ = ["EXERCISES", "Exercise", "GradeResult", "check", "get_exercise", "grade", "hint", "load_solution",
+           "quiz_trace", "reference_trace"]

@@ -1,20 +1,21 @@
-"""The five exercises that rebuild a piece of the engine, and where each piece plugs in.
+"""The five exercises that rebuild a piece of the engine: which exercise point each replaces, the checks
+on what the student's functions return, and the hints.
 
-Each is graded the same way (see ``grading``): the student's functions replace the engine's, fixed
+Each is graded the same way (see ``engine_grading``): the student's functions replace the engine's, fixed
 workloads run, and the trace must match the reference engine's event for event. The ``check`` functions
 stop a result the engine could not use (a float slot, a block count bigger than the machine) with a
-sentence, before it turns into a crash deep inside torch.
+sentence, before it turns into a crash deep inside torch. Hints say where to look first, then how; none of
+them is the code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.engine import block_manager, model_runner
-from nanovllm_teach.engine.block_manager import BlockManager
-from nanovllm_teach.engine.scheduler import Scheduler
+from nanovllm_teach.engine import block_manager
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.exercises.grading import EngineExercise, Piece
+from nanovllm_teach.exercises.engine_grading import EngineExercise
+from nanovllm_teach.exercises.pieces import Piece
 from nanovllm_teach.exercises.workloads import (
     CPU_CAPPED, LATE_ARRIVALS, LOW_UTILIZATION, MEMORY_BOUND, SEQ_CAP, SHARED_PREFIXES, TIGHT_CACHE,
 )
@@ -71,31 +72,52 @@ def _check_num_blocks(args: tuple[Any, ...], result: Any) -> str | None:
 SCHEDULE_DECODE = EngineExercise(
     "schedule_decode", "Decode scheduling with preemption", "Scheduler._schedule_decode",
     ("schedule_decode",),
-    (Piece("schedule_decode", Scheduler, "_schedule_decode", _check_schedule),),
+    ("Two queues' ends matter: which end of scheduler.running do you take the next sequence from, and which "
+     "end gives way when blocks run out? Read Scheduler.preempt to see what preempting does.",
+     "Loop while running is not empty and you have fewer than max_num_seqs; inside, loop while "
+     "can_append(seq) says no: preempt running.pop() if anyone is left, else seq itself (and skip it). "
+     "Scheduled sequences go back to the head of running, in order."),
+    (Piece("schedule_decode", "schedule_decode", _check_schedule),),
     (TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS))
 
 CAN_APPEND = EngineExercise(
     "can_append", "Growing a sequence by one token: can_append / may_append", "BlockManager.can_append, may_append",
     ("can_append", "may_append"),
-    (Piece("can_append", BlockManager, "can_append", _check_bool), Piece("may_append", BlockManager, "may_append")),
+    ("Only the token that starts a new block needs a free block. What tells you that seq's tokens need more "
+     "blocks than it holds?",
+     "Compare seq.num_blocks with len(seq.block_table). may_append does the same test, then takes a block "
+     "with bm._take_free_block(), appends it and emits the event shown in the template."),
+    (Piece("can_append", "can_append", _check_bool), Piece("may_append", "may_append")),
     (TIGHT_CACHE, LATE_ARRIVALS))
 
 BLOCK_HASH = EngineExercise(
     "block_hash", "The prefix-cache hash chain", "block_manager.compute_block_hash",
     ("compute_block_hash",),
-    (Piece("compute_block_hash", block_manager, "compute_block_hash", _check_hash),),
+    ("Equal tokens after different prefixes hold different K/V. What must go into the hash besides this "
+     "block's tokens?",
+     "Feed the hasher the previous block's hash first (as 8 bytes, unless it is NO_HASH), then the token "
+     "ids as bytes (array('q', token_ids).tobytes()); return h.intdigest()."),
+    (Piece("compute_block_hash", "compute_block_hash", _check_hash),),
     (SHARED_PREFIXES, TIGHT_CACHE))
 
 DECODE_SLOT = EngineExercise(
     "decode_slot", "Where a decode token's K/V goes: the slot mapping", "model_runner.decode_slot",
     ("decode_slot",),
-    (Piece("decode_slot", model_runner, "decode_slot", _check_slot),),
+    ("Which position does the newest token have, counting from 0? Which logical block holds that position?",
+     "Logical block position // block_size is physical block seq.block_table[that]; the slot is that "
+     "block's first slot plus the offset position % block_size."),
+    (Piece("decode_slot", "decode_slot", _check_slot),),
     (TIGHT_CACHE, LATE_ARRIVALS))
 
 KV_CACHE_BLOCKS = EngineExercise(
     "kv_cache_blocks", "Sizing the KV cache: bytes per block, blocks per budget",
     "utils.memory.kv_block_bytes, kv_cache_blocks",
     ("kv_block_bytes", "kv_cache_blocks"),
-    (Piece("kv_block_bytes", model_runner, "kv_block_bytes", _check_block_bytes),
-     Piece("kv_cache_blocks", model_runner, "kv_cache_blocks", _check_num_blocks)),
+    ("kv_block_bytes: what does attention store per token and per layer, for each KV head? (Two things.) "
+     "kv_cache_blocks: start from the share of total memory you may use, then take away what is in use.",
+     "What is in use: everything on the device now (used), plus the extra a forward pass needed on top of "
+     "what this process holds (peak - current). Make it an int, cap it on a CPU, divide by whole blocks, "
+     "and never go below 0."),
+    (Piece("kv_block_bytes", "kv_block_bytes", _check_block_bytes),
+     Piece("kv_cache_blocks", "kv_cache_blocks", _check_num_blocks)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION))

@@ -12,11 +12,17 @@ low — never the answer itself.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from nanovllm_teach.exercises.grading import Exercise, GradeResult, Solution, reference_trace
+from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
+from nanovllm_teach.exercises.engine_grading import obtain_solution
+from nanovllm_teach.exercises.pieces import Watch
+from nanovllm_teach.exercises.references import reference_trace
+from nanovllm_teach.exercises.sandbox import LOADING, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.solution_files import borrowed_from_solutions, imports_reference_solutions
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS
 from nanovllm_teach.trace.reader import Trace
 
@@ -74,29 +80,82 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _plain_answer(value: Any) -> Any:
+    """An answer as the parent may read it: an int stays, anything else is described, never unpickled."""
+    return value if _is_int(value) else {"not_int": type(value).__name__, "repr": repr(value)[:60]}
+
+
+def _answer_in_child(watch: Watch, source: SolutionSource, trace: Trace, outcome_path: Path) -> None:
+    """The child: load the file, call answer_quiz(trace) if it is a function, write the answers."""
+    outcome: dict[str, Any] = {}
+    solution = obtain_solution(TRACE_QUIZ, source, watch, outcome)
+    if solution is not None:
+        given = solution["answer_quiz"]
+        if callable(given):
+            previous = watch.enter("answer_quiz")
+            try:
+                given = given(trace)
+            except BaseException as error:  # NotImplementedError, SystemExit...: the verdict says which
+                outcome["raised"] = {"type": type(error).__name__, "message": str(error),
+                                     "not_implemented": isinstance(error, NotImplementedError)}
+            finally:
+                watch.leave(previous)
+        if "raised" not in outcome:
+            outcome["answers"] = ({str(k): _plain_answer(v) for k, v in given.items()} if isinstance(given, dict)
+                                  else {"not_a_dict": type(given).__name__})
+    write_outcome(outcome_path, outcome)
+
+
 @dataclass(frozen=True)
 class QuizExercise(Exercise):
     """Graded by comparing the student's answers with the ones computed from the quiz trace."""
 
     questions: tuple[Question, ...]
 
-    def grade(self, solution: Solution, model: str | Path | None = None) -> GradeResult:
-        """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it."""
-        if "answer_quiz" not in solution:
-            return GradeResult(self.name, False, f"FAIL {self.name}: your solution defines no answer_quiz: write a "
-                                                 "function answer_quiz(trace) that returns your answers dict")
+    def grade(self, solution: SolutionSource, model: str | Path | None = None,
+              time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
+        """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it
+        (which runs in the grading child, like every student function)."""
         trace = quiz_trace(model)
-        given = solution["answer_quiz"]
-        if callable(given):
-            try:
-                given = given(trace)
-            except NotImplementedError as error:
-                hint = f" (hint: {error})" if str(error) else ""
-                return GradeResult(self.name, False,
-                                   f"FAIL {self.name}: you have not implemented answer_quiz yet{hint}")
+        if isinstance(solution, dict):
+            if "answer_quiz" not in solution:
+                return self.fail("your solution defines no answer_quiz: write a function answer_quiz(trace) "
+                                 "that returns your answers dict")
+            problem = borrowed_from_solutions(solution)
+            if problem is None and not callable(solution["answer_quiz"]):
+                return self._mark(solution["answer_quiz"], trace)
+        else:
+            problem = imports_reference_solutions(Path(solution))
+        if problem is not None:
+            return self.fail(problem)
+        with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
+            path = Path(tmp) / "outcome.json"
+            end = run_in_child(_answer_in_child, solution, trace, path, time_limit=time_limit)
+            outcome = read_outcome(path)
+        if end.exitcode is None:
+            what = "your file did not finish loading" if end.running == LOADING else "your answer_quiz did not return"
+            return self.fail(f"{what} within {end.limit:g} s: the grader stopped it")
+        if "unusable" in outcome:
+            return self.fail(outcome["unusable"])
+        if "raised" in outcome:
+            raised = outcome["raised"]
+            if raised["not_implemented"]:
+                return not_implemented(self, "answer_quiz")
+            return self.fail(f"your answer_quiz raised {raised['type']}: {raised['message']}")
+        if "answers" not in outcome:
+            return self.fail(f"the grading process ended (exit code {end.exitcode}) without your answers: "
+                             f"does your code end the process?")
+        answers = outcome["answers"]
+        if "not_a_dict" in answers:
+            return self._mark(_Described(answers["not_a_dict"]), trace)
+        return self._mark({k: (v if _is_int(v) else _Described(v["not_int"], v["repr"])) for k, v in answers.items()},
+                          trace)
+
+    def _mark(self, given: Any, trace: Trace) -> GradeResult:
         if not isinstance(given, dict):
-            return GradeResult(self.name, False, f"FAIL {self.name}: answer_quiz must be a dict of answers (or a "
-                                                 f"function of the trace returning one), got {type(given).__name__}")
+            name = given.type_name if isinstance(given, _Described) else type(given).__name__
+            return self.fail(f"answer_quiz must be a dict of answers (or a function of the trace returning "
+                             f"one), got {name}")
         known = {q.key for q in self.questions}
         unknown = [f"  {key}: there is no such question (the questions are: {', '.join(sorted(known))})"
                    for key in given if key not in known]
@@ -106,16 +165,30 @@ class QuizExercise(Exercise):
             if answer is None:
                 wrong.append(f"  {q.key}: no answer yet. {q.text} Hint: {q.hint}.")
             elif not _is_int(answer):
-                wrong.append(f"  {q.key}: answer with an int, not {type(answer).__name__} {answer!r}.")
+                shown = answer if isinstance(answer, _Described) else _Described(type(answer).__name__, repr(answer))
+                wrong.append(f"  {q.key}: answer with an int, not {shown.type_name} {shown.text}.")
             elif answer != right:
                 direction = "too high" if answer > right else "too low"
                 wrong.append(f"  {q.key}: {answer} is {direction}. {q.text} Hint: {q.hint}.")
         if wrong or unknown:
             right_count = len(self.questions) - len(wrong)
-            return GradeResult(self.name, False, f"FAIL {self.name}: {right_count} of {len(self.questions)} answers "
-                                                 "are right\n" + "\n".join(wrong + unknown))
+            return self.fail(f"{right_count} of {len(self.questions)} answers are right\n" + "\n".join(wrong + unknown))
         return GradeResult(self.name, True, f"PASS {self.name}: all {len(self.questions)} answers are right")
 
 
-TRACE_QUIZ = QuizExercise("trace_quiz", "Reading a trace: a quiz on a recorded run",
-                          "no engine code: trace.steps, trace.requests and the events", ("answer_quiz",), QUESTIONS)
+@dataclass(frozen=True)
+class _Described:
+    """A non-int answer from the child, by its type's name and its (shortened) repr."""
+
+    type_name: str
+    text: str = ""
+
+
+TRACE_QUIZ = QuizExercise(
+    "trace_quiz", "Reading a trace: a quiz on a recorded run",
+    "no engine code: trace.steps, trace.requests and the events", ("answer_quiz",),
+    ("Print format_step_table(trace.steps) and format_request_table(trace.requests): every answer is in "
+     "one of the two tables.",
+     "Each question's key names a column or a count: StepRow.phase, .batch_size, .used_blocks, .preempted; "
+     "RequestRow.num_preemptions, .finish_step. A wrong answer's message says where to look."),
+    QUESTIONS)

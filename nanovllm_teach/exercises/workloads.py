@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import random
 
-from nanovllm_teach.exercises.grading import Workload
-from nanovllm_teach.utils.memory import MemoryReading
+import sys
+from pathlib import Path
+
+from nanovllm_teach.runs import Workload
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.trace.recorder import TraceRecorder
 
 # Small and CPU-only: a short max_model_len keeps the start-up warm-up tiny, eager mode skips CUDA graphs,
 # and the same settings on every machine give the same schedule.
@@ -20,25 +24,41 @@ BASE = dict(device="cpu", enforce_eager=True, max_model_len=128, max_num_batched
             kvcache_block_size=4)
 
 
+# The most steps a graded run may take: every reference run needs fewer than a quarter of this, and a
+# student's scheduler that keeps preempting and recomputing is stopped here.
+MAX_STEPS = 400
+
+
 def _random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
     rng = random.Random(seed)
     return [[rng.randrange(10, 200) for _ in range(n)] for n in lengths]
 
 
+def _ignore_eos(max_tokens: list[int]) -> list[SamplingParams]:
+    return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in max_tokens]
+
+
+def grading_recorder(path: Path) -> TraceRecorder:
+    """A recorder that writes every event with every tensor value: slot mappings are what some exercises
+    are about."""
+    return TraceRecorder(path, keep_in_memory=False, detail_decode_steps=sys.maxsize,
+                         detail_max_elements=sys.maxsize)
+
+
 TIGHT_CACHE = Workload(
     "tight_cache", "6 requests share 24 KV blocks of 4 tokens: blocks run out and sequences are preempted",
     dict(BASE, num_kvcache_blocks=24, max_num_seqs=8),
-    _random_prompts(0, [9, 5, 14, 7, 12, 6]), [16, 20, 12, 18, 14, 22])
+    _random_prompts(0, [9, 5, 14, 7, 12, 6]), _ignore_eos([16, 20, 12, 18, 14, 22]))
 
 SEQ_CAP = Workload(
     "seq_cap", "7 requests, at most 3 sequences per step: more sequences run than one decode step may take",
     dict(BASE, num_kvcache_blocks=96, max_num_seqs=3),
-    _random_prompts(1, [6, 11, 4, 9, 13, 5, 8]), [10, 6, 12, 8, 5, 9, 7])
+    _random_prompts(1, [6, 11, 4, 9, 13, 5, 8]), _ignore_eos([10, 6, 12, 8, 5, 9, 7]))
 
 LATE_ARRIVALS = Workload(
     "late_arrivals", "8 requests arriving over 12 steps into 20 blocks: preemption while others join",
     dict(BASE, num_kvcache_blocks=20, max_num_seqs=4),
-    _random_prompts(2, [7, 10, 3, 12, 8, 5, 9, 6]), [14, 9, 17, 6, 12, 15, 8, 11],
+    _random_prompts(2, [7, 10, 3, 12, 8, 5, 9, 6]), _ignore_eos([14, 9, 17, 6, 12, 15, 8, 11]),
     arrival_steps=[0, 0, 2, 3, 5, 7, 9, 12])
 
 
@@ -56,24 +76,27 @@ def _shared_prefix_prompts() -> list[list[int]]:
 SHARED_PREFIXES = Workload(
     "shared_prefixes", "5 requests whose prompts share 4-token blocks, some under different prefixes",
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
-    _shared_prefix_prompts(), [6, 6, 6, 6, 6], arrival_steps=[0, 0, 2, 2, 3])
+    _shared_prefix_prompts(), _ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
 # The KV-budget workloads replace the machine's memory reading with a fixed one (bytes), so the number of
 # blocks comes out the same everywhere: a few hundred of the shipped model's 12 KiB blocks, a few MB.
-_READING = MemoryReading("cpu", total=20_000_000, free=12_000_000, used=8_000_000, peak=4_200_000,
-                         current=3_000_000)
+_READING = dict(device="cpu", total=20_000_000, free=12_000_000, used=8_000_000, peak=4_200_000,
+                current=3_000_000)
 
 MEMORY_BOUND = Workload(
     "memory_bound", "KV cache sized from a fixed memory reading at utilization 0.9 (the memory is the limit)",
     dict(BASE, gpu_memory_utilization=0.9, cpu_kvcache_gib=1.0, max_num_seqs=8),
-    _random_prompts(3, [8, 13, 6, 10]), [12, 10, 14, 9], memory=_READING)
+    _random_prompts(3, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
 
 CPU_CAPPED = Workload(
     "cpu_capped", "the same reading, but the CPU cap (cpu_kvcache_gib) is smaller than what memory allows",
     dict(BASE, gpu_memory_utilization=0.9, cpu_kvcache_gib=3_000_000 / 2**30, max_num_seqs=8),
-    _random_prompts(4, [8, 13, 6, 10]), [12, 10, 14, 9], memory=_READING)
+    _random_prompts(4, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
 
 LOW_UTILIZATION = Workload(
     "low_utilization", "the same reading at utilization 0.6: a smaller share of the memory for the cache",
     dict(BASE, gpu_memory_utilization=0.6, cpu_kvcache_gib=1.0, max_num_seqs=8),
-    _random_prompts(5, [8, 13, 6, 10]), [12, 10, 14, 9], memory=_READING)
+    _random_prompts(5, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}

@@ -13,7 +13,8 @@ def schedule_decode(scheduler: Scheduler) -> list[Sequence]:
         seq = scheduler.running.popleft()
         while not bm.can_append(seq):
             if scheduler.running:
-                # The newest arrival gives way: it has computed the least, so recomputing it costs least.
+                # First come, first served: the sequence at the tail of running (the latest one admitted,
+                # whatever it has computed) gives way to the older one.
                 scheduler.preempt(scheduler.running.pop(), needed_by=seq)
             else:
                 # Nobody left to take a block from: this sequence waits and is recomputed later.

@@ -17,7 +17,13 @@ Facts you need:
       bm.rec.emit("BLOCK_ALLOCATE", "decode", "decode_needs_new_block", seq_id=seq.seq_id,
                   block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks)
 
+Example: with blocks of 4 tokens, a sequence of 9 tokens holding 2 blocks needs a third block for its
+newest token (the 9th starts block 3): ``can_append`` is True only if a block is free, and ``may_append``
+hands it one. At 10 tokens with 3 blocks, nothing is needed: ``can_append`` is True even with no free
+block, and ``may_append`` does nothing.
+
 Grade it: ``nanovllm-teach grade can_append this_file.py``.
+Stuck? ``hint("can_append", 1)`` says where to look, ``hint("can_append", 2)`` how.
 """
 
 from __future__ import annotations
@@ -28,11 +34,9 @@ from nanovllm_teach.engine.sequence import Sequence
 
 def can_append(bm: BlockManager, seq: Sequence) -> bool:
     """Can ``seq`` compute its newest token now? Only a token that starts a new block needs a free block."""
-    raise NotImplementedError("compare the blocks seq's tokens need (seq.num_blocks) with the blocks it "
-                              "holds (len(seq.block_table)); only then does a free block matter")
+    raise NotImplementedError
 
 
 def may_append(bm: BlockManager, seq: Sequence) -> None:
     """Give ``seq`` the new block its newest token needs, if it needs one (and record it)."""
-    raise NotImplementedError("if seq needs a new block, take one with bm._take_free_block(), append it to "
-                              "seq.block_table and emit the BLOCK_ALLOCATE event shown in the module docstring")
+    raise NotImplementedError

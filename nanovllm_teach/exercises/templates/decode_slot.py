@@ -12,8 +12,12 @@ Facts you need:
   ``i * block_size`` to ``i * block_size + block_size - 1``) lives in physical block ``seq.block_table[i]``.
 - The scheduler has already given the sequence a new block if the newest token starts one.
 
+Example: block size 4, ``seq.block_table == [7, 2]`` and 6 tokens: the newest token is the 2nd token of
+the sequence's 2nd block, which is physical block 2, so its slot is 9.
+
 Positions count from 0. Grade it: ``nanovllm-teach grade decode_slot this_file.py``; a wrong slot shows
 up as the first ``PREPARE_DECODE_TENSORS.slot_mapping`` that differs from the reference.
+Stuck? ``hint("decode_slot", 1)`` says where to look, ``hint("decode_slot", 2)`` how.
 """
 
 from __future__ import annotations
@@ -23,5 +27,4 @@ from nanovllm_teach.engine.sequence import Sequence
 
 def decode_slot(seq: Sequence, block_size: int) -> int:
     """The cache slot of ``seq``'s newest token."""
-    raise NotImplementedError("find the newest token's position, the physical block that holds it "
-                              "(seq.block_table) and its offset inside that block")
+    raise NotImplementedError

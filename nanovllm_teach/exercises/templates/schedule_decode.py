@@ -2,8 +2,7 @@
 
 When nothing is waiting to be prefilled, every engine step is a *decode* step: each running sequence
 computes exactly one more token. Your job is to choose those sequences, and to make room when the KV cache
-is full. This is the second half of ``Scheduler.schedule`` (``nanovllm_teach/engine/scheduler.py``; seed
-003 describes preemption).
+is full. This is the second half of ``Scheduler.schedule`` (``nanovllm_teach/engine/scheduler.py``).
 
 The rules, in order:
 
@@ -14,15 +13,16 @@ The rules, in order:
    newest sequence, the one at the *tail* of ``running``: ``scheduler.preempt(victim, needed_by=seq)``.
    (Preemption by recompute: the victim gives back its blocks and returns to the waiting queue.)
    If nobody is left to preempt, preempt ``seq`` itself and move on.
-3. A sequence that may run gets ``seq.num_scheduled_tokens = 1`` and its new block, if it needs one:
-   ``scheduler.block_manager.may_append(seq)``.
-4. At the end, put the scheduled sequences back at the head of ``running`` in their order (the deque's
-   ``extendleft`` reverses, so hand it ``reversed(scheduled)``) and return them.
+3. A sequence that may run is scheduled for one token (its ``num_scheduled_tokens``) and gets its new
+   block, if it needs one, from ``scheduler.block_manager.may_append``.
+4. At the end, the scheduled sequences are back at the head of ``running``, in the order they were
+   taken, and you return them in that order.
 
 ``scheduler.running`` is a ``collections.deque``: ``popleft()`` takes the oldest, ``pop()`` the newest.
 
 Grade it: ``nanovllm-teach grade schedule_decode this_file.py``. The grader runs the real engine with your
 function in place of ``Scheduler._schedule_decode`` and compares every TEACHING event with the reference.
+Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decode", 2)`` how.
 """
 
 from __future__ import annotations
@@ -33,5 +33,4 @@ from nanovllm_teach.engine.sequence import Sequence
 
 def schedule_decode(scheduler: Scheduler) -> list[Sequence]:
     """The sequences that decode one token each in this step, in order (never empty)."""
-    raise NotImplementedError("take sequences from the head of scheduler.running; when one cannot append, "
-                              "preempt from the tail with scheduler.preempt(victim, needed_by=seq)")
+    raise NotImplementedError

@@ -25,6 +25,7 @@ Answer each question with an int, under its key:
 
 Return the numbers you read off (``return {"num_steps": 42, ...}``), or compute them from ``trace`` — both
 are reading the trace. Grade it: ``nanovllm-teach grade trace_quiz this_file.py``.
+Stuck? ``hint("trace_quiz", 1)`` says where to look, ``hint("trace_quiz", 2)`` how.
 """
 
 from __future__ import annotations
@@ -34,4 +35,4 @@ from nanovllm_teach.trace import Trace
 
 def answer_quiz(trace: Trace) -> dict[str, int]:
     """Your answers, one int per question key."""
-    raise NotImplementedError("print the step and request tables of quiz_trace() and read the answers off")
+    raise NotImplementedError

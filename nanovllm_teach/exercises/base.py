@@ -1,0 +1,87 @@
+"""What every exercise is: its name, the functions a student writes, a template, hints, and a verdict.
+
+``Exercise.grade`` is implemented by the two kinds: ``EngineExercise`` (``engine_grading``) runs the real
+engine with the student's functions plugged in and compares traces; ``QuizExercise`` (``trace_quiz``)
+compares answers read off a trace. Both return a ``GradeResult``.
+
+A solution is handed over either as a file (``Path``: it is executed only in the grading child process) or
+as the functions themselves (a ``dict`` of name to function, from a notebook).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.trace.diff import Divergence
+
+# The names a solution defines (its functions, or the quiz's answers), or the file that defines them.
+Solution = dict[str, Any]
+SolutionSource = Path | Solution
+
+HERE = Path(__file__).resolve().parent
+SOLUTIONS_DIR = HERE / "solutions"
+SOLUTIONS_PACKAGE = "nanovllm_teach.exercises.solutions"
+
+# The longest one call of the student's code (or loading their file) may run before the grader stops it.
+DEFAULT_TIME_LIMIT_S = 10.0
+
+
+@dataclass
+class GradeResult:
+    """The verdict on one exercise: ``passed``, and ``message``, the sentence a student reads.
+
+    ``workload`` and ``divergence`` say where a failing solution went wrong (None for other failures).
+    """
+
+    exercise: str
+    passed: bool
+    message: str
+    workload: str | None = None
+    divergence: Divergence | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"<GradeResult {self.exercise}: {'PASS' if self.passed else 'FAIL'}>"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One classroom exercise: ``functions`` the student writes, a template to start from, a reference
+    solution, ``hints`` revealed one level at a time, and a grader (``grade``)."""
+
+    name: str
+    title: str
+    replaces: str  # the piece of the engine the student rewrites, as a learner finds it in the code
+    functions: tuple[str, ...]
+    hints: tuple[str, ...]
+
+    @property
+    def template_path(self) -> Path:
+        return HERE / "templates" / f"{self.name}.py"
+
+    @property
+    def solution_path(self) -> Path:
+        return SOLUTIONS_DIR / f"{self.name}.py"
+
+    def hint(self, level: int) -> str:
+        """Hint number ``level`` (1 = the gentlest); each one says a little more than the one before."""
+        if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(self.hints):
+            raise ValueError(f"{self.name} has hints 1 to {len(self.hints)}, not {level!r}")
+        return self.hints[level - 1]
+
+    def fail(self, message: str, workload: str | None = None, divergence: Divergence | None = None) -> GradeResult:
+        return GradeResult(self.name, False, f"FAIL {self.name}: {message}", workload, divergence)
+
+    def grade(self, solution: SolutionSource, model: str | Path | None = None,
+              time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
+        raise NotImplementedError
+
+
+def not_implemented(exercise: Exercise, function: str) -> GradeResult:
+    """The verdict on a function still raising ``NotImplementedError``: what to do next, no answer."""
+    return exercise.fail(f"you have not implemented {function} yet (stuck? hint({exercise.name!r}, 1) "
+                         f"gives a first hint, hint({exercise.name!r}, 2) a stronger one)")

@@ -1,0 +1,132 @@
+"""Grading an engine exercise: the student's functions in the real engine, their trace against the reference.
+
+1. The parent vets the solution without running it: a file that imports the reference solutions, or
+   functions borrowed from them, are refused.
+2. The reference traces start recording in a fresh interpreter (``references``) while a forked child
+   (``sandbox``) loads the student's file, plugs the functions in (``pieces``) and runs every workload,
+   writing one trace file per workload and a small outcome record.
+3. The parent reads those files and judges each workload in order (``verdict``): the first that differs
+   from its reference fails the exercise; PASS needs every workload to match and the child to have ended
+   normally.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
+from nanovllm_teach.exercises.pieces import Piece, Watch, describe_failure, installed
+from nanovllm_teach.exercises.references import PendingReferences
+from nanovllm_teach.exercises.sandbox import LOADING, ChildEnd, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.solution_files import (
+    borrowed_from_solutions, imports_reference_solutions, load_solution, missing_functions,
+)
+from nanovllm_teach.exercises.verdict import judge, load_run
+from nanovllm_teach.exercises.workloads import MAX_STEPS, grading_recorder
+from nanovllm_teach.runs import Workload, record_run
+
+OUTCOME = "outcome.json"
+
+
+def obtain_solution(exercise: Exercise, source: SolutionSource, watch: Watch, outcome: dict[str, Any]) -> dict | None:
+    """In the child: the solution's names (a file is executed here), or None after writing why not."""
+    if isinstance(source, dict):
+        return source
+    previous = watch.enter(LOADING)
+    try:
+        solution = load_solution(source)
+    except BaseException as error:  # a syntax error, a failing import, sys.exit() at the top level...
+        outcome["unusable"] = f"your file could not be loaded: {type(error).__name__}: {error}"
+        return None
+    finally:
+        watch.leave(previous)
+    problem = (missing_functions(solution, exercise.functions)
+               or borrowed_from_solutions(solution, own_file=source))
+    if problem is not None:
+        outcome["unusable"] = problem
+        return None
+    return solution
+
+
+@dataclass(frozen=True)
+class EngineExercise(Exercise):
+    """An exercise graded by running the real engine with the student's ``pieces`` plugged in, on each of
+    ``workloads``, and diffing its trace against the reference engine's."""
+
+    pieces: tuple[Piece, ...]
+    workloads: tuple[Workload, ...]
+
+    def _run_student(self, watch: Watch, source: SolutionSource, folder: Path, model: str | Path | None) -> None:
+        """The child: every workload with the student's pieces in, one trace file each, then the outcome."""
+        outcome: dict[str, Any] = {"runs": {}}
+        path = folder / OUTCOME
+        solution = obtain_solution(self, source, watch, outcome)
+        if solution is None:
+            write_outcome(path, outcome)
+            return
+        for workload in self.workloads:
+            failure = None
+            try:
+                with installed(self.pieces, solution, watch):
+                    record_run(workload, grading_recorder(folder / f"{workload.name}.jsonl"), model,
+                               max_steps=MAX_STEPS)
+            except BaseException as error:  # whatever the student's code raised is the verdict's business
+                failure = describe_failure(error)
+            outcome["runs"][workload.name] = failure
+            write_outcome(path, outcome)
+            if failure is not None:
+                break
+        outcome["finished"] = True
+        write_outcome(path, outcome)
+
+    def grade(self, solution: SolutionSource, model: str | Path | None = None,
+              time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
+        if isinstance(solution, dict):
+            problem = missing_functions(solution, self.functions) or borrowed_from_solutions(solution)
+        else:
+            problem = imports_reference_solutions(Path(solution))
+        if problem is not None:
+            return self.fail(problem)
+        references = PendingReferences(self.workloads, model)  # recorded while the student's code runs
+        try:
+            with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
+                folder = Path(tmp)
+                end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
+                outcome = read_outcome(folder / OUTCOME)
+                return self._verdict(end, outcome, folder, references.traces())
+        finally:
+            references.cancel()
+
+    def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
+        if end.running == LOADING and end.exitcode is None:
+            return self.fail(f"your file did not finish loading within {end.limit:g} s (does it run "
+                             f"something forever at the top level?): the grader stopped it")
+        if end.running == LOADING:
+            return self.fail(f"your file ended the grading process while it was loading (exit code "
+                             f"{end.exitcode}): does it call os._exit?")
+        if "unusable" in outcome:
+            return self.fail(outcome["unusable"])
+        runs = outcome.get("runs", {})
+        events = 0
+        for workload in self.workloads:
+            if workload.name in runs:
+                failure = runs[workload.name]
+            elif end.exitcode is None:  # stopped by the parent during this workload
+                failure = {"timeout": end.limit, "function": end.running}
+            else:  # the child ended during this workload without saying why
+                failure = {"exitcode": end.exitcode, "function": end.running}
+            verdict = judge(self, workload, load_run(folder / f"{workload.name}.jsonl"), failure,
+                            references[workload.name])
+            if verdict is not None:
+                return verdict
+            events += len(references[workload.name].events)
+        if not outcome.get("finished") or end.exitcode != 0:
+            return self.fail(f"the grading process ended (exit code {end.exitcode}) after all the runs matched, "
+                             f"before it finished: does your code end the process?")
+        names = " and ".join(self.functions)
+        return GradeResult(self.name, True, f"PASS {self.name}: with your {names} the engine's trace matches the "
+                                            f"reference event for event on all {len(self.workloads)} workloads "
+                                            f"({events} events)")

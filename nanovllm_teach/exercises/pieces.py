@@ -1,0 +1,110 @@
+"""Plugging a student's functions into the engine (in the grading child process only).
+
+A ``Piece`` names a student function and the engine's exercise point it replaces
+(``nanovllm_teach.engine.exercise_points``). ``installed()`` puts the guarded functions in place for the
+length of one run. The guard:
+
+- turns whatever the function raises (``SystemExit`` and ``KeyboardInterrupt`` included) into a
+  ``StudentError``, so the verdict blames the right function and line;
+- checks the result before the engine uses it (a float slot, a block count larger than the machine:
+  stopped with a sentence, not a crash deep inside torch);
+- tells the watch which student function is running, so a call that never returns is named.
+"""
+
+from __future__ import annotations
+
+import traceback
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
+
+from nanovllm_teach.engine import exercise_points
+from nanovllm_teach.exercises.base import Solution
+
+
+class Watch(Protocol):
+    """Where the child tells the parent which student function is running (see ``sandbox``)."""
+
+    def enter(self, function: str) -> str: ...
+
+    def leave(self, previous: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One function a student writes, and the exercise point it replaces.
+
+    ``check`` looks at the function's arguments and result before the engine uses the result; it returns a
+    sentence saying what is wrong, or None.
+    """
+
+    function: str
+    point: str  # a key of exercise_points.POINTS
+    check: Callable[[tuple[Any, ...], Any], str | None] | None = None
+
+
+class StudentError(Exception):
+    """A student function raised, or returned something the engine cannot use (``refused``)."""
+
+    def __init__(self, function: str, original: BaseException, code_file: str | None, refused: bool = False) -> None:
+        super().__init__(f"{function}: {original}")
+        self.function = function
+        self.original = original
+        self.code_file = code_file
+        self.refused = refused
+
+
+def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+    """``fn`` as the engine will call it."""
+    code_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        previous = watch.enter(piece.function)
+        try:
+            result = fn(*args, **kwargs)
+        except StudentError:
+            raise  # from another of the student's functions, which this one called: that one is to blame
+        except BaseException as error:  # SystemExit, KeyboardInterrupt...: all of them are the verdict
+            raise StudentError(piece.function, error, code_file) from error
+        finally:
+            watch.leave(previous)
+        problem = piece.check(args, result) if piece.check is not None else None
+        if problem is not None:
+            raise StudentError(piece.function, ValueError(problem), code_file, refused=True)
+        return result
+
+    call.__name__ = piece.function
+    return call
+
+
+@contextmanager
+def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> Iterator[None]:
+    """The student's functions in place of the engine's, for the length of the block."""
+    with ExitStack() as stack:
+        for piece in pieces:
+            stack.enter_context(exercise_points.replaced(piece.point, _guarded(piece, solution[piece.function], watch)))
+        yield
+
+
+def student_line(error: BaseException, code_file: str | None) -> str:
+    """``" (your_file.py, line 12: running.popleft())"`` — the last line of the student's code that ran."""
+    if code_file is None:
+        return ""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == code_file]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    code = f": {frame.line}" if frame.line else ""
+    return f" ({Path(frame.filename).name}, line {frame.lineno}{code})"
+
+
+def describe_failure(error: BaseException) -> dict[str, Any]:
+    """What the parent needs to word the verdict on ``error``, as plain data."""
+    if isinstance(error, StudentError):
+        original = error.original
+        return {"function": error.function, "type": type(original).__name__, "message": str(original),
+                "line": student_line(original, error.code_file), "refused": error.refused,
+                "not_implemented": isinstance(original, NotImplementedError)}
+    return {"function": None, "type": type(error).__name__, "message": str(error), "line": "",
+            "refused": False, "not_implemented": False}

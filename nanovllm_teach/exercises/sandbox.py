@@ -1,0 +1,155 @@
+"""The grading child process: the student's code runs there, under a time limit, and nowhere else.
+
+``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. The parent
+never runs the student's code, so nothing the student's file does (patching the engine, replacing the
+grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the verdict, which the parent computes from
+the trace files and the small outcome record the child leaves behind. The child:
+
+- refuses imports of the reference solutions (``nanovllm_teach.exercises.solutions``), even ones the
+  parent had already imported;
+- reports through ``SharedWatch`` which student function is running and since when, so that the parent
+  can stop one that does not return within ``time_limit`` seconds and say which it was;
+- runs torch on one thread: the shipped model is tiny, and a forked child must not reuse the parent's
+  OpenMP thread pool (it hangs).
+
+Forking keeps functions defined in a notebook usable in the child as they are. A student who writes a
+fake trace file from inside the child is not something a grader running their code can stop; everything
+short of that is.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import json
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from nanovllm_teach.exercises.base import SOLUTIONS_PACKAGE
+
+# The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
+RUN_LIMIT_S = 120.0
+# What the watch says while the student's file is being executed.
+LOADING = "<loading your file>"
+_NAME_BYTES = 96
+
+
+class SolutionsImportRefused(ImportError):
+    """The student's code imported the reference solutions while being graded."""
+
+
+class _RefuseSolutions(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname == SOLUTIONS_PACKAGE or fullname.startswith(SOLUTIONS_PACKAGE + "."):
+            raise SolutionsImportRefused(f"{SOLUTIONS_PACKAGE} (the reference solutions) cannot be imported "
+                                         f"while grading: write your own code")
+        return None
+
+
+def refuse_reference_solutions() -> None:
+    """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
+    for name in [n for n in sys.modules if n == SOLUTIONS_PACKAGE or n.startswith(SOLUTIONS_PACKAGE + ".")]:
+        del sys.modules[name]
+    package = sys.modules.get(SOLUTIONS_PACKAGE.rsplit(".", 1)[0])
+    if package is not None and hasattr(package, "solutions"):
+        delattr(package, "solutions")
+    sys.meta_path.insert(0, _RefuseSolutions())
+
+
+class SharedWatch:
+    """Which student function runs now and since when, in memory shared by the parent and the child."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._name = ctx.RawArray("c", _NAME_BYTES)
+        self._since = ctx.RawValue("d", 0.0)
+
+    def enter(self, function: str) -> str:
+        previous = self.running()
+        self._set(function)
+        return previous
+
+    def leave(self, previous: str) -> None:
+        self._set(previous)
+
+    def _set(self, function: str) -> None:
+        self._name.value = function.encode()[:_NAME_BYTES - 1]
+        self._since.value = time.monotonic()
+
+    def running(self) -> str:
+        return self._name.value.decode(errors="replace")
+
+    def running_for(self) -> float:
+        return time.monotonic() - self._since.value if self.running() else 0.0
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How the child ended: its exit code (None when the parent stopped it), the student function running
+    at that moment (``running``; "" when none was), and for a stopped child the limit it ran into."""
+
+    exitcode: int | None
+    running: str = ""
+    limit: float | None = None
+
+
+def _child_main(watch: SharedWatch, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    else:  # imported later, if at all (a quiz needs no torch)
+        os.environ["OMP_NUM_THREADS"] = "1"
+    refuse_reference_solutions()
+    target(watch, *args)
+
+
+def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
+    """Run ``target(watch, *args)`` in a forked child; stop it if one student call outlasts ``time_limit``
+    seconds or the whole run ``RUN_LIMIT_S``."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise RuntimeError("the grader runs your code in a forked process, which this system cannot make "
+                           "(on Windows, use WSL)")
+    ctx = multiprocessing.get_context("fork")
+    watch = SharedWatch(ctx)
+    child = ctx.Process(target=_child_main, args=(watch, target, args), daemon=True)
+    sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
+    sys.stderr.flush()
+    started = time.monotonic()
+    child.start()
+    try:
+        while True:
+            child.join(0.05)
+            if child.exitcode is not None:
+                return ChildEnd(child.exitcode, watch.running())
+            if watch.running() and watch.running_for() > time_limit:
+                return _stop(child, ChildEnd(None, watch.running(), time_limit))
+            if time.monotonic() - started > RUN_LIMIT_S:
+                return _stop(child, ChildEnd(None, "", RUN_LIMIT_S))
+    except BaseException:  # Ctrl-C in the parent: the child goes too
+        _stop(child, ChildEnd(None, watch.running()))
+        raise
+
+
+def _stop(child: Any, end: ChildEnd) -> ChildEnd:
+    child.kill()
+    child.join()
+    return end
+
+
+def write_outcome(path: Path, outcome: dict[str, Any]) -> None:
+    """Replace the outcome record at ``path`` in one step (a killed child leaves the previous one whole)."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(outcome))
+    os.replace(partial, path)
+
+
+def read_outcome(path: Path) -> dict[str, Any]:
+    """The child's outcome record; empty if it left none (or none that parses)."""
+    try:
+        outcome = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return outcome if isinstance(outcome, dict) else {}
