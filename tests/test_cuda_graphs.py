@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM
 from checkpoints import make_random_checkpoint
 from nanovllm_teach import LLM, SamplingParams
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, capture_skip_reason, choose_graph_batch_size,
-                                               graph_batch_sizes)
+                                               eager_reason, graph_batch_sizes, why_no_graphs)
 from nanovllm_teach.trace import TraceRecorder
 from nanovllm_teach.utils.context import Context
 
@@ -48,12 +48,33 @@ def test_eager_for_prefill_no_graphs_or_a_batch_too_large():
     assert choose_graph_batch_size(False, 33, sizes) is None
 
 
-def test_when_graphs_are_captured():
+def test_when_graphs_are_captured(monkeypatch):
+    from nanovllm_teach import kernels
+    monkeypatch.setattr(kernels, "INTERPRETED", False)  # as on a GPU, where the kernels are compiled
     assert capture_skip_reason(CUDA, False, "triton") is None
     assert capture_skip_reason(CUDA, False, "flash_attn") is None
     assert "enforce_eager" in capture_skip_reason(CUDA, True, "triton")
     assert "CUDA device" in capture_skip_reason(CPU, False, "triton")
     assert "torch attention backend" in capture_skip_reason(CUDA, False, "torch")
+    assert [why_no_graphs(*case).code for case in ((CUDA, True, "triton"), (CPU, False, "triton"),
+                                                    (CUDA, False, "torch"))] == \
+        ["enforce_eager", "no_cuda", "backend_cannot_capture"]
+
+
+def test_interpreted_kernels_are_never_captured():
+    """TRITON_INTERPRET=1 on a GPU machine: the kernels are Python, and a graph would record none of them."""
+    from nanovllm_teach import kernels
+    assert kernels.INTERPRETED  # conftest.py sets TRITON_INTERPRET=1
+    for backend in ("triton", "flash_attn"):
+        skip = why_no_graphs(CUDA, False, backend)
+        assert skip.code == "backend_cannot_capture" and "TRITON_INTERPRET" in skip.why
+
+
+def test_eager_reason_of_each_step():
+    no_cuda = why_no_graphs(CPU, False, "triton")
+    assert eager_reason(True, None) == eager_reason(True, no_cuda) == "prefill"
+    assert eager_reason(False, no_cuda) == "no_cuda"
+    assert eager_reason(False, None) == "batch_above_largest_graph"  # graphs exist, none holds the batch
 
 
 class FakeGraph:
@@ -97,7 +118,9 @@ def test_cpu_engine_runs_eagerly(tmp_path):
     assert llm.model_runner.decode_graphs is None
     events = [e.event for e in rec.events]
     assert "CUDAGRAPH_CAPTURE" not in events and "CUDAGRAPH_REPLAY" not in events
-    assert {e.stats["mode"] for e in rec.events if e.event == "RUN_MODEL"} == {"eager"}
+    runs = [e for e in rec.events if e.event == "RUN_MODEL"]
+    assert {e.stats["mode"] for e in runs} == {"eager"}
+    assert {(e.phase, e.stats["eager_reason"]) for e in runs} == {("prefill", "prefill"), ("decode", "no_cuda")}
 
 
 GPU_SCRIPT = textwrap.dedent("""

@@ -12,6 +12,10 @@ therefore gathers its rows from wherever their blocks happen to sit in the cache
 
 GQA: query head ``h`` reads K/V head ``h // group``, where ``group = num_heads // num_kv_heads``.
 
+Offsets: every index that is multiplied by a row stride (sequence, token, block) is int64 first. An int32
+product wraps past 2**31 and addresses the wrong memory: a cache of a few GB has more elements than that,
+and so has a step of 32768 tokens whose rows are 65536 elements apart.
+
 - ``paged_decode_attention``: one query per sequence (decode), one program per (sequence, query head).
 - ``prefill_attention``: many queries per sequence (prefill), one program per (sequence, query head,
   tile of ``BLOCK_M`` queries), causal; with a cached prefix the queries are the *last* ``len_q`` of
@@ -30,6 +34,9 @@ from nanovllm_teach.kernels.store_kvcache import last_dim_contiguous
 
 # Keys per tile in decode: one tile of (32, head_dim) K and V sits comfortably in registers.
 DECODE_BLOCK_N = 32
+# Warps per prefill program. At Triton's default of 4 the 64x64 bf16 tiles with head_dim 128 need more than
+# the 255 registers a thread may have on sm_90 and spill to local memory; 8 warps share the tile out.
+PREFILL_NUM_WARPS = 8
 
 
 @triton.jit
@@ -43,7 +50,7 @@ def _paged_decode_kernel(
     stride_table_seq,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    seq = tl.program_id(0)
+    seq = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     kv_head = head // group  # GQA: `group` consecutive query heads share one K/V head
 
@@ -102,18 +109,18 @@ def _prefill_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
-    seq = tl.program_id(0)
+    seq = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     tile = tl.program_id(2)
     kv_head = head // group
 
     # cu_seqlens: sequence `seq` owns flattened rows [cu[seq], cu[seq + 1]).
-    q_start = tl.load(cu_seqlens_q_ptr + seq)
-    len_q = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    q_start = tl.load(cu_seqlens_q_ptr + seq).to(tl.int64)
+    len_q = (tl.load(cu_seqlens_q_ptr + seq + 1) - q_start).to(tl.int32)
     if tile * BLOCK_M >= len_q:
         return  # the grid is sized for the longest sequence; this one has no queries in this tile
-    k_start = tl.load(cu_seqlens_k_ptr + seq)
-    len_k = tl.load(cu_seqlens_k_ptr + seq + 1) - k_start
+    k_start = tl.load(cu_seqlens_k_ptr + seq).to(tl.int64)
+    len_k = (tl.load(cu_seqlens_k_ptr + seq + 1) - k_start).to(tl.int32)
     # The queries are the last len_q of len_k positions: the first len_k - len_q are a cached prefix.
     prefix = len_k - len_q
 
@@ -229,5 +236,6 @@ def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache
         PAGED=paged, HEAD_DIM=head_dim, BLOCK_D=_head_block(head_dim), BLOCK_M=block, BLOCK_N=block,
         # float32 asks for exact float32 products (the GPU default would round inputs to tf32).
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=PREFILL_NUM_WARPS,
     )
     return out
