@@ -46,8 +46,8 @@ MISSING_ON_IMAGE = ("msgspec", "structlog")
 HIDDEN_IN_DRY_RUN = ("msgspec", "structlog", "ipywidgets", "widgetsnbextension", "flash_attn", "nanovllm_teach",
                      "__editable__")
 # (name, seconds in --quick, seconds in the full run); the CPU stand-in uses the full limits.
-SECTIONS = [("checkpoint", 30, 40), ("kernels", 40, 45), ("greedy", 40, 60), ("graphs", 55, 90),
-            ("memory", 40, 60), ("tp", 10, 30), ("flash", 10, 30), ("throughput", 60, 170)]
+SECTIONS = [("checkpoint", 30, 40), ("kernels", 35, 45), ("greedy", 35, 60), ("graphs", 70, 100),
+            ("memory", 40, 60), ("tp", 10, 30), ("flash", 10, 30), ("throughput", 55, 160)]
 # The whole run ends by then, start-up included; a section that would not fit is reported NOT RUN.
 DEADLINE = {"quick": 290, "full": 530, "cpu": 900}
 

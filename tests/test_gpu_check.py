@@ -133,8 +133,8 @@ def test_cpu_dry_run_end_to_end(tmp_path):
         if fetched.returncode != 0:
             pytest.skip(f"no wheels in {wheels} and PyPI is unreachable: {fetched.stderr[-300:]}")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--cpu-dry-run", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--cpu-dry-run",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
     summary = (out / "summary.txt").read_text()
     assert done.returncode == 0, done.stdout + done.stderr + summary
     # The fresh environment lacked msgspec and structlog: they came from the wheel folder, offline.

@@ -102,3 +102,35 @@ def test_a_kv_cache_that_cannot_fit_is_refused_before_allocating(monkeypatch, ch
     with pytest.raises(ValueError, match=r"num_kvcache_blocks=1000000000 asks for [\d.]+ GiB .* but only "
                                          r"[\d.]+ GiB are left .* at most \d+ blocks fit"):
         _startup(checkpoint, num_kvcache_blocks=10**9)
+
+
+def test_peak_source_says_when_the_reset_is_refused(monkeypatch):
+    cpu = torch.device("cpu")
+    real_write = memory.Path.write_text
+
+    def refuse_clear_refs(self, *args, **kwargs):
+        if self.name == "clear_refs":
+            raise PermissionError("not here")
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(memory.Path, "write_text", refuse_clear_refs)
+    assert memory.reset_peak(cpu) == "VmHWM (process lifetime)"
+    monkeypatch.setattr(memory, "_status_field", lambda name: None)  # no /proc: getrusage
+    assert memory.reset_peak(cpu) == "ru_maxrss"
+
+
+def test_graph_memory_is_measured_on_the_largest_bucket_only(monkeypatch):
+    """The probe captures the largest bucket alone and yields what it took while it is held."""
+    from nanovllm_teach.engine import cuda_graphs
+    free = [80, 50]  # free bytes before the probe, then while it is held
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free[0], 100))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    captured = []
+
+    def capture(sizes):
+        captured.append(sizes)
+        free.pop(0)
+        return object()
+
+    with cuda_graphs.largest_graph_held(capture, [1, 2, 4, 8, 16, 32], torch.device("cuda")) as taken:
+        assert captured == [[32]] and taken == 30

@@ -61,7 +61,8 @@ def run_memory(setup: Setup) -> str:
     print(f"device {gib(total)}, limit {UTILIZATION} x total = {gib(int(UTILIZATION * total))}")
     print(f"warm-up: {warmup['num_seqs']} x {warmup['seq_len']} tokens, {warmup['sample_rows']} sampled rows, "
           f"peak {gib(warmup['peak_bytes'])} ({warmup['peak_source']})")
-    print(f"KV cache: {kv['num_blocks']} blocks of {kv['block_bytes']} bytes = {gib(kv['num_blocks'] * kv['block_bytes'])}"
+    kv_bytes = kv["num_blocks"] * kv["block_bytes"]
+    print(f"KV cache: {kv['num_blocks']} blocks of {kv['block_bytes']} bytes = {gib(kv_bytes)}"
           f", limited by {kv['limited_by']}; graph pool reserved {gib(kv['graph_reserve_bytes'] or 0)}, "
           f"capture took {gib(capture.get('memory_bytes', 0))}")
     print(f"engine ready: device used {gib(ready_used)}; peak during the worst cases {gib(peak_used)} "
