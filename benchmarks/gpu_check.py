@@ -11,8 +11,9 @@ Then, on the GPU machine (the device tool: ``carry: ["benchmarks/gpu/wheels"]``;
 It installs the wheels offline into a scratch folder (``pip install --no-index --no-deps --target``; the
 image's torch is not touched), puts the repository on the path, and runs each section in its own process
 with its own time limit, so a crash or a device fault in one section is that section's failure and no
-other's. Output, under ``--out`` (default ``$OUT``, else ``benchmarks/gpu_out``): ``summary.txt`` (one
-verdict line per section, rewritten after each), ``details.txt`` (every section's full output, in order),
+other's. Output, under ``--out`` (default ``$OUT``, else ``benchmarks/gpu/out``): ``summary.txt`` (one
+verdict line per section, rewritten after each), ``details.txt`` (the summary, then every section's full
+output in order),
 ``results.json``, and the traces ``gpu_cudagraph.jsonl`` and ``gpu_throughput.jsonl`` (to ship as
 ``traces/gpu_*.jsonl``). The exit status is 0 only if no section failed.
 
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the reduced check (<= 5 minutes on an H200)")
     ap.add_argument("--cpu-dry-run", action="store_true", help="the same flow on a CPU, CUDA sections skipped")
-    ap.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT, else benchmarks/gpu_out)")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT, else benchmarks/gpu/out)")
     ap.add_argument("--only", default=None, help="comma-separated sections to run (default: all)")
     args = ap.parse_args(argv)
     mode = "cpu" if args.cpu_dry_run else ("quick" if args.quick else "full")
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     only = names if args.only is None else args.only.split(",")
     if unknown := sorted(set(only) - set(names)):
         ap.error(f"unknown sections {unknown}; choose from {','.join(names)}")
-    out = args.out or Path(os.environ.get("OUT") or ROOT / "benchmarks" / "gpu_out")
+    out = args.out or Path(os.environ.get("OUT") or ROOT / "benchmarks" / "gpu" / "out")
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nanovllm_gpu_check_") as tmp:
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(f"\n===== {name}: {result.status} ({result.seconds:.1f} s) =====\n{output}")
             write_summary(out, header, results, finished=False)
         write_summary(out, header, results, finished=True)
+        # The details open with the summary too: one file says everything.
+        details.write_text((out / "summary.txt").read_text() + details.read_text().removeprefix(header + "\n"))
     failed = [r.name for r in results if r.status in ("FAIL", "NOT RUN")]
     print(f"done in {time.perf_counter() - started:.0f} s; failed sections: {', '.join(failed) or 'none'}; "
           f"output in {out}")
