@@ -1,12 +1,9 @@
 """CUDA graphs for decode: the bucket list, the bucket a batch replays, when a step runs eagerly, and how a
 replay fills the static buffers (with a stand-in graph, so it runs on CPU). The capture itself needs a GPU:
-``test_graphs_match_eager_on_gpu`` runs only where CUDA is available. Also the parts of
-``benchmarks/gpu_check.py`` (the GPU check script) that run without a GPU."""
+``test_graphs_match_eager_on_gpu`` runs only where CUDA is available (and ``benchmarks/gpu_check.py``)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -15,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from checkpoints import make_random_checkpoint
 from nanovllm_teach import LLM, SamplingParams
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, capture_skip_reason, choose_graph_batch_size,
-                                               graph_batch_sizes)
+                                               eager_reason, graph_batch_sizes, why_no_graphs)
 from nanovllm_teach.trace import TraceRecorder
 from nanovllm_teach.utils.context import Context
 
@@ -48,12 +44,33 @@ def test_eager_for_prefill_no_graphs_or_a_batch_too_large():
     assert choose_graph_batch_size(False, 33, sizes) is None
 
 
-def test_when_graphs_are_captured():
+def test_when_graphs_are_captured(monkeypatch):
+    from nanovllm_teach import kernels
+    monkeypatch.setattr(kernels, "INTERPRETED", False)  # as on a GPU, where the kernels are compiled
     assert capture_skip_reason(CUDA, False, "triton") is None
     assert capture_skip_reason(CUDA, False, "flash_attn") is None
     assert "enforce_eager" in capture_skip_reason(CUDA, True, "triton")
     assert "CUDA device" in capture_skip_reason(CPU, False, "triton")
     assert "torch attention backend" in capture_skip_reason(CUDA, False, "torch")
+    assert [why_no_graphs(*case).code for case in ((CUDA, True, "triton"), (CPU, False, "triton"),
+                                                    (CUDA, False, "torch"))] == \
+        ["enforce_eager", "no_cuda", "backend_cannot_capture"]
+
+
+def test_interpreted_kernels_are_never_captured():
+    """TRITON_INTERPRET=1 on a GPU machine: the kernels are Python, and a graph would record none of them."""
+    from nanovllm_teach import kernels
+    assert kernels.INTERPRETED  # conftest.py sets TRITON_INTERPRET=1
+    for backend in ("triton", "flash_attn"):
+        skip = why_no_graphs(CUDA, False, backend)
+        assert skip.code == "backend_cannot_capture" and "TRITON_INTERPRET" in skip.why
+
+
+def test_eager_reason_of_each_step():
+    no_cuda = why_no_graphs(CPU, False, "triton")
+    assert eager_reason(True, None) == eager_reason(True, no_cuda) == "prefill"
+    assert eager_reason(False, no_cuda) == "no_cuda"
+    assert eager_reason(False, None) == "batch_above_largest_graph"  # graphs exist, none holds the batch
 
 
 class FakeGraph:
@@ -97,7 +114,9 @@ def test_cpu_engine_runs_eagerly(tmp_path):
     assert llm.model_runner.decode_graphs is None
     events = [e.event for e in rec.events]
     assert "CUDAGRAPH_CAPTURE" not in events and "CUDAGRAPH_REPLAY" not in events
-    assert {e.stats["mode"] for e in rec.events if e.event == "RUN_MODEL"} == {"eager"}
+    runs = [e for e in rec.events if e.event == "RUN_MODEL"]
+    assert {e.stats["mode"] for e in runs} == {"eager"}
+    assert {(e.phase, e.stats["eager_reason"]) for e in runs} == {("prefill", "prefill"), ("decode", "no_cuda")}
 
 
 GPU_SCRIPT = textwrap.dedent("""
@@ -135,65 +154,3 @@ def test_graphs_match_eager_on_gpu(tmp_path):
     done = subprocess.run([sys.executable, str(script), str(path)], env=env, capture_output=True, text=True,
                           cwd=Path(__file__).parent, timeout=600)
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr
-
-
-# ---- benchmarks/gpu_check.py: the parts that run without a GPU ------------------------------------
-
-
-@pytest.fixture(scope="module")
-def gpu_check():
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["gpu_check"]
-
-
-def test_gpu_check_checkpoint_loads_in_both_engines(gpu_check, tmp_path):
-    shape = {**gpu_check.QWEN3_0_6B, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 4096}
-    path = gpu_check.write_checkpoint(tmp_path / "ckpt", shape, torch.float32)
-    config = json.loads((path / "config.json").read_text())
-    assert config["vocab_size"] == 4096 and config["tie_word_embeddings"] and config["head_dim"] == 16
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    prompt = [5, 900, 4000, 17]
-    ref = gpu_check.hf_reference(hf, [prompt], 6, eos=-1)
-    assert gpu_check.greedy_margins(hf, prompt, ref[0]) == [0.0] * len(ref[0])
-    llm = LLM(path, device="cpu", max_model_len=64)
-    ours = llm.generate([prompt], SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True), use_tqdm=False)
-    assert ours[0]["token_ids"] == ref[0]
-
-
-def test_gpu_check_model_is_qwen3_0_6b_shaped(gpu_check):
-    shape = gpu_check.QWEN3_0_6B
-    assert (shape["hidden_size"], shape["num_hidden_layers"], shape["num_attention_heads"],
-            shape["num_key_value_heads"], shape["head_dim"], shape["intermediate_size"],
-            shape["vocab_size"], shape["tie_word_embeddings"]) == (1024, 28, 16, 8, 128, 3072, 151936, True)
-
-
-def test_gpu_check_workloads(gpu_check):
-    prompts, max_tokens = gpu_check.make_bench_workload(256, seed=0)
-    assert len(prompts) == len(max_tokens) == 256
-    assert all(100 <= len(p) <= 1024 for p in prompts) and all(100 <= n <= 1024 for n in max_tokens)
-    assert all(0 <= t <= 10000 for p in prompts for t in p)
-    assert gpu_check.make_bench_workload(4, seed=1) == gpu_check.make_bench_workload(4, seed=1)
-
-    wave1, wave2 = gpu_check.make_parity_waves(quick=False, seed=0)
-    shared = wave1[1][:512]
-    assert all(p[:512] == shared for p in wave2)  # two cached 256-token blocks to hit
-    assert 256 - 16 < len(wave1[0]) < 256         # decoding crosses the block boundary
-
-
-def test_gpu_check_variants_and_verdicts(gpu_check):
-    every = gpu_check.parity_variants({"torch": None, "triton": None, "flash_attn": None})
-    assert ("float32", "torch", False) not in every           # torch is never captured
-    assert ("float32", "flash_attn", True) not in every       # flash-attn needs 16-bit
-    assert ("bfloat16", "flash_attn", False) in every and ("float32", "triton", False) in every
-    assert gpu_check.parity_variants({"torch": None, "triton": "no", "flash_attn": "no"}) == \
-        [("float32", "torch", True), ("bfloat16", "torch", True)]
-    assert gpu_check.verdict([[1, 2]], [[1, 2]], [[0.0, 0.0]], 1e-3).startswith("PASS identical")
-    assert gpu_check.verdict([[1, 3]], [[1, 2]], [[0.0, 1e-4]], 1e-3).startswith("PASS near-ties")
-    assert "prompt 0 @ token 1" in gpu_check.verdict([[1, 3]], [[1, 2]], [[0.0, 0.5]], 1e-3)
-    assert gpu_check.verdict([[1, 3]], [[1, 2]], [[0.0, 0.5]], 1e-3).startswith("FAIL")

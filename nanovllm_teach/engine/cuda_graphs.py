@@ -1,4 +1,4 @@
-"""Execution layer: CUDA graphs for decode steps (seed 000, 2.7.4).
+"""Execution layer: CUDA graphs for decode steps, as nano-vllm captures them.
 
 A decode step of a small model is dominated by launch overhead: hundreds of small kernels, each launched
 from Python. A CUDA graph records those launches once and replays them with one call. A graph replays
@@ -15,7 +15,10 @@ exactly what it recorded — the same kernels on the same memory addresses with 
   the slots to store with a boolean mask (a data-dependent shape), so it always runs eagerly.
 
 Prefill always runs eagerly (its shape changes every step), and so does a decode batch larger than the
-largest bucket, anything on a CPU, and everything under ``enforce_eager``.
+largest bucket, anything on a CPU, everything under ``enforce_eager``, and the Triton kernels while they
+run in the Triton interpreter (``TRITON_INTERPRET=1``: Python code, which a graph cannot record). Each case
+has a short code, the ``eager_reason`` of the RUN_MODEL event: ``prefill``, ``enforce_eager``, ``no_cuda``,
+``backend_cannot_capture``, ``batch_above_largest_graph``.
 
 The bucket arithmetic and the eager-or-graph decision are plain Python and tested on any machine; only
 ``DecodeGraphs.capture`` needs a GPU. The model runner emits CUDAGRAPH_CAPTURE (after ``capture``) and
@@ -24,7 +27,8 @@ CUDAGRAPH_REPLAY (for each step that replays a graph).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -42,15 +46,41 @@ def graph_batch_sizes(max_num_seqs: int, limit: int = MAX_GRAPH_BATCH_SIZE) -> l
     return [bs for bs in (1, 2, 4, 8) if bs <= largest] + list(range(16, largest + 1, 16))
 
 
-def capture_skip_reason(device: torch.device, enforce_eager: bool, backend: str) -> str | None:
+@dataclass(frozen=True)
+class CaptureSkip:
+    """Why an engine captures no decode graphs: ``code`` is RUN_MODEL's ``eager_reason``, ``why`` a sentence."""
+
+    code: str
+    why: str
+
+
+def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str) -> CaptureSkip | None:
     """Why no decode graphs are captured for this engine (None: capture them)."""
     if enforce_eager:
-        return "enforce_eager is set"
+        return CaptureSkip("enforce_eager", "enforce_eager is set")
     if device.type != "cuda":
-        return f"CUDA graphs need a CUDA device, this engine runs on {device.type}"
+        return CaptureSkip("no_cuda", f"CUDA graphs need a CUDA device, this engine runs on {device.type}")
     if backend not in CAPTURABLE_BACKENDS:
-        return f"the {backend} attention backend is not capturable (it stores K/V through a data-dependent mask)"
+        return CaptureSkip("backend_cannot_capture", f"the {backend} attention backend is not capturable "
+                           "(it stores K/V through a data-dependent mask)")
+    from nanovllm_teach import kernels  # both capturable backends store K/V with our Triton kernel
+    if kernels.INTERPRETED:
+        return CaptureSkip("backend_cannot_capture", "TRITON_INTERPRET=1: the Triton kernels run in the Python "
+                           "interpreter, whose launches a CUDA graph cannot record")
     return None
+
+
+def capture_skip_reason(device: torch.device, enforce_eager: bool, backend: str) -> str | None:
+    """``why_no_graphs`` as a sentence (None: graphs are captured)."""
+    skip = why_no_graphs(device, enforce_eager, backend)
+    return None if skip is None else skip.why
+
+
+def eager_reason(is_prefill: bool, skip: CaptureSkip | None) -> str:
+    """RUN_MODEL's ``eager_reason`` for a step that did not replay a graph."""
+    if is_prefill:
+        return "prefill"
+    return skip.code if skip is not None else "batch_above_largest_graph"
 
 
 def choose_graph_batch_size(is_prefill: bool, batch_size: int, graph_sizes: Sequence[int]) -> int | None:
@@ -76,10 +106,11 @@ class DecodeGraphs:
 
     @classmethod
     @torch.inference_mode()
-    def capture(cls, model: nn.Module, *, max_num_seqs: int, max_model_len: int, block_size: int,
+    def capture(cls, model: nn.Module, *, batch_sizes: list[int], max_model_len: int, block_size: int,
                 hidden_size: int, dtype: torch.dtype, device: torch.device) -> "DecodeGraphs":
-        """Capture ``model``'s decode forward pass for every bucket (the KV cache must be bound already)."""
-        sizes = graph_batch_sizes(max_num_seqs)
+        """Capture ``model``'s decode forward pass for every bucket of ``batch_sizes`` (ascending; the KV
+        cache must be bound already)."""
+        sizes = list(batch_sizes)
         max_bs = sizes[-1]
         max_blocks = -(-max_model_len // block_size)  # the widest block table a sequence can have
         with torch.device(device):
@@ -128,3 +159,21 @@ class DecodeGraphs:
         self.block_tables[:bs, :ctx.block_tables.size(1)] = ctx.block_tables
         self.graphs[graph_batch_size].replay()
         return self.outputs[:bs]
+
+
+@contextmanager
+def largest_graph_held(capture: Callable[[list[int]], DecodeGraphs], batch_sizes: list[int],
+                       device: torch.device) -> Iterator[int]:
+    """Capture only the largest bucket and hold it while inside; yields the device memory it took.
+
+    Every smaller graph shares the largest one's pool, so this is what the real capture will take: held
+    while the memory is read, it is counted as used before the KV cache is sized (the real graphs can only
+    be captured after the cache exists, since they bake in its addresses)."""
+    free_before = torch.cuda.mem_get_info(device)[0]
+    probe = capture(batch_sizes[-1:])
+    torch.cuda.empty_cache()  # the eager run before the capture left cached blocks that are not the pool's
+    try:
+        yield free_before - torch.cuda.mem_get_info(device)[0]
+    finally:
+        del probe
+        torch.cuda.empty_cache()

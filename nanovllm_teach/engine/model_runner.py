@@ -1,8 +1,10 @@
 """Execution layer: ``ModelRunner`` turns a list of scheduled sequences into one token id each.
 
-Start-up (seed 000, 2.5.2): build Qwen3 and load its weights; warm up with the largest prefill the
-configuration allows, so the forward pass's peak memory is seen; size the KV cache from what is left
-(``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice of it.
+Start-up: build Qwen3 and load its weights; warm up with the largest prefill the configuration allows and
+a sampling of ``max_num_seqs`` rows of logits at temperature 1, so the peak memory of any step is seen; on
+a GPU, capture the largest decode graph once on a one-block stand-in cache, so the memory its pool takes is
+counted as used; size the KV cache from what is left (``KV_BUDGET_ESTIMATE``), bind each attention layer to
+its slice of it, and capture the decode graphs for real (their addresses are the cache's).
 
 Every step, ``run(seqs, is_prefill)``:
 
@@ -16,7 +18,7 @@ Every step, ``run(seqs, is_prefill)``:
 It knows nothing of scheduling policy: it runs exactly what it is given.
 
 On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); prefill and
-everything on a CPU run eagerly.
+everything on a CPU run eagerly, and RUN_MODEL's ``eager_reason`` says why.
 
 With tensor parallelism every rank builds one of these (``engine/tp_workers.py`` spawns ranks 1…N−1): each
 joins the process group first (the layers read their shard from it), start-up facts are gathered so that
@@ -29,6 +31,8 @@ PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SA
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +40,8 @@ import torch
 import torch.distributed as dist
 
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.cuda_graphs import DecodeGraphs, capture_skip_reason, choose_graph_batch_size
+from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, choose_graph_batch_size, eager_reason,
+                                               graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
@@ -47,7 +52,8 @@ from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.utils.loader import load_model
-from nanovllm_teach.utils.memory import kv_block_bytes, kv_cache_blocks, kv_cache_budget, read_memory
+from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget,
+                                         read_memory, reset_peak)
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -88,6 +94,21 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     return name
 
 
+def bind_cuda_device(device: torch.device, rank: int, world_size: int) -> torch.device:
+    """The device this rank runs on, made the process's current CUDA device (CPU devices pass through).
+
+    Triton launches and CUDA-graph capture go to the *current* device, not to the device of the tensors:
+    an engine on ``cuda:1`` that never called ``set_device`` would launch its kernels on ``cuda:0``."""
+    if device.type != "cuda":
+        return device
+    if world_size > 1:
+        device = torch.device("cuda", rank)  # one GPU per rank, as in nano-vllm
+    elif device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(device)
+    return device
+
+
 def decode_slot(seq: Sequence, block_size: int) -> int:
     """The cache slot of ``seq``'s newest token, whose K/V a decode step stores: in its last block, right
     after the tokens already there."""
@@ -108,10 +129,7 @@ class ModelRunner:
         self.rec = recorder
         hf_config = config.hf_config
         self.block_size = config.kvcache_block_size
-        self.device = torch.device(config.device)
-        if self.world_size > 1 and self.device.type == "cuda":
-            self.device = torch.device("cuda", rank)  # one GPU per rank, as in nano-vllm
-            torch.cuda.set_device(self.device)
+        self.device = bind_cuda_device(torch.device(config.device), rank, self.world_size)
         self.dtype = resolve_dtype(config.dtype, self.device, hf_config)
         self.attention_backend = resolve_attention_backend(config.attention_backend, self.device,
                                                            self.block_size, self.dtype)
@@ -140,18 +158,20 @@ class ModelRunner:
             layer.backend = backend
 
         self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
+        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend)
         self.warmup_model()
-        self.num_kvcache_blocks = self.allocate_kv_cache()
-        # After the KV cache: the graphs bake in its addresses, and their memory comes from what is left.
-        if capture_skip_reason(self.device, config.enforce_eager, self.attention_backend) is None:
+        with self._largest_graph_held() as graph_reserve_bytes:
+            reading = read_memory(self.device)  # `used` includes the graph pool while it is held
+        self.num_kvcache_blocks = self.allocate_kv_cache(reading, graph_reserve_bytes)
+        # After the KV cache: the graphs bake in its addresses.
+        if self.graph_skip is None:
             free_before = torch.cuda.mem_get_info(self.device)[0]
             start = time.perf_counter()
-            self.decode_graphs = DecodeGraphs.capture(
-                self.model, max_num_seqs=config.max_num_seqs, max_model_len=config.max_model_len,
-                block_size=self.block_size, hidden_size=hf_config.hidden_size, dtype=self.dtype, device=self.device)
+            self.decode_graphs = self._capture(graph_batch_sizes(config.max_num_seqs))
             self.rec.emit("CUDAGRAPH_CAPTURE", "init", "capture_decode_graphs",
                           batch_sizes=self.decode_graphs.batch_sizes, seconds=round(time.perf_counter() - start, 4),
-                          memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0])
+                          memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0],
+                          reserved_bytes=graph_reserve_bytes)
 
     # ---- start-up -------------------------------------------------------------------------------
 
@@ -176,10 +196,12 @@ class ModelRunner:
         return {name: values} if self.world_size > 1 else {}
 
     def warmup_model(self) -> None:
-        """Run the largest prefill the limits allow, so the KV budget sees the forward pass's peak."""
+        """Run the largest prefill the limits allow, then sample ``max_num_seqs`` rows of logits at temperature
+        1 (the sampler's float32 copies of a decode batch's logits can outweigh a small model's prefill), so
+        the KV budget sees the peak of any step. The peak is the warm-up's own, not the process's."""
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(self.device)
+        peak_source = reset_peak(self.device)
         seq_len = self.config.max_model_len
         num_seqs = max(1, min(self.config.max_num_batched_tokens // seq_len, self.config.max_num_seqs))
         seqs = [Sequence(-1 - i, [0] * seq_len, SamplingParams(temperature=0.0, max_tokens=1), self.block_size)
@@ -192,39 +214,85 @@ class ModelRunner:
             self.run(seqs, True)
         finally:
             self.rec = recorder
+        sample_rows = self.config.max_num_seqs
+        with torch.inference_mode():
+            hidden = torch.zeros(sample_rows, self.config.hf_config.hidden_size, dtype=self.dtype, device=self.device)
+            logits = self.model.compute_logits(hidden)  # a collective under tensor parallelism: every rank runs it
+            if logits is not None:
+                self.sampler(logits, torch.ones(sample_rows, device=self.device), [None] * sample_rows)
+            del hidden, logits
         seconds = time.perf_counter() - start
         self.rec.emit("WARMUP", "init", "expose_peak_memory", num_seqs=num_seqs, seq_len=seq_len,
-                      peak_bytes=read_memory(self.device).peak, seconds=round(seconds, 4))
+                      sample_rows=sample_rows, peak_bytes=read_memory(self.device).peak, peak_source=peak_source,
+                      seconds=round(seconds, 4))
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
-    def allocate_kv_cache(self) -> int:
-        """Size the KV cache from memory (or take the configured number) and bind it to every layer."""
+    def _bind_kv_cache(self, kv_cache: torch.Tensor | None) -> None:
+        """Give every attention layer its slice of ``kv_cache`` (None: unbind, the layers store nothing)."""
+        self.kv_cache = kv_cache
+        for i, attn in enumerate(self.attention_layers):
+            attn.k_cache = kv_cache[0, i] if kv_cache is not None else torch.tensor([])
+            attn.v_cache = kv_cache[1, i] if kv_cache is not None else torch.tensor([])
+
+    def _capture(self, batch_sizes: list[int]) -> DecodeGraphs:
+        return DecodeGraphs.capture(self.model, batch_sizes=batch_sizes, max_model_len=self.config.max_model_len,
+                                    block_size=self.block_size, hidden_size=self.config.hf_config.hidden_size,
+                                    dtype=self.dtype, device=self.device)
+
+    @contextmanager
+    def _largest_graph_held(self) -> Iterator[int | None]:
+        """While inside, the largest decode graph holds its pool (captured on a one-block stand-in cache), so
+        a memory reading counts it as used; yields the bytes it took (None: this engine captures no graphs)."""
+        if self.graph_skip is not None:
+            yield None
+            return
+        layer = self.attention_layers[0]
+        self._bind_kv_cache(torch.zeros(2, len(self.attention_layers), 1, self.block_size, layer.num_kv_heads,
+                                        layer.head_dim, dtype=self.dtype, device=self.device))
+        try:
+            with largest_graph_held(self._capture, graph_batch_sizes(self.config.max_num_seqs), self.device) as taken:
+                yield taken
+        finally:
+            self._bind_kv_cache(None)
+
+    def allocate_kv_cache(self, reading: MemoryReading, graph_reserve_bytes: int | None = None) -> int:
+        """Size the KV cache from ``reading`` (or take the configured number), allocate it and bind it to every
+        layer. ``graph_reserve_bytes``: what the decode graphs' pool took, already inside ``reading.used``."""
         hf = self.config.hf_config
         layer = self.attention_layers[0]
         num_layers = len(self.attention_layers)
         elem_bytes = torch.tensor([], dtype=self.dtype).element_size()
         block_bytes = kv_block_bytes(num_layers, self.block_size, layer.num_kv_heads, layer.head_dim, elem_bytes)
-        reading = read_memory(self.device)
         utilization = self.config.gpu_memory_utilization
         cpu_cap = int(self.config.cpu_kvcache_gib * 2**30) if self.device.type == "cpu" else None
         budget = kv_cache_budget(reading, utilization, cpu_cap)
+        memory_budget = reading.available(utilization)  # the formula alone, before any CPU cap
         estimated = kv_cache_blocks(reading, utilization, block_bytes, cpu_cap)
+        explicit = self.config.num_kvcache_blocks
         # Every rank holds its shard of every block, so the group has as many blocks as its tightest rank.
-        num_blocks_by_rank = self._all_ranks(self.config.num_kvcache_blocks or estimated)
-        num_blocks = min(num_blocks_by_rank)
+        by_rank = self._all_ranks((explicit or estimated, memory_budget))
+        num_blocks_by_rank = [blocks for blocks, _ in by_rank]
+        num_blocks, room = min(num_blocks_by_rank), min(room for _, room in by_rank)
+        if explicit is not None and explicit * block_bytes > room:
+            raise ValueError(f"num_kvcache_blocks={explicit} asks for {explicit * block_bytes / 2**30:.2f} GiB "
+                             f"({block_bytes} bytes per block), but only {max(room, 0) / 2**30:.2f} GiB are left "
+                             f"for the KV cache on {self.device} at gpu_memory_utilization={utilization}: at most "
+                             f"{max(room, 0) // block_bytes} blocks fit")
         if num_blocks < 1:
             raise RuntimeError(f"no memory left for the KV cache: budget {budget} bytes, one block needs "
                                f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
-        self.kv_cache = torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
-                                    layer.head_dim, dtype=self.dtype, device=self.device)
-        for i, attn in enumerate(self.attention_layers):
-            attn.k_cache = self.kv_cache[0, i]
-            attn.v_cache = self.kv_cache[1, i]
-        self.rec.emit("KV_BUDGET_ESTIMATE", "init", "size_kv_cache_from_memory", **reading.as_stats(),
+        limited_by = ("num_kvcache_blocks" if explicit is not None else
+                      "cpu_kvcache_gib" if cpu_cap is not None and cpu_cap < memory_budget else "memory")
+        self._bind_kv_cache(torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
+                                        layer.head_dim, dtype=self.dtype, device=self.device))
+        reason = "size_kv_cache_cpu_cap" if limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
+        self.rec.emit("KV_BUDGET_ESTIMATE", "init", reason, **reading.as_stats(),
                       utilization=utilization, budget=budget, block_bytes=block_bytes,
+                      uncapped_num_blocks=max(memory_budget, 0) // block_bytes, cap_bytes=cpu_cap,
+                      limited_by=limited_by, graph_reserve_bytes=graph_reserve_bytes,
                       estimated_num_blocks=estimated, num_blocks=num_blocks,
-                      explicit=self.config.num_kvcache_blocks is not None, block_size=self.block_size,
+                      explicit=explicit is not None, block_size=self.block_size,
                       num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                       dtype_bytes=elem_bytes, vocab_size=hf.vocab_size,
                       **self._per_rank("num_blocks_by_rank", num_blocks_by_rank))
@@ -305,7 +373,8 @@ class ModelRunner:
             # Only each sequence's last position predicts a next token.
             hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
         self.rec.emit("RUN_MODEL", "prefill" if is_prefill else "decode", "eager_forward", mode="eager",
-                      batch_size=hidden_states.size(0), num_tokens=input_ids.size(0), graph_batch_size=None)
+                      batch_size=hidden_states.size(0), num_tokens=input_ids.size(0), graph_batch_size=None,
+                      eager_reason=eager_reason(is_prefill, self.graph_skip))
         return self.model.compute_logits(hidden_states)
 
     @torch.inference_mode()

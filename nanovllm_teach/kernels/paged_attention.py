@@ -12,6 +12,13 @@ therefore gathers its rows from wherever their blocks happen to sit in the cache
 
 GQA: query head ``h`` reads K/V head ``h // group``, where ``group = num_heads // num_kv_heads``.
 
+Offsets: a row index times a row stride wraps past 2**31 in int32 and addresses the wrong memory (a cache
+of a few GB has more elements than that, and so has a step of 32768 tokens whose rows are 65536 elements
+apart). So each program first moves its base pointers in int64 scalar arithmetic (its sequence, its first
+query row, each tile's first key row) and then adds tile-local int32 offsets, which stay small; only the
+cache rows, gathered from anywhere in the cache, are int64 vectors. (Vectors of int64 offsets cost registers:
+made of whole query and key rows, they made the prefill spill on sm_90 even at 8 warps.)
+
 - ``paged_decode_attention``: one query per sequence (decode), one program per (sequence, query head).
 - ``prefill_attention``: many queries per sequence (prefill), one program per (sequence, query head,
   tile of ``BLOCK_M`` queries), causal; with a cached prefix the queries are the *last* ``len_q`` of
@@ -30,6 +37,10 @@ from nanovllm_teach.kernels.store_kvcache import last_dim_contiguous
 
 # Keys per tile in decode: one tile of (32, head_dim) K and V sits comfortably in registers.
 DECODE_BLOCK_N = 32
+# Warps per prefill program. At Triton's default of 4 the 64x64 bf16 tiles with head_dim 128 need more than
+# the 255 registers a thread may have on sm_90 and spill to local memory (40..1000 bytes per thread); 8 warps
+# share the tile out and none spills (``benchmarks/gpu/kernel_resources.py`` prints what each variant needs).
+PREFILL_NUM_WARPS = 8
 
 
 @triton.jit
@@ -43,9 +54,10 @@ def _paged_decode_kernel(
     stride_table_seq,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    seq = tl.program_id(0)
+    seq = tl.program_id(0).to(tl.int64)  # int64: seq * stride is a scalar offset that may pass 2**31
     head = tl.program_id(1)
     kv_head = head // group  # GQA: `group` consecutive query heads share one K/V head
+    table = block_tables_ptr + seq * stride_table_seq  # this sequence's block table
 
     dims = tl.arange(0, BLOCK_D)  # head_dim padded to a power of two; the padding is masked
     dim_mask = dims < HEAD_DIM
@@ -64,7 +76,7 @@ def _paged_decode_kernel(
         pos = start + tl.arange(0, BLOCK_N)  # key positions of this tile, in the sequence's own order
         valid = pos < context_len
         # Logical block -> physical block, one table lookup per key (neighbours usually share a block).
-        block = tl.load(block_tables_ptr + seq * stride_table_seq + pos // block_size, mask=valid, other=0)
+        block = tl.load(table + pos // block_size, mask=valid, other=0)
         rows = (block.to(tl.int64) * stride_cache_block + (pos % block_size) * stride_cache_slot
                 + kv_head * stride_cache_head)
         kv_mask = valid[:, None] & dim_mask[None, :]
@@ -117,12 +129,18 @@ def _prefill_kernel(
     # The queries are the last len_q of len_k positions: the first len_k - len_q are a cached prefix.
     prefix = len_k - len_q
 
-    rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # query index within the sequence
+    tile_rows = tl.arange(0, BLOCK_M)
+    rows = tile * BLOCK_M + tile_rows  # query index within the sequence
     row_valid = rows < len_q
-    q_pos = prefix + rows                           # ... and its absolute position
+    q_pos = prefix + rows              # ... and its absolute position
     dims = tl.arange(0, BLOCK_D)
     dim_mask = dims < HEAD_DIM
-    q = tl.load(q_ptr + (q_start + rows)[:, None] * stride_q_token + head * stride_q_head + dims[None, :],
+    # The tile's first query row, as int64 base pointers; the rows within the tile are small offsets.
+    first_row = q_start.to(tl.int64) + tile * BLOCK_M
+    q_tile = q_ptr + first_row * stride_q_token + head * stride_q_head
+    out_tile = out_ptr + first_row * stride_out_token + head * stride_out_head
+    table = block_tables_ptr + seq.to(tl.int64) * stride_table_seq
+    q = tl.load(q_tile + tile_rows[:, None] * stride_q_token + dims[None, :],
                 mask=row_valid[:, None] & dim_mask[None, :], other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -132,24 +150,26 @@ def _prefill_kernel(
     # Causal: no query of this tile sees past its last query's position, so later keys are never loaded.
     # Key 0 is in the first tile and visible to every row, so each row's max is finite from then on.
     k_end = tl.minimum(len_k, prefix + (tile + 1) * BLOCK_M)
+    # Without a prefix, a tile of keys is BLOCK_N consecutive rows: the same small offsets from each tile's start.
+    tile_keys = tl.arange(0, BLOCK_N)
+    k_offsets = tile_keys[:, None] * stride_k_token + kv_head * stride_k_head + dims[None, :]
+    v_offsets = tile_keys[:, None] * stride_v_token + kv_head * stride_v_head + dims[None, :]
     for start in range(0, k_end, BLOCK_N):
         k_pos = start + tl.arange(0, BLOCK_N)
         k_valid = k_pos < len_k
         kv_mask = k_valid[:, None] & dim_mask[None, :]
         if PAGED:
             # The new tokens' K/V were stored before this kernel ran, so the cache holds the whole context.
-            block = tl.load(block_tables_ptr + seq * stride_table_seq + k_pos // block_size, mask=k_valid, other=0)
+            block = tl.load(table + k_pos // block_size, mask=k_valid, other=0)
             cache_rows = (block.to(tl.int64) * stride_cache_block + (k_pos % block_size) * stride_cache_slot
                           + kv_head * stride_cache_head)
             k = tl.load(k_cache_ptr + cache_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
             v = tl.load(v_cache_ptr + cache_rows[:, None] + dims[None, :], mask=kv_mask, other=0.0)
         else:
             # No prefix: keys are this step's rows, at the same flattened positions as the queries.
-            token = k_start + k_pos
-            k = tl.load(k_ptr + token[:, None] * stride_k_token + kv_head * stride_k_head + dims[None, :],
-                        mask=kv_mask, other=0.0)
-            v = tl.load(v_ptr + token[:, None] * stride_v_token + kv_head * stride_v_head + dims[None, :],
-                        mask=kv_mask, other=0.0)
+            first_key = k_start.to(tl.int64) + start
+            k = tl.load(k_ptr + first_key * stride_k_token + k_offsets, mask=kv_mask, other=0.0)
+            v = tl.load(v_ptr + first_key * stride_v_token + v_offsets, mask=kv_mask, other=0.0)
 
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale  # (BLOCK_M, BLOCK_N)
         visible = (k_pos[None, :] <= q_pos[:, None]) & k_valid[None, :]
@@ -163,7 +183,7 @@ def _prefill_kernel(
         m_i = m_new
 
     out = acc / l_i[:, None]
-    tl.store(out_ptr + (q_start + rows)[:, None] * stride_out_token + head * stride_out_head + dims[None, :],
+    tl.store(out_tile + tile_rows[:, None] * stride_out_token + dims[None, :],
              out.to(out_ptr.dtype.element_ty), mask=row_valid[:, None] & dim_mask[None, :])
 
 
@@ -229,5 +249,6 @@ def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache
         PAGED=paged, HEAD_DIM=head_dim, BLOCK_D=_head_block(head_dim), BLOCK_M=block, BLOCK_N=block,
         # float32 asks for exact float32 products (the GPU default would round inputs to tf32).
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=PREFILL_NUM_WARPS,
     )
     return out

@@ -26,8 +26,9 @@ def _store_kvcache_kernel(
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     # One program per token: it copies that token's (kv_heads, head_dim) tile of K and of V.
-    token = tl.program_id(0)
-    # int64 before multiplying by a stride: slot * stride can exceed 2**31 in a large GPU cache.
+    # int64 before multiplying by a stride: token * stride can exceed 2**31 in a large step, and
+    # slot * stride in a large GPU cache (int32 products would wrap to a wrong, even negative, address).
+    token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     if slot < 0:
         return  # already cached (or a padding row): nothing to write

@@ -1,13 +1,22 @@
 """Execution layer: memory readings for the KV-cache budget, on a GPU or in system RAM.
 
-The budget formula is the same on both (seed 000, 2.5.2)::
+The budget formula is the same on both (nano-vllm's ``allocate_kv_cache``)::
 
     available = total * utilization - used - peak + current
 
 ``used`` is what the whole device (or machine) uses now, ``current`` what this process holds now and
-``peak`` the most it held during the warm-up, so ``peak - current`` is the transient room a forward pass
-needs on top of what stays allocated. ``kv_cache_blocks`` turns that into a block count (capped on a CPU),
-``kv_block_bytes`` says what one block costs.
+``peak`` the most it held since ``reset_peak`` (the model runner resets it just before the warm-up), so
+``peak - current`` is the transient room a forward pass needs on top of what stays allocated.
+``kv_cache_blocks`` turns that into a block count (capped on a CPU), ``kv_block_bytes`` says what one block
+costs.
+
+Where the peak comes from (``reset_peak`` returns its name, the WARMUP event's ``peak_source``):
+
+- on a GPU, ``torch.cuda.max_memory_allocated``: tensors only, reset by ``torch.cuda.reset_peak_memory_stats``;
+- on Linux, ``VmHWM after reset``: the resident-set high-water mark of ``/proc/self/status``, which writing
+  ``5`` to ``/proc/self/clear_refs`` resets to the current size, so it is the warm-up's own peak;
+- where that reset is refused, the high-water mark of the process's whole life (``VmHWM (process lifetime)``,
+  or ``ru_maxrss`` without ``/proc``): an earlier engine in the same process may have set it.
 """
 
 from __future__ import annotations
@@ -53,8 +62,38 @@ def _current_rss() -> int:
 
 
 def _peak_rss() -> int:
+    """The resident high-water mark: since the last reset where Linux allows one, else the process's life."""
+    hwm = _status_field("VmHWM")
+    if hwm is not None:
+        return hwm
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def _status_field(name: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` in bytes (None where there is no such file or field)."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def reset_peak(device: torch.device) -> str:
+    """Start a new peak-memory window on ``device``; returns where ``read_memory``'s ``peak`` will come from."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return "torch.cuda.max_memory_allocated"
+    if _status_field("VmHWM") is None:
+        return "ru_maxrss"
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: VmHWM := the current resident size
+    except OSError:
+        return "VmHWM (process lifetime)"
+    return "VmHWM after reset"
 
 
 def read_memory(device: torch.device) -> MemoryReading:
