@@ -37,8 +37,10 @@ class Qwen3Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
-    def forward(self, rope: tuple[torch.Tensor, torch.Tensor], hidden_states: torch.Tensor) -> torch.Tensor:
-        """``rope``: this step's cos/sin rows, looked up once by the model for every layer."""
+    def project(self, rope: tuple[torch.Tensor, torch.Tensor],
+                hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values of every token, normalised and rotated: (tokens, heads, head_dim).
+        ``rope``: this step's cos/sin rows, looked up once by the model for every layer."""
         q_size = self.num_heads * self.head_dim
         kv_size = self.num_kv_heads * self.head_dim
         q, k, v = self.qkv_proj(hidden_states).split([q_size, kv_size, kv_size], dim=-1)
@@ -47,7 +49,10 @@ class Qwen3Attention(nn.Module):
         v = v.view(-1, self.num_kv_heads, self.head_dim)
         # Queries and keys rotate by the same angles: one rotation for both.
         q, k = apply_rotary(torch.cat([q, k], dim=1), *rope).split([self.num_heads, self.num_kv_heads], dim=1)
-        return self.o_proj(self.attn(q, k, v).flatten(1, -1))
+        return q, k, v
+
+    def forward(self, rope: tuple[torch.Tensor, torch.Tensor], hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.o_proj(self.attn(*self.project(rope, hidden_states)).flatten(1, -1))
 
 
 class Qwen3MLP(nn.Module):
