@@ -8,8 +8,10 @@ kernels around the matrix multiplies. Three choices make that work for a paged K
   length groups and gather buffers), wrapped as the custom operator ``paged_decode_attention``, which
   inductor calls as it is, as vLLM keeps attention out of its compiled graphs. Everything that needs the
   host (each group's longest context) happens inside it, at run time, so the graph itself has none;
-- ``dynamic=True``: one compiled graph serves every batch size and context length, with no padding to
-  buckets (a batch of one sequence is a shape of its own and compiles once more);
+- the batch size (and the number of cache slots) are marked dynamic: one compiled graph serves every batch
+  size and context length, with no padding to buckets (a batch of one sequence is a shape of its own and
+  compiles once more). Only those: with every size symbolic (``dynamic=True``), a batch of 2 would be
+  taken for the model's 2 KV heads and compiled for that one batch size;
 - each layer's cache goes in as a flat ``(slots, kv_heads, head_dim)`` view *argument*, and the step writes
   its new K/V rows into it with ``index_copy_``, which inductor turns into an in-place write. Written
   through a view taken inside the graph, the cache would be copied whole every step to keep the write
@@ -81,13 +83,17 @@ class CompiledDecode:
         self.model = model
         self.layers = [m for m in model.modules() if isinstance(m, Attention)]
         self.compile_seconds: float | None = None  # set by the first call, which compiles
-        self._compiled = torch.compile(_decode_forward, dynamic=True, fullgraph=True)
+        self._compiled = torch.compile(_decode_forward, fullgraph=True)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         ctx = get_context()
         assert not ctx.is_prefill and all(layer.k_cache.numel() for layer in self.layers)
         k_rows = [layer.k_cache.flatten(0, 1) for layer in self.layers]
         v_rows = [layer.v_cache.flatten(0, 1) for layer in self.layers]
+        for tensor in (input_ids, positions, ctx.slot_mapping):
+            torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        for rows in k_rows + v_rows:
+            torch._dynamo.maybe_mark_dynamic(rows, 0)
         start = perf_counter()
         hidden = self._compiled(self.model, input_ids, positions, ctx.slot_mapping, k_rows, v_rows,
                                 self.layers[0].k_cache.size(1))
