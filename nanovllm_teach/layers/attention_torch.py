@@ -73,9 +73,9 @@ def plan_decode(ctx: Context, block_size: int) -> DecodePlan:
         restore = torch.argsort(order)
         lens, tables = lens[order], tables[order]
     host_lens = lens.tolist()  # the one host read of the step: each group's padded length
-    groups, start = [], 0
-    for size in (len(rows) for rows in torch.arange(len(host_lens)).tensor_split(num_groups)):
-        stop = start + size
+    bounds = [len(host_lens) * g // num_groups for g in range(num_groups + 1)]
+    groups = []
+    for start, stop in zip(bounds, bounds[1:]):
         length = max(host_lens[start:stop])
         pos = torch.arange(length, device=lens.device)
         visible = pos < lens[start:stop].unsqueeze(1)
@@ -83,7 +83,6 @@ def plan_decode(ctx: Context, block_size: int) -> DecodePlan:
         padded = min(host_lens[start:stop]) < length
         groups.append(DecodeGroup(start, stop, length, torch.where(visible, slots, 0).flatten(),
                                   visible[:, None, None, :] if padded else None))
-        start = stop
     return DecodePlan(order, restore, groups)
 
 
@@ -95,12 +94,11 @@ class TorchAttentionBackend:
 
     def _gather(self, name: str, rows: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
         """``rows[slots]``, written into the reusable buffer ``name`` (grown when a step needs more)."""
-        shape = (slots.numel(), *rows.shape[1:])
+        needed = slots.numel() * rows[0].numel()
         buf = self._buffers.get(name)
-        if buf is None or buf.numel() < shape[0] * rows[0].numel() or buf.dtype != rows.dtype \
-                or buf.device != rows.device:
-            buf = self._buffers[name] = torch.empty(shape, dtype=rows.dtype, device=rows.device).flatten()
-        return torch.index_select(rows, 0, slots, out=buf[:shape[0] * rows[0].numel()].view(shape))
+        if buf is None or buf.numel() < needed or buf.dtype != rows.dtype or buf.device != rows.device:
+            buf = self._buffers[name] = rows.new_empty(needed)
+        return torch.index_select(rows, 0, slots, out=buf[:needed].view(slots.numel(), *rows.shape[1:]))
 
     def store_kvcache(self, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                       v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
