@@ -281,15 +281,21 @@ def _hf_static_batch(model, batch: list[list[int]], wants: list[int], pad_id: in
 # ---- 3. HF continuous batching ------------------------------------------------------------------
 
 
+CB_PAGE_SIZE = 256
+
+
 class HFContinuousBatching:
     """``transformers``' continuous-batching manager, built and warmed up once, outside the timing."""
 
-    def __init__(self, model, max_new_tokens: int) -> None:
+    def __init__(self, model, max_new_tokens: int, num_blocks: int) -> None:
         from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
         self.gen_config = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=-1)
+        # An explicit cache size: left to itself, the manager sizes its cache from the machine's free memory
+        # (12 GB on a 24 GB machine), which can get this process killed on a machine shared with others.
         self.manager = model.init_continuous_batching(
-            generation_config=self.gen_config, continuous_batching_config=ContinuousBatchingConfig())
+            generation_config=self.gen_config,
+            continuous_batching_config=ContinuousBatchingConfig(num_blocks=num_blocks, page_size=CB_PAGE_SIZE))
         self.manager.warmup()
         self.manager.start()
 
@@ -450,7 +456,9 @@ def run_benchmark(args: argparse.Namespace) -> None:
     cb, cb_error, cb_desc = None, None, ""
     if not args.skip_hf_cb:
         try:
-            cb = HFContinuousBatching(hf_model, max(max_tokens))
+            # Enough pages for every request at once, with room for the warm-up.
+            pages = sum(-(-(len(p) + n) // CB_PAGE_SIZE) for p, n in zip(prompts, max_tokens)) + 4
+            cb = HFContinuousBatching(hf_model, max(max_tokens), pages)
             cb_desc = cb.describe()
             cb.run([[1, 2, 3]], [4], "warmup")
         except Exception as exc:  # report why, never a made-up number
