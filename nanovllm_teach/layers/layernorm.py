@@ -1,6 +1,7 @@
 """Execution layer: RMSNorm, optionally fused with the residual add that precedes it.
 
-Qwen3 normalises in float32 and casts back, so half-precision runs match the reference model.
+Qwen3 normalises in float32 and multiplies by the weight after casting back, so half-precision runs match
+the reference model. ``torch.rms_norm`` does the normalisation in one operation instead of five.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(hidden_size), requires_grad=False)
 
     def _normalize(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        if x.dtype == torch.float32:
+            # Bitwise the same as the half-precision path below, in one operation instead of two.
+            return torch.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        return self.weight * torch.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """Without ``residual``: the normalised ``x``. With it: ``(norm(x + residual), x + residual)``,

@@ -1,7 +1,9 @@
 """Execution layer: rotary position embedding (RoPE), the "rotate half" form Qwen3 uses.
 
 Positions come in explicitly (one per flattened token), which is what lets a prefill chunk or a decode
-token sit at any absolute position without padding.
+token sit at any absolute position without padding. Every layer rotates by the same angles, so the model
+looks up each token's cos/sin once per step (``RotaryEmbedding.forward``) and every layer applies them
+(``apply_rotary``).
 """
 
 from __future__ import annotations
@@ -28,15 +30,21 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
         freqs = torch.outer(torch.arange(max_position, dtype=torch.float), inv_freq)
-        # One row per position: [cos | sin], each head_dim / 2 wide.
-        self.register_buffer("cos_sin_cache", torch.cat([freqs.cos(), freqs.sin()], dim=-1), persistent=False)
+        cos, sin = freqs.cos(), freqs.sin()
+        # One row per position, laid out for ``apply_rotary``: [cos | cos] and [-sin | sin], each head_dim wide.
+        self.register_buffer("cos_sin_cache", torch.stack([torch.cat([cos, cos], dim=-1),
+                                                           torch.cat([-sin, sin], dim=-1)], dim=1),
+                             persistent=False)
 
-    @staticmethod
-    def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x1, x2 = x.float().chunk(2, dim=-1)
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cos and sin rows of every token, each (tokens, 1, head_dim): broadcast over the heads."""
+        cos, sin = self.cos_sin_cache[positions].unsqueeze(2).unbind(1)
+        return cos, sin
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        """``q``: (tokens, heads, head_dim), ``k``: (tokens, kv_heads, head_dim)."""
-        cos, sin = self.cos_sin_cache[positions].unsqueeze(1).chunk(2, dim=-1)
-        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x1[i], x2[i]) of the two halves of every head by its angle:
+    ``[x1 cos - x2 sin | x2 cos + x1 sin]``, written as ``x * [cos | cos] + [x2 | x1] * [-sin | sin]``
+    (``roll`` swaps the halves), computed in float32. ``x``: (tokens, heads, head_dim)."""
+    xf = x.float()
+    return (xf * cos + xf.roll(x.size(-1) // 2, dims=-1) * sin).to(x.dtype)

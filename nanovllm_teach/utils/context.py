@@ -3,12 +3,15 @@
 The model runner builds one ``Context`` per forward pass (flattened sequence boundaries, where each new
 token's K/V goes in the cache, which blocks each sequence owns) and publishes it with ``set_context``.
 Every ``Attention`` layer reads it with ``get_context`` instead of receiving it through every
-``forward`` signature of the model. Emits no events.
+``forward`` signature of the model. What a backend derives from these fields (an order, gather indices,
+masks) is the same for every layer, so the first layer computes it and ``once_per_step`` keeps it for the
+others. Emits no events.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
 
 import torch
 
@@ -31,6 +34,14 @@ class Context:
     slot_mapping: torch.Tensor | None = None
     context_lens: torch.Tensor | None = None
     block_tables: torch.Tensor | None = None
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def once_per_step(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """``build()`` the first time ``key`` is asked for in this step; the same object every later time.
+        A new step is a new ``Context``, so nothing derived from one step's batch leaks into the next."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
 
 
 _CONTEXT = Context()
