@@ -41,6 +41,8 @@ class Config:
     cpu_kvcache_gib: float = 0.25
     tensor_parallel_size: int = 1
     enforce_eager: bool = False
+    # Decode steps through torch.compile, compiled once at start-up (seconds to tens of seconds).
+    compile: bool = False
     kvcache_block_size: int = 256
     num_kvcache_blocks: int | None = None
     enable_prefix_caching: bool = True
@@ -91,7 +93,7 @@ class Config:
 
     def _check_types(self) -> None:
         """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
-        for name in ("enforce_eager", "enable_prefix_caching"):
+        for name in ("enforce_eager", "compile", "enable_prefix_caching"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")

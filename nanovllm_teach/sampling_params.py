@@ -12,12 +12,15 @@ class SamplingParams:
     ``temperature`` 0 means greedy (argmax); nano-vllm forbids it, we allow it because greedy is what the
     parity tests and the exercises compare. ``seed`` makes this request's sampling reproducible whatever
     else shares its batches. ``ignore_eos`` keeps generating through EOS up to ``max_tokens`` (benchmarks).
+    ``skip_special_tokens`` leaves special tokens such as ``<|im_end|>`` out of the output text, as vLLM does by
+    default; the output's ``token_ids`` keep every id.
     """
 
     temperature: float = 1.0
     max_tokens: int = 64
     ignore_eos: bool = False
     seed: int | None = None
+    skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
@@ -32,3 +35,5 @@ class SamplingParams:
             raise TypeError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise TypeError(f"seed must be an int or None, got {self.seed!r}")
+        if not isinstance(self.skip_special_tokens, bool):
+            raise TypeError(f"skip_special_tokens must be a bool, got {self.skip_special_tokens!r}")

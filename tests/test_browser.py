@@ -114,7 +114,9 @@ def jupyterlab(tmp_path_factory):
 def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, tmp_path):
     base, token = jupyterlab
     page, errors = _open(browser, f"{base}/lab/tree/notebooks/01_quickstart.ipynb?token={token}", 1400)
-    page.wait_for_function("() => window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=60_000)
+    # JupyterLab rewrites its URL while it starts: a locator survives that, a page function may not.
+    page.locator(".jp-Notebook").first.wait_for(state="attached", timeout=120_000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     # The notebook view is windowed: cells far from the viewport are attached but not laid out.
     page.locator(".widget-slider").first.wait_for(state="attached", timeout=300_000)

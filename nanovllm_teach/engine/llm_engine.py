@@ -185,13 +185,11 @@ class LLMEngine:
         checkpoint = self.scheduler.checkpoint()
         self.num_steps += 1
         try:
-            self.rec.step = self.num_steps
-            self.last_step = self._run_step()
-            self.rec.step = None
+            with self.rec.at_step(self.num_steps):
+                self.last_step = self._run_step()
             return self.last_step  # from inside the try: an interrupt on any line up to here undoes the step
         except BaseException:
-            self.rec.step = None  # what happens next (the caller's clean-up, say) belongs to no step
-            self.scheduler.rollback(checkpoint)
+            self.scheduler.rollback(checkpoint)  # outside the step's scope: the undo belongs to no step
             raise
 
     def _run_step(self) -> StepResult:
@@ -263,7 +261,7 @@ class LLMEngine:
                       total_steps=self.num_steps - steps_before[0],
                       prefill_steps=self.num_prefill_steps - steps_before[1],
                       decode_steps=self.num_decode_steps - steps_before[2], n_outputs=len(seqs))
-        return [{"seq_id": seq.seq_id, "text": self.tokenizer.decode(seq.completion_token_ids),
+        return [{"seq_id": seq.seq_id, "text": self.tokenizer.decode(seq.completion_token_ids, skip_special_tokens=seq.skip_special_tokens),
                  "token_ids": seq.completion_token_ids, "finish_reason": seq.finish_reason} for seq in seqs]
 
     def _run_until_done(self, pending: deque[tuple[int, Sequence]], total: int, use_tqdm: bool) -> None:

@@ -56,6 +56,7 @@ class Sequence:
         self.max_tokens = sampling_params.max_tokens
         self.ignore_eos = sampling_params.ignore_eos
         self.seed = sampling_params.seed
+        self.skip_special_tokens = sampling_params.skip_special_tokens
         self.finish_reason: str | None = None
         self.num_preemptions = 0
 

@@ -20,7 +20,7 @@ from nanovllm_teach.trace.reader import Trace, load_trace
 
 def _is_cleanup(event_name: str, reason: str) -> bool:
     """Events of the engine tidying up after an exception (generate() aborts every request it holds)."""
-    return event_name == "REQUEST_ABORT" or reason == "aborted"
+    return event_name == "REQUEST_ABORT" or reason in ("aborted", "step_rolled_back")
 
 
 def load_run(path: Path) -> Trace | None:

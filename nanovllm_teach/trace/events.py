@@ -37,7 +37,7 @@ class EngineInit(Payload, kw_only=True):
     max_model_len: Field(Count, "longest prompt + completion", unit="tokens")
     block_size: Field(Count, "tokens per KV block", unit="tokens")
     tp_size: Field(Count, "tensor-parallel ranks", unit="ranks")
-    model: Field(str, "the model folder as given (a machine path)", volatile=True)
+    model: Field(str, "the model's name (its folder's name, never a machine path)")
     enable_prefix_caching: Field(bool, "whether full prompt blocks are shared by their hash")
     policy: Field(str, 'scheduling policy: "continuous" or "static"')
     attention_backend: Field(str, "attention implementation asked for (auto, torch, triton, flash)")
@@ -68,6 +68,8 @@ class Warmup(Payload, kw_only=True):
     seconds: Field(Duration, "wall time of the warm-up", unit="s", volatile=True)
     peak_source: Field(str | UnsetType, "how the peak was measured (e.g. torch.cuda.max_memory_allocated, "
                        "VmHWM after reset, ru_maxrss)", volatile=True) = UNSET
+    sample_rows: Field(Count | UnsetType, "rows of logits the warm-up sampled (max_num_seqs, temperature > 0), "
+                       "so the sampler's peak is seen too", unit="rows") = UNSET
 
 
 _MEMORY = "memory reading after warm-up:"
@@ -100,12 +102,21 @@ class KvBudgetEstimate(Payload, kw_only=True):
     cap_bytes: Field(int | None | UnsetType, "the cpu_kvcache_gib cap on CPU (None on GPU)", unit="bytes") = UNSET
     limited_by: Field(Literal["memory", "cpu_kvcache_gib", "num_kvcache_blocks"] | UnsetType,
                       "what decided num_blocks", volatile=True) = UNSET
+    graph_reserve_bytes: Field(int | None | UnsetType, "device memory held for the CUDA graphs' pool while the "
+                               "budget was read (None: no graphs)", unit="bytes", volatile=True) = UNSET
 
 
 class CudagraphCapture(Payload, kw_only=True):
     batch_sizes: Field(Ids, "the batch sizes a decode graph was captured for", unit="seqs")
     seconds: Field(Duration, "wall time of the capture", unit="s", volatile=True)
     memory_bytes: Field(int, "device memory the graphs took", unit="bytes", volatile=True)
+    reserved_bytes: Field(int | UnsetType, "memory reserved for them before the KV cache was sized",
+                          unit="bytes", volatile=True) = UNSET
+
+
+class DecodeCompile(Payload, kw_only=True):
+    seconds: Field(Duration, "wall time of torch.compile on the decode forward", unit="s", volatile=True)
+    batch_sizes: Field(Ids, "batch sizes compiled at start-up (other sizes reuse the dynamic graph)", unit="seqs")
 
 
 class EngineReady(Payload, kw_only=True):
@@ -255,8 +266,32 @@ class PrepareDecodeTensors(Payload, kw_only=True):
     block_tables: _values(list[list[int]], "each sequence's block table (-1: padding)") = UNSET
 
 
-class RunModel(Payload, kw_only=True):
-    mode: Field(Literal["eager"], "how the forward pass ran")
+# A simulated step (``runner="simulated"``) carries its predicted cost on RUN_MODEL and CUDAGRAPH_REPLAY.
+_PREDICTED = "simulated runs only: predicted"
+
+
+def _cost(meaning: str, unit: str) -> Any:
+    return Field(Finite | UnsetType, f"{_PREDICTED} {meaning}", unit=unit, volatile=True)
+
+
+_BOUND = Field(Literal["compute", "memory", "launch"] | UnsetType,
+               "simulated runs only: what bounds the predicted step time", volatile=True)
+
+
+class _Cost(Payload, kw_only=True):
+    predicted_ms: _cost("step time", "ms") = UNSET
+    bound: _BOUND = UNSET
+    compute_ms: _cost("time of the FLOPs at the device's efficiency", "ms") = UNSET
+    memory_ms: _cost("time of the bytes moved", "ms") = UNSET
+    launch_ms: _cost("kernel-launch or graph-replay overhead", "ms") = UNSET
+    comm_ms: _cost("tensor-parallel all-reduce time", "ms") = UNSET
+    host_ms: _cost("host-side time of the step", "ms") = UNSET
+    flops: _cost("floating-point operations", "FLOP") = UNSET
+    bytes: _cost("bytes moved to and from device memory", "bytes") = UNSET
+
+
+class RunModel(_Cost, kw_only=True):
+    mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: torch.compile, compile=True)")
     batch_size: Field(Count, "sequences whose logits are computed", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
     graph_batch_size: Field(None, "always None (no graph ran)")
@@ -265,7 +300,7 @@ class RunModel(Payload, kw_only=True):
                         "why no CUDA graph ran (None: a graph ran)") = UNSET
 
 
-class CudagraphReplay(Payload, kw_only=True):
+class CudagraphReplay(_Cost, kw_only=True):
     mode: Field(Literal["graph"], "how the forward pass ran")
     batch_size: Field(Count, "sequences in the batch", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
@@ -292,13 +327,15 @@ class StepDone(Payload, kw_only=True):
     free_blocks: Field(Count, "KV blocks free after the step", unit="blocks")
     waiting_len: Field(Count, "waiting queue length after the step", unit="seqs")
     running_len: Field(Count, "running queue length after the step", unit="seqs")
+    predicted_ms: _cost("step time", "ms") = UNSET
+    bound: _BOUND = UNSET
 
 
 # Every event, in the order a run emits them, with its payload type.
 PAYLOADS: dict[str, type[Payload]] = {
     "ENGINE_INIT": EngineInit, "TP_RUNTIME_INIT": TpRuntimeInit, "MODEL_WEIGHTS_LOADED": ModelWeightsLoaded,
     "WARMUP": Warmup, "KV_BUDGET_ESTIMATE": KvBudgetEstimate, "CUDAGRAPH_CAPTURE": CudagraphCapture,
-    "ENGINE_READY": EngineReady, "GENERATE_START": GenerateStart, "GENERATE_FINISH": GenerateFinish,
+    "DECODE_COMPILE": DecodeCompile, "ENGINE_READY": EngineReady, "GENERATE_START": GenerateStart, "GENERATE_FINISH": GenerateFinish,
     "REQUEST_ENQUEUE": RequestEnqueue, "SCHEDULE_PREFILL": SchedulePrefill, "SCHEDULE_DECODE": ScheduleDecode,
     "PREFIX_CACHE_HIT": PrefixCacheHit, "BLOCK_ALLOCATE": BlockAllocate, "BLOCK_FREE": BlockFree,
     "PREEMPT": Preempt, "PREPARE_PREFILL_TENSORS": PreparePrefillTensors,

@@ -25,7 +25,15 @@ REASONS: dict[str, dict[str, str]] = {
     "expose_peak_memory": {"en": "warm-up at the largest batch the limits allow, to expose peak memory",
                            "zh": "按上限跑一次最大批预热，暴露显存峰值"},
     "size_kv_cache_from_memory": {"en": "KV cache sized from the memory left after warm-up",
-                                  "zh": "按预热后剩余显存估算 KV cache 块数"},
+                                  "zh": "按预热后剩余内存（GPU 上即显存）估算 KV cache 块数"},
+    "size_kv_cache_cpu_cap": {"en": "KV cache sized by the CPU cap cpu_kvcache_gib, below what the memory left "
+                                    "after warm-up allows",
+                              "zh": "KV cache 块数由 CPU 上限 cpu_kvcache_gib 决定，小于预热后剩余内存所允许的"},
+    "compile_decode_step": {"en": "decode forward compiled with torch.compile",
+                            "zh": "用 torch.compile 编译 decode 前向"},
+    "step_rolled_back": {"en": "the step was interrupted and undone: its blocks go back to whoever held them "
+                               "before it",
+                         "zh": "该步被中断并撤销：KV 块归还给该步之前的持有者"},
     "engine_ready": {"en": "engine ready: KV cache allocated, scheduler built",
                      "zh": "引擎就绪：KV cache 已分配，调度器已建立"},
     "capture_decode_graphs": {"en": "decode CUDA graphs captured, one per batch-size bucket",
