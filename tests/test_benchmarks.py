@@ -36,3 +36,8 @@ def test_bench_cpu_small():
     assert "ours vs HF generate, batch 4: 4/4 requests token-identical" in out
     assert "ours vs HF continuous batching: 4/4 requests token-identical" in out
     assert "on / off by wall time" in out
+
+
+def test_bench_faults_small():
+    out = _run("bench_faults.py", "--faults", "20")
+    assert "after 20/20 faults" in out

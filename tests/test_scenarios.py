@@ -9,18 +9,14 @@ from pathlib import Path
 import pytest
 
 from nanovllm_teach.scenarios import SCENARIOS, WALKTHROUGH_MAX_TOKENS, record
-from nanovllm_teach.trace import load_trace
+from nanovllm_teach.trace import VOLATILE, load_trace
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 
-# Stats that measure this machine or this moment rather than what the engine decided.
-VOLATILE = {"t_ns", "latency_ms", "seconds", "peak_bytes", "total", "free", "used", "peak", "current", "budget",
-            "estimated_num_blocks", "model"}
-
-
 def _decisions(trace) -> list[tuple]:
+    """Each event without what measures this machine or this moment (the contract's volatile fields)."""
     return [(e.i, e.event, e.phase, e.step, e.reason,
-             {k: v for k, v in e.stats.items() if k not in VOLATILE}) for e in trace.events]
+             {k: v for k, v in e.stats.items() if f"{e.event}.{k}" not in VOLATILE}) for e in trace.events]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Exercise ``kv_cache_blocks`` — sizing the KV cache: bytes per block, blocks per budget.
 
-At start-up the model runner (``ModelRunner.allocate_kv_cache``) runs one warm-up pass to see the forward
-pass's peak memory, then gives the KV cache what is left, as whole blocks. Two functions:
+At start-up the model runner (``ModelRunner.allocate_kv_cache``) runs one warm-up (the largest prefill the
+limits allow, then sampling ``max_num_seqs`` rows of logits) to see the step's peak memory, then gives the KV cache what is left, as whole blocks. Two functions:
 
 1. ``kv_block_bytes``: one block holds ``block_size`` tokens; for each token, each layer keeps what
    attention needs later of every KV head: a key vector and a value vector of ``head_dim`` numbers, each
