@@ -1,9 +1,11 @@
-"""The tiny Qwen3 model that ships with nanovllm_teach: its training corpus and training script.
+"""The tiny Qwen3 model that ships with nanovllm_teach: its training corpus and the tool that trained it.
 
+Not an engine layer: this package produced the checkpoint in ``nanovllm_teach/assets/qwen3-tiny``.
 ``corpus`` generates the synthetic chat conversations (pure Python, cheap to import);
-``train`` builds the tokenizer, trains the model and writes the checkpoint to
-``nanovllm_teach/assets/qwen3-tiny``. Only the corpus is imported here, so ``import
-nanovllm_teach.tinymodel`` does not pull in torch or transformers; run the training with::
+``tokenizer``, ``config``, ``training``, ``evaluation``, ``checkpoint`` and ``model_card`` are the
+steps of the training run, and ``train`` is its entry point, which runs them in order and
+writes the checkpoint. Only the corpus is imported here, so ``import nanovllm_teach.tinymodel``
+does not pull in torch or transformers; run the training with::
 
     python -m nanovllm_teach.tinymodel.train --out nanovllm_teach/assets/qwen3-tiny
 """

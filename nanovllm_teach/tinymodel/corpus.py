@@ -1,5 +1,8 @@
 """The synthetic chat corpus that the shipped tiny Qwen3 model is trained on.
 
+Not an engine layer: the first step of the tool that trained the checkpoint in
+``nanovllm_teach/assets/qwen3-tiny`` (``python -m nanovllm_teach.tinymodel.train``).
+
 A real chat model learns from billions of tokens of human text. Ours has a few million parameters
 and about ten minutes of CPU time, so it learns a handful of small, fully checkable skills instead:
 
