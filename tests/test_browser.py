@@ -176,6 +176,26 @@ def test_replay_page_of_a_long_trace_moves_a_step_quickly(browser, tmp_path):
     page.close()
 
 
+def test_replay_page_groups_the_cells_of_a_large_cache(browser, tmp_path):
+    from test_viz_page import big_cache_trace
+    trace = big_cache_trace()
+    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), 1400)
+    peak = max(trace.steps, key=lambda r: r.used_blocks)
+    page.evaluate("(s) => window.replay.setStep(s)", peak.step)
+    summary = page.locator("#grid-summary").inner_text()
+    assert f"{peak.used_blocks} used" in summary and "one cell = " in summary, summary
+    canvas = page.locator("#grid")
+    canvas.hover(position={"x": 5, "y": 5})
+    info = page.locator("#grid-info").inner_text()
+    assert info.startswith("blocks 0–") and " used " in info, f"the hovered group reads: {info}"
+    canvas.click(position={"x": 5, "y": 5})
+    page.mouse.move(0, 0)
+    assert page.locator("#grid-info").inner_text() == info, "a clicked group stays selected"
+    _screenshot(page, tmp_path, "replay_page_20000_blocks_1400")
+    assert not errors, f"console errors: {errors}"
+    page.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

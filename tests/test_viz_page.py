@@ -38,6 +38,26 @@ def long_trace() -> Trace:
     return Trace.from_recorder(rec)
 
 
+@lru_cache(maxsize=1)
+def big_cache_trace() -> Trace:
+    """300 requests at once into a 20,000-block cache of 16-token blocks, four shared prompt prefixes."""
+    from nanovllm_teach.sim.cost_model import load_shape
+    from nanovllm_teach.sim.driver import simulate
+    from nanovllm_teach.sim.hardware import DEVICES
+    from nanovllm_teach.sim.runner import SimulatedRunner
+    from nanovllm_teach.sim.workload import AtOnce, SharedPrefix, Uniform, make_workload
+
+    shape = load_shape("qwen3-0.6b")
+    rec = TraceRecorder()
+    rec.open({"schema": "nanovllm_teach.trace", "version": 2, "scenario": "20,000 blocks"})
+    runner = SimulatedRunner(shape, DEVICES["h100-sxm"], recorder=rec, num_kvcache_blocks=20_000, block_size=16,
+                             max_num_seqs=256)
+    workload = make_workload(300, AtOnce(), Uniform(100, 1500), Uniform(1, 40), vocab_size=shape.vocab_size, seed=1,
+                             shared_prefix=SharedPrefix(4, 64))
+    simulate(runner, workload, recorder=rec)
+    return Trace.from_recorder(rec)
+
+
 def _data(html: str) -> dict:
     match = re.search(r'<script type="application/json" id="trace-data">(.*?)</script>', html, re.S)
     assert match, "the data is inlined"
@@ -119,8 +139,20 @@ def test_bad_arguments_are_refused_with_their_value(tmp_path):
         replay_page(empty)
 
 
-def test_a_long_traces_page_stays_small():
-    trace = long_trace()
-    assert len(trace.steps) >= 1000
+@pytest.mark.parametrize("make", [long_trace, big_cache_trace], ids=["1500_steps", "20000_blocks"])
+def test_a_long_or_wide_traces_page_stays_small(make):
+    trace = make()
+    assert len(trace.steps) >= 1000 or trace.settings.num_blocks >= 20_000
     size = len(replay_page(trace).encode("utf-8"))
     assert size < 5_000_000, f"{size} bytes for {len(trace.steps)} steps"
+
+
+def test_a_big_caches_deltas_still_replay_exactly():
+    trace = big_cache_trace()
+    data = page_data(trace)
+    replay = EngineReplay(trace)
+    blocks = _replayed_codes(data)
+    for k in (0, len(blocks) // 2, len(blocks) - 1):
+        kv = replay.kv_at(data["steps"]["step"][k])
+        assert {b: s for b, s in blocks[k].items() if s != "cached"} == kv.holders
+    assert any(len(h) > 1 for h in data["holders"]), "the shared prefixes show as shared blocks"
