@@ -11,13 +11,13 @@ step latency, queue lengths) and the request Gantt chart on one shared step axis
 block grid at the end of the step (cells grouped and coloured by occupancy when there are too many to draw
 one by one; hover or click a cell to read it), the queues, and the step's TEACHING lines in English and
 Chinese (switchable). The browser draws everything (SVG and a canvas) from data inlined in the file:
-``page_assets/`` holds the script and the style, this module the data. No network, no external file.
+``page_assets/`` holds the markup, the style and the script (in parts), this module the data. No network, no external file.
 
 Step convention (as everywhere): the state at the end of step N is drawn over step N.
 
 How the data stays small: the tables are columns of numbers; the block grid is one delta per step (the
 blocks whose holder, cached mark or freedom changed, with holders interned as tuples of seq ids), which the
-page replays forward with a kept copy every ``_KEYFRAME_EVERY`` steps; the TEACHING lines of one step are
+page replays forward from a copy it keeps every 64 steps; the TEACHING lines of one step are
 stored once when both languages print them alike.
 
 Every string from the trace reaches the page as JSON data and is shown with ``textContent``; ``<`` is
@@ -135,6 +135,14 @@ def _asset(name: str) -> str:
     return resources.files("nanovllm_teach.viz").joinpath("page_assets", name).read_text(encoding="utf-8")
 
 
+# The parts of the page's script, in order; they share one function scope (see common.js).
+_SCRIPT_PARTS = ("common.js", "charts.js", "grid.js", "steps.js")
+
+
+def _script() -> str:
+    return "\n".join(_asset(name) for name in _SCRIPT_PARTS)
+
+
 def _json_for_script(data: Any) -> str:
     """JSON that is safe inside a ``<script>`` element: no ``<`` at all (so no ``</script>`` or ``<!--``)."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
@@ -154,7 +162,7 @@ def replay_page(trace: Trace, lang: str = "en", verbosity: str = "normal") -> st
         f"<style>{_asset('page.css')}</style></head><body>",
         _asset("page.html"),
         f'<script type="application/json" id="trace-data">{_json_for_script(data)}</script>',
-        f"<script>{_asset('page.js')}</script>",
+        f"<script>(() => {{\n'use strict';\n{_script()}}})();</script>",
         "</body></html>",
     ])
 
