@@ -2,7 +2,8 @@
 driven by Playwright for Python against that system browser (Playwright's own browser download is not used).
 
 Without a Chromium these tests skip, unless ``NANOVLLM_TEACH_REQUIRE_BROWSER=1`` (set by ``.ci/run``, which
-installs it), where a missing browser is a failure. ``NANOVLLM_TEACH_SCREENSHOTS=DIR`` keeps the screenshots.
+installs it), where a missing browser, Playwright or JupyterLab is a failure.
+``NANOVLLM_TEACH_SCREENSHOTS=DIR`` keeps the screenshots.
 
 No test can hang: each has a wall-clock guard (``GUARD_S``, by test name; default 120 s). The fixture
 starts Chromium itself and Playwright attaches to it over CDP, so when the guard expires it kills that
@@ -12,6 +13,7 @@ of its own).
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
@@ -30,17 +32,23 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
                  "--disable-background-networking", "--disable-component-update"]
 
-if CHROMIUM is None and os.environ.get("NANOVLLM_TEACH_REQUIRE_BROWSER") == "1":
+REQUIRED = os.environ.get("NANOVLLM_TEACH_REQUIRE_BROWSER") == "1"
+if CHROMIUM is None and REQUIRED:
     raise RuntimeError("NANOVLLM_TEACH_REQUIRE_BROWSER=1 but no chromium: apt-get install chromium")
 # Wall-clock limits (s) of the tests that need more than the default: notebook 01 runs the model.
 GUARD_S = {"test_quickstart_player_renders_and_moves_in_jupyterlab": 600}
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (Debian: apt-get install chromium)")
 
 
+def _need(module: str):
+    """``module``, imported; missing, the test skips (or fails, where the browser tests are required)."""
+    return importlib.import_module(module) if REQUIRED else pytest.importorskip(module)
+
+
 @pytest.fixture
 def browser(request, tmp_path_factory):
     """A fresh headless Chromium per test, killed by the test's guard if the test runs past it."""
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = _need("playwright.sync_api")
     limit = GUARD_S.get(request.node.originalname, 120)
     profile = tmp_path_factory.mktemp("chromium")
     process = subprocess.Popen([CHROMIUM, "--headless", "--remote-debugging-port=0", f"--user-data-dir={profile}",
@@ -89,9 +97,9 @@ def _open(browser, url: str, width: int):
 
 @pytest.mark.parametrize("width", [900, 1400])
 def test_html_report_renders_without_errors(browser, tmp_path, width):
-    page_path = tmp_path / "report.html"
-    subprocess.run([sys.executable, "-m", "nanovllm_teach.cli", "replay", str(REPO / "traces" / "preemption.jsonl"),
-                    "--html", str(page_path)], check=True, capture_output=True)
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.viz.report import write_html_report
+    page_path = write_html_report(load_trace(REPO / "traces" / "preemption.jsonl"), tmp_path / "report.html")
     page, errors = _open(browser, page_path.as_uri(), width)
     page.wait_for_load_state("load")
     images = page.locator("img")
@@ -155,7 +163,7 @@ def test_replay_page_of_a_long_trace_moves_a_step_quickly(browser, tmp_path):
     page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), 1400)
     timings = page.evaluate("""() => {
         const slider = document.getElementById('slider'), out = [];
-        for (const step of [...Array(Number(slider.max) - Number(slider.min) + 1).keys()].map(k => k + Number(slider.min))) {
+        for (let step = Number(slider.min); step <= Number(slider.max); step++) {
             const t0 = performance.now();
             slider.value = step;
             slider.dispatchEvent(new Event('input'));
@@ -210,7 +218,7 @@ def jupyterlab(tmp_path_factory):
     Its settings and workspaces live in the scratch folder too: the user's saved layout must not be restored
     into the test, and the "get notified about Jupyter news?" prompt is turned off. The kernel gets the
     learner's environment, not the test session's (no ``TRITON_INTERPRET``)."""
-    pytest.importorskip("jupyterlab")
+    _need("jupyterlab")
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(REPO / "notebooks", root / "notebooks")
     (root / "traces").symlink_to(REPO / "traces")

@@ -11,7 +11,11 @@ step latency, queue lengths) and the request Gantt chart on one shared step axis
 block grid at the end of the step (cells grouped and coloured by occupancy when there are too many to draw
 one by one; hover or click a cell to read it), the queues, and the step's TEACHING lines in English and
 Chinese (switchable). The browser draws everything (SVG and a canvas) from data inlined in the file:
-``page_assets/`` holds the markup, the style and the script (in parts), this module the data. No network, no external file.
+``page_assets/`` holds the markup, the style and the script (in parts), this module the data. No network,
+no external file.
+
+Part of the torch-free viz layer: it reads the trace layer's tables, segments, state walk and console lines,
+and emits no event.
 
 Step convention (as everywhere): the state at the end of step N is drawn over step N.
 
