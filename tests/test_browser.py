@@ -2,16 +2,24 @@
 driven by Playwright for Python against that system browser (Playwright's own browser download is not used).
 
 Without a Chromium these tests skip, unless ``NANOVLLM_TEACH_REQUIRE_BROWSER=1`` (set by ``.ci/run``, which
-installs it), where a missing browser is a failure. ``NANOVLLM_TEACH_SCREENSHOTS=DIR`` keeps the screenshots.
+installs it), where a missing browser, Playwright or JupyterLab is a failure.
+``NANOVLLM_TEACH_SCREENSHOTS=DIR`` keeps the screenshots.
+
+No test can hang: each has a wall-clock guard (``GUARD_S``, by test name; default 120 s). The fixture
+starts Chromium itself and Playwright attaches to it over CDP, so when the guard expires it kills that
+process and whatever Playwright call is waiting fails at once (``evaluate`` in particular has no timeout
+of its own).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -24,18 +32,50 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
                  "--disable-background-networking", "--disable-component-update"]
 
-if CHROMIUM is None and os.environ.get("NANOVLLM_TEACH_REQUIRE_BROWSER") == "1":
+REQUIRED = os.environ.get("NANOVLLM_TEACH_REQUIRE_BROWSER") == "1"
+if CHROMIUM is None and REQUIRED:
     raise RuntimeError("NANOVLLM_TEACH_REQUIRE_BROWSER=1 but no chromium: apt-get install chromium")
+# Wall-clock limits (s) of the tests that need more than the default: notebook 01 runs the model.
+GUARD_S = {"test_quickstart_player_renders_and_moves_in_jupyterlab": 600}
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (Debian: apt-get install chromium)")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def _need(module: str):
+    """``module``, imported; missing, the test skips (or fails, where the browser tests are required)."""
+    return importlib.import_module(module) if REQUIRED else pytest.importorskip(module)
+
+
+@pytest.fixture
+def browser(request, tmp_path_factory):
+    """A fresh headless Chromium per test, killed by the test's guard if the test runs past it."""
+    sync_api = _need("playwright.sync_api")
+    limit = GUARD_S.get(request.node.originalname, 120)
+    profile = tmp_path_factory.mktemp("chromium")
+    process = subprocess.Popen([CHROMIUM, "--headless", "--remote-debugging-port=0", f"--user-data-dir={profile}",
+                                *CHROMIUM_ARGS, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        process.kill()
+    guard = threading.Timer(limit, expire)
+    guard.start()
+    try:
+        port_file = profile / "DevToolsActivePort"  # Chromium writes its port here once it listens
+        deadline = time.monotonic() + 30
+        while not port_file.exists() or not port_file.read_text().strip():
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("Chromium did not start within 30 s")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        with sync_api.sync_playwright() as pw:
+            yield pw.chromium.connect_over_cdp(f"http://127.0.0.1:{port}", timeout=30_000)
+    finally:
+        guard.cancel()
+        process.kill()
+        process.wait(timeout=10)
+    if expired.is_set():
+        pytest.fail(f"the test ran past its {limit} s guard")
 
 
 def _screenshot(page, tmp_path: Path, name: str) -> Path:
@@ -57,9 +97,9 @@ def _open(browser, url: str, width: int):
 
 @pytest.mark.parametrize("width", [900, 1400])
 def test_html_report_renders_without_errors(browser, tmp_path, width):
-    page_path = tmp_path / "report.html"
-    subprocess.run([sys.executable, "-m", "nanovllm_teach.cli", "replay", str(REPO / "traces" / "preemption.jsonl"),
-                    "--html", str(page_path)], check=True, capture_output=True)
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.viz.report import write_html_report
+    page_path = write_html_report(load_trace(REPO / "traces" / "preemption.jsonl"), tmp_path / "report.html")
     page, errors = _open(browser, page_path.as_uri(), width)
     page.wait_for_load_state("load")
     images = page.locator("img")
@@ -68,6 +108,98 @@ def test_html_report_renders_without_errors(browser, tmp_path, width):
         "every picture of the report decodes"
     assert page.title(), "the page has a title"
     _screenshot(page, tmp_path, f"report_{width}")
+    assert not errors, f"console errors: {errors}"
+    page.close()
+
+
+def _replay_page(tmp_path: Path, trace) -> Path:
+    from nanovllm_teach.viz.page import write_replay_page
+    return write_replay_page(trace, tmp_path / "page.html")
+
+
+def _cursor_x(page, box: str) -> float:
+    return float(page.locator(f"#{box} line.cursor").get_attribute("x1"))
+
+
+@pytest.mark.parametrize("width", [900, 1400])
+def test_replay_page_slider_play_and_language(browser, tmp_path, width):
+    from nanovllm_teach.trace import load_trace
+    trace = load_trace(REPO / "traces" / "preemption.jsonl")
+    first = trace.steps[0].step
+    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), width)
+    header = page.locator("#step-header")
+    assert header.inner_text().startswith(f"step {first} of {trace.steps[-1].step}"), header.inner_text()
+    x_timeline, x_gantt = _cursor_x(page, "timelines"), _cursor_x(page, "gantt")
+    assert x_timeline == x_gantt, "the timelines and the Gantt chart share one step axis"
+    page.locator("#slider").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    row = trace.steps[3]
+    assert header.inner_text().startswith(f"step {row.step} of"), "the step header follows the slider"
+    assert f"batch {row.batch_size} " in header.inner_text()
+    assert _cursor_x(page, "timelines") > x_timeline and _cursor_x(page, "gantt") == _cursor_x(page, "timelines"), \
+        "both cursors move with the slider, to the same x"
+    lines_en = page.locator("#lines").inner_text()
+    assert "TEACHING/" in lines_en and f"step#{row.step} " in lines_en, "the lines are the step's"
+    page.locator(".langs button[data-lang=zh]").click()
+    lines_zh = page.locator("#lines").inner_text()
+    assert lines_zh != lines_en and any("\u4e00" <= ch <= "\u9fff" for ch in lines_zh), "中文 shows the zh lines"
+    page.locator(".langs button[data-lang=en]").click()
+    page.locator("#play").click()
+    page.wait_for_function(f"() => window.replay.step > {row.step + 1}", timeout=10_000)
+    page.locator("#play").click()
+    assert not page.evaluate("() => window.replay.playing"), "play toggles back to pause"
+    page.evaluate("(s) => window.replay.setStep(s)", max(trace.steps, key=lambda r: r.used_blocks).step)
+    _screenshot(page, tmp_path, f"replay_page_{width}")
+    assert not errors, f"console errors: {errors}"
+    page.close()
+
+
+def test_replay_page_of_a_long_trace_moves_a_step_quickly(browser, tmp_path):
+    """A 1,500-step simulated trace: every step is drawn once from the slider, and the slowest is reported
+    (``performance.now()`` in the page; the target is < 50 ms)."""
+    from test_viz_page import long_trace  # tests/ is on sys.path (rootdir imports)
+    trace = long_trace()
+    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), 1400)
+    timings = page.evaluate("""() => {
+        const slider = document.getElementById('slider'), out = [];
+        for (let step = Number(slider.min); step <= Number(slider.max); step++) {
+            const t0 = performance.now();
+            slider.value = step;
+            slider.dispatchEvent(new Event('input'));
+            out.push(performance.now() - t0);
+        }
+        const t0 = performance.now();
+        window.replay.setStep(Number(slider.min));  // the longest jump: back to the start
+        out.push(performance.now() - t0);
+        return out;
+    }""")
+    assert len(timings) >= len(trace.steps)
+    assert page.locator("#step-header").inner_text().startswith(f"step {trace.steps[0].step} of")
+    timings.sort()
+    print(f"\nreplay page, {len(trace.steps)} steps: step move median {timings[len(timings) // 2]:.2f} ms, "
+          f"max {timings[-1]:.2f} ms")
+    _screenshot(page, tmp_path, "replay_page_long_1400")
+    assert not errors, f"console errors: {errors}"
+    page.close()
+
+
+def test_replay_page_groups_the_cells_of_a_large_cache(browser, tmp_path):
+    from test_viz_page import big_cache_trace
+    trace = big_cache_trace()
+    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), 1400)
+    peak = max(trace.steps, key=lambda r: r.used_blocks)
+    page.evaluate("(s) => window.replay.setStep(s)", peak.step)
+    summary = page.locator("#grid-summary").inner_text()
+    assert f"{peak.used_blocks} used" in summary and "one cell = " in summary, summary
+    canvas = page.locator("#grid")
+    canvas.hover(position={"x": 5, "y": 5})
+    info = page.locator("#grid-info").inner_text()
+    assert info.startswith("blocks 0–") and " used " in info, f"the hovered group reads: {info}"
+    canvas.click(position={"x": 5, "y": 5})
+    page.mouse.move(0, 0)
+    assert page.locator("#grid-info").inner_text() == info, "a clicked group stays selected"
+    _screenshot(page, tmp_path, "replay_page_20000_blocks_1400")
     assert not errors, f"console errors: {errors}"
     page.close()
 
@@ -81,17 +213,26 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
     """A JupyterLab server over a scratch copy of the notebooks (autosave must never write outputs into the
-    repository's notebooks), with the app exposed to the page so the test can run commands."""
-    pytest.importorskip("jupyterlab")
+    repository's notebooks), with the app exposed to the page so the test can run commands.
+
+    Its settings and workspaces live in the scratch folder too: the user's saved layout must not be restored
+    into the test, and the "get notified about Jupyter news?" prompt is turned off. The kernel gets the
+    learner's environment, not the test session's (no ``TRITON_INTERPRET``)."""
+    _need("jupyterlab")
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(REPO / "notebooks", root / "notebooks")
     (root / "traces").symlink_to(REPO / "traces")
+    settings = root / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(JUPYTERLAB_SETTINGS_DIR=str(root / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"))
     port, token = _free_port(), "nanovllm-teach-test"
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
          "--ServerApp.disable_check_xsrf=True", "--allow-root"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -111,15 +252,30 @@ def jupyterlab(tmp_path_factory):
         server.kill()
 
 
+_KERNEL_READY = """() => {
+    const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+    const kernel = widget && widget.sessionContext && widget.sessionContext.session
+        && widget.sessionContext.session.kernel;
+    return Boolean(kernel) && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
+}"""
+
+
 def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, tmp_path):
     base, token = jupyterlab
     page, errors = _open(browser, f"{base}/lab/tree/notebooks/01_quickstart.ipynb?token={token}", 1400)
-    # JupyterLab rewrites its URL while it starts: a locator survives that, a page function may not.
-    page.locator(".jp-Notebook").first.wait_for(state="attached", timeout=120_000)
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    # Run the cells only once the notebook's kernel is connected and idle. Started earlier (while the kernel
+    # is still "initializing", the first second after the page loads), "run all" executes nothing and
+    # resolves at once, and the wait for the Player below could only time out: that was the hang.
+    page.wait_for_function(_KERNEL_READY, timeout=180_000)
+    # Not awaited in the page: the command's promise lasts as long as the whole notebook runs, and
+    # ``evaluate`` has no timeout of its own.
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     # The notebook view is windowed: cells far from the viewport are attached but not laid out.
-    page.locator(".widget-slider").first.wait_for(state="attached", timeout=300_000)
+    try:
+        page.locator(".widget-slider").first.wait_for(state="attached", timeout=360_000)
+    except Exception:
+        cell_errors = page.locator(".jp-OutputArea-output[data-mime-type*=error]").all_inner_texts()
+        pytest.fail(f"no Player appeared; cell errors: {cell_errors}")
     player = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider")).first
     player.scroll_into_view_if_needed()
     assert player.locator("img").count() >= 3, "the Player shows its pictures, not a text repr"

@@ -1,0 +1,163 @@
+// The KV block grid at the step shown (a canvas). Part of the replay page's script (common.js).
+
+  // --- KV block codes at a step: deltas replayed forward from the nearest kept copy ------------------------
+  // Code 0: free, 1: cached (free, hashed), k >= 2: held by the seq ids D.holders[k - 2].
+  const KEY_EVERY = 64;
+  const keyframes = [];
+  (() => {
+    const c = new Int32Array(NB);
+    for (let i = 0; i < N; i++) {
+      applyDelta(c, i);
+      if (i % KEY_EVERY === 0) keyframes.push(c.slice());
+    }
+  })();
+  function applyDelta(c, i) {
+    const d = D.blockDeltas[i];
+    for (let k = 0; k < d.length; k += 2) c[d[k]] = d[k + 1];
+  }
+  let codes = null, codesAt = -1;
+  function codesAtIndex(i) {
+    if (codesAt === i) return codes;
+    if (codes !== null && codesAt < i && i - codesAt <= KEY_EVERY) {
+      for (let j = codesAt + 1; j <= i; j++) applyDelta(codes, j);
+    } else {
+      const k = Math.floor(i / KEY_EVERY);
+      codes = keyframes[k].slice();
+      for (let j = k * KEY_EVERY + 1; j <= i; j++) applyDelta(codes, j);
+    }
+    codesAt = i;
+    return codes;
+  }
+
+  // --- block grid ---------------------------------------------------------------------------------------
+  const GRID_MAX_H = 380, MIN_CELL = 7;
+  const grid = {group: 1, cols: 1, cell: 10, cells: 0, selected: null, hovered: null};
+  function layoutGrid() {
+    const canvas = $('grid');
+    const width = Math.max(240, canvas.parentElement.clientWidth);
+    // The largest cell that fits every block in width x GRID_MAX_H; below MIN_CELL, group blocks.
+    let cell = Math.floor(Math.sqrt(width * GRID_MAX_H / Math.max(NB, 1)));
+    cell = Math.min(26, cell);
+    let group = 1;
+    if (cell < MIN_CELL) {
+      cell = MIN_CELL + 3;
+      const fit = Math.floor(width / cell) * Math.floor(GRID_MAX_H / cell);
+      group = Math.ceil(NB / fit);
+    }
+    const cells = Math.ceil(NB / group);
+    const cols = Math.max(1, Math.min(cells, Math.floor(width / cell)));
+    Object.assign(grid, {group, cols, cell, cells});
+    const dpr = window.devicePixelRatio || 1;
+    const h = Math.ceil(cells / cols) * cell;
+    canvas.width = cols * cell * dpr; canvas.height = h * dpr;
+    canvas.style.width = `${cols * cell}px`; canvas.style.height = `${h}px`;
+    canvas.getContext('2d').setTransform(dpr, 0, 0, dpr, 0, 0);
+  }
+  function holdersOf(code) { return code >= 2 ? D.holders[code - 2] : null; }
+  function groupCounts(c, g) {
+    const a = g * grid.group, b = Math.min(NB, a + grid.group);
+    const out = {first: a, last: b - 1, used: 0, shared: 0, cached: 0, free: 0, seqs: new Map()};
+    for (let blk = a; blk < b; blk++) {
+      const code = c[blk];
+      if (code === 0) out.free++;
+      else if (code === 1) out.cached++;
+      else {
+        const h = D.holders[code - 2];
+        out.used++;
+        if (h.length > 1) out.shared++;
+        for (const sid of h) out.seqs.set(sid, (out.seqs.get(sid) || 0) + 1);
+      }
+    }
+    return out;
+  }
+  function drawGrid(c) {
+    const ctx = $('grid').getContext('2d');
+    const {cell, cols, cells, group} = grid;
+    ctx.fillStyle = '#e3e3e3';
+    ctx.fillRect(0, 0, cols * cell, Math.ceil(cells / cols) * cell);
+    ctx.textAlign = 'center'; ctx.textBaseline = 'middle';
+    ctx.font = `bold ${Math.max(8, Math.floor(cell * 0.45))}px sans-serif`;
+    let previousOwner = null;
+    for (let g = 0; g < cells; g++) {
+      const px = (g % cols) * cell, py = Math.floor(g / cols) * cell, s = cell - 2;
+      if (group === 1) {
+        const code = c[g];
+        const h = holdersOf(code);
+        ctx.fillStyle = h ? seqColor(h[0]) : code === 1 ? C.cached : C.free;
+        ctx.fillRect(px + 1, py + 1, s, s);
+        if (h && h.length > 1) {
+          ctx.strokeStyle = '#000'; ctx.lineWidth = 2; ctx.strokeRect(px + 2, py + 2, s - 2, s - 2);
+        }
+        if (h && cell >= 16 && (h.length > 1 || h[0] !== previousOwner || g % cols === 0)) {
+          ctx.fillStyle = textColor(seqColor(h[0]));
+          ctx.fillText(h.length > 1 ? `×${h.length}` : String(h[0]), px + cell / 2, py + cell / 2 + 1);
+        }
+        previousOwner = h && h.length === 1 ? h[0] : null;
+      } else {
+        // A group: filled from the bottom by its used blocks (in the colour of the seq holding its first used
+        // block), then its cached ones; a black top edge when it holds a shared block.
+        const a = g * group, b = Math.min(NB, a + group);
+        const n = {used: 0, cached: 0, shared: 0};
+        let owner = null;
+        for (let blk = a; blk < b; blk++) {
+          const code = c[blk];
+          if (code === 1) n.cached++;
+          else if (code >= 2) {
+            n.used++;
+            const h = D.holders[code - 2];
+            if (h.length > 1) n.shared++;
+            if (owner === null) owner = h[0];
+          }
+        }
+        const total = b - a;
+        ctx.fillStyle = C.free; ctx.fillRect(px + 1, py + 1, s, s);
+        const uh = s * n.used / total, ch = s * n.cached / total;
+        if (n.used) { ctx.fillStyle = seqColor(owner); ctx.fillRect(px + 1, py + 1 + s - uh, s, uh); }
+        if (n.cached) { ctx.fillStyle = C.cached; ctx.fillRect(px + 1, py + 1 + s - uh - ch, s, ch); }
+        if (n.shared) { ctx.fillStyle = '#000'; ctx.fillRect(px + 1, py + 1, s, 2); }
+      }
+    }
+    const mark = grid.selected !== null ? grid.selected : grid.hovered;
+    if (mark !== null && mark < cells) {
+      ctx.strokeStyle = 'red'; ctx.lineWidth = 2;
+      ctx.strokeRect((mark % cols) * cell + 1, Math.floor(mark / cols) * cell + 1, cell - 2, cell - 2);
+    }
+  }
+  function textColor(hex) {
+    const r = parseInt(hex.slice(1, 3), 16), g = parseInt(hex.slice(3, 5), 16), b = parseInt(hex.slice(5, 7), 16);
+    return (0.299 * r + 0.587 * g + 0.114 * b) / 255 > 0.6 ? '#000' : '#fff';
+  }
+  function gridSummary(c) {
+    let used = 0, shared = 0, maxRefs = 0, cached = 0;
+    for (let b = 0; b < NB; b++) {
+      const code = c[b];
+      if (code === 1) cached++;
+      else if (code >= 2) {
+        used++;
+        const refs = D.holders[code - 2].length;
+        if (refs > 1) { shared++; maxRefs = Math.max(maxRefs, refs); }
+      }
+    }
+    let text = `${used} ${t('used')} (${shared} ${t('shared')}${shared ? `, max ×${maxRefs}` : ''}), ` +
+               `${cached} ${t('cached')}, ${NB - used - cached} ${t('free')} · ${NB} ${t('blocksOf')}`;
+    if (grid.group > 1) text += ` · ${t('cell').replace('{g}', grid.group)}`;
+    return text;
+  }
+  function cellInfo(c, g) {
+    if (g === null || g >= grid.cells) return t('hover');
+    if (grid.group === 1) {
+      const h = holdersOf(c[g]);
+      if (h && h.length > 1) return `block ${g}: ${t('shared')} ×${h.length}, seqs ${h.join(', ')}`;
+      if (h) return `block ${g}: seq ${h[0]}`;
+      return `block ${g}: ${c[g] === 1 ? t('cached') : t('free')}`;
+    }
+    const n = groupCounts(c, g);
+    const seqs = [...n.seqs.keys()].sort((a, b) => a - b);
+    const shown = seqs.slice(0, 12).join(', ') + (seqs.length > 12 ? `, … (+${seqs.length - 12})` : '');
+    return `blocks ${n.first}–${n.last}: ${n.used} ${t('used')} (${n.shared} ${t('shared')}), ` +
+           `${n.cached} ${t('cached')}, ${n.free} ${t('free')}` + (seqs.length ? ` · seqs ${shown}` : '');
+  }
+  function cellAt(ev) {
+    const g = Math.floor(ev.offsetY / grid.cell) * grid.cols + Math.floor(ev.offsetX / grid.cell);
+    return ev.offsetX < grid.cols * grid.cell && g < grid.cells ? g : null;
+  }
