@@ -37,7 +37,7 @@ class EngineInit(Payload, kw_only=True):
     max_model_len: Field(Count, "longest prompt + completion", unit="tokens")
     block_size: Field(Count, "tokens per KV block", unit="tokens")
     tp_size: Field(Count, "tensor-parallel ranks", unit="ranks")
-    model: Field(str, "the model's name (its folder's name, never a machine path)")
+    model: Field(str, "the model's name, its folder's name (version-1 traces: the folder's path)", volatile=True)
     enable_prefix_caching: Field(bool, "whether full prompt blocks are shared by their hash")
     policy: Field(str, 'scheduling policy: "continuous" or "static"')
     attention_backend: Field(str, "attention implementation asked for (auto, torch, triton, flash)")
@@ -64,12 +64,12 @@ class ModelWeightsLoaded(Payload, kw_only=True):
 class Warmup(Payload, kw_only=True):
     num_seqs: Field(Count, "sequences in the warm-up batch", unit="seqs")
     seq_len: Field(Count, "tokens per warm-up sequence", unit="tokens")
-    peak_bytes: Field(Count, "peak memory of the warm-up", unit="bytes", volatile=True)
-    seconds: Field(Duration, "wall time of the warm-up", unit="s", volatile=True)
-    peak_source: Field(str | UnsetType, "how the peak was measured (e.g. torch.cuda.max_memory_allocated, "
-                       "VmHWM after reset, ru_maxrss)", volatile=True) = UNSET
     sample_rows: Field(Count | UnsetType, "rows of logits the warm-up sampled (max_num_seqs, temperature > 0), "
                        "so the sampler's peak is seen too", unit="rows") = UNSET
+    peak_bytes: Field(Count, "peak memory of the warm-up", unit="bytes", volatile=True)
+    peak_source: Field(str | UnsetType, "how the peak was measured (e.g. torch.cuda.max_memory_allocated, "
+                       "VmHWM after reset, ru_maxrss)", volatile=True) = UNSET
+    seconds: Field(Duration, "wall time of the warm-up", unit="s", volatile=True)
 
 
 _MEMORY = "memory reading after warm-up:"
@@ -86,6 +86,13 @@ class KvBudgetEstimate(Payload, kw_only=True):
     budget: Field(int, "bytes left for the KV cache (may be negative: nothing left)", unit="bytes",
                   volatile=True)
     block_bytes: Field(Count, "bytes of one KV block over all layers", unit="bytes")
+    uncapped_num_blocks: Field(int | UnsetType, "what the memory formula alone allows", unit="blocks",
+                               volatile=True) = UNSET
+    cap_bytes: Field(int | None | UnsetType, "the cpu_kvcache_gib cap on CPU (None on GPU)", unit="bytes") = UNSET
+    limited_by: Field(Literal["memory", "cpu_kvcache_gib", "num_kvcache_blocks"] | UnsetType,
+                      "what decided num_blocks", volatile=True) = UNSET
+    graph_reserve_bytes: Field(int | None | UnsetType, "device memory held for the CUDA graphs' pool while the "
+                               "budget was read (None: no graphs)", unit="bytes", volatile=True) = UNSET
     estimated_num_blocks: Field(int, "blocks the budget allows", unit="blocks", volatile=True)
     num_blocks: Field(Count, "blocks allocated", unit="blocks")
     explicit: Field(bool, "whether num_kvcache_blocks was given (then the estimate is not used)")
@@ -97,13 +104,6 @@ class KvBudgetEstimate(Payload, kw_only=True):
     vocab_size: Field(Count, "vocabulary size (the logits' width)", unit="tokens")
     num_blocks_by_rank: Field(Ids | UnsetType, "blocks each rank could hold (tensor parallelism only)",
                               unit="blocks") = UNSET
-    uncapped_num_blocks: Field(int | UnsetType, "what the memory formula alone allows", unit="blocks",
-                               volatile=True) = UNSET
-    cap_bytes: Field(int | None | UnsetType, "the cpu_kvcache_gib cap on CPU (None on GPU)", unit="bytes") = UNSET
-    limited_by: Field(Literal["memory", "cpu_kvcache_gib", "num_kvcache_blocks"] | UnsetType,
-                      "what decided num_blocks", volatile=True) = UNSET
-    graph_reserve_bytes: Field(int | None | UnsetType, "device memory held for the CUDA graphs' pool while the "
-                               "budget was read (None: no graphs)", unit="bytes", volatile=True) = UNSET
 
 
 class CudagraphCapture(Payload, kw_only=True):
