@@ -81,7 +81,7 @@ class SimulatedRunner:
         # What the engine reports: the names a real engine on that device would pick with "auto".
         self.device = device.name
         self.dtype = device.dtype
-        self.attention_backend = "flash_attn" if device.kind == "gpu" else "torch"
+        self.attention_backend = self.attention_backend_on(device)
         self.enforce_eager = enforce_eager
         self.graph_sizes = graph_batch_sizes(max_num_seqs) if device.kind == "gpu" and not enforce_eager else []
         self.eos_token_id = shape.eos_token_id
@@ -90,6 +90,10 @@ class SimulatedRunner:
         peak = self._warmup()
         self.num_kvcache_blocks = self._size_kv_cache(peak, gpu_memory_utilization, cpu_kvcache_gib,
                                                       num_kvcache_blocks)
+
+    @staticmethod
+    def attention_backend_on(device: Device) -> str:
+        return "flash_attn" if device.kind == "gpu" else "torch"
 
     @classmethod
     def from_config(cls, config: "Config", device: Device, recorder: Recorder, *, clock: SimClock | None = None,
