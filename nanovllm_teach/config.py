@@ -120,8 +120,8 @@ class Config:
                     raise ValueError(f"{name}={getattr(self, name)!r} needs runner='simulated'")
             return
         if self.hardware not in device_names():
-            raise ValueError(f"runner='simulated' needs hardware, one of {', '.join(device_names())}; "
-                             f"got {self.hardware!r}")
+            problem = "needs hardware" if self.hardware is None else f"has no hardware {self.hardware!r}"
+            raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
         if self.sim_factors is not None:
             self.efficiency()  # a missing or bad file fails now, before anything is built
 
