@@ -23,8 +23,9 @@ runner="simulated", hardware=...)``: its own Scheduler and BlockManager) and ``r
    draws, their median and its error against the reported figure.
 3. **Scale** (``--part scale``). ``--requests`` requests (default 10,000) of ``--model`` (Qwen3-8B) on
    ``--hardware`` (H100 SXM) arriving as a Poisson process at ``--rate`` requests/s, chat-like lengths
-   (log-normals, clipped to fit ``--max-model-len``), EOS at each answer's length, every event kept in
-   memory by a ``TraceRecorder`` (and streamed to ``--trace`` if given). Printed: wall and CPU seconds for
+   (log-normals with approximate ShareGPT-style figures, clipped to fit ``--max-model-len``), EOS at each
+   answer's length, every event kept in memory by a ``TraceRecorder`` (and streamed to ``--trace`` if
+   given). Printed: wall and CPU seconds for
    building the workload and for the simulation (engine start-up to the last step), the simulated
    duration, throughput, TTFT p50/p99, TPOT p50 and steps by bound.
 

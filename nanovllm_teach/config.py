@@ -31,6 +31,7 @@ from nanovllm_teach.sim.hardware import DEVICES, device_names
 
 ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
 RUNNERS = ("real", "simulated")
+_SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors")
 # A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
 
@@ -202,5 +203,9 @@ class Config:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "model"}
 
     def describe(self) -> dict[str, Any]:
-        """The settings as plain values, for the trace header (the model by name, not by path)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.init} | {"model": self.model_name}
+        """The settings as plain values, for the trace header (the model by name, not by path; the factors
+        file by name). A real run's header has no simulation settings, as before they existed."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.init} | {"model": self.model_name}
+        if not self.simulated:
+            return {k: v for k, v in out.items() if k not in _SIMULATION_SETTINGS}
+        return out | {"sim_factors": self.sim_factors and Path(self.sim_factors).name}

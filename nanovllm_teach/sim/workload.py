@@ -9,7 +9,7 @@ have. It is built from three choices:
   average), ``Burst(size, every_s)`` (``size`` at once, every ``every_s`` seconds), ``Replay(times)`` (a
   recorded list), ``AtOnce()`` (everything at 0, as in nano-vllm's benchmark);
 - lengths: ``Fixed(n)``, ``Uniform(lo, hi)``, ``LogNormal(median, sigma, lo, hi)``; ``chat_prompt_lengths``
-  and ``chat_output_lengths`` are log-normals fitted to a public chat data set's statistics;
+  and ``chat_output_lengths`` are log-normals with approximate chat-like figures (see below);
 - ``SharedPrefix(num_groups, prefix_len)``: every prompt starts with one of ``num_groups`` common prefixes
   (a system prompt, say), which the prefix cache can share.
 
@@ -109,9 +109,10 @@ class LogNormal:
         return min(max(value, self.lo), self.hi)
 
 
-# The chat data set of the Sarathi-Serve paper (Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM
-# Inference with Sarathi-Serve", OSDI 2024, table of data sets: openchat_sharegpt4, conversations shared
-# from ChatGPT): prompts median 1730 / p90 5696 tokens, outputs median 415 / p90 834 tokens.
+# Approximate figures of the kind reported for ShareGPT-style chats (conversations shared from ChatGPT, with
+# the earlier turns in the prompt): prompts median about 1,700 / p90 about 5,700 tokens, answers median about
+# 400 / p90 about 800. They are round, unchecked numbers for a chat-shaped workload, not one data set's
+# measured statistics: a learner with a real trace of their own traffic should fit ``LogNormal.fit`` to it.
 def chat_prompt_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
     return LogNormal.fit(1730, 5696, lo, hi)
 
