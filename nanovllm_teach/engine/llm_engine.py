@@ -243,14 +243,13 @@ class LLMEngine:
             bm = self.scheduler.block_manager
             phase = "prefill" if is_prefill else "decode"
             cost = self.model_runner.last_cost if self.sim_clock is not None else None
-            done = StepDone(phase=phase, latency_ms=round(latency_ms, 3), num_tokens_stat=num_tokens,
-                            num_batched_tokens=num_batched_tokens, batch_size=len(seqs),
-                            seq_ids=[s.seq_id for s in seqs], finished=[s.seq_id for s in finished],
-                            used_blocks=bm.num_blocks - bm.num_free_blocks, free_blocks=bm.num_free_blocks,
-                            waiting_len=len(self.scheduler.waiting), running_len=len(self.scheduler.running))
-            if cost is not None:
-                done.predicted_ms, done.bound = round(cost.total_s * 1e3, 3), cost.bound
-            self.rec.record(phase, "step_complete", done)
+            predicted = {"predicted_ms": round(cost.total_s * 1e3, 3), "bound": cost.bound} if cost else {}
+            self.rec.record(phase, "step_complete", StepDone(
+                phase=phase, latency_ms=round(latency_ms, 3), num_tokens_stat=num_tokens,
+                num_batched_tokens=num_batched_tokens, batch_size=len(seqs), seq_ids=[s.seq_id for s in seqs],
+                finished=[s.seq_id for s in finished], used_blocks=bm.num_blocks - bm.num_free_blocks,
+                free_blocks=bm.num_free_blocks, waiting_len=len(self.scheduler.waiting),
+                running_len=len(self.scheduler.running), **predicted))
         if is_prefill:
             self.num_prefill_steps += 1
         else:
