@@ -1,68 +1,145 @@
-"""Simulator benchmark: a sanity check against a published GPU figure, and how fast a large simulation runs.
+"""Simulator benchmark: calibration against the real engine on this CPU, a sanity check against a published GPU
+figure, and how fast a large simulation runs. Every run is the real ``LLMEngine`` (``LLM(...,
+runner="simulated", hardware=...)``: its own Scheduler and BlockManager) and ``run_workload``.
 
-1. **nano-vllm's README benchmark, predicted.** The nano-vllm repository reports, for Qwen3-0.6B on an
-   RTX 4070 Laptop (8 GB), 256 requests with input and output lengths uniform in 100..1024, all submitted
-   at once, ``ignore_eos``: 133,966 output tokens in 93.41 s, 1434.13 tok/s. The same workload (our own
-   draw of it: lengths from ``random.Random(--seed)``) goes through the real Scheduler and BlockManager on
-   a ``SimulatedRunner`` with the ``rtx-4070-laptop`` device, nano-vllm's settings (``max_model_len`` 4096,
-   16384 batched tokens, 512 sequences, 256-token blocks, ``gpu_memory_utilization`` 0.9, CUDA graphs) and
-   the default efficiency factors, which are the same for every GPU. Printed: the predicted output tok/s
-   for ``--nano-seeds`` draws of the workload, their median and its error against the reported figure.
-2. **Scale.** ``--requests`` requests (default 10,000) of ``--model`` (Qwen3-8B) on ``--hardware`` (H100
-   SXM) arriving as a Poisson process at ``--rate`` requests/s, chat-like lengths (log-normals fitted to a
-   public chat data set, clipped to fit ``--max-model-len``), EOS at each answer's length, every event kept
-   in memory by a ``TraceRecorder`` (and streamed to ``--trace`` if given). Printed: wall and CPU seconds
-   for building the workload and for the simulation (everything from building the runner to the last
-   step), the simulated duration, throughput, TTFT p50/p99, TPOT p50 and steps by bound.
+1. **Calibration on this machine** (``--part calibrate``). The real engine runs the shipped model on this
+   CPU (``--calib-requests`` requests, all at once, prompt and output lengths uniform in 16..256, greedy,
+   ``ignore_eos`` so each answer has its drawn length; ``--threads`` torch threads) on two draws of the
+   workload (seeds 0 and 1), recording a trace, after an unmeasured warm-up run; each draw runs
+   ``--calib-repeats`` times and each step keeps its fastest time (the least disturbed by other work on
+   a shared machine; the total is the fastest run's). The same workloads then go through the simulated
+   engine on ``this-cpu`` (peaks measured now) with the real run's KV cache size, so every step is the
+   same batch (the same-decisions test checks that). The efficiency factors are fitted on draw 0
+   (``nanovllm_teach/sim/calibrate.py``) and judged on draw 1: the median absolute per-step latency
+   error (target < 20%) and the total wall-time error (target < 15%). The fitted factors are printed and,
+   with ``--save``, written to ``nanovllm_teach/sim/this_cpu_factors.json`` (for ``sim_factors=``).
+2. **nano-vllm's README benchmark, predicted** (``--part nano-vllm``). The nano-vllm repository reports, for
+   Qwen3-0.6B on an RTX 4070 Laptop (8 GB), 256 requests with input and output lengths uniform in
+   100..1024, all submitted at once, ``ignore_eos``: 133,966 output tokens in 93.41 s, 1434.13 tok/s. The
+   same workload (our own draw of it: lengths from ``random.Random(seed)``) runs on the
+   ``rtx-4070-laptop`` device with nano-vllm's settings (``max_model_len`` 4096, 16384 batched tokens, 512
+   sequences, 256-token blocks, ``gpu_memory_utilization`` 0.9, CUDA graphs) and the default efficiency
+   factors, which are the same for every GPU. Printed: the predicted output tok/s for ``--nano-seeds``
+   draws, their median and its error against the reported figure.
+3. **Scale** (``--part scale``). ``--requests`` requests (default 10,000) of ``--model`` (Qwen3-8B) on
+   ``--hardware`` (H100 SXM) arriving as a Poisson process at ``--rate`` requests/s, chat-like lengths
+   (log-normals with approximate ShareGPT-style figures, clipped to fit ``--max-model-len``), EOS at each
+   answer's length, every event kept in memory by a ``TraceRecorder`` (and streamed to ``--trace`` if
+   given). Printed: wall and CPU seconds for
+   building the workload and for the simulation (engine start-up to the last step), the simulated
+   duration, throughput, TTFT p50/p99, TPOT p50 and steps by bound.
 
-Usage: ``python benchmarks/bench_sim.py`` (both parts), ``--part nano-vllm`` or ``--part scale``.
+Usage: ``python benchmarks/bench_sim.py`` (every part), or ``--part calibrate|nano-vllm|scale``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
-from nanovllm_teach.sim.cost_model import Efficiency, load_shape
-from nanovllm_teach.sim.driver import SimulationResult, simulate
+from nanovllm_teach import LLM
+from nanovllm_teach.assets import default_model_path
+from nanovllm_teach.sim.calibrate import fit_efficiency, predict, relative_errors
+from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import get_device
-from nanovllm_teach.sim.runner import SimulatedRunner
+from nanovllm_teach.sim.metrics import WorkloadResult
 from nanovllm_teach.sim.workload import (AtOnce, Poisson, Uniform, chat_output_lengths, chat_prompt_lengths,
                                          make_workload)
+from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 
 NANO_VLLM_REPORTED_TOK_S = 1434.13  # nano-vllm README, RTX 4070 Laptop (8GB), Qwen3-0.6B, 256 sequences
+FACTORS_FILE = Path(__file__).resolve().parent.parent / "nanovllm_teach" / "sim" / "this_cpu_factors.json"
+CALIB_SETTINGS = dict(max_num_seqs=64, max_num_batched_tokens=4096, kvcache_block_size=256, max_model_len=1024)
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def _real_run(workload: list, repeats: int = 1) -> tuple[WorkloadResult, list[float], int]:
+    """The real engine on this CPU, ``repeats`` times on fresh engines: the fastest run's result, each step's
+    fastest measured seconds (every repeat makes the same steps; the fastest is the least disturbed by
+    the machine's other work), and the KV cache size."""
+    runs = []
+    for _ in range(repeats):
+        rec = TraceRecorder()
+        llm = LLM(default_model_path(), trace=rec, **CALIB_SETTINGS)
+        result = llm.run_workload(workload)
+        llm.close()
+        runs.append((result, [row.latency_ms / 1e3 for row in Trace.from_recorder(rec).steps]))
+    fastest = min(runs, key=lambda run: run[0].duration_s)[0]
+    steps = [min(times) for times in zip(*(times for _, times in runs))]
+    return fastest, steps, llm.model_runner.num_kvcache_blocks
 
 
-def _summary(result: SimulationResult) -> str:
-    ttft = [r.ttft_s for r in result.requests.values()]
-    tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
-    bounds = ", ".join(f"{k} {v}" for k, v in sorted(result.steps_by_bound.items()))
-    return (f"simulated {result.duration_s:.1f} s, {result.num_steps} steps ({result.num_prefill_steps} prefill; "
-            f"by bound: {bounds}), {result.num_preemptions} preemptions\n"
-            f"  output {result.output_tokens} tokens, {result.output_tokens_per_s:.0f} tok/s; "
-            f"TTFT p50 {_percentile(ttft, 0.5) * 1e3:.0f} ms, p99 {_percentile(ttft, 0.99) * 1e3:.0f} ms; "
-            f"TPOT p50 {statistics.median(tpot) * 1e3:.1f} ms")
+def _batches(workload: list, num_blocks: int, factors: str | None = None) -> tuple[WorkloadResult, list]:
+    """The same workload on the simulated engine (this CPU's peaks): its result and each step's batch."""
+    llm = LLM(default_model_path(), runner="simulated", hardware="this-cpu", num_kvcache_blocks=num_blocks,
+              sim_factors=factors, **CALIB_SETTINGS)
+    batches = []
+    run = llm.model_runner.run
+
+    def recording_run(seqs, is_prefill):
+        tokens = run(seqs, is_prefill)
+        batches.append(llm.model_runner.last_batch)
+        return tokens
+
+    llm.model_runner.run = recording_run
+    return llm.run_workload(workload), batches
+
+
+def calibrate(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    print("machine load before calibrating:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    shape = load_shape(default_model_path())
+    device = get_device("this-cpu")
+    print(f"this-cpu measured: {device.peak_flops / 1e9:.1f} GFLOP/s float32 matmul, "
+          f"{device.memory_bandwidth / 1e9:.1f} GB/s copy ({device.source})")
+    # A first run warms this process up (allocator, thread pool, lazily built kernels) and is not measured.
+    _real_run(make_workload(16, AtOnce(), Uniform(16, 256), Uniform(16, 256), vocab_size=shape.vocab_size, seed=9))
+    draws = {}
+    for seed in (0, 1):
+        workload = make_workload(args.calib_requests, AtOnce(), Uniform(16, 256), Uniform(16, 256),
+                                 vocab_size=shape.vocab_size, seed=seed)
+        wall = time.perf_counter()
+        real, measured, num_blocks = _real_run(workload, args.calib_repeats)
+        print(f"draw {seed}: real engine {real.num_steps} steps, fastest of {args.calib_repeats} runs "
+              f"{real.duration_s:.2f} s ({time.perf_counter() - wall:.1f} s with start-ups)")
+        _, batches = _batches(workload, num_blocks)
+        assert len(batches) == len(measured), (len(batches), len(measured))  # same decisions, same steps
+        draws[seed] = (workload, real, measured, batches, num_blocks)
+    workload, real, measured, batches, num_blocks = draws[0]
+    fit = fit_efficiency(shape, device, batches, measured)
+    factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
+    print(f"fitted on draw 0 ({len(batches)} steps): median |error| {fit.median_abs_error:.1%}; factors {factors}")
+    path = FACTORS_FILE if args.save else Path(args.factors_out)
+    path.write_text(json.dumps(factors, indent=1) + "\n")
+    workload, real, measured, batches, num_blocks = draws[1]
+    errors = relative_errors(predict(shape, device, fit.efficiency, batches), measured)
+    simulated, _ = _batches(workload, num_blocks, str(path))
+    total_error = simulated.duration_s / real.duration_s - 1
+    print(f"judged on draw 1 ({len(batches)} steps): per-step median |error| {statistics.median(errors):.1%} "
+          f"(p90 {sorted(errors)[int(0.9 * len(errors))]:.1%}); total wall time real {real.duration_s:.2f} s, "
+          f"simulated {simulated.duration_s:.2f} s, error {total_error:+.1%}; factors in {path}")
+    print("machine load after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
 def nano_vllm(seeds: list[int], num_requests: int) -> None:
     shape = load_shape("qwen3-0.6b")
     predicted = []
     for seed in seeds:
-        runner = SimulatedRunner(shape, get_device("rtx-4070-laptop"), max_model_len=4096)
+        llm = LLM("qwen3-0.6b", runner="simulated", hardware="rtx-4070-laptop", max_model_len=4096)
         workload = make_workload(num_requests, AtOnce(), Uniform(100, 1024), Uniform(100, 1024),
                                  vocab_size=shape.vocab_size, seed=seed)
-        result = simulate(runner, workload, ignore_eos=True)
+        result = llm.run_workload(workload, ignore_eos=True)
         predicted.append(result.output_tokens_per_s)
-        print(f"nano-vllm README benchmark on rtx-4070-laptop, draw {seed}: {runner.num_kvcache_blocks} KV blocks "
-              f"of 256 tokens")
-        print("  " + _summary(result))
+        print(f"nano-vllm README benchmark on rtx-4070-laptop, draw {seed}: "
+              f"{llm.model_runner.num_kvcache_blocks} KV blocks of 256 tokens")
+        print("  simulated " + result.summary())
     if num_requests == 256:
         median = statistics.median(predicted)
         print(f"predicted {median:.0f} output tok/s (median of {len(seeds)} draws, {min(predicted):.0f}.."
@@ -78,26 +155,29 @@ def scale(args: argparse.Namespace) -> None:
                              chat_output_lengths(hi=output_hi), vocab_size=shape.vocab_size, seed=args.seed)
     built = time.perf_counter() - wall, time.process_time() - cpu
     wall, cpu = time.perf_counter(), time.process_time()
-    device = get_device(args.hardware)
     recorder = TraceRecorder(args.trace)
-    recorder.open({"schema": "nanovllm_teach.trace", "version": 1, "model": {"name": shape.name},
-                   "device": device.name, "simulated": {"hardware": device.describe(),
-                                                        "efficiency": Efficiency().to_dict()}})
-    runner = SimulatedRunner(shape, device, max_model_len=args.max_model_len, recorder=recorder)
-    result = simulate(runner, workload, recorder=recorder)
-    recorder.close()
+    llm = LLM(args.model, runner="simulated", hardware=args.hardware, max_model_len=args.max_model_len,
+              trace=recorder)
+    result = llm.run_workload(workload)
+    llm.close()
     ran = time.perf_counter() - wall, time.process_time() - cpu
     print(f"{args.requests} requests of {shape.name} on {args.hardware}, Poisson {args.rate}/s, "
-          f"{runner.num_kvcache_blocks} KV blocks of 256 tokens")
-    print(f"  workload built in {built[0]:.1f} s wall ({built[1]:.1f} s CPU); simulated with the real scheduler "
+          f"{llm.model_runner.num_kvcache_blocks} KV blocks of 256 tokens")
+    print(f"  workload built in {built[0]:.1f} s wall ({built[1]:.1f} s CPU); simulated with the real LLMEngine "
           f"in {ran[0]:.1f} s wall ({ran[1]:.1f} s CPU), {len(recorder.events)} events recorded"
           + (f" and written to {args.trace}" if args.trace else " in memory"))
-    print("  " + _summary(result))
+    print("  simulated " + result.summary())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("all", "nano-vllm", "scale"), default="all")
+    parser.add_argument("--part", choices=("all", "calibrate", "nano-vllm", "scale"), default="all")
+    parser.add_argument("--calib-requests", type=int, default=64)
+    parser.add_argument("--calib-repeats", type=int, default=3, help="real runs of each draw (fastest step kept)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for the real engine (calibration)")
+    parser.add_argument("--save", action="store_true", help="write the fitted factors to nanovllm_teach/sim/")
+    parser.add_argument("--factors-out", default=str(Path(tempfile.gettempdir()) / "this_cpu_factors.json"),
+                        help="where the fitted factors go without --save")
     parser.add_argument("--seed", type=int, default=0, help="the scale run's workload seed")
     parser.add_argument("--nano-seeds", type=int, default=5, help="draws of the nano-vllm workload (seeds 0..N-1)")
     parser.add_argument("--nano-requests", type=int, default=256)
@@ -108,6 +188,8 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=8192)
     parser.add_argument("--trace", default=None, help="also stream the scale run's trace to this JSONL file")
     args = parser.parse_args()
+    if args.part in ("all", "calibrate"):
+        calibrate(args)
     if args.part in ("all", "nano-vllm"):
         nano_vllm(list(range(args.nano_seeds)), args.nano_requests)
     if args.part in ("all", "scale"):

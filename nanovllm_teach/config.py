@@ -6,6 +6,10 @@ A bad value raises ``ValueError`` (or ``TypeError`` for a value of the wrong typ
 anything heavy is built. The checkpoint folder must hold a ``config.json`` and a tokenizer; its weights'
 shapes are checked against ``config.json`` by ``utils/loader.py``'s ``check_checkpoint``.
 
+``runner="simulated"`` runs the same engine on a device that is not there (``nanovllm_teach/sim``): the
+model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with a ``config.json``; no
+tokenizer, no weights), ``hardware`` names the device, and ``device`` becomes that name.
+
 Traces name the model by its folder name and the SHA-256 of its ``config.json`` (``model_name``,
 ``config_sha256``), never by a path on this machine.
 """
@@ -22,8 +26,12 @@ import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from nanovllm_teach.engine.scheduler import POLICIES
+from nanovllm_teach.sim.cost_model import Efficiency, shape_dir
+from nanovllm_teach.sim.hardware import DEVICES, device_names
 
 ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
+RUNNERS = ("real", "simulated")
+_SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors")
 # A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
 
@@ -50,21 +58,30 @@ class Config:
     attention_backend: str = "auto"
     device: str = "auto"
     dtype: str = "auto"
+    # "simulated": the real scheduler and block manager on a predicted device (``hardware``, required then),
+    # with the efficiency factors of the JSON file ``sim_factors`` (None: the defaults).
+    runner: str = "real"
+    hardware: str | None = None
+    sim_factors: str | None = None
     hf_config: PretrainedConfig = field(init=False, repr=False)
     config_sha256: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        path = Path(self.model)
+        self._check_runner()
+        path = shape_dir(self.model) if self.simulated else Path(self.model)
         if not path.is_dir() or not (path / "config.json").is_file():
             raise ValueError(f"model must be a local checkpoint directory with a config.json, got {self.model!r}")
-        if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_FILES):
+        if not self.simulated and not any(all((path / name).is_file() for name in names)
+                                          for names in TOKENIZER_FILES):
             expected = ", or ".join(" and ".join(names) for names in TOKENIZER_FILES)
             raise ValueError(f"model folder {path} has no tokenizer files: expected {expected}")
         self.model = str(path)
         self._check_types()
-        self.device = self._resolve_device(self.device)
+        self.device = self.hardware if self.simulated else self._resolve_device(self.device)
         if self.max_num_batched_tokens is None:
-            self.max_num_batched_tokens = 16384 if self.device.startswith("cuda") else 2048
+            on_gpu = DEVICES[self.device].kind == "gpu" if self.simulated and self.device in DEVICES \
+                else self.device.startswith("cuda")
+            self.max_num_batched_tokens = 16384 if on_gpu else 2048
         for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "kvcache_block_size",
                      "tensor_parallel_size"):
             value = getattr(self, name)
@@ -90,6 +107,36 @@ class Config:
             raise ValueError(f"only Qwen3 checkpoints are supported, {self.model} is {self.hf_config.model_type!r}")
         self.max_model_len = min(self.max_model_len, self.hf_config.max_position_embeddings)
         self._check_tensor_parallel()
+
+    @property
+    def simulated(self) -> bool:
+        return self.runner == "simulated"
+
+    def _check_runner(self) -> None:
+        if self.runner not in RUNNERS:
+            raise ValueError(f"runner must be one of {RUNNERS}, got {self.runner!r}")
+        if not self.simulated:
+            for name in ("hardware", "sim_factors"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}={getattr(self, name)!r} needs runner='simulated'")
+            return
+        if self.hardware not in device_names():
+            problem = "needs hardware" if self.hardware is None else f"has no hardware {self.hardware!r}"
+            raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
+        if self.sim_factors is not None:
+            self.efficiency()  # a missing or bad file fails now, before anything is built
+
+    def efficiency(self) -> Efficiency:
+        """The simulated device's efficiency factors: ``sim_factors``' file, or the defaults."""
+        if self.sim_factors is None:
+            return Efficiency()
+        if not isinstance(self.sim_factors, (str, Path)):
+            raise TypeError(f"sim_factors must be the path of a JSON file, got {self.sim_factors!r}")
+        try:
+            return Efficiency.from_json(self.sim_factors)
+        except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
+            raise ValueError(f"sim_factors {str(self.sim_factors)!r} is not a JSON file of efficiency factors: "
+                             f"{error}") from None
 
     def _check_types(self) -> None:
         """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
@@ -119,6 +166,8 @@ class Config:
             value = getattr(self.hf_config, name)
             if value % tp != 0:
                 raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={value}")
+        if self.simulated:
+            return  # a simulated device has as many peers as it is asked for
         if self.device.startswith("cuda"):
             available, unit = torch.cuda.device_count(), "GPU"
         else:
@@ -154,5 +203,9 @@ class Config:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "model"}
 
     def describe(self) -> dict[str, Any]:
-        """The settings as plain values, for the trace header (the model by name, not by path)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.init} | {"model": self.model_name}
+        """The settings as plain values, for the trace header (the model by name, not by path; the factors
+        file by name). A real run's header has no simulation settings, as before they existed."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.init} | {"model": self.model_name}
+        if not self.simulated:
+            return {k: v for k, v in out.items() if k not in _SIMULATION_SETTINGS}
+        return out | {"sim_factors": self.sim_factors and Path(self.sim_factors).name}

@@ -245,3 +245,22 @@ def test_throughput_counts_the_tokens_computed_not_nano_vllms_statistic(llm, mon
     llm.generate([shared + list(range(2, 10))], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
     prefill = seen[0]
     assert prefill.num_tokens == 41 and prefill.num_batched_tokens == 8  # 2 blocks of 16 came from the cache
+
+
+def test_run_workload_on_the_real_engine_keeps_the_wall_clock_and_the_lengths(llm):
+    from nanovllm_teach.sim.workload import Request
+
+    workload = [Request(0.0, [1, 2, 3, 4, 5], output_len=6), Request(0.3, [7, 8, 9], output_len=4, max_tokens=2)]
+    result = llm.run_workload(workload)
+    first, second = (result.requests[i] for i in sorted(result.requests))
+    assert (first.num_output_tokens, second.num_output_tokens) == (6, 2)  # ignore_eos: the drawn lengths
+    assert first.finish_reason == second.finish_reason == "length"
+    assert second.arrival_s - first.arrival_s == pytest.approx(0.3)
+    assert second.first_token_s > second.arrival_s and result.duration_s >= 0.3  # it waited for the arrival
+    assert first.ttft_s > 0 and first.tpot_s > 0 and result.steps_by_bound == {}  # no prediction on a real run
+    _assert_clean(llm)
+    seq_id = llm.add_request([1, 2, 3])
+    with pytest.raises(ValueError, match="run_workload"):
+        llm.run_workload(workload)
+    llm.abort_request(seq_id)
+    _assert_clean(llm)

@@ -15,6 +15,12 @@ it aborts its requests first, so the engine is left empty with every KV block fr
 takes one request out. Requests queued with ``add_request`` belong to the caller's own ``step()`` loop:
 ``generate()`` refuses to start while there are any, rather than run them and drop their outputs.
 
+``run_workload()`` serves requests that arrive in time (``sim/workload.py``) and measures TTFT, TPOT and
+throughput (``sim/metrics.py``). With ``runner="simulated"`` the model runner is a ``SimulatedRunner``: no
+tokenizer, no weights, and one clock for everything, the simulated one (``SimClock``): each step lasts
+as long as the cost model predicts, an idle engine jumps to the next arrival, and the trace's ``t_ns``
+are simulated time. The real engine runs the same workload by the wall clock.
+
 Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
 through the scheduler and the model runner, everything else).
 """
@@ -26,7 +32,7 @@ import platform
 from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, sleep
 from typing import Any, NamedTuple, Sequence as SequenceOf
 
 import torch
@@ -41,6 +47,11 @@ from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.tp_workers import TensorParallelRunner
 from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.sim.hardware import get_device
+from nanovllm_teach.sim.metrics import RequestTimes, WorkloadResult
+from nanovllm_teach.sim.runner import SimClock, SimulatedRunner
+from nanovllm_teach.sim.workload import Request
+from nanovllm_teach.trace.events import EngineInit, EngineReady, GenerateFinish, GenerateStart, RequestEnqueue, StepDone
 from nanovllm_teach.trace.recorder import Recorder, make_recorder
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
 from nanovllm_teach.utils.loader import check_checkpoint
@@ -55,6 +66,7 @@ class StepResult(NamedTuple):
     finished: list[tuple[int, list[int]]]
     num_tokens: int
     num_batched_tokens: int
+    seqs: list[Sequence]  # the batch, in order
 
 
 class LLMEngine:
@@ -62,22 +74,35 @@ class LLMEngine:
                  trace_metadata: dict[str, Any] | None = None, **settings: Any) -> None:
         config = Config.from_kwargs(str(model if model is not None else default_model_path()), settings)
         self.config = config
-        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.eos_token_id = self.tokenizer.eos_token_id
-        if self.eos_token_id is None:
-            raise ValueError(f"the tokenizer in {config.model} defines no EOS token: generation could never stop")
-        check_checkpoint(config.model, config.hf_config)
+        self.sim_clock = SimClock() if config.simulated else None
+        if config.simulated:
+            self.tokenizer = None  # token ids only: the simulated model has no vocabulary to read
+            self.hardware = get_device(config.hardware)
+        else:
+            self.tokenizer = AutoTokenizer.from_pretrained(config.model)
+            if self.tokenizer.eos_token_id is None:
+                raise ValueError(f"the tokenizer in {config.model} defines no EOS token: generation could never stop")
+            check_checkpoint(config.model, config.hf_config)
         self.rec = make_recorder(trace)
+        if self.sim_clock is not None:
+            self.rec.set_clock(lambda: round(self.sim_clock.now_s * 1e9))
         self.rec.open(self._trace_header(trace_metadata or {}))
-        self.rec.emit("ENGINE_INIT", "bootstrap", "engine_starting",
-                      max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
-                      max_model_len=config.max_model_len, block_size=config.kvcache_block_size,
-                      tp_size=config.tensor_parallel_size, model=config.model_name,
-                      enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
-                      attention_backend=config.attention_backend)
-        self.model_runner: ModelRunner | TensorParallelRunner = (
-            TensorParallelRunner(config, self.rec) if config.tensor_parallel_size > 1
-            else ModelRunner(config, 0, self.rec))
+        if self.rec.enabled:
+            self.rec.record("bootstrap", "engine_starting", EngineInit(
+                max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
+                max_model_len=config.max_model_len, block_size=config.kvcache_block_size,
+                tp_size=config.tensor_parallel_size, model=config.model_name,
+                enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
+                attention_backend=config.attention_backend))
+        self.model_runner: ModelRunner | TensorParallelRunner | SimulatedRunner
+        if config.simulated:
+            self.model_runner = SimulatedRunner.from_config(config, self.hardware, self.rec, clock=self.sim_clock,
+                                                            efficiency=config.efficiency())
+        elif config.tensor_parallel_size > 1:
+            self.model_runner = TensorParallelRunner(config, self.rec)
+        else:
+            self.model_runner = ModelRunner(config, 0, self.rec)
+        self.eos_token_id = self.model_runner.eos_token_id if config.simulated else self.tokenizer.eos_token_id
         self.scheduler = Scheduler(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             max_model_len=config.max_model_len, eos=self.eos_token_id,
@@ -87,9 +112,14 @@ class LLMEngine:
         self._seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
         self.last_step: StepResult | None = None  # the last step that completed
-        self.rec.emit("ENGINE_READY", "init", "engine_ready", num_kvcache_blocks=self.model_runner.num_kvcache_blocks,
-                      eos_token_id=self.eos_token_id, attention_backend=self.model_runner.attention_backend,
-                      device=str(self.model_runner.device))
+        if self.rec.enabled:
+            self.rec.record("init", "engine_ready", EngineReady(
+                num_kvcache_blocks=self.model_runner.num_kvcache_blocks, eos_token_id=self.eos_token_id,
+                attention_backend=self.model_runner.attention_backend, device=str(self.model_runner.device)))
+
+    def now_s(self) -> float:
+        """The engine's clock in seconds: simulated time, or the host's ``perf_counter``."""
+        return self.sim_clock.now_s if self.sim_clock is not None else perf_counter()
 
     def _trace_header(self, metadata: dict[str, Any]) -> dict[str, Any]:
         hf = self.config.hf_config
@@ -103,13 +133,17 @@ class LLMEngine:
                       "num_attention_heads": hf.num_attention_heads, "num_key_value_heads": hf.num_key_value_heads,
                       "head_dim": getattr(hf, "head_dim", None)},
             "device": self.config.device,
-            "attention_backend": resolve_attention_backend(
+            **(self._simulated_header() if self.config.simulated else {"attention_backend": resolve_attention_backend(
                 self.config.attention_backend, torch.device(self.config.device), self.config.kvcache_block_size,
-                resolve_dtype(self.config.dtype, torch.device(self.config.device), hf)),
+                resolve_dtype(self.config.dtype, torch.device(self.config.device), hf))}),
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                         "transformers": transformers.__version__},
-            **metadata,
-        }
+                         "transformers": transformers.__version__}, **metadata}
+
+    def _simulated_header(self) -> dict[str, Any]:
+        factors = self.config.sim_factors and Path(self.config.sim_factors).name
+        return {"attention_backend": SimulatedRunner.attention_backend_on(self.hardware), "simulated": {
+            "hardware": self.hardware.describe(), "efficiency": self.config.efficiency().to_dict(),
+            "factors_file": factors}}
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -117,6 +151,8 @@ class LLMEngine:
         """Validate one request completely before anything is enqueued."""
         if not isinstance(sampling_params, SamplingParams):
             raise TypeError(f"sampling_params must be a SamplingParams, got {type(sampling_params).__name__}")
+        if isinstance(prompt, str) and self.tokenizer is None:
+            raise TypeError("the simulated engine has no tokenizer: give token id lists or a workload")
         if isinstance(prompt, str):
             token_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
@@ -142,9 +178,11 @@ class LLMEngine:
 
     def _enqueue(self, seq: Sequence) -> None:
         self.scheduler.add(seq)
-        self.rec.emit("REQUEST_ENQUEUE", "ingress", "new_request_waiting", seq_id=seq.seq_id,
-                      prompt_len=seq.num_prompt_tokens, max_tokens=seq.max_tokens, temperature=seq.temperature,
-                      ignore_eos=seq.ignore_eos, seed=seq.seed, waiting_len=len(self.scheduler.waiting))
+        if self.rec.enabled:
+            self.rec.record("ingress", "new_request_waiting", RequestEnqueue(
+                seq_id=seq.seq_id, prompt_len=seq.num_prompt_tokens, max_tokens=seq.max_tokens,
+                temperature=seq.temperature, ignore_eos=seq.ignore_eos, seed=seq.seed,
+                waiting_len=len(self.scheduler.waiting)))
 
     def add_request(self, prompt: Prompt, sampling_params: SamplingParams | None = None) -> int:
         """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid, and
@@ -193,27 +231,31 @@ class LLMEngine:
             raise
 
     def _run_step(self) -> StepResult:
-        start = perf_counter()
+        start = self.now_s()
         seqs, is_prefill = self.scheduler.schedule()
         num_batched_tokens = sum(seq.num_scheduled_tokens for seq in seqs)
         token_ids = self.model_runner.run(seqs, is_prefill)
         self.scheduler.postprocess(seqs, token_ids, is_prefill)
-        latency_ms = (perf_counter() - start) * 1e3
+        latency_ms = (self.now_s() - start) * 1e3
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
-        bm = self.scheduler.block_manager
-        phase = "prefill" if is_prefill else "decode"
-        self.rec.emit("STEP_DONE", phase, "step_complete", phase=phase, latency_ms=round(latency_ms, 3),
-                      num_tokens_stat=num_tokens, num_batched_tokens=num_batched_tokens, batch_size=len(seqs),
-                      seq_ids=[s.seq_id for s in seqs], finished=[s.seq_id for s in finished],
-                      used_blocks=bm.num_blocks - bm.num_free_blocks, free_blocks=bm.num_free_blocks,
-                      waiting_len=len(self.scheduler.waiting), running_len=len(self.scheduler.running))
+        if self.rec.enabled:
+            bm = self.scheduler.block_manager
+            phase = "prefill" if is_prefill else "decode"
+            cost = self.model_runner.last_cost if self.sim_clock is not None else None
+            predicted = {"predicted_ms": round(cost.total_s * 1e3, 3), "bound": cost.bound} if cost else {}
+            self.rec.record(phase, "step_complete", StepDone(
+                phase=phase, latency_ms=round(latency_ms, 3), num_tokens_stat=num_tokens,
+                num_batched_tokens=num_batched_tokens, batch_size=len(seqs), seq_ids=[s.seq_id for s in seqs],
+                finished=[s.seq_id for s in finished], used_blocks=bm.num_blocks - bm.num_free_blocks,
+                free_blocks=bm.num_free_blocks, waiting_len=len(self.scheduler.waiting),
+                running_len=len(self.scheduler.running), **predicted))
         if is_prefill:
             self.num_prefill_steps += 1
         else:
             self.num_decode_steps += 1
         return StepResult([(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens,
-                          num_batched_tokens)
+                          num_batched_tokens, seqs)
 
     def generate(self, prompts: SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
@@ -248,8 +290,7 @@ class LLMEngine:
         if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
             raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
         seqs = [self._make_sequence(p, sp) for p, sp in zip(prompts, params)]
-        self.rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=len(seqs))
-        steps_before = (self.num_steps, self.num_prefill_steps, self.num_decode_steps)
+        steps_before = self._generate_start(len(seqs))
         # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
         pending = deque(sorted(zip(arrivals, seqs), key=lambda pair: pair[0]))
         try:
@@ -257,12 +298,25 @@ class LLMEngine:
         except BaseException:
             self.scheduler.abort(seq.seq_id for seq in seqs)  # leave no queued request, no held block
             raise
-        self.rec.emit("GENERATE_FINISH", "egress", "queues_empty",
-                      total_steps=self.num_steps - steps_before[0],
-                      prefill_steps=self.num_prefill_steps - steps_before[1],
-                      decode_steps=self.num_decode_steps - steps_before[2], n_outputs=len(seqs))
-        return [{"seq_id": seq.seq_id, "text": self.tokenizer.decode(seq.completion_token_ids, skip_special_tokens=seq.skip_special_tokens),
-                 "token_ids": seq.completion_token_ids, "finish_reason": seq.finish_reason} for seq in seqs]
+        self._generate_finish(steps_before, len(seqs))
+        return [{"seq_id": seq.seq_id, "text": self._text(seq), "token_ids": seq.completion_token_ids,
+                 "finish_reason": seq.finish_reason} for seq in seqs]
+
+    def _text(self, seq: Sequence) -> str | None:
+        if self.tokenizer is None:
+            return None  # placeholder ids spell nothing
+        return self.tokenizer.decode(seq.completion_token_ids, skip_special_tokens=seq.skip_special_tokens)
+
+    def _generate_start(self, n_prompts: int) -> tuple[int, int, int]:
+        if self.rec.enabled:
+            self.rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=n_prompts))
+        return self.num_steps, self.num_prefill_steps, self.num_decode_steps
+
+    def _generate_finish(self, steps_before: tuple[int, int, int], n_outputs: int) -> None:
+        if self.rec.enabled:
+            self.rec.record("egress", "queues_empty", GenerateFinish(
+                total_steps=self.num_steps - steps_before[0], prefill_steps=self.num_prefill_steps - steps_before[1],
+                decode_steps=self.num_decode_steps - steps_before[2], n_outputs=n_outputs))
 
     def _run_until_done(self, pending: deque[tuple[int, Sequence]], total: int, use_tqdm: bool) -> None:
         prefill_tps = decode_tps = 0.0
@@ -271,9 +325,9 @@ class LLMEngine:
             while pending or not self.is_finished():
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
                     self._enqueue(pending.popleft()[1])
-                start = perf_counter()
+                start = self.now_s()
                 finished, num_tokens = self.step()
-                elapsed = perf_counter() - start
+                elapsed = self.now_s() - start
                 steps_run += 1
                 # The tokens computed, not nano-vllm's num_tokens (which counts cached prefixes and earlier chunks).
                 if num_tokens > 0:
@@ -282,6 +336,55 @@ class LLMEngine:
                     decode_tps = self.last_step.num_batched_tokens / elapsed
                 bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
                 bar.update(len(finished))
+
+    def run_workload(self, workload: SequenceOf[Request], *, ignore_eos: bool = False) -> WorkloadResult:
+        """Serve ``workload``: each request joins ``arrival_s`` seconds after the call (simulated, or by the
+        wall clock for the real engine, which sleeps while idle). An answer is ``output_len`` tokens: the
+        simulated model ends it with EOS, the real one runs with ``max_tokens=output_len, ignore_eos=True``;
+        a request's own ``max_tokens`` may cut it. ``ignore_eos`` (simulated): every request runs to its
+        ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does."""
+        if not self.is_finished():
+            raise ValueError(f"run_workload() cannot start while requests added with add_request are unfinished "
+                             f"(seq_ids {sorted(self.scheduler.accepted)})")
+        simulated = self.sim_clock is not None
+        seqs = [self._make_sequence(r.prompt_token_ids, SamplingParams(
+            temperature=0.0, ignore_eos=ignore_eos or not simulated,
+            max_tokens=(r.max_tokens or r.output_len) if simulated else min(r.max_tokens or r.output_len,
+                                                                          r.output_len))) for r in workload]
+        if simulated and not ignore_eos:  # only once every request is valid: a refusal changes nothing
+            for seq, request in zip(seqs, workload):
+                self.model_runner.expect_output_len(seq.seq_id, request.output_len)
+        steps_before = self._generate_start(len(seqs))
+        try:
+            result = self._serve(sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
+        except BaseException:
+            self.scheduler.abort(seq.seq_id for seq in seqs)
+            raise
+        self._generate_finish(steps_before, len(seqs))
+        result.num_preemptions = sum(seq.num_preemptions for seq in seqs)
+        return result
+
+    def _serve(self, arrivals: list[tuple[Request, Sequence]]) -> WorkloadResult:
+        pending = deque(arrivals)
+        result = WorkloadResult()
+        t0 = self.now_s()
+        while pending or not self.is_finished():
+            if self.is_finished():  # idle until the next arrival
+                if self.sim_clock is not None:
+                    self.sim_clock.wait_until(t0 + pending[0][0].arrival_s)
+                else:
+                    sleep(max(0.0, t0 + pending[0][0].arrival_s - self.now_s()))
+            now = self.now_s()
+            while pending and t0 + pending[0][0].arrival_s <= now:
+                request, seq = pending.popleft()
+                self._enqueue(seq)
+                result.requests[seq.seq_id] = RequestTimes(t0 + request.arrival_s, seq.num_prompt_tokens)
+            step = self._step()
+            cost = self.model_runner.last_cost if self.sim_clock is not None else None
+            result.add_step(step.seqs, step.num_tokens > 0, self.now_s(), cost.bound if cost else None)
+        first = min((r.arrival_s for r in result.requests.values()), default=t0)
+        result.duration_s = self.now_s() - first
+        return result
 
     def close(self) -> None:
         """Stop the tensor-parallel workers, if any, and finish the trace file, if one is being written."""

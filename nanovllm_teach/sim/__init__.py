@@ -6,5 +6,6 @@ computes no tensors and predicts each step's time on a device that is not there.
   per-step roofline;
 - ``runner``: ``SimulatedRunner``, the model runner's interface on the cost model and a simulated clock;
 - ``workload``: arrivals in seconds and length distributions;
-- ``driver``: ``simulate``, a workload through the real scheduler on the simulated clock.
+- ``metrics``: what a workload run measures (``LLMEngine.run_workload``): TTFT, TPOT, throughput;
+- ``cli``: ``nanovllm-teach simulate``.
 """

@@ -10,8 +10,8 @@ model and a GPU that are not there:
   the device's memory, the runtime's own share, the weights, and the warm-up prefill's activation peak;
   it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
-  ``last_cost``; decode steps replay a CUDA graph under the same rule as on a real GPU
-  (``engine/cuda_graphs.py``);
+  ``last_cost`` (and the batch it was made from in ``last_batch``); decode steps replay a CUDA graph
+  under the same rule as on a real GPU (``engine/cuda_graphs.py``);
 - tokens are placeholders: a sequence gets EOS once it reaches the output length the workload gave it
   (``expect_output_len``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
   are real, so prefix caching hits exactly as it would.
@@ -78,10 +78,11 @@ class SimulatedRunner:
         self.cost_model = StepCostModel(shape, device, efficiency, tp)
         self.clock = clock or SimClock()
         self.last_cost: StepCost | None = None
+        self.last_batch: list[tuple[int, int]] = []  # the step's (num_new_tokens, num_cached_tokens) per sequence
         # What the engine reports: the names a real engine on that device would pick with "auto".
         self.device = device.name
         self.dtype = device.dtype
-        self.attention_backend = "flash_attn" if device.kind == "gpu" else "torch"
+        self.attention_backend = self.attention_backend_on(device)
         self.enforce_eager = enforce_eager
         self.graph_sizes = graph_batch_sizes(max_num_seqs) if device.kind == "gpu" and not enforce_eager else []
         self.eos_token_id = shape.eos_token_id
@@ -90,6 +91,10 @@ class SimulatedRunner:
         peak = self._warmup()
         self.num_kvcache_blocks = self._size_kv_cache(peak, gpu_memory_utilization, cpu_kvcache_gib,
                                                       num_kvcache_blocks)
+
+    @staticmethod
+    def attention_backend_on(device: Device) -> str:
+        return "flash_attn" if device.kind == "gpu" else "torch"
 
     @classmethod
     def from_config(cls, config: "Config", device: Device, recorder: Recorder, *, clock: SimClock | None = None,
@@ -181,7 +186,7 @@ class SimulatedRunner:
         graph_bs = choose_graph_batch_size(is_prefill, len(seqs), self.graph_sizes)
         cost = self.cost_model.step(batch, graph_bs)
         self.clock.advance(cost.total_s)
-        self.last_cost = cost
+        self.last_cost, self.last_batch = cost, batch
         phase = "prefill" if is_prefill else "decode"
         num_tokens = sum(n for n, _ in batch)
         if graph_bs is not None:

@@ -9,11 +9,12 @@ have. It is built from three choices:
   average), ``Burst(size, every_s)`` (``size`` at once, every ``every_s`` seconds), ``Replay(times)`` (a
   recorded list), ``AtOnce()`` (everything at 0, as in nano-vllm's benchmark);
 - lengths: ``Fixed(n)``, ``Uniform(lo, hi)``, ``LogNormal(median, sigma, lo, hi)``; ``chat_prompt_lengths``
-  and ``chat_output_lengths`` are log-normals fitted to a public chat data set's statistics;
+  and ``chat_output_lengths`` are log-normals with approximate chat-like figures (see below);
 - ``SharedPrefix(num_groups, prefix_len)``: every prompt starts with one of ``num_groups`` common prefixes
   (a system prompt, say), which the prefix cache can share.
 
-``parse_lengths`` reads a length distribution from a command-line spec such as ``uniform:100:1024``.
+``parse_lengths`` and ``parse_arrivals`` read them from command-line specs such as ``uniform:100:1024`` and
+``poisson:8``.
 
 Emits no events.
 """
@@ -108,9 +109,10 @@ class LogNormal:
         return min(max(value, self.lo), self.hi)
 
 
-# The chat data set of the Sarathi-Serve paper (Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM
-# Inference with Sarathi-Serve", OSDI 2024, table of data sets: openchat_sharegpt4, conversations shared
-# from ChatGPT): prompts median 1730 / p90 5696 tokens, outputs median 415 / p90 834 tokens.
+# Approximate figures of the kind reported for ShareGPT-style chats (conversations shared from ChatGPT, with
+# the earlier turns in the prompt): prompts median about 1,700 / p90 about 5,700 tokens, answers median about
+# 400 / p90 about 800. They are round, unchecked numbers for a chat-shaped workload, not one data set's
+# measured statistics: a learner with a real trace of their own traffic should fit ``LogNormal.fit`` to it.
 def chat_prompt_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
     return LogNormal.fit(1730, 5696, lo, hi)
 
@@ -216,18 +218,37 @@ def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, o
 
 
 _LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, chat-prompt or chat-output"
+_ARRIVAL_SPECS = "poisson:RATE, burst:SIZE:EVERY_S or at-once"
 
 
-def parse_lengths(spec: str) -> Lengths:
-    """A length distribution from a command-line spec (``uniform:100:1024``; forms in ``_LENGTH_SPECS``)."""
+def _numbers(spec: str, kind: str, forms: str, cast: type) -> tuple[str, list]:
     name, *args = spec.split(":")
     try:
-        numbers = [int(a) for a in args]
+        return name, [cast(a) for a in args]
     except ValueError:
-        raise ValueError(f"length spec {spec!r} has a part that is not an int; use {_LENGTH_SPECS}") from None
-    makers = {("fixed", 1): Fixed, ("uniform", 2): Uniform, ("lognormal", 2): LogNormal.fit,
-              ("chat-prompt", 0): chat_prompt_lengths, ("chat-output", 0): chat_output_lengths}
+        raise ValueError(f"{kind} spec {spec!r} has a part that is not a number; use {forms}") from None
+
+
+def parse_lengths(spec: str, hi: int = 1_000_000) -> Lengths:
+    """A length distribution from a command-line spec (``uniform:100:1024``; forms in ``_LENGTH_SPECS``).
+    ``hi`` clips the log-normals' long tails (a chat prompt of 50,000 tokens fits no ``max_model_len``)."""
+    name, numbers = _numbers(spec, "length", _LENGTH_SPECS, int)
+    makers = {("fixed", 1): Fixed, ("uniform", 2): Uniform, ("lognormal", 2): lambda m, p: LogNormal.fit(m, p, hi=hi),
+              ("chat-prompt", 0): lambda: chat_prompt_lengths(hi=hi),
+              ("chat-output", 0): lambda: chat_output_lengths(hi=hi)}
     maker = makers.get((name, len(numbers)))
     if maker is None:
         raise ValueError(f"unknown length spec {spec!r}; use {_LENGTH_SPECS}")
     return maker(*numbers)
+
+
+def parse_arrivals(spec: str) -> Arrivals:
+    """Arrivals from a command-line spec (``poisson:8``; forms in ``_ARRIVAL_SPECS``)."""
+    name, numbers = _numbers(spec, "arrival", _ARRIVAL_SPECS, float)
+    if name == "poisson" and len(numbers) == 1:
+        return Poisson(numbers[0])
+    if name == "burst" and len(numbers) == 2 and numbers[0].is_integer():
+        return Burst(int(numbers[0]), numbers[1])
+    if name == "at-once" and not numbers:
+        return AtOnce()
+    raise ValueError(f"unknown arrival spec {spec!r}; use {_ARRIVAL_SPECS}")

@@ -12,6 +12,7 @@ of events: the engine state after each one) -> ``tables``, ``consistency``, ``re
 from nanovllm_teach.trace.console import ConsoleRenderer, VERBOSITIES, format_event, render_trace
 from nanovllm_teach.trace.consistency import check_consistency
 from nanovllm_teach.trace.diff import VOLATILE, Divergence, diff_traces
+from nanovllm_teach.trace.diff import DECISION_EVENTS, diff_decisions
 from nanovllm_teach.trace.events import PAYLOADS, check_payload
 from nanovllm_teach.trace.payload import ContractError, Payload
 from nanovllm_teach.trace.perfetto import to_chrome_trace, write_chrome_trace
@@ -27,11 +28,13 @@ from nanovllm_teach.trace.tables import (
 )
 
 __all__ = [
-    "EVENTS", "LANGS", "PAYLOADS", "PHASES", "SCHEMA_NAME", "SCHEMA_VERSION", "VERBOSITIES", "VOLATILE",
+    "DECISION_EVENTS", "EVENTS", "LANGS", "PAYLOADS", "PHASES", "SCHEMA_NAME", "SCHEMA_VERSION", "VERBOSITIES",
+    "VOLATILE",
     "ConsoleRenderer", "ContractError", "Divergence", "EngineReplay", "EngineSettings", "EngineState",
     "KVSnapshot", "NullRecorder", "Payload", "Queues", "Recorder", "RecordingStopped", "RequestRow",
     "RequestSpan", "Segment", "StepRow", "Trace", "TraceEvent", "TraceFormatError", "TraceRecorder",
-    "check_consistency", "check_payload", "diff_traces", "explain", "format_event", "format_request_table",
+    "check_consistency", "check_payload", "diff_decisions", "diff_traces", "explain", "format_event",
+    "format_request_table",
     "format_step_table", "held_segments", "load_trace", "make_recorder", "render_trace", "replay_blocks",
     "request_segments", "request_spans", "to_chrome_trace", "write_chrome_trace",
 ]

@@ -297,3 +297,28 @@ def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str,
     more = f" (and {len(fields) - 1} more: {', '.join(fields[1:])})" if len(fields) > 1 else ""
     message = f"{where}, {ref.event}.{name}: you {verb} {shown_a}, the reference {shown_b}{more}"
     return Divergence(message, index, ref.step, where, ref.event, fields, mine, ref)
+
+
+# ---- decisions only -----------------------------------------------------------------------------------
+
+# What the scheduler and the block manager decided: who runs each step, which blocks, preemptions, cache hits.
+DECISION_EVENTS: tuple[str, ...] = ("SCHEDULE_PREFILL", "SCHEDULE_DECODE", "PREEMPT", "PREFIX_CACHE_HIT",
+                                    "BLOCK_ALLOCATE", "BLOCK_FREE", "STATE_TRANSITION")
+# A request that the real model ended at max_tokens and the simulated one ended at the same token with EOS
+# finishes in the same step for another reason: finishing transitions are compared without it and its token.
+_DECISION_IGNORE = VOLATILE | {"reason", "STATE_TRANSITION.token_id", "STATE_TRANSITION.finish_reason"}
+
+
+def diff_decisions(yours: Trace | str | Path, reference: Trace | str | Path,
+                   events: tuple[str, ...] = DECISION_EVENTS) -> Divergence | None:
+    """The first divergence between two runs' decisions (``events``, in order), whatever else differs:
+    headers, times, the model's tokens and every other event are left out. A simulated run and a real run
+    of one workload (given the real run's output lengths) agree here. The divergence's ``index`` counts
+    the kept events only."""
+    kept = []
+    for trace in (yours, reference):
+        loaded = trace if isinstance(trace, Trace) else load_trace(trace)
+        chosen = [e for e in loaded.events if e.event in events]
+        kept.append(Trace({}, [TraceEvent(i, 0, e.event, e.phase, e.step, e.reason, e.stats)
+                               for i, e in enumerate(chosen)]))
+    return diff_traces(kept[0], kept[1], ignore=_DECISION_IGNORE)

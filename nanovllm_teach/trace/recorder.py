@@ -10,7 +10,9 @@ How an engine emits (one call at the decision point, no payload built while reco
     if self.rec.enabled:
         self.rec.record("decode", "step_complete", StepDone(latency_ms=..., seq_ids=[...], ...))
 
-``emit(event, phase, reason, **stats)`` is the untyped form of the same call. Step scoping is
+``emit(event, phase, reason, **stats)`` is the untyped form of the same call. ``set_clock(fn)`` makes
+``t_ns`` come from ``fn`` (nanoseconds) instead of the host's clock: a simulated engine stamps its events
+with simulated time. Step scoping is
 ``with rec.at_step(n): ...`` (``rec.step`` reads the current step); work that belongs to no trace, such as
 the warm-up, runs inside ``with rec.paused(): ...``.
 
@@ -64,6 +66,10 @@ class Recorder:
 
     def open(self, header: dict[str, Any]) -> None:
         """Start a trace: ``header`` describes the run (config, model, device, versions)."""
+
+    def set_clock(self, clock: Callable[[], int]) -> None:
+        """Events are stamped with ``clock()`` (nanoseconds; only differences count) from now on; call it
+        before ``open``, where the trace's time zero is taken."""
 
     def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
         """Record one event at the current ``step``."""
@@ -157,12 +163,17 @@ class TraceRecorder(Recorder):
         self._temp: Path | None = None  # the file being written, until it is moved to ``path``
         self._discard: weakref.finalize | None = None
         self._next_i = 0
-        self._t0 = time.perf_counter_ns()
+        self._clock: Callable[[], int] = time.perf_counter_ns
+        self._t0 = self._clock()
         self._decode_details = 0
+
+    def set_clock(self, clock: Callable[[], int]) -> None:
+        self._clock = clock
+        self._t0 = clock()
 
     def open(self, header: dict[str, Any]) -> None:
         self.header = _plain(header)
-        self._t0 = time.perf_counter_ns()
+        self._t0 = self._clock()
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +191,7 @@ class TraceRecorder(Recorder):
         plain = self._stats(event, stats)
         if self.validate:
             check_payload(event, plain)  # raises ContractError naming the event and field
-        record = TraceEvent(self._next_i, time.perf_counter_ns() - self._t0, event, phase, self.step,
+        record = TraceEvent(self._next_i, self._clock() - self._t0, event, phase, self.step,
                             reason, plain)
         self._next_i += 1
         if self.keep_in_memory:

@@ -1,0 +1,129 @@
+"""The ``nanovllm-teach simulate`` command: a workload through the real engine on a simulated device.
+
+    nanovllm-teach simulate --model qwen3-8b --hardware h100-sxm --rate 8 --requests 2000 --out sim.jsonl
+    nanovllm-teach simulate --list
+
+It builds ``LLM(model, runner="simulated", hardware=...)`` with the engine settings given, draws the
+workload (``sim/workload.py``: arrivals, prompt and output lengths, shared prefixes, one seed), runs it with
+``run_workload`` and prints what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how
+many steps each bound decided. ``--out`` records the trace, which ``replay``, ``compare`` and ``diff`` read
+like any other. ``cli.py`` adds the command with ``add_simulate_parser``; a mistake raises ValueError (one
+line, exit status 2, from ``cli.main``).
+
+Orchestration; nothing here imports torch until the engine is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.sim.cost_model import load_shape, shape_names
+from nanovllm_teach.sim.hardware import DEVICES, GIB, device_names
+from nanovllm_teach.sim.workload import SharedPrefix, make_workload, parse_arrivals, parse_lengths
+
+
+def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``simulate`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
+    sim = subparsers.add_parser("simulate", help="run a workload through the real engine on a simulated GPU")
+    sim.add_argument("--list", action="store_true", help="list the shipped model shapes and the devices, then stop")
+    sim.add_argument("--model", default="qwen3-8b",
+                     help=f"a shipped shape ({', '.join(shape_names())}) or a folder with a config.json")
+    sim.add_argument("--hardware", default="h100-sxm", help=f"one of {', '.join(device_names())}")
+    sim.add_argument("--factors", default=None, help="a JSON file of fitted efficiency factors")
+    sim.add_argument("--out", default=None, help="record the trace to this JSONL file")
+    load = sim.add_argument_group("the workload")
+    load.add_argument("--requests", type=int, default=1000, help="how many requests (default: 1000)")
+    load.add_argument("--rate", type=float, default=None, help="Poisson arrivals, requests per second")
+    load.add_argument("--arrivals", default=None, help="poisson:RATE, burst:SIZE:EVERY_S or at-once "
+                                                       "(default: poisson:4)")
+    load.add_argument("--prompt-lens", default="chat-prompt",
+                      help="fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90 or chat-prompt (the default)")
+    load.add_argument("--output-lens", default="chat-output", help="the same forms, or chat-output (the default)")
+    load.add_argument("--shared-prefix", default=None, metavar="GROUPS:LEN",
+                      help="every prompt starts with one of GROUPS common prefixes of LEN tokens")
+    load.add_argument("--ignore-eos", action="store_true", help="every request runs to its whole output length "
+                                                                  "and finishes by length (nano-vllm's benchmark)")
+    load.add_argument("--seed", type=int, default=0)
+    engine = sim.add_argument_group("the engine (the settings of LLM(...))")
+    engine.add_argument("--max-model-len", type=int, default=8192)
+    engine.add_argument("--max-num-seqs", type=int, default=512)
+    engine.add_argument("--max-num-batched-tokens", type=int, default=None)
+    engine.add_argument("--block-size", type=int, default=256)
+    engine.add_argument("--num-kvcache-blocks", type=int, default=None)
+    engine.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    engine.add_argument("--tensor-parallel-size", type=int, default=1)
+    engine.add_argument("--policy", default="continuous", help="continuous or static")
+    engine.add_argument("--no-prefix-caching", action="store_true")
+    engine.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
+    sim.set_defaults(func=simulate_command)
+    return sim
+
+
+def list_choices() -> str:
+    lines = ["model shapes (config.json only):"]
+    for name in shape_names():
+        shape = load_shape(name)
+        lines.append(f"  {name:12} {shape.num_params / 1e9:5.1f} B params, {shape.num_layers} layers, "
+                     f"{shape.num_kv_heads} KV heads of {shape.head_dim}")
+    lines.append("hardware (datasheet peaks; this-cpu is measured when used):")
+    for device in DEVICES.values():
+        lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, "
+                     f"{device.memory_bandwidth / 1e9:6.0f} GB/s, {device.memory_bytes / GIB:4.0f} GiB, "
+                     f"{device.interconnect}")
+    lines.append("  this-cpu         this machine's CPU, float32 (measured: about a second)")
+    return "\n".join(lines)
+
+
+def _workload(args: argparse.Namespace, vocab_size: int, max_model_len: int) -> list:
+    if args.rate is not None and args.arrivals is not None:
+        raise ValueError("give --rate or --arrivals, not both")
+    arrivals = parse_arrivals(args.arrivals or f"poisson:{args.rate if args.rate is not None else 4}")
+    output_hi = max(1, max_model_len // 4)  # the tails of the default log-normals are clipped to fit
+    shared = None
+    if args.shared_prefix is not None:
+        try:
+            groups, length = (int(x) for x in args.shared_prefix.split(":"))
+        except ValueError:
+            raise ValueError(f"--shared-prefix must be GROUPS:LEN (two ints), got {args.shared_prefix!r}") from None
+        shared = SharedPrefix(groups, length)
+    prompt_hi = max(1, max_model_len - output_hi - (shared.prefix_len if shared else 0))
+    return make_workload(args.requests, arrivals, parse_lengths(args.prompt_lens, hi=prompt_hi),
+                         parse_lengths(args.output_lens, hi=output_hi), vocab_size=vocab_size, seed=args.seed,
+                         shared_prefix=shared)
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    if args.list:
+        print(list_choices())
+        return 0
+    from nanovllm_teach import LLM  # torch, only now
+
+    settings = dict(runner="simulated", hardware=args.hardware, sim_factors=args.factors,
+                    max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                    max_num_batched_tokens=args.max_num_batched_tokens, kvcache_block_size=args.block_size,
+                    num_kvcache_blocks=args.num_kvcache_blocks, gpu_memory_utilization=args.gpu_memory_utilization,
+                    tensor_parallel_size=args.tensor_parallel_size, scheduling_policy=args.policy,
+                    enable_prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager)
+    if args.out and Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a folder: give the trace's file name (e.g. sim.jsonl)")
+    wall = time.perf_counter()
+    shape = load_shape(args.model)  # the workload is drawn, and any mistake in it found, before a file is opened
+    workload = _workload(args, shape.vocab_size, min(args.max_model_len, shape.max_position_embeddings))
+    try:
+        llm = LLM(args.model, trace=Path(args.out) if args.out else None, **settings)
+    except OSError as error:  # the trace file: a folder, no permission, ...
+        raise ValueError(f"cannot write --out {args.out}: {error.strerror or error}") from None
+    try:
+        result = llm.run_workload(workload, ignore_eos=args.ignore_eos)
+    finally:
+        llm.close()
+    print(f"{args.requests} requests of {Path(llm.config.model).name} on {args.hardware} "
+          f"(tp={args.tensor_parallel_size}), {llm.model_runner.num_kvcache_blocks} KV blocks of {args.block_size} "
+          f"tokens; simulated in {time.perf_counter() - wall:.1f} s")
+    print("simulated " + result.summary())
+    if args.out:
+        print(f"trace: {args.out} (nanovllm-teach replay {args.out})")
+    return 0

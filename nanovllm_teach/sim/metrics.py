@@ -1,0 +1,91 @@
+"""Orchestration (simulated or real): what a workload run measures — each request's arrival, first-token
+and finish times, and the serving figures made of them (throughput, TTFT, TPOT, steps by bound).
+
+``LLMEngine.run_workload`` fills a ``WorkloadResult`` as it runs, on the clock the engine runs on: simulated
+seconds for ``runner="simulated"``, wall-clock seconds for the real engine. The same figures can be read
+from the run's trace; this is the way that needs none (a 10,000-request run can keep its trace off).
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RequestTimes:
+    arrival_s: float
+    num_prompt_tokens: int
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    num_output_tokens: int = 0
+    finish_reason: str | None = None
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token: from arrival to the end of the step that produced it."""
+        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first (None for one-token answers)."""
+        if self.finish_s is None or self.first_token_s is None or self.num_output_tokens < 2:
+            return None
+        return (self.finish_s - self.first_token_s) / (self.num_output_tokens - 1)
+
+
+@dataclass
+class WorkloadResult:
+    duration_s: float = 0.0  # from the first arrival to the last token
+    num_steps: int = 0
+    num_prefill_steps: int = 0
+    steps_by_bound: Counter = field(default_factory=Counter)  # simulated runs only
+    requests: dict[int, RequestTimes] = field(default_factory=dict)  # by seq_id
+    num_preemptions: int = 0
+
+    def add_step(self, seqs: list, is_prefill: bool, now_s: float, bound: str | None) -> None:
+        """One engine step ended at ``now_s`` with the batch ``seqs`` (``Sequence`` objects)."""
+        self.num_steps += 1
+        self.num_prefill_steps += is_prefill
+        if bound is not None:
+            self.steps_by_bound[bound] += 1
+        for seq in seqs:
+            times = self.requests[seq.seq_id]
+            if seq.num_completion_tokens > times.num_output_tokens:
+                times.num_output_tokens = seq.num_completion_tokens
+                if times.first_token_s is None:
+                    times.first_token_s = now_s
+            if seq.is_finished:
+                times.finish_s, times.finish_reason = now_s, seq.finish_reason
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.num_output_tokens for r in self.requests.values())
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.output_tokens / self.duration_s if self.duration_s > 0 else 0.0
+
+    def summary(self) -> str:
+        """Two lines: duration, steps and bounds; throughput, TTFT p50/p99, TPOT p50."""
+        ttft = [r.ttft_s for r in self.requests.values() if r.ttft_s is not None]
+        tpot = [r.tpot_s for r in self.requests.values() if r.tpot_s is not None]
+        bounds = ", ".join(f"{k} {v}" for k, v in sorted(self.steps_by_bound.items())) or "not predicted"
+        line2 = f"output {self.output_tokens} tokens, {self.output_tokens_per_s:.0f} tok/s"
+        if ttft:
+            line2 += (f"; TTFT p50 {percentile(ttft, 0.5) * 1e3:.0f} ms, p99 {percentile(ttft, 0.99) * 1e3:.0f} ms")
+        if tpot:
+            line2 += f"; TPOT p50 {statistics.median(tpot) * 1e3:.1f} ms"
+        return (f"{self.duration_s:.1f} s, {self.num_steps} steps ({self.num_prefill_steps} prefill; by bound: "
+                f"{bounds}), {self.num_preemptions} preemptions\n  {line2}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by the nearest-rank rule: a value that occurred."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

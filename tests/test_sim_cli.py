@@ -1,0 +1,71 @@
+"""``nanovllm-teach simulate``: its parser (added to the main CLI by ``add_simulate_parser``), its output, and
+its mistakes as one-line ValueErrors."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from nanovllm_teach.sim.cli import add_simulate_parser
+from nanovllm_teach.trace.reader import load_trace
+
+
+def _simulate(*argv):
+    parser = argparse.ArgumentParser(prog="nanovllm-teach")
+    add_simulate_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["simulate", *argv])
+    return args.func(args)
+
+
+def test_simulate_prints_the_serving_figures_and_writes_a_trace(tmp_path, capsys):
+    out = tmp_path / "sim.jsonl"
+    assert _simulate("--model", "qwen3-8b", "--hardware", "h100-sxm", "--rate", "8", "--requests", "40",
+                     "--out", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "40 requests of qwen3-8b on h100-sxm" in printed
+    for figure in ("tok/s", "TTFT p50", "p99", "TPOT p50", "by bound: compute"):
+        assert figure in printed
+    trace = load_trace(out)
+    assert len(trace.requests) == 40 and trace.header["device"] == "h100-sxm"
+    assert all(r.finish_reason == "eos" for r in trace.requests)
+
+
+def test_workload_options_reach_the_engine(tmp_path):
+    out = tmp_path / "sim.jsonl"
+    _simulate("--model", "qwen3-0.6b", "--hardware", "l4", "--arrivals", "burst:10:1", "--requests", "20",
+              "--prompt-lens", "fixed:100", "--output-lens", "uniform:5:9", "--shared-prefix", "2:512",
+              "--max-num-seqs", "8", "--ignore-eos", "--out", str(out))
+    trace = load_trace(out)
+    assert {r.prompt_len for r in trace.requests} == {612}
+    assert max(s.batch_size for s in trace.steps) <= 8
+    assert trace.events_named("PREFIX_CACHE_HIT") and {r.finish_reason for r in trace.requests} == {"length"}
+    assert trace.header["config"]["max_num_seqs"] == 8
+
+
+def test_list_names_every_model_and_device(capsys):
+    assert _simulate("--list") == 0
+    printed = capsys.readouterr().out
+    assert "qwen3-32b" in printed and "rtx-4070-laptop" in printed and "this-cpu" in printed
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--hardware", "h100"], "no hardware 'h100'"),
+    (["--model", "qwen3-9b"], "neither a shipped shape"),
+    (["--rate", "0"], "Poisson rate"),
+    (["--rate", "2", "--arrivals", "at-once"], "--rate or --arrivals"),
+    (["--arrivals", "poison:3"], "unknown arrival spec"),
+    (["--prompt-lens", "uniform:5"], "unknown length spec"),
+    (["--shared-prefix", "3"], "GROUPS:LEN"),
+    (["--requests", "0"], "num_requests"),
+    (["--policy", "fifo"], "scheduling_policy"),
+    (["--factors", "/no/such/file.json"], "sim_factors"),
+])
+def test_mistakes_are_one_line_value_errors(argv, match):
+    with pytest.raises(ValueError, match=match):
+        _simulate("--requests", "5", *argv) if "--requests" not in argv else _simulate(*argv)
+
+
+def test_out_must_be_a_file(tmp_path):
+    with pytest.raises(ValueError, match="is a folder"):
+        _simulate("--requests", "5", "--out", str(tmp_path))
