@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,19 @@ def test_python_examples_run(index, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(_blocks("python")[index], f"README.md python block {index}", "exec"), {})
     assert capsys.readouterr().out.strip(), "an example should show the reader something"
+
+
+@pytest.mark.parametrize("index", range(len(_blocks("shell"))))
+def test_shell_examples_run(index, tmp_path):
+    """The README's shell examples, run as written, with ``nanovllm-teach`` meaning this checkout's CLI."""
+    shim = tmp_path / "bin" / "nanovllm-teach"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m nanovllm_teach.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _blocks("shell")[index]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def test_ci_runs_the_readme_test_command():
