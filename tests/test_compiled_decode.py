@@ -1,5 +1,6 @@
 """The opt-in compiled decode step gives the eager step's greedy tokens, writes the KV cache in place, and
-compiles once for every batch size and context length."""
+compiles once for every batch size and context length; ``LLM(compile=True)`` compiles it at start-up,
+reports it (DECODE_COMPILE) and runs every decode step through it."""
 
 from __future__ import annotations
 
