@@ -1,10 +1,12 @@
 """The opt-in compiled decode step gives the eager step's greedy tokens, writes the KV cache in place, and
-compiles once for every batch size and context length."""
+compiles once for every batch size and context length; ``LLM(compile=True)`` compiles it at start-up,
+reports it (DECODE_COMPILE) and runs every decode step through it."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from transformers import AutoConfig
 
@@ -78,3 +80,34 @@ def test_compiled_decode_tokens_equal_eager():
     assert compiled.compile_seconds is not None and compiled.compile_seconds > 0
     # One graph for batch sizes 6 down to 2 and every context length (a recompile would add a second).
     assert counts["stats"]["unique_graphs"] == 1
+
+
+def test_llm_with_compile_gives_eager_tokens_and_reports_its_compile():
+    """``LLM(compile=True)``: compiled once at start-up (DECODE_COMPILE), then every decode step runs the
+    compiled step, batch sizes 3, 2 and 1 included, with no recompiling, and the greedy tokens are eager's."""
+    from nanovllm_teach import LLM, SamplingParams
+    from nanovllm_teach.trace import TraceRecorder
+
+    torch._dynamo.reset()
+    prompts = [[5, 6, 7, 8, 9], list(range(10, 40)), list(range(40, 60))]
+    params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (12, 8, 4)]
+    eager = [out["token_ids"] for out in LLM().generate(prompts, params, use_tqdm=False)]
+    rec = TraceRecorder(validate=True)
+    graphs = torch._dynamo.utils.counters["stats"]
+    before = graphs["unique_graphs"]
+    llm = LLM(compile=True, trace=rec)
+    assert graphs["unique_graphs"] - before == 2  # at start-up: batches of 2 and more, and the batch of 1
+    assert [out["token_ids"] for out in llm.generate(prompts, params, use_tqdm=False)] == eager
+    assert graphs["unique_graphs"] - before == 2  # nothing recompiled while serving
+    compiles = [e for e in rec.events if e.event == "DECODE_COMPILE"]
+    assert len(compiles) == 1 and compiles[0].stats["batch_sizes"] == [2, 1] and compiles[0].stats["seconds"] > 0
+    runs = [e.stats for e in rec.events if e.event == "RUN_MODEL"]
+    assert {(s["mode"], s["eager_reason"]) for s in runs} == {("eager", "prefill"), ("compiled", "no_cuda")}
+    assert {s["batch_size"] for s in runs if s["mode"] == "compiled"} == {3, 2, 1}
+
+
+def test_compile_is_refused_with_tensor_parallelism():
+    from nanovllm_teach import LLM
+
+    with pytest.raises(ValueError, match=r"compile=True runs on one rank only, not with tensor_parallel_size=2"):
+        LLM(compile=True, tensor_parallel_size=2)

@@ -52,6 +52,8 @@ def test_when_graphs_are_captured(monkeypatch):
     assert "enforce_eager" in capture_skip_reason(CUDA, True, "triton")
     assert "CUDA device" in capture_skip_reason(CPU, False, "triton")
     assert "torch attention backend" in capture_skip_reason(CUDA, False, "torch")
+    assert "compile=True" in capture_skip_reason(CUDA, False, "triton", compile=True)
+    assert capture_skip_reason(CPU, False, "torch", compile=True) == capture_skip_reason(CPU, False, "torch")
     assert [why_no_graphs(*case).code for case in ((CUDA, True, "triton"), (CPU, False, "triton"),
                                                     (CUDA, False, "torch"))] == \
         ["enforce_eager", "no_cuda", "backend_cannot_capture"]

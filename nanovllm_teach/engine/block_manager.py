@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import xxhash
 
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.trace.events import BlockAllocate, BlockFree, PrefixCacheHit
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 NO_HASH = -1
@@ -117,11 +118,13 @@ class BlockManager:
         fresh = [self._take_free_block() for _ in range(seq.num_blocks - num_cached_blocks)]
         seq.block_table = hits + fresh
         seq.num_cached_tokens = num_cached_blocks * self.block_size
-        if hits:
-            self.rec.emit("PREFIX_CACHE_HIT", "prefill", "prefix_blocks_reused", seq_id=seq.seq_id,
-                          num_cached_blocks=len(hits), num_cached_tokens=seq.num_cached_tokens, block_ids=hits)
-        self.rec.emit("BLOCK_ALLOCATE", "prefill", "admit_sequence", seq_id=seq.seq_id, block_ids=fresh,
-                      shared_block_ids=hits, num_free_blocks=self.num_free_blocks)
+        if self.rec.enabled:
+            if hits:
+                self.rec.record("prefill", "prefix_blocks_reused", PrefixCacheHit(
+                    seq_id=seq.seq_id, num_cached_blocks=len(hits), num_cached_tokens=seq.num_cached_tokens,
+                    block_ids=hits))
+            self.rec.record("prefill", "admit_sequence", BlockAllocate(
+                seq_id=seq.seq_id, block_ids=fresh, shared_block_ids=hits, num_free_blocks=self.num_free_blocks))
 
     def _take_free_block(self) -> int:
         block_id = self.free_block_ids.popleft()
@@ -151,9 +154,9 @@ class BlockManager:
                 self.used_block_ids.discard(block_id)
                 self.free_block_ids.append(block_id)
                 freed.append(block_id)
-        self.rec.emit("BLOCK_FREE", _FREE_PHASE[reason], reason,
-                      seq_id=seq.seq_id, block_ids=released, freed_block_ids=freed,
-                      num_free_blocks=self.num_free_blocks)
+        if self.rec.enabled:
+            self.rec.record(_FREE_PHASE[reason], reason, BlockFree(
+                seq_id=seq.seq_id, block_ids=released, freed_block_ids=freed, num_free_blocks=self.num_free_blocks))
 
     def recount(self, block_tables: Iterable[list[int]]) -> list[int]:
         """Rebuild every reference count and the free list from the block tables of the live sequences;
@@ -181,8 +184,9 @@ class BlockManager:
         if seq.num_blocks > len(seq.block_table):
             block_id = self._take_free_block()
             seq.block_table.append(block_id)
-            self.rec.emit("BLOCK_ALLOCATE", "decode", "decode_needs_new_block", seq_id=seq.seq_id,
-                          block_ids=[block_id], shared_block_ids=[], num_free_blocks=self.num_free_blocks)
+            if self.rec.enabled:
+                self.rec.record("decode", "decode_needs_new_block", BlockAllocate(
+                    seq_id=seq.seq_id, block_ids=[block_id], shared_block_ids=[], num_free_blocks=self.num_free_blocks))
 
     def hash_blocks(self, seq: Sequence) -> None:
         """After a step computed ``seq.num_scheduled_tokens`` more K/V rows, name every block that just

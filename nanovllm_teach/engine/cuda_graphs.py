@@ -15,9 +15,10 @@ exactly what it recorded — the same kernels on the same memory addresses with 
   the slots to store with a boolean mask (a data-dependent shape), so it always runs eagerly.
 
 Prefill always runs eagerly (its shape changes every step), and so does a decode batch larger than the
-largest bucket, anything on a CPU, everything under ``enforce_eager``, and the Triton kernels while they
-run in the Triton interpreter (``TRITON_INTERPRET=1``: Python code, which a graph cannot record). Each case
-has a short code, the ``eager_reason`` of the RUN_MODEL event: ``prefill``, ``enforce_eager``, ``no_cuda``,
+largest bucket, anything on a CPU, everything under ``enforce_eager`` or ``compile=True`` (the compiled
+step replaces the graphs), and the Triton kernels while they run in the Triton interpreter
+(``TRITON_INTERPRET=1``: Python code, which a graph cannot record). Each case has a short code, the
+``eager_reason`` of the RUN_MODEL event: ``prefill``, ``enforce_eager``, ``no_cuda``,
 ``backend_cannot_capture``, ``batch_above_largest_graph``.
 
 The bucket arithmetic and the eager-or-graph decision are plain Python and tested on any machine; only
@@ -40,6 +41,21 @@ MAX_GRAPH_BATCH_SIZE = 512
 CAPTURABLE_BACKENDS = frozenset({"triton", "flash_attn"})
 
 
+def bind_cuda_device(device: torch.device, rank: int, world_size: int) -> torch.device:
+    """The device this rank runs on, made the process's current CUDA device (CPU devices pass through).
+
+    Triton launches and CUDA-graph capture go to the *current* device, not to the device of the tensors:
+    an engine on ``cuda:1`` that never called ``set_device`` would launch its kernels on ``cuda:0``."""
+    if device.type != "cuda":
+        return device
+    if world_size > 1:
+        device = torch.device("cuda", rank)  # one GPU per rank, as in nano-vllm
+    elif device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(device)
+    return device
+
+
 def graph_batch_sizes(max_num_seqs: int, limit: int = MAX_GRAPH_BATCH_SIZE) -> list[int]:
     """The buckets nano-vllm captures: 1, 2, 4, 8, then 16, 32, ... up to ``min(max_num_seqs, limit)``."""
     largest = min(max_num_seqs, limit)
@@ -54,12 +70,16 @@ class CaptureSkip:
     why: str
 
 
-def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str) -> CaptureSkip | None:
+def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str,
+                  compile: bool = False) -> CaptureSkip | None:
     """Why no decode graphs are captured for this engine (None: capture them)."""
     if enforce_eager:
         return CaptureSkip("enforce_eager", "enforce_eager is set")
     if device.type != "cuda":
         return CaptureSkip("no_cuda", f"CUDA graphs need a CUDA device, this engine runs on {device.type}")
+    if compile:
+        return CaptureSkip("backend_cannot_capture", "compile=True: decode steps run the compiled step, whose "
+                           "attention is the torch backend's (it reads each group's lengths on the host)")
     if backend not in CAPTURABLE_BACKENDS:
         return CaptureSkip("backend_cannot_capture", f"the {backend} attention backend is not capturable "
                            "(it stores K/V through a data-dependent mask)")
@@ -70,9 +90,10 @@ def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str) -> Ca
     return None
 
 
-def capture_skip_reason(device: torch.device, enforce_eager: bool, backend: str) -> str | None:
+def capture_skip_reason(device: torch.device, enforce_eager: bool, backend: str,
+                        compile: bool = False) -> str | None:
     """``why_no_graphs`` as a sentence (None: graphs are captured)."""
-    skip = why_no_graphs(device, enforce_eager, backend)
+    skip = why_no_graphs(device, enforce_eager, backend, compile)
     return None if skip is None else skip.why
 
 

@@ -17,14 +17,16 @@ Every step, ``run(seqs, is_prefill)``:
 
 It knows nothing of scheduling policy: it runs exactly what it is given.
 
-On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); prefill and
-everything on a CPU run eagerly, and RUN_MODEL's ``eager_reason`` says why.
+On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); with
+``compile=True`` they run the compiled step of ``utils/compiled_decode.py`` instead (compiled at start-up
+once the KV cache is bound, DECODE_COMPILE; no graphs then). Prefill and the rest run eagerly, and
+RUN_MODEL's ``eager_reason`` says why no graph ran.
 
 With tensor parallelism every rank builds one of these (``engine/tp_workers.py`` spawns ranks 1…N−1): each
 joins the process group first (the layers read their shard from it), start-up facts are gathered so that
 rank 0 reports every rank, the ranks agree on the smallest KV block count, and only rank 0 samples.
 
-Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, CUDAGRAPH_CAPTURE,
+Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, DECODE_COMPILE, CUDAGRAPH_CAPTURE,
 PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 """
 
@@ -38,10 +40,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from msgspec import UNSET
 
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, choose_graph_batch_size, eager_reason,
-                                               graph_batch_sizes, largest_graph_held, why_no_graphs)
+from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
+                                               eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
@@ -49,7 +52,11 @@ from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.sampler import Sampler
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.sampling_params import SamplingParams
-from nanovllm_teach.trace.recorder import NullRecorder, Recorder
+from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, DecodeCompile, KvBudgetEstimate,
+                                         ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
+                                         Sample, TpRuntimeInit, Warmup)
+from nanovllm_teach.trace.recorder import Recorder
+from nanovllm_teach.utils.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.utils.loader import load_model
 from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget,
@@ -94,21 +101,6 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     return name
 
 
-def bind_cuda_device(device: torch.device, rank: int, world_size: int) -> torch.device:
-    """The device this rank runs on, made the process's current CUDA device (CPU devices pass through).
-
-    Triton launches and CUDA-graph capture go to the *current* device, not to the device of the tensors:
-    an engine on ``cuda:1`` that never called ``set_device`` would launch its kernels on ``cuda:0``."""
-    if device.type != "cuda":
-        return device
-    if world_size > 1:
-        device = torch.device("cuda", rank)  # one GPU per rank, as in nano-vllm
-    elif device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    torch.cuda.set_device(device)
-    return device
-
-
 def decode_slot(seq: Sequence, block_size: int) -> int:
     """The cache slot of ``seq``'s newest token, whose K/V a decode step stores: in its last block, right
     after the tokens already there."""
@@ -137,7 +129,8 @@ class ModelRunner:
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
                        dtype=str(self.dtype), attention_backend=self.attention_backend)
         for facts in self._all_ranks(runtime):  # workers have no recorder: rank 0 reports every rank
-            self.rec.emit("TP_RUNTIME_INIT", "init", "runtime_ready", **facts)
+            if self.rec.enabled:
+                self.rec.record("init", "runtime_ready", TpRuntimeInit(**facts))
 
         default_dtype = torch.get_default_dtype()
         torch.set_default_dtype(self.dtype)
@@ -148,9 +141,12 @@ class ModelRunner:
             torch.set_default_dtype(default_dtype)
         report = load_model(self.model, config.model)
         self.model.eval()
-        self.rec.emit("MODEL_WEIGHTS_LOADED", "init", "weights_loaded", num_files=report.num_files,
-                      num_keys=report.num_keys, dtype=report.dtype, num_params=report.num_params,
-                      **self._per_rank("num_params_by_rank", self._all_ranks(report.num_params)))
+        # Per-rank lists only under tensor parallelism (a one-rank trace keeps its shape); a collective: unguarded.
+        num_params_by_rank = self._all_ranks(report.num_params) if self.world_size > 1 else UNSET
+        if self.rec.enabled:
+            self.rec.record("init", "weights_loaded", ModelWeightsLoaded(
+                num_files=report.num_files, num_keys=report.num_keys, dtype=report.dtype,
+                num_params=report.num_params, num_params_by_rank=num_params_by_rank))
         self.sampler = Sampler()
         backend = make_attention_backend(self.attention_backend)
         self.attention_layers = [m for m in self.model.modules() if isinstance(m, Attention)]
@@ -158,20 +154,28 @@ class ModelRunner:
             layer.backend = backend
 
         self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
-        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend)
+        self.compiled_decode: CompiledDecode | None = None
+        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend, config.compile)
         self.warmup_model()
         with self._largest_graph_held() as graph_reserve_bytes:
             reading = read_memory(self.device)  # `used` includes the graph pool while it is held
         self.num_kvcache_blocks = self.allocate_kv_cache(reading, graph_reserve_bytes)
+        if config.compile:  # once the cache is bound: the compiled step takes it as an argument
+            self.compiled_decode = CompiledDecode(self.model)
+            seconds = self.compiled_decode.compile_at_startup([2, 1], self.device)
+            if self.rec.enabled:
+                self.rec.record("init", "compile_decode_step", DecodeCompile(seconds=round(seconds, 4),
+                                                                             batch_sizes=[2, 1]))
         # After the KV cache: the graphs bake in its addresses.
         if self.graph_skip is None:
             free_before = torch.cuda.mem_get_info(self.device)[0]
             start = time.perf_counter()
             self.decode_graphs = self._capture(graph_batch_sizes(config.max_num_seqs))
-            self.rec.emit("CUDAGRAPH_CAPTURE", "init", "capture_decode_graphs",
-                          batch_sizes=self.decode_graphs.batch_sizes, seconds=round(time.perf_counter() - start, 4),
-                          memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0],
-                          reserved_bytes=graph_reserve_bytes)
+            if self.rec.enabled:
+                self.rec.record("init", "capture_decode_graphs", CudagraphCapture(
+                    batch_sizes=self.decode_graphs.batch_sizes, seconds=round(time.perf_counter() - start, 4),
+                    memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0],
+                    reserved_bytes=graph_reserve_bytes))
 
     # ---- start-up -------------------------------------------------------------------------------
 
@@ -191,10 +195,6 @@ class ModelRunner:
         dist.all_gather_object(values, value)
         return values
 
-    def _per_rank(self, name: str, values: list[Any]) -> dict[str, list[Any]]:
-        """A per-rank stat under tensor parallelism; nothing on a single rank, whose traces keep their shape."""
-        return {name: values} if self.world_size > 1 else {}
-
     def warmup_model(self) -> None:
         """Run the largest prefill the limits allow, then sample ``max_num_seqs`` rows of logits at temperature
         1 (the sampler's float32 copies of a decode batch's logits can outweigh a small model's prefill), so
@@ -209,11 +209,8 @@ class ModelRunner:
         for seq in seqs:
             seq.num_scheduled_tokens = seq_len
         start = time.perf_counter()
-        recorder, self.rec = self.rec, NullRecorder()  # the warm-up is not part of anyone's trace
-        try:
+        with self.rec.paused():  # the warm-up's own step is not part of anyone's trace
             self.run(seqs, True)
-        finally:
-            self.rec = recorder
         sample_rows = self.config.max_num_seqs
         with torch.inference_mode():
             hidden = torch.zeros(sample_rows, self.config.hf_config.hidden_size, dtype=self.dtype, device=self.device)
@@ -222,9 +219,10 @@ class ModelRunner:
                 self.sampler(logits, torch.ones(sample_rows, device=self.device), [None] * sample_rows)
             del hidden, logits
         seconds = time.perf_counter() - start
-        self.rec.emit("WARMUP", "init", "expose_peak_memory", num_seqs=num_seqs, seq_len=seq_len,
-                      sample_rows=sample_rows, peak_bytes=read_memory(self.device).peak, peak_source=peak_source,
-                      seconds=round(seconds, 4))
+        if self.rec.enabled:
+            self.rec.record("init", "expose_peak_memory", Warmup(
+                num_seqs=num_seqs, seq_len=seq_len, sample_rows=sample_rows, peak_bytes=read_memory(self.device).peak,
+                peak_source=peak_source, seconds=round(seconds, 4)))
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -287,15 +285,14 @@ class ModelRunner:
         self._bind_kv_cache(torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
                                         layer.head_dim, dtype=self.dtype, device=self.device))
         reason = "size_kv_cache_cpu_cap" if limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
-        self.rec.emit("KV_BUDGET_ESTIMATE", "init", reason, **reading.as_stats(),
-                      utilization=utilization, budget=budget, block_bytes=block_bytes,
-                      uncapped_num_blocks=max(memory_budget, 0) // block_bytes, cap_bytes=cpu_cap,
-                      limited_by=limited_by, graph_reserve_bytes=graph_reserve_bytes,
-                      estimated_num_blocks=estimated, num_blocks=num_blocks,
-                      explicit=explicit is not None, block_size=self.block_size,
-                      num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
-                      dtype_bytes=elem_bytes, vocab_size=hf.vocab_size,
-                      **self._per_rank("num_blocks_by_rank", num_blocks_by_rank))
+        if self.rec.enabled:
+            self.rec.record("init", reason, KvBudgetEstimate(
+                **reading.as_stats(), utilization=utilization, budget=budget, block_bytes=block_bytes,
+                uncapped_num_blocks=max(memory_budget, 0) // block_bytes, cap_bytes=cpu_cap, limited_by=limited_by,
+                graph_reserve_bytes=graph_reserve_bytes, estimated_num_blocks=estimated, num_blocks=num_blocks,
+                explicit=explicit is not None, block_size=self.block_size, num_layers=num_layers,
+                num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim, dtype_bytes=elem_bytes,
+                vocab_size=hf.vocab_size, num_blocks_by_rank=num_blocks_by_rank if self.world_size > 1 else UNSET))
         return num_blocks
 
     # ---- one step -------------------------------------------------------------------------------
@@ -333,11 +330,12 @@ class ModelRunner:
                       slot_mapping=self._tensor(slot_mapping), block_tables=block_tables)
         set_context(ctx)
         ids, pos = self._tensor(input_ids), self._tensor(positions)
-        self.rec.emit("PREPARE_PREFILL_TENSORS", "prefill", "flatten_prompts", n_seqs=len(seqs),
-                      flat_tokens=len(input_ids), max_seqlen_q=ctx.max_seqlen_q, max_seqlen_k=ctx.max_seqlen_k,
-                      has_block_tables=block_tables is not None, input_ids=ids, positions=pos,
-                      cu_seqlens_q=ctx.cu_seqlens_q, cu_seqlens_k=ctx.cu_seqlens_k,
-                      slot_mapping=ctx.slot_mapping, block_tables=block_tables)
+        if self.rec.enabled:
+            self.rec.record("prefill", "flatten_prompts", PreparePrefillTensors(
+                n_seqs=len(seqs), flat_tokens=len(input_ids), max_seqlen_q=ctx.max_seqlen_q,
+                max_seqlen_k=ctx.max_seqlen_k, has_block_tables=block_tables is not None, input_ids=ids,
+                positions=pos, cu_seqlens_q=ctx.cu_seqlens_q, cu_seqlens_k=ctx.cu_seqlens_k,
+                slot_mapping=ctx.slot_mapping, block_tables=block_tables))
         return ids, pos
 
     def prepare_decode(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -349,9 +347,10 @@ class ModelRunner:
                       context_lens=self._tensor([seq.num_tokens for seq in seqs], torch.int32),
                       block_tables=self._block_tables(seqs))
         set_context(ctx)
-        self.rec.emit("PREPARE_DECODE_TENSORS", "decode", "one_token_per_sequence", batch_size=len(seqs),
-                      input_ids=ids, positions=pos, context_lens=ctx.context_lens,
-                      slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables)
+        if self.rec.enabled:
+            self.rec.record("decode", "one_token_per_sequence", PrepareDecodeTensors(
+                batch_size=len(seqs), input_ids=ids, positions=pos, context_lens=ctx.context_lens,
+                slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables))
         return ids, pos
 
     def prepare_sample(self, seqs: list[Sequence]) -> tuple[torch.Tensor, list[int | None]]:
@@ -365,16 +364,21 @@ class ModelRunner:
         graph_bs = choose_graph_batch_size(is_prefill, input_ids.size(0), graph_sizes)
         if graph_bs is not None:
             hidden_states = self.decode_graphs.replay(input_ids, positions, get_context(), graph_bs)
-            self.rec.emit("CUDAGRAPH_REPLAY", "decode", "replay_decode_graph", mode="graph",
-                          batch_size=input_ids.size(0), num_tokens=input_ids.size(0), graph_batch_size=graph_bs)
+            if self.rec.enabled:
+                self.rec.record("decode", "replay_decode_graph", CudagraphReplay(
+                    mode="graph", batch_size=input_ids.size(0), num_tokens=input_ids.size(0),
+                    graph_batch_size=graph_bs))
             return self.model.compute_logits(hidden_states)
-        hidden_states = self.model(input_ids, positions)
+        compiled = self.compiled_decode is not None and not is_prefill
+        hidden_states = (self.compiled_decode if compiled else self.model)(input_ids, positions)
         if is_prefill:
             # Only each sequence's last position predicts a next token.
             hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
-        self.rec.emit("RUN_MODEL", "prefill" if is_prefill else "decode", "eager_forward", mode="eager",
-                      batch_size=hidden_states.size(0), num_tokens=input_ids.size(0), graph_batch_size=None,
-                      eager_reason=eager_reason(is_prefill, self.graph_skip))
+        if self.rec.enabled:
+            self.rec.record("prefill" if is_prefill else "decode", "compiled_forward" if compiled else "eager_forward",
+                            RunModel(mode="compiled" if compiled else "eager", batch_size=hidden_states.size(0),
+                                     num_tokens=input_ids.size(0), graph_batch_size=None,
+                                     eager_reason=eager_reason(is_prefill, self.graph_skip)))
         return self.model.compute_logits(hidden_states)
 
     @torch.inference_mode()
@@ -388,7 +392,8 @@ class ModelRunner:
             token_ids = self.sampler(logits, temperatures, seeds).tolist() if logits is not None else []
         finally:
             reset_context()
-        self.rec.emit("SAMPLE", "prefill" if is_prefill else "decode", "sample_next_tokens",
-                      seq_ids=[seq.seq_id for seq in seqs], temperatures=[seq.temperature for seq in seqs],
-                      token_ids=token_ids)
+        if self.rec.enabled:
+            self.rec.record("prefill" if is_prefill else "decode", "sample_next_tokens", Sample(
+                seq_ids=[seq.seq_id for seq in seqs], temperatures=[seq.temperature for seq in seqs],
+                token_ids=token_ids))
         return token_ids

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.sequence import Sequence, SequenceState, SequenceStatus
+from nanovllm_teach.trace.events import (BlockAllocate, BlockFree, Preempt, RequestAbort, ScheduleDecode,
+                                         SchedulePrefill, StateTransition)
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 POLICIES = ("continuous", "static")
@@ -85,26 +87,28 @@ class Scheduler:
 
     def _transition(self, seq: Sequence, to: SequenceStatus, phase: str, reason: str, **stats) -> None:
         was, seq.status = seq.status, to
-        self.rec.emit("STATE_TRANSITION", phase, reason, seq_id=seq.seq_id, **{"from": was.value},
-                      to=to.value, num_completion_tokens=seq.num_completion_tokens, max_tokens=seq.max_tokens,
-                      **stats)
+        if self.rec.enabled:
+            self.rec.record(phase, reason, StateTransition(
+                seq_id=seq.seq_id, from_=was.value, to=to.value, num_completion_tokens=seq.num_completion_tokens,
+                max_tokens=seq.max_tokens, **stats))
 
     def schedule(self) -> tuple[list[Sequence], bool]:
         """The sequences to run this step and whether the step is a prefill."""
         scheduled = self._schedule_prefill()
         if scheduled:
-            self.rec.emit("SCHEDULE_PREFILL", "prefill", "waiting_admitted",
-                          seq_ids=[s.seq_id for s in scheduled],
-                          num_scheduled_tokens=[s.num_scheduled_tokens for s in scheduled],
-                          chunked=[s.status == SequenceStatus.WAITING for s in scheduled],
-                          num_batched_tokens=sum(s.num_scheduled_tokens for s in scheduled),
-                          scheduled=len(scheduled), waiting_len=len(self.waiting), running_len=len(self.running))
+            if self.rec.enabled:
+                tokens = [s.num_scheduled_tokens for s in scheduled]
+                self.rec.record("prefill", "waiting_admitted", SchedulePrefill(
+                    seq_ids=[s.seq_id for s in scheduled], num_scheduled_tokens=tokens,
+                    chunked=[s.status == SequenceStatus.WAITING for s in scheduled], num_batched_tokens=sum(tokens),
+                    scheduled=len(scheduled), waiting_len=len(self.waiting), running_len=len(self.running)))
             return scheduled, True
         scheduled = self._schedule_decode()
-        self.rec.emit("SCHEDULE_DECODE", "decode", "no_prefill_ready", seq_ids=[s.seq_id for s in scheduled],
-                      num_batched_tokens=len(scheduled), scheduled=len(scheduled),
-                      decode_step_index=self.num_decode_steps, waiting_len=len(self.waiting),
-                      running_len=len(self.running))
+        if self.rec.enabled:
+            self.rec.record("decode", "no_prefill_ready", ScheduleDecode(
+                seq_ids=[s.seq_id for s in scheduled], num_batched_tokens=len(scheduled), scheduled=len(scheduled),
+                decode_step_index=self.num_decode_steps, waiting_len=len(self.waiting),
+                running_len=len(self.running)))
         self.num_decode_steps += 1
         return scheduled, False
 
@@ -168,9 +172,10 @@ class Scheduler:
         num_blocks = len(seq.block_table)
         self.block_manager.deallocate(seq, "preempted")
         seq.num_preemptions += 1
-        self.rec.emit("PREEMPT", "decode", "no_free_block_for_decode", seq_id=seq.seq_id,
-                      freed_blocks=num_blocks, needed_by=needed_by.seq_id, num_tokens=seq.num_tokens,
-                      num_free_blocks=self.block_manager.num_free_blocks)
+        if self.rec.enabled:
+            self.rec.record("decode", "no_free_block_for_decode", Preempt(
+                seq_id=seq.seq_id, freed_blocks=num_blocks, needed_by=needed_by.seq_id, num_tokens=seq.num_tokens,
+                num_free_blocks=self.block_manager.num_free_blocks))
         self._transition(seq, SequenceStatus.WAITING, "decode", "preempted")
         self.waiting.appendleft(seq)
 
@@ -213,14 +218,14 @@ class Scheduler:
         for seq in aborted:
             seq.status, seq.finish_reason = SequenceStatus.FINISHED, "aborted"
             seq.block_table, seq.num_cached_tokens, seq.num_scheduled_tokens = [], 0, 0
-        # The state is settled; only now the events, which may fail.
-        self._report_blocks(held, "aborted", frees=[(seq, held[seq]) for seq in aborted])
-        for seq, status in zip(aborted, was):
-            self.rec.emit("REQUEST_ABORT", "egress", "request_aborted", seq_id=seq.seq_id,
-                          num_completion_tokens=seq.num_completion_tokens)
-            self.rec.emit("STATE_TRANSITION", "egress", "aborted", seq_id=seq.seq_id, **{"from": status.value},
-                          to=SequenceStatus.FINISHED.value, num_completion_tokens=seq.num_completion_tokens,
-                          max_tokens=seq.max_tokens)
+        if self.rec.enabled:  # the state is settled; only now the events, which may fail
+            self._report_blocks(held, "aborted", frees=[(seq, held[seq]) for seq in aborted])
+            for seq, status in zip(aborted, was):
+                self.rec.record("egress", "request_aborted", RequestAbort(
+                    seq_id=seq.seq_id, num_completion_tokens=seq.num_completion_tokens))
+                self.rec.record("egress", "aborted", StateTransition(
+                    seq_id=seq.seq_id, from_=status.value, to=SequenceStatus.FINISHED.value,
+                    num_completion_tokens=seq.num_completion_tokens, max_tokens=seq.max_tokens))
         return aborted
 
     def _settle(self) -> list[int]:
@@ -253,7 +258,8 @@ class Scheduler:
         self.waiting.extend([seq for seq in checkpoint.running if seq in stale] + list(checkpoint.waiting))
         self.num_decode_steps = checkpoint.num_decode_steps
         self._settle()
-        self._report_rollback(held)
+        if self.rec.enabled:
+            self._report_rollback(held)
 
     def _report_rollback(self, held: dict[Sequence, list[int]]) -> None:
         """What a replay of the trace needs to know who holds which block after the rollback."""
@@ -267,17 +273,18 @@ class Scheduler:
                        takes: list[tuple[Sequence, list[int]]] = ()) -> None:
         """BLOCK_FREE for each (sequence, blocks it gave back), then BLOCK_ALLOCATE for each (sequence,
         blocks it took), each with the free count a replay of the trace has after it. ``held``: every
-        table before the change (the state itself is already settled)."""
+        table before the change (the state itself is already settled). Called only while recording."""
         holders = Counter(block_id for table in held.values() for block_id in table)
         num_blocks = self.block_manager.num_blocks
         for seq, blocks in frees:
             if blocks:
                 holders.subtract(blocks)
-                self.rec.emit("BLOCK_FREE", "egress", reason, seq_id=seq.seq_id, block_ids=blocks,
-                              freed_block_ids=[b for b in reversed(blocks) if holders[b] == 0],
-                              num_free_blocks=num_blocks - sum(n > 0 for n in holders.values()))
+                self.rec.record("egress", reason, BlockFree(
+                    seq_id=seq.seq_id, block_ids=blocks,
+                    freed_block_ids=[b for b in reversed(blocks) if holders[b] == 0], num_free_blocks=num_blocks - sum(n > 0 for n in holders.values())))
         for seq, blocks in takes:
             if blocks:
                 holders.update(blocks)
-                self.rec.emit("BLOCK_ALLOCATE", "egress", reason, seq_id=seq.seq_id, block_ids=blocks,
-                              shared_block_ids=[], num_free_blocks=num_blocks - sum(n > 0 for n in holders.values()))
+                self.rec.record("egress", reason, BlockAllocate(
+                    seq_id=seq.seq_id, block_ids=blocks, shared_block_ids=[],
+                    num_free_blocks=num_blocks - sum(n > 0 for n in holders.values())))

@@ -5,8 +5,9 @@ slice of the MLP and of the vocabulary, see ``layers/linear.py`` and ``layers/em
 N-th of the KV cache (its KV heads, in every block). A forward pass therefore runs on all ranks at once,
 in lockstep: the all-reduces in ``RowParallelLinear`` / ``VocabParallelEmbedding`` and the gather in
 ``ParallelLMHead`` pair up call by call across processes. Rank 0 lives in the engine process; ranks
-1…N−1 are fresh Python processes (never forks: a forked child cannot use CUDA) and talk ``torch.distributed`` — gloo on
-CPU, NCCL on GPU — meeting at ``tcp://127.0.0.1:<free port>`` chosen by rank 0.
+1…N−1 are fresh Python processes (never forks: a forked child cannot use CUDA) and talk
+``torch.distributed`` — gloo on CPU, NCCL on GPU — meeting at ``tcp://127.0.0.1:<free port>`` chosen by
+rank 0.
 
 How rank 0 drives the workers, as nano-vllm's ``LLMEngine`` does, except that each call goes down a pipe::
 
@@ -317,6 +318,10 @@ class TensorParallelRunner:
         if dist.is_initialized():
             raise RuntimeError("a tensor-parallel engine is already running in this process: close() it first "
                                "(the layers take their shard from the process-wide default group)")
+        if config.compile:  # before any worker is spawned
+            raise ValueError(f"compile=True runs on one rank only, not with tensor_parallel_size="
+                             f"{config.tensor_parallel_size}: the compiled decode step is not built for the "
+                             "all-reduces of tensor parallelism")
         self.pool = WorkerPool(config)
         # Garbage collection or interpreter exit stops the workers even without close(). The finalizer holds
         # the pool, never self, so it does not keep this runner alive.

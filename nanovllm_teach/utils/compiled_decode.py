@@ -19,7 +19,9 @@ kernels around the matrix multiplies. Three choices make that work for a paged K
 
 The compiled step runs the model's own modules with the model's own weights, so greedy tokens equal the
 eager step's. Compilation happens on the first call and takes seconds to tens of seconds
-(``compile_seconds``). Emits no events: the model runner that uses it reports the compile time.
+(``compile_seconds``); ``compile_at_startup`` makes those calls on stand-in steps, with a progress bar,
+before the engine serves anything. Emits no events: the model runner reports the compile time
+(DECODE_COMPILE).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from __future__ import annotations
 from time import perf_counter
 
 import torch
+from tqdm.auto import tqdm
 
 from nanovllm_teach.layers.attention import Attention
 from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
-from nanovllm_teach.utils.context import get_context
+from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 
 _BACKEND = TorchAttentionBackend()
 
@@ -100,3 +103,22 @@ class CompiledDecode:
         if self.compile_seconds is None:
             self.compile_seconds = perf_counter() - start
         return hidden
+
+    def compile_at_startup(self, batch_sizes: list[int], device: torch.device) -> float:
+        """Compile by running one stand-in decode step per batch size (2 before 1: the dynamic graph first,
+        then the batch of one, a shape of its own); returns the seconds it took. Every row stores into slot
+        0 and reads it back (a valid slot whatever the block size): whichever sequence gets block 0 writes
+        that row again before anything reads it."""
+        start = perf_counter()
+        with torch.inference_mode():
+            for bs in tqdm(batch_sizes, desc="torch.compile of the decode step", unit="batch size"):
+                # Three tensors, not one: the compiled graph must not be specialised to aliased inputs.
+                ids, pos, slots = (torch.zeros(bs, dtype=torch.int64, device=device) for _ in range(3))
+                set_context(Context(is_prefill=False, slot_mapping=slots,
+                                    context_lens=torch.ones(bs, dtype=torch.int32, device=device),
+                                    block_tables=torch.zeros(bs, 1, dtype=torch.int32, device=device)))
+                try:
+                    self(ids, pos)
+                finally:
+                    reset_context()
+        return perf_counter() - start
