@@ -191,15 +191,19 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from nanovllm_teach.trace.console import format_event
-    from nanovllm_teach.trace.diff import diff_traces
+    from nanovllm_teach.trace.diff import Voice, diff_traces
 
     traces = [_load(path, args.lenient) for path in (args.a, args.b)]
-    divergence = diff_traces(traces[0], traces[1])
+    # Two ordinary runs, neither of them "the reference": the sentences name them by file.
+    names = (Path(args.a).name, Path(args.b).name)
+    if names[0] == names[1]:
+        names = (args.a, args.b)
+    divergence = diff_traces(traces[0], traces[1], voice=Voice.named(*names))
     if divergence is None:
         print(f"identical: {len(traces[0].events)} events agree (timing and machine fields aside)")
         return 0
     print(divergence.message)
-    for label, event in (("A", divergence.yours), ("B", divergence.reference)):
+    for label, event in zip(names, (divergence.yours, divergence.reference)):
         if event is not None:
             print(f"  {label} event #{event.i}: {format_event(event)}")
     return 1
@@ -307,8 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.set_defaults(func=_compare)
 
     dif = sub.add_parser("diff", help="the first event where two traces of one workload disagree (exit 1 if any)")
-    dif.add_argument("a", help="your trace (\"you\" in the sentence)")
-    dif.add_argument("b", help="the reference trace")
+    dif.add_argument("a", help="the first trace")
+    dif.add_argument("b", help="the second trace")
     dif.add_argument("--lenient", action="store_true", help="diff the valid parts of damaged traces")
     dif.set_defaults(func=_diff)
 
