@@ -16,7 +16,9 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from PIL import Image
 
-from nanovllm_teach.trace import load_trace
+from pathlib import Path
+
+from nanovllm_teach.trace import format_step_table, load_trace
 from nanovllm_teach.viz import (
     EngineReplay, compare, figure_png, move_cursor, plot_block_grid, plot_gantt, plot_overview, plot_timelines,
     summarize,
@@ -89,6 +91,54 @@ def test_timelines_cursor_moves(traces):
     move_cursor(fig, 17)
     assert all(list(line.get_xdata()) == [17, 17] for line in lines)
     assert png_size(figure_png(fig, dpi=40))[0] > 100
+
+
+def _height_at(fig: Figure, gid: str, x: float) -> float:
+    """The height a panel draws over x: the tallest of its bars or fill there, or its step line's value."""
+    artist = one(fig, gid)
+    if hasattr(artist, "get_paths"):
+        heights = [p.vertices[:, 1].max() for p in artist.get_paths()
+                   if p.vertices[:, 0].min() <= x <= p.vertices[:, 0].max()]
+        if len(artist.get_paths()) == 1:  # a fill_between: the highest whole number its outline holds over x
+            path, h = artist.get_paths()[0], 0
+            while path.contains_point((x, h + 0.5)):
+                h += 1
+            return float(h)
+        return float(max(heights))
+    xs, ys = artist.get_xdata(), artist.get_ydata()
+    return float(ys[list(xs).index(x)])
+
+
+@pytest.mark.parametrize("path", ["traces/preemption.jsonl", "traces/walkthrough.jsonl"])
+def test_one_step_convention_in_every_picture_and_the_table(path):
+    """Step N's column shows step N as it ran: when a request finishes in step N, the batch bars, the KV
+    blocks held and the running queue all drop at N + 0.5, where the Gantt chart's finish marker is."""
+    trace = load_trace(Path(__file__).resolve().parent.parent / path)
+    fig = plot_overview(trace)
+    rows = {r.step: r for r in trace.steps}
+    finishes = [r for r in trace.steps if r.finished and r.step + 1 in rows]
+    assert finishes
+    for row in finishes:
+        after = rows[row.step + 1]
+        n = row.step
+        assert _height_at(fig, "batch-size", n) == row.batch_size
+        assert _height_at(fig, "batch-size", n + 1) == after.batch_size < row.batch_size
+        # The finished request's blocks are still drawn over its last step, gone over the next.
+        assert _height_at(fig, "kv-used", n) == row.held_blocks > row.used_blocks
+        assert _height_at(fig, "kv-used", n + 1) == after.held_blocks
+        assert _height_at(fig, "running", n) == row.running_in_step == row.batch_size or row.phase == "prefill"
+        assert _height_at(fig, "running", n + 1) == after.running_in_step < row.running_in_step
+    ends = {round(float(x), 3) for coll in by_gid(fig, "finish-eos") + by_gid(fig, "finish-length")
+            for x, _ in coll.get_offsets()}
+    assert {row.step + 0.5 for row in finishes} <= ends
+    # The table says the same: "held" while the step ran, "used" after its requests freed their blocks.
+    table = format_step_table(trace.steps).splitlines()
+    header = table[0].split()
+    for row in finishes:
+        cells = dict(zip(header, table[row.step].split()))
+        assert int(cells["bs"]) == row.batch_size and int(cells["held"]) == row.held_blocks
+        assert int(cells["used"]) == row.used_blocks and cells["finished"] == ",".join(map(str, row.finished))
+    assert "step N as it ran" in one(fig, "batch-size").axes.get_legend().get_title().get_text()
 
 
 # ---- Gantt chart ---------------------------------------------------------------------------------------

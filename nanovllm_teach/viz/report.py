@@ -110,7 +110,7 @@ def html_report(trace: Trace, max_step_rows: int = 2000) -> str:
         f"<p>{_text(trace.header.get('lesson'))}</p>" if trace.header.get("lesson") else "",
         f"<h2>Summary</h2><pre>{html.escape(summary)}</pre>",
         "<h2>Timelines and requests</h2>", _img(plot_overview(trace), "timelines and request Gantt chart"),
-        f"<h2>KV blocks at step {peak} (peak use)</h2>", _img(grid, f"KV block grid at step {peak}"),
+        f"<h2>KV blocks at the end of step {peak} (peak use)</h2>", _img(grid, f"KV block grid at step {peak}"),
         "<h2>Requests</h2>", _request_table(trace.requests, _prompts(trace)),
         "<h2>Steps</h2>", f"<pre>{html.escape(format_step_table(rows, limit=max_step_rows))}</pre>",
         "<h2>Trace header</h2>", f"<table>{header_rows}</table>",

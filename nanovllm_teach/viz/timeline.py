@@ -4,8 +4,11 @@ One panel per quantity a learner watches: batch size, KV blocks used out of the 
 tokens computed per step, and the waiting/running queue lengths. Prefill steps and decode steps get
 different colours everywhere, preemptions are marked, and an optional cursor shows the current step.
 
-Step ``s`` is drawn centred on x = s (bars span ``s - 0.5 .. s + 0.5``), as in the Gantt chart, so the
-pictures line up. The panel functions (``draw_batch_size`` ...) are reused by the side-by-side comparison;
+The step convention, the same in every picture (and stated in the legend, ``STEP_CONVENTION``): step ``s``
+is the column x = ``s - 0.5 .. s + 0.5`` and shows the step as it ran: its batch, its tokens, the KV
+blocks it held and the queues it ran with (``StepRow.held_blocks``, ``waiting_in_step``,
+``running_in_step``). What a step frees when its requests finish shows from its right edge on, where the
+Gantt chart puts the finish marker and where the batch bars drop. The panel functions (``draw_batch_size`` ...) are reused by the side-by-side comparison;
 cursor lines carry ``gid="cursor"`` so ``move_cursor`` (and the player) can find them.
 """
 
@@ -47,16 +50,19 @@ def draw_batch_size(ax: Axes, rows: list[StepRow]) -> None:
     ax.set_ylabel("batch size")
 
 
+STEP_CONVENTION = "column N: step N as it ran\n(what it frees shows after it)"
+
+
 def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
     total_blocks = rows[0].used_blocks + rows[0].free_blocks
-    ax.fill_between([r.step for r in rows], [r.used_blocks for r in rows], step="mid", color="#666666", alpha=0.6,
+    ax.fill_between([r.step for r in rows], [r.held_blocks for r in rows], step="mid", color="#666666", alpha=0.6,
                     gid="kv-used")
-    peak_used = max(r.used_blocks for r in rows)
+    peak_used = max(r.held_blocks for r in rows)
     # Scale to what is used; the cache's capacity is drawn only when it is on a comparable scale.
     ax.set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
     if total_blocks <= peak_used * 1.25 + 1:
         ax.axhline(total_blocks, color="black", linewidth=0.8, linestyle="--", gid="kv-capacity")
-    ax.set_ylabel(f"KV blocks used\n(of {total_blocks})")
+    ax.set_ylabel(f"KV blocks held\n(of {total_blocks})")
 
 
 def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
@@ -78,8 +84,8 @@ def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
 
 def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
     steps = [r.step for r in rows]
-    ax.step(steps, [r.waiting_len for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
-    ax.step(steps, [r.running_len for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
+    ax.step(steps, [r.waiting_in_step for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
+    ax.step(steps, [r.running_in_step for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
     ax.set_ylabel("queue length")
     ax.legend(loc="upper right", fontsize=8)
 
@@ -94,7 +100,7 @@ def phase_legend(ax: Axes, rows: list[StepRow]) -> None:
     handles = [Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
     if any(r.preempted for r in rows):
         handles.append(Line2D([], [], color=PREEMPT_COLOR, label="preemption"))
-    ax.legend(handles=handles, loc="upper right", fontsize=8)
+    ax.legend(handles=handles, loc="upper right", fontsize=8, title=STEP_CONVENTION, title_fontsize=7)
 
 
 PANELS = (draw_batch_size, draw_kv_blocks, draw_latency, draw_tokens, draw_queues)
