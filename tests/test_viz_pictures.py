@@ -23,7 +23,7 @@ from nanovllm_teach.viz import (
     EngineReplay, compare, figure_png, move_cursor, plot_block_grid, plot_gantt, plot_overview, plot_timelines,
     summarize,
 )
-from nanovllm_teach.viz.blockgrid import LABEL_CELLS, MAX_CELLS, draw_block_grid
+from nanovllm_teach.viz.blockgrid import LABEL_CELLS, MAX_CELLS, draw_block_grid, freed_at_step_end, group_summary
 from nanovllm_teach.viz.compare import early_finished_waste, late_joining_waste
 from nanovllm_teach.trace import KVSnapshot, held_segments, request_segments
 from nanovllm_teach.viz.style import CACHED_COLOR, FREE_COLOR, PHASE_COLORS, STATE_COLORS, seq_color
@@ -228,18 +228,51 @@ def test_block_grid_cells_colours_and_refcounts(traces):
         assert owners == {str(seqs[0]) for seqs in kv.holders.values() if len(seqs) == 1}
 
 
-def test_block_grid_of_a_large_cache_is_cut_and_summed_up():
-    holders = {b: (b // 10,) for b in range(3000, 3200)}
-    holders[3000] = (1, 2, 3)  # one shared block
-    kv = KVSnapshot(step=7, num_blocks=20_000, holders=holders, cached_free=frozenset(range(3200, 3300)) | {50})
+@pytest.mark.parametrize("num_blocks", [16, 341, 1024, 1025, 20_000])
+def test_block_grid_scales_from_16_to_20000_blocks(num_blocks):
+    holders = {b: (b % 7,) for b in range(2, min(num_blocks, 400))}
+    holders[2] = (1, 2, 3)  # one shared block
+    cached = frozenset(range(num_blocks - 3, num_blocks))
+    kv = KVSnapshot(step=7, num_blocks=num_blocks, holders=holders, cached_free=cached)
     fig = Figure()
     layout = draw_block_grid(fig.subplots(), kv)
-    assert (layout.first, layout.num_cells) == (50, MAX_CELLS)  # from the first non-free block
-    assert len(one(fig, "blocks").get_paths()) == MAX_CELLS
-    assert MAX_CELLS > LABEL_CELLS and not by_gid(fig, "refcount") and not by_gid(fig, "owner")
+    cells = one(fig, "blocks")
+    assert len(cells.get_paths()) == layout.num_cells <= MAX_CELLS
     title = fig.axes[0].get_title()
-    assert "200 used (1 shared, max ×3), 101 cached, 19699 free, of 20000 blocks" in title
-    assert "drawn: blocks 50–2097; outside it: 200 used, 100 cached" in title
+    assert f"{len(holders)} used (1 shared, max ×3), 3 cached, {num_blocks - len(holders) - 3} free" in title
+    if num_blocks <= MAX_CELLS:  # one cell per block, texts where they can be read
+        assert layout.group == 1 and layout.num_cells == num_blocks
+        labelled = num_blocks <= LABEL_CELLS  # 341, the CPU default, is labelled
+        assert bool(by_gid(fig, "refcount")) == bool(by_gid(fig, "owner")) == labelled
+        return
+    # Grouped: every cell stands for `group` blocks, coloured by how many of them are in use.
+    assert layout.group == -(-num_blocks // MAX_CELLS) and f"one cell = {layout.group} blocks" in title
+    assert not by_gid(fig, "refcount") and not by_gid(fig, "owner")
+    colours = faces(cells)
+    full, empty, last = 10 // layout.group + 1, layout.cell(1000), layout.num_cells - 1
+    assert colours[empty] == rgba(FREE_COLOR) and colours[last] == rgba(CACHED_COLOR)
+    assert colours[full] != colours[empty] and colours[full] != colours[last]
+    assert sum(colours[full][:3]) < sum(colours[empty][:3])  # the fuller, the darker
+    summary = group_summary(kv, layout, full)
+    first = full * layout.group
+    assert summary.startswith(f"blocks {first}–{first + layout.group - 1}: {layout.group} used (seq ")
+
+
+def test_block_grid_fades_what_the_step_freed_at_its_end(traces):
+    trace = traces["rich"]
+    replay = EngineReplay(trace)
+    freed = freed_at_step_end(trace)
+    step = next(s for s in replay.steps if freed.get(s))
+    kv = replay.kv_at(step)
+    fig = plot_block_grid(replay, step)
+    colours = one(fig, "blocks").get_facecolors()
+    for block_id, seq_id in freed[step].items():
+        if block_id not in kv.holders:
+            assert tuple(np.round(colours[block_id][:3], 3)) == rgba(seq_color(seq_id))[:3]
+            assert colours[block_id][3] < 0.5  # faded
+    # The step's row says the same: held while it ran = held at its end + what it freed.
+    row = next(r for r in trace.steps if r.step == step)
+    assert row.held_blocks == kv.num_used + len(set(freed[step]) - set(kv.holders))
 
 
 # ---- comparison and waste ------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: 
 
 def draw_batch_size(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.batch_size for r in rows], "batch-size")
-    ax.set_ylabel("batch size")
+    ax.set_ylabel("batch size", fontsize=8)
 
 
 STEP_CONVENTION = "column N: step N as it ran\n(what it frees shows after it)"
@@ -62,7 +62,7 @@ def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
     ax.set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
     if total_blocks <= peak_used * 1.25 + 1:
         ax.axhline(total_blocks, color="black", linewidth=0.8, linestyle="--", gid="kv-capacity")
-    ax.set_ylabel(f"KV blocks held\n(of {total_blocks})")
+    ax.set_ylabel(f"KV blocks held\n(of {total_blocks})", fontsize=8)
 
 
 def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
@@ -74,19 +74,19 @@ def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
         _bars(ax, rows, latencies, "latency", bottom=lowest / 2)
     else:
         _bars(ax, rows, latencies, "latency")
-    ax.set_ylabel("step latency (ms)")
+    ax.set_ylabel("step latency\n(ms)", fontsize=8)
 
 
 def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.num_batched_tokens or 0 for r in rows], "tokens")
-    ax.set_ylabel("tokens computed")
+    ax.set_ylabel("tokens\ncomputed", fontsize=8)
 
 
 def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
     steps = [r.step for r in rows]
     ax.step(steps, [r.waiting_in_step for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
     ax.step(steps, [r.running_in_step for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
-    ax.set_ylabel("queue length")
+    ax.set_ylabel("queue length", fontsize=8)
     ax.legend(loc="upper right", fontsize=8)
 
 
