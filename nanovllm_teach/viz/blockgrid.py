@@ -235,14 +235,13 @@ class BlockGrid:
 
     def _legend(self, layout: GridLayout) -> None:
         if layout.group == 1:
-            handles = [Patch(facecolor=seq_color(0), label="used: colour of\nthe holding seq"),
-                       Patch(facecolor=to_rgba(seq_color(0), _FREED_ALPHA),
-                             label="faded: freed at\nthe end of the step"),
+            handles = [Patch(facecolor=seq_color(0), label="used (colour: its seq)"),
+                       Patch(facecolor=to_rgba(seq_color(0), _FREED_ALPHA), label="freed at the step's end"),
                        Patch(facecolor="white", edgecolor="black", linewidth=1.6, label="shared (×refs)")]
         else:
             handles = [Patch(facecolor=_OCCUPANCY(1.0), label=f"{layout.group} blocks, all used"),
                        Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label="one of them used")]
-        handles += [Patch(facecolor=CACHED_COLOR, label="cached\n(free, hashed)"),
+        handles += [Patch(facecolor=CACHED_COLOR, label="cached (free, hashed)"),
                     Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label="free")]
         self.ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
 

@@ -85,7 +85,7 @@ class Player:
         # Sized to the grid's rows (the cache size is the same at every step): no empty band around it.
         layout = grid_layout(self.replay.kv_at(first))
         grid_width = 4.2  # inches of cells; the legend takes the right of the figure
-        grid_height = max(1.5, grid_width * layout.num_rows / layout.columns + 0.2)
+        grid_height = max(2.0, grid_width * layout.num_rows / layout.columns + 0.2)  # the legend's height at least
         grid_figure = Figure(figsize=(6.6, grid_height))
         self._block_grid = BlockGrid(grid_figure.add_axes((0.6 / 6.6, 0.1 / grid_height, grid_width / 6.6,
                                                            (grid_height - 0.2) / grid_height)),
@@ -224,7 +224,7 @@ class Player:
         row = self._rows[step]
         self.header.value = (f"<b>step {step}</b> of {self.steps[-1]} · {row.phase} · batch {row.batch_size} · "
                              f"{row.num_batched_tokens or 0} tokens · {row.latency_ms:.2f} ms · "
-                             f"{row.held_blocks} KV blocks held<br>KV at the end of the "
+                             f"{row.held_blocks} KV blocks held<br>KV at the end of "
                              f"{html.escape(summary_line(self._kv, self._block_grid.layout))}")
         self.queue_view.value = self._queues_html()
         self.lines_view.value = self._lines_html()

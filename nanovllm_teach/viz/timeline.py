@@ -87,7 +87,7 @@ def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
     ax.step(steps, [r.waiting_in_step for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
     ax.step(steps, [r.running_in_step for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
     ax.set_ylabel("queue length", fontsize=8)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
 
 def mark_preemptions(ax: Axes, rows: list[StepRow]) -> None:
@@ -100,7 +100,10 @@ def phase_legend(ax: Axes, rows: list[StepRow]) -> None:
     handles = [Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
     if any(r.preempted for r in rows):
         handles.append(Line2D([], [], color=PREEMPT_COLOR, label="preemption"))
-    ax.legend(handles=handles, loc="upper right", fontsize=8, title=STEP_CONVENTION, title_fontsize=7)
+    # Beside the panel, as the Gantt chart's legend: nothing drawn is hidden, and every panel of a figure
+    # keeps the same width (one x axis).
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+              title=STEP_CONVENTION, title_fontsize=7, alignment="left")
 
 
 PANELS = (draw_batch_size, draw_kv_blocks, draw_latency, draw_tokens, draw_queues)
