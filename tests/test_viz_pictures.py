@@ -7,6 +7,7 @@ Traces: ``test_viz_replay.viz_traces`` (recorded once per session).
 
 from __future__ import annotations
 
+import bisect
 import io
 from math import ceil
 
@@ -105,8 +106,8 @@ def _height_at(fig: Figure, gid: str, x: float) -> float:
                 h += 1
             return float(h)
         return float(max(heights))
-    xs, ys = artist.get_xdata(), artist.get_ydata()
-    return float(ys[list(xs).index(x)])
+    xs, ys = list(artist.get_xdata()), list(artist.get_ydata())  # a step line drawn where="post"
+    return float(ys[bisect.bisect_right(xs, x) - 1])
 
 
 @pytest.mark.parametrize("path", ["traces/preemption.jsonl", "traces/walkthrough.jsonl"])

@@ -22,6 +22,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
@@ -45,6 +46,12 @@ def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: 
     ax.autoscale_view()
 
 
+def _columns(rows: list[StepRow], values: list[float]) -> tuple[list[float], list[float]]:
+    """A step line over the steps' columns: each value from its step's left edge to the next one's, the last
+    one to the right edge of the last step (``where="post"``)."""
+    return [r.step - 0.5 for r in rows] + [rows[-1].step + 0.5], list(values) + [values[-1]]
+
+
 def draw_batch_size(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.batch_size for r in rows], "batch-size")
     ax.set_ylabel("batch size", fontsize=8)
@@ -55,8 +62,8 @@ STEP_CONVENTION = "column N: step N as it ran\n(what it frees shows after it)"
 
 def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
     total_blocks = rows[0].used_blocks + rows[0].free_blocks
-    ax.fill_between([r.step for r in rows], [r.held_blocks for r in rows], step="mid", color="#666666", alpha=0.6,
-                    gid="kv-used")
+    xs, held = _columns(rows, [r.held_blocks for r in rows])
+    ax.fill_between(xs, held, step="post", color="#666666", alpha=0.6, gid="kv-used")
     peak_used = max(r.held_blocks for r in rows)
     # Scale to what is used; the cache's capacity is drawn only when it is on a comparable scale.
     ax.set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
@@ -83,9 +90,10 @@ def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
 
 
 def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
-    steps = [r.step for r in rows]
-    ax.step(steps, [r.waiting_in_step for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
-    ax.step(steps, [r.running_in_step for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
+    xs, waiting = _columns(rows, [r.waiting_in_step for r in rows])
+    _, running = _columns(rows, [r.running_in_step for r in rows])
+    ax.step(xs, waiting, where="post", label="waiting", color="#e7298a", gid="waiting")
+    ax.step(xs, running, where="post", label="running", color="#1f78b4", gid="running")
     ax.set_ylabel("queue length", fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
@@ -114,6 +122,8 @@ def draw_timelines(axes: list[Axes], trace: Trace, cursor_step: int | None = Non
     rows = trace.steps
     for draw, ax in zip(PANELS, axes):
         draw(ax, rows)
+        if ax.get_yscale() == "linear":
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no "1.5 sequences"
         mark_preemptions(ax, rows)
         if cursor_step is not None:
             ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
