@@ -122,8 +122,8 @@ def draw_timelines(axes: list[Axes], trace: Trace, cursor_step: int | None = Non
     rows = trace.steps
     for draw, ax in zip(PANELS, axes):
         draw(ax, rows)
-        if ax.get_yscale() == "linear":
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no "1.5 sequences"
+        if draw is not draw_latency:  # counts: no "1.5 sequences", and few ticks on a short panel
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         mark_preemptions(ax, rows)
         if cursor_step is not None:
             ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
