@@ -1,7 +1,8 @@
 """The nanovllm-teach command.
 
-- ``demo``: the shipped model answers the walkthrough's two prompts on this machine, printing the TEACHING
-  log, writing the trace (JSONL) and a timeline picture.
+- ``demo``: the shipped model answers the walkthrough's two prompts on this machine: the two answers, then
+  a short account of what the engine did (``--log`` streams the full TEACHING log instead, as it happens),
+  and where the trace (JSONL) and the timeline picture were written.
 - ``record SCENARIO``: regenerate one of the shipped traces in ``traces/`` (``--all`` for every one).
 - ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a picture (timelines + request Gantt chart),
   ``--html`` a self-contained report page, ``--text`` the step and request tables in the terminal.
@@ -107,24 +108,30 @@ def _demo(args: argparse.Namespace) -> int:
 
     from nanovllm_teach.llm import LLM
     from nanovllm_teach.trace import TraceRecorder, load_trace
-    from nanovllm_teach.trace.console import ConsoleRenderer
+    from nanovllm_teach.trace.console import ConsoleRenderer, format_run_account
     from nanovllm_teach.viz.timeline import plot_timelines
 
-    console = ConsoleRenderer(lang=args.lang, verbosity=args.verbosity)
-    llm = LLM(model, trace=TraceRecorder(trace_path, sinks=[console]))
+    sinks = [ConsoleRenderer(lang=args.lang, verbosity=args.log)] if args.log else []
+    llm = LLM(model, trace=TraceRecorder(trace_path, sinks=sinks))
     try:
         prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                                      add_generation_prompt=True) for p in WALKTHROUGH_PROMPTS]
         outputs = llm.generate(prompts, params, use_tqdm=False)
     finally:
         llm.close()
-    print()
+    if args.log:
+        print()
     for prompt, output in zip(WALKTHROUGH_PROMPTS, outputs):
         print(f"Prompt: {prompt!r}  (seq_id={output['seq_id']}, {len(output['token_ids'])} tokens, "
               f"finished on {output['finish_reason']})")
         print(f"Completion: {output['text']!r}\n")
-    picture = _save_picture(plot_timelines(load_trace(trace_path)), picture_path, dpi=110)
-    print(f"trace:    {trace_path}\ntimeline: {picture}")
+    trace = load_trace(trace_path)
+    picture = _save_picture(plot_timelines(trace), picture_path, dpi=110)
+    print("\n".join(format_run_account(trace)))
+    print(f"\ntrace:    {trace_path}  (nanovllm-teach replay {trace_path} --text: every step)\n"
+          f"timeline: {picture}")
+    if not args.log:
+        print("the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)")
     return 0
 
 
@@ -184,15 +191,19 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from nanovllm_teach.trace.console import format_event
-    from nanovllm_teach.trace.diff import diff_traces
+    from nanovllm_teach.trace.diff import Voice, diff_traces
 
     traces = [_load(path, args.lenient) for path in (args.a, args.b)]
-    divergence = diff_traces(traces[0], traces[1])
+    # Two ordinary runs, neither of them "the reference": the sentences name them by file.
+    names = (Path(args.a).name, Path(args.b).name)
+    if names[0] == names[1]:
+        names = (args.a, args.b)
+    divergence = diff_traces(traces[0], traces[1], voice=Voice.named(*names))
     if divergence is None:
         print(f"identical: {len(traces[0].events)} events agree (timing and machine fields aside)")
         return 0
     print(divergence.message)
-    for label, event in (("A", divergence.yours), ("B", divergence.reference)):
+    for label, event in zip(names, (divergence.yours, divergence.reference)):
         if event is not None:
             print(f"  {label} event #{event.i}: {format_event(event)}")
     return 1
@@ -263,11 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
                                             "and grade the classroom exercises.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="run the shipped model on the walkthrough's two prompts, with its log")
+    demo = sub.add_parser("demo", help="run the shipped model on the walkthrough's two prompts and say what "
+                                       "the engine did")
     demo.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
     demo.add_argument("--out", default="out", help="folder for the trace and the picture (default: out)")
+    demo.add_argument("--log", choices=["quiet", "normal", "detail", "all"], default=None,
+                      help="stream the TEACHING log while it runs, at this level (default: none, only the "
+                           "account at the end)")
     demo.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the log's reasons")
-    demo.add_argument("--verbosity", choices=["quiet", "normal", "detail"], default="normal")
     demo.add_argument("--temperature", type=_number_at_least_zero, default=0.6, help="0 is greedy (default: 0.6)")
     demo.add_argument("--max-tokens", type=_positive_int, default=64,
                       help="per request (default: 64: one answer ends on EOS, the other is cut)")
@@ -297,8 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.set_defaults(func=_compare)
 
     dif = sub.add_parser("diff", help="the first event where two traces of one workload disagree (exit 1 if any)")
-    dif.add_argument("a", help="your trace (\"you\" in the sentence)")
-    dif.add_argument("b", help="the reference trace")
+    dif.add_argument("a", help="the first trace")
+    dif.add_argument("b", help="the second trace")
     dif.add_argument("--lenient", action="store_true", help="diff the valid parts of damaged traces")
     dif.set_defaults(func=_diff)
 

@@ -21,21 +21,41 @@ def _run(argv: list[str]) -> int:
         return exit_info.code
 
 
-def test_demo_writes_log_trace_and_picture(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path), "--lang", "zh"]) == 0
+def test_demo_prints_the_answers_then_a_short_account(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求" in out
-    assert "step#1 prefill done in" in out
-    assert "Completion:" in out
+    lines = out.splitlines()
+    assert len(lines) <= 40, out  # one screen
+    assert "TEACHING/" not in out  # the full log only with --log
+    # The answers first, then what the engine did, then where the files are.
+    assert out.index("Completion:") < out.index("What the engine did") < out.index("trace:")
+    assert "finished on eos" in out and "finished on length" in out
+    assert "<|im_end|>" not in out  # special tokens are left out of the text
+    assert "admitted seqs 0, 1" in out
+    assert "seq 0 finished at step" in out and "the batch shrinks to 1" in out
+    assert "KV use: peak 2 of" in out
     trace = load_trace(tmp_path / "demo_trace.jsonl")
     assert trace.header["config"]["max_num_seqs"] == 512
     assert trace.steps[0].phase == "prefill" and trace.steps[0].batch_size == 2
     # As in the reference nano-vllm run: one answer ends on EOS, the other is cut at max_tokens.
     reasons = sorted(r.finish_reason for r in trace.requests)
     assert reasons == ["eos", "length"], reasons
-    assert "finished on eos" in out and "finished on length" in out
+    eos = next(r for r in trace.requests if r.finish_reason == "eos")
+    assert f"seq {eos.seq_id} finished at step {eos.finish_step} (eos)" in out
+    assert f"steps 2-{eos.finish_step}  " in out  # the decode steps over the full batch are one line
     picture = tmp_path / "demo_timeline.png"
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"trace:    {tmp_path / 'demo_trace.jsonl'}" in out and f"timeline: {picture}" in out
+
+
+def test_demo_log_streams_the_teaching_log(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--log", "normal", "--lang", "zh"]) == 0
+    out = capsys.readouterr().out
+    assert "TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求" in out
+    assert "step#1 prefill done in" in out
+    # The log comes as it happens, before the answers; the account still ends the output.
+    assert out.index("TEACHING/") < out.index("Completion:") < out.index("What the engine did")
+    assert "PREPARE_DECODE_TENSORS" not in out  # execution events only from --log detail
 
 
 def test_record_unknown_scenario_is_an_error(capsys):
@@ -65,6 +85,7 @@ def _mistakes(tmp: Path) -> list[tuple[list[str], str]]:
         (["compare", trace, trace, "--out", str(tmp)], "is a folder"),
         (["demo", "--max-tokens", "0"], "argument --max-tokens: must be >= 1, got 0"),
         (["demo", "--temperature", "-1"], "argument --temperature: must be >= 0, got -1"),
+        (["demo", "--log", "loud"], "argument --log: invalid choice: 'loud'"),
         (["demo", "--model", "/no/such/dir"], "--model /no/such/dir: no such folder"),
         (["demo", "--out", "/proc/x"], "--out /proc/x cannot be created"),
         (["demo", "--out", trace], "is a file, not a folder"),

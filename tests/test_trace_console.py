@@ -210,3 +210,31 @@ def test_render_trace_takes_a_trace_or_a_run_of_its_events(capsys):
     render_trace(Trace({}, events), verbosity="quiet")
     assert capsys.readouterr().out == ("TEACHING/GENERATE_START | phase=ingress | reason=a batch of requests "
                                        "enters the engine | stats={n_prompts=2}\n" + only_last)
+
+
+def test_run_account_tells_the_decisions_in_a_few_lines():
+    """What the demo prints instead of the stream: a stretch of alike steps per line, the decisions that end
+    each (admissions, preemptions, re-prefills, finishes and the batch shrinking), and KV use."""
+    from pathlib import Path
+
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.trace.console import format_run_account
+
+    traces = Path(__file__).resolve().parent.parent / "traces"
+    trace = load_trace(traces / "preemption.jsonl")
+    lines = format_run_account(trace)
+    text = "\n".join(lines)
+    assert lines[0].startswith(f"What the engine did: {len(trace.steps)} steps (2 prefill, ")
+    preempt = next(r for r in trace.steps if r.preempted)
+    victims = ", ".join(map(str, preempt.preempted))
+    assert f"preempted seqs {victims} at step {preempt.step}: no free block for the decode" in text
+    again = next(r for r in trace.steps if r.phase == "prefill" and r.step > preempt.step)
+    assert f"step {again.step} " in text and "again (preempted before" in text
+    first_finish = next(r for r in trace.steps if r.finished)
+    assert (f"finished at step {first_finish.step} (eos) and freed their blocks; the batch shrinks to "
+            f"{first_finish.running_len}") in text
+    held = max(r.held_blocks for r in trace.steps)
+    assert lines[-1].startswith(f"  KV use: peak {held} of {trace.settings.num_blocks} blocks")
+    # Decode steps over one batch are one line, so a whole run fits on a screen.
+    for path in sorted(traces.glob("*.jsonl")):
+        assert len(format_run_account(load_trace(path))) <= 40, path.name

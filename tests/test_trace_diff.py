@@ -14,6 +14,7 @@ import pytest
 
 from nanovllm_teach.cli import main
 from nanovllm_teach.trace import VOLATILE, Trace, diff_traces, load_trace
+from nanovllm_teach.trace.diff import Voice
 
 TRACE = Path(__file__).resolve().parent / "data" / "small_trace.jsonl"
 
@@ -152,6 +153,22 @@ def test_different_settings_show_in_the_header(reference, yours):
                          "the reference 16 (the runs used different settings)")
 
 
+def test_two_runs_by_name_in_every_sentence(reference, yours):
+    named = Voice.named("A", "B")
+    yours.header["config"]["kvcache_block_size"] = 32
+    assert diff_traces(yours, reference, voice=named).message == (
+        "before the first event, the trace headers differ at config.kvcache_block_size: A had 32, B 16 (the runs "
+        "used different settings)")
+    assert diff_traces(Trace(reference.header, reference.events[:100]), reference, voice=named).message.startswith(
+        f"step {reference.events[100].step}: A's trace ends here, B goes on: B ")
+    assert diff_traces(reference, Trace(reference.header, reference.events[:100]), voice=named).message.startswith(
+        f"step {reference.events[100].step}: B's trace ends here, A goes on: A ")
+    changed = Trace(reference.header, copy.deepcopy(reference.events))
+    _first(changed, "SAMPLE").stats["token_ids"] = [36, 319]
+    assert diff_traces(changed, reference, voice=named).message == (
+        "step 1: A sampled token 319 for seq 1, B sampled token 318")
+
+
 def test_tensor_values_only_one_recorder_kept_are_no_difference(reference, yours):
     # A recorder with a smaller detail budget keeps decode tensors' shapes, not their values.
     detailed = [e for e in yours.events if e.event == "PREPARE_DECODE_TENSORS" and "slot_mapping" in e.stats]
@@ -173,9 +190,11 @@ def test_cli_diff_exit_codes_and_output(reference, yours, tmp_path, capsys):
     assert main(["diff", str(TRACE), str(same)]) == 0
     assert capsys.readouterr().out.startswith(f"identical: {len(reference.events)} events agree")
     _first(yours, "PREEMPT").stats["seq_id"] = 0
-    assert main(["diff", str(_write(yours, tmp_path / "yours.jsonl")), str(TRACE)]) == 1
+    assert main(["diff", str(_write(yours, tmp_path / "run_a.jsonl")), str(same)]) == 1
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "step 2: you preempted seq 0, the reference preempted seq 1"
-    assert "A event #19: TEACHING/PREEMPT" in out and "B event #19: TEACHING/PREEMPT" in out
+    # Two ordinary runs: neither is "you" nor "the reference"; the sentence names their files.
+    assert out.splitlines()[0] == "step 2: run_a.jsonl preempted seq 0, same.jsonl preempted seq 1"
+    assert "you" not in out and "reference" not in out
+    assert "run_a.jsonl event #19: TEACHING/PREEMPT" in out and "same.jsonl event #19: TEACHING/PREEMPT" in out
     assert main(["diff", str(tmp_path / "missing.jsonl"), str(TRACE)]) == 2
     assert "no such trace file" in capsys.readouterr().err

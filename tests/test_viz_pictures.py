@@ -7,6 +7,7 @@ Traces: ``test_viz_replay.viz_traces`` (recorded once per session).
 
 from __future__ import annotations
 
+import bisect
 import io
 from math import ceil
 
@@ -16,12 +17,14 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from PIL import Image
 
-from nanovllm_teach.trace import load_trace
+from pathlib import Path
+
+from nanovllm_teach.trace import format_step_table, load_trace
 from nanovllm_teach.viz import (
     EngineReplay, compare, figure_png, move_cursor, plot_block_grid, plot_gantt, plot_overview, plot_timelines,
     summarize,
 )
-from nanovllm_teach.viz.blockgrid import LABEL_CELLS, MAX_CELLS, draw_block_grid
+from nanovllm_teach.viz.blockgrid import LABEL_CELLS, MAX_CELLS, draw_block_grid, freed_at_step_end, group_summary
 from nanovllm_teach.viz.compare import early_finished_waste, late_joining_waste
 from nanovllm_teach.trace import KVSnapshot, held_segments, request_segments
 from nanovllm_teach.viz.style import CACHED_COLOR, FREE_COLOR, PHASE_COLORS, STATE_COLORS, seq_color
@@ -89,6 +92,54 @@ def test_timelines_cursor_moves(traces):
     move_cursor(fig, 17)
     assert all(list(line.get_xdata()) == [17, 17] for line in lines)
     assert png_size(figure_png(fig, dpi=40))[0] > 100
+
+
+def _height_at(fig: Figure, gid: str, x: float) -> float:
+    """The height a panel draws over x: the tallest of its bars or fill there, or its step line's value."""
+    artist = one(fig, gid)
+    if hasattr(artist, "get_paths"):
+        heights = [p.vertices[:, 1].max() for p in artist.get_paths()
+                   if p.vertices[:, 0].min() <= x <= p.vertices[:, 0].max()]
+        if len(artist.get_paths()) == 1:  # a fill_between: the highest whole number its outline holds over x
+            path, h = artist.get_paths()[0], 0
+            while path.contains_point((x, h + 0.5)):
+                h += 1
+            return float(h)
+        return float(max(heights))
+    xs, ys = list(artist.get_xdata()), list(artist.get_ydata())  # a step line drawn where="post"
+    return float(ys[bisect.bisect_right(xs, x) - 1])
+
+
+@pytest.mark.parametrize("path", ["traces/preemption.jsonl", "traces/walkthrough.jsonl"])
+def test_one_step_convention_in_every_picture_and_the_table(path):
+    """Step N's column shows step N as it ran: when a request finishes in step N, the batch bars, the KV
+    blocks held and the running queue all drop at N + 0.5, where the Gantt chart's finish marker is."""
+    trace = load_trace(Path(__file__).resolve().parent.parent / path)
+    fig = plot_overview(trace)
+    rows = {r.step: r for r in trace.steps}
+    finishes = [r for r in trace.steps if r.finished and r.step + 1 in rows]
+    assert finishes
+    for row in finishes:
+        after = rows[row.step + 1]
+        n = row.step
+        assert _height_at(fig, "batch-size", n) == row.batch_size
+        assert _height_at(fig, "batch-size", n + 1) == after.batch_size < row.batch_size
+        # The finished request's blocks are still drawn over its last step, gone over the next.
+        assert _height_at(fig, "kv-used", n) == row.held_blocks > row.used_blocks
+        assert _height_at(fig, "kv-used", n + 1) == after.held_blocks
+        assert _height_at(fig, "running", n) == row.running_in_step == row.batch_size or row.phase == "prefill"
+        assert _height_at(fig, "running", n + 1) == after.running_in_step < row.running_in_step
+    ends = {round(float(x), 3) for coll in by_gid(fig, "finish-eos") + by_gid(fig, "finish-length")
+            for x, _ in coll.get_offsets()}
+    assert {row.step + 0.5 for row in finishes} <= ends
+    # The table says the same: "held" while the step ran, "used" after its requests freed their blocks.
+    table = format_step_table(trace.steps).splitlines()
+    header = table[0].split()
+    for row in finishes:
+        cells = dict(zip(header, table[row.step].split()))
+        assert int(cells["bs"]) == row.batch_size and int(cells["held"]) == row.held_blocks
+        assert int(cells["used"]) == row.used_blocks and cells["finished"] == ",".join(map(str, row.finished))
+    assert "step N as it ran" in one(fig, "batch-size").axes.get_legend().get_title().get_text()
 
 
 # ---- Gantt chart ---------------------------------------------------------------------------------------
@@ -178,18 +229,51 @@ def test_block_grid_cells_colours_and_refcounts(traces):
         assert owners == {str(seqs[0]) for seqs in kv.holders.values() if len(seqs) == 1}
 
 
-def test_block_grid_of_a_large_cache_is_cut_and_summed_up():
-    holders = {b: (b // 10,) for b in range(3000, 3200)}
-    holders[3000] = (1, 2, 3)  # one shared block
-    kv = KVSnapshot(step=7, num_blocks=20_000, holders=holders, cached_free=frozenset(range(3200, 3300)) | {50})
+@pytest.mark.parametrize("num_blocks", [16, 341, 1024, 1025, 20_000])
+def test_block_grid_scales_from_16_to_20000_blocks(num_blocks):
+    holders = {b: (b % 7,) for b in range(2, min(num_blocks, 400))}
+    holders[2] = (1, 2, 3)  # one shared block
+    cached = frozenset(range(num_blocks - 3, num_blocks))
+    kv = KVSnapshot(step=7, num_blocks=num_blocks, holders=holders, cached_free=cached)
     fig = Figure()
     layout = draw_block_grid(fig.subplots(), kv)
-    assert (layout.first, layout.num_cells) == (50, MAX_CELLS)  # from the first non-free block
-    assert len(one(fig, "blocks").get_paths()) == MAX_CELLS
-    assert MAX_CELLS > LABEL_CELLS and not by_gid(fig, "refcount") and not by_gid(fig, "owner")
+    cells = one(fig, "blocks")
+    assert len(cells.get_paths()) == layout.num_cells <= MAX_CELLS
     title = fig.axes[0].get_title()
-    assert "200 used (1 shared, max ×3), 101 cached, 19699 free, of 20000 blocks" in title
-    assert "drawn: blocks 50–2097; outside it: 200 used, 100 cached" in title
+    assert f"{len(holders)} used (1 shared, max ×3), 3 cached, {num_blocks - len(holders) - 3} free" in title
+    if num_blocks <= MAX_CELLS:  # one cell per block, texts where they can be read
+        assert layout.group == 1 and layout.num_cells == num_blocks
+        labelled = num_blocks <= LABEL_CELLS  # 341, the CPU default, is labelled
+        assert bool(by_gid(fig, "refcount")) == bool(by_gid(fig, "owner")) == labelled
+        return
+    # Grouped: every cell stands for `group` blocks, coloured by how many of them are in use.
+    assert layout.group == -(-num_blocks // MAX_CELLS) and f"one cell = {layout.group} blocks" in title
+    assert not by_gid(fig, "refcount") and not by_gid(fig, "owner")
+    colours = faces(cells)
+    full, empty, last = 10 // layout.group + 1, layout.cell(1000), layout.num_cells - 1
+    assert colours[empty] == rgba(FREE_COLOR) and colours[last] == rgba(CACHED_COLOR)
+    assert colours[full] != colours[empty] and colours[full] != colours[last]
+    assert sum(colours[full][:3]) < sum(colours[empty][:3])  # the fuller, the darker
+    summary = group_summary(kv, layout, full)
+    first = full * layout.group
+    assert summary.startswith(f"blocks {first}–{first + layout.group - 1}: {layout.group} used (seq ")
+
+
+def test_block_grid_fades_what_the_step_freed_at_its_end(traces):
+    trace = traces["rich"]
+    replay = EngineReplay(trace)
+    freed = freed_at_step_end(trace)
+    step = next(s for s in replay.steps if freed.get(s))
+    kv = replay.kv_at(step)
+    fig = plot_block_grid(replay, step)
+    colours = one(fig, "blocks").get_facecolors()
+    for block_id, seq_id in freed[step].items():
+        if block_id not in kv.holders:
+            assert tuple(np.round(colours[block_id][:3], 3)) == rgba(seq_color(seq_id))[:3]
+            assert colours[block_id][3] < 0.5  # faded
+    # The step's row says the same: held while it ran = held at its end + what it freed.
+    row = next(r for r in trace.steps if r.step == step)
+    assert row.held_blocks == kv.num_used + len(set(freed[step]) - set(kv.holders))
 
 
 # ---- comparison and waste ------------------------------------------------------------------------------

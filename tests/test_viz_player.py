@@ -7,8 +7,10 @@ Traces: ``test_viz_replay.viz_traces`` (recorded once per session) and ``data/sm
 
 from __future__ import annotations
 
+import copy
 import html
 import io
+import re
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -17,7 +19,7 @@ import pytest
 from matplotlib.colors import to_rgba
 from PIL import Image
 
-from nanovllm_teach.trace import ConsoleRenderer, load_trace
+from nanovllm_teach.trace import ConsoleRenderer, Trace, load_trace
 from nanovllm_teach.viz import EngineReplay, Player
 from nanovllm_teach.viz.style import seq_color
 from nanovllm_teach.viz.timeline import cursor_lines
@@ -47,6 +49,12 @@ def expected_lines(trace, step: int, lang: str = "en", verbosity: str = "normal"
     return [line for per_event in lines[start:end + 1] for line in per_event]
 
 
+def shown_lines(view: str) -> list[str]:
+    """The TEACHING lines a lines view shows, as text (one ``<div>`` per line, its fields in spans)."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", body)).strip()
+            for body in re.findall(r'<div style="padding-left[^"]*">(.*?)</div>', view)]
+
+
 def png(data: bytes) -> Image.Image:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return Image.open(io.BytesIO(data))
@@ -62,7 +70,7 @@ def test_widget_parts(player):
     assert player.play in found and player.slider in found and player.lang_picker in found
     assert player.step == player.steps[0] == player.slider.value == player.slider.min
     assert player.slider.max == player.steps[-1]
-    for image in (player.timeline_image, player.gantt_image, player.grid_image):
+    for image in (player.timeline_image, player.grid_image):
         assert png(image.value).size[0] > 50
     assert "application/vnd.jupyter.widget-view+json" in player._repr_mimebundle_()
 
@@ -78,15 +86,14 @@ def test_moving_to_a_step_shows_that_step(trace, player, how):
         else:  # Play drives the slider through the link
             player.play.value = step
         assert player.step == step == player.slider.value == player.play.value
-        for fig in (player.timeline_figure, player.gantt_figure):
-            assert {tuple(line.get_xdata()) for line in cursor_lines(fig)} == {(step, step)}
+        assert {tuple(line.get_xdata()) for line in cursor_lines(player.timeline_figure)} == {(step, step)}
         assert player.lines == expected_lines(trace, step)
         row = row_of(trace, step)
         assert player.queues == replay.queues_at(step)
         assert (len(player.queues.waiting), len(player.queues.running)) == (row.waiting_len, row.running_len)
         assert player.kv == replay.kv_at(step) and player.kv.num_used == row.used_blocks
         assert f"<b>step {step}</b>" in player.header.value
-        assert all(html.escape(line) in player.lines_view.value for line in player.lines)
+        assert shown_lines(player.lines_view.value) == player.lines
 
 
 def test_lines_queues_and_grid_follow_the_events(trace, player):
@@ -106,6 +113,22 @@ def test_lines_queues_and_grid_follow_the_events(trace, player):
     cells = next(a for a in player.grid_figure.findobj() if a.get_gid() == "blocks")
     for block_id, seqs in player.kv.holders.items():
         assert tuple(np.round(cells.get_facecolors()[block_id], 3)) == tuple(np.round(to_rgba(seq_color(seqs[0])), 3))
+
+
+def test_teaching_lines_wrap_between_fields_only(trace, player):
+    player.set_step(1)
+    view = player.lines_view.value
+    spans = re.findall(r'<span style="white-space:(\w+)">(.*?)</span>', view)
+    assert spans and shown_lines(view) == player.lines
+    for style, text in spans:
+        text = html.unescape(text)
+        # A field: the event name, "| name=value", a stat (or list item) after a comma; only the reason's
+        # prose may wrap inside, between its words.
+        assert text.startswith(("TEACHING/", "| ")) or not text[:1].isspace(), text
+        assert style == ("normal" if text.startswith("| reason=") else "pre"), text
+    # The break a narrow view made before (" | st" / "ats={...") cannot happen: "| stats={" is one field.
+    assert any(html.unescape(text).startswith("| stats={engine_step=1,") for _, text in spans)
+    assert "word-break:normal" in view
 
 
 def test_language_and_verbosity(trace, player):
@@ -130,11 +153,9 @@ def test_language_and_verbosity(trace, player):
 def test_stepping_moves_the_cursor_without_rebuilding_the_timelines(player):
     player.set_step(3)
     timeline_artists = list(player.timeline_figure.findobj())
-    gantt_artists = list(player.gantt_figure.findobj())
     before = png(player.timeline_image.value)
     player.set_step(30)
     assert list(player.timeline_figure.findobj()) == timeline_artists  # same artists, only moved
-    assert list(player.gantt_figure.findobj()) == gantt_artists
     after = png(player.timeline_image.value)
     assert before.size == after.size
     # Only columns near the old and the new cursor changed.
@@ -183,3 +204,40 @@ def test_player_displays_in_a_real_kernel():
     shown = nb.cells[0].outputs
     assert any("application/vnd.jupyter.widget-view+json" in out.get("data", {}) for out in shown), shown
     assert nb.cells[1].outputs[0]["text"] == "13 (1,) True\n"
+
+
+def test_panels_share_one_x_axis_and_one_cursor(player):
+    """The Gantt chart's legend must not shift its x range against the timelines': one column of axes."""
+    fig = player.timeline_figure
+    fig.canvas.draw()
+    axes = fig.get_axes()
+    assert len(axes) == 6  # five timelines and the Gantt chart
+    assert len({ax.get_xlim() for ax in axes}) == 1
+    extents = {(round(ax.get_position().x0, 4), round(ax.get_position().x1, 4)) for ax in axes}
+    assert len(extents) == 1, extents
+    player.set_step(12)
+    assert {tuple(line.get_xdata()) for line in cursor_lines(fig)} == {(12, 12)} and len(cursor_lines(fig)) == 6
+
+
+def test_a_large_cache_is_grouped_and_a_group_can_be_read():
+    trace = load_trace(SMALL_TRACE)
+    big = copy.deepcopy(trace)
+    ready = next(e for e in big.events if e.event == "ENGINE_READY")
+    ready.stats["num_kvcache_blocks"] = 20_000
+    player = Player(Trace(big.header, big.events), dpi=30)
+    layout = player._block_grid.layout
+    assert layout.group == 20 and layout.num_cells == 1000
+    assert player.group_picker.layout.display == "" and player.group_picker.max == 999
+    step = next(r.step for r in trace.steps if r.used_blocks >= 2)
+    player.set_step(step)
+    assert player.selected_group == 0 and player.group_view.value.startswith("blocks 0–19: ")
+    used = player.kv.num_used
+    assert f"{used} used" in html.unescape(player.group_view.value)
+    cells = next(a for a in player.grid_figure.findobj() if a.get_gid() == "blocks")
+    assert cells.get_linewidths()[0] > 0  # the selected group is outlined
+    player.select_group(3)
+    assert player.group_view.value.startswith("blocks 60–79: 0 used")
+    assert cells.get_linewidths()[3] > 0 and cells.get_linewidths()[0] == 0
+    # The CPU default (341 blocks) and small caches draw one cell per block, no group box.
+    small = Player(trace, dpi=30)
+    assert small._block_grid.layout.group == 1 and small.group_picker.layout.display == "none"

@@ -17,6 +17,9 @@ Verbosity:
 - ``detail``: + the execution events (tensor preparation, forward pass, sampling) of every prefill step
   and of the first ``decode_details`` decode steps, with their tensor values ("decode 详单#1/3");
 - ``all``: + the execution events of every decode step.
+
+``format_run_account`` is the short version a run ends with: one line per stretch of alike steps and the
+decisions between them (what ``nanovllm-teach demo`` prints unless asked for ``--log``).
 """
 
 from __future__ import annotations
@@ -189,3 +192,92 @@ def render_trace(trace: "Trace | Iterable[TraceEvent]", lang: str = "en", verbos
     renderer = ConsoleRenderer(lang, stream, verbosity, decode_details)
     for event in getattr(trace, "events", trace):
         renderer(event)
+
+
+# ---- the account of a whole run: what the demo prints instead of the full stream --------------------------
+
+def format_run_account(trace: "Trace", max_groups: int = 12) -> list[str]:
+    """A short account of what the engine did in a run: one line per stretch of alike steps (a prefill
+    step, or decode steps over the same batch), each followed by the decisions that ended it (admissions,
+    preemptions, prefix-cache hits, finishes), and a last line on KV use. At most ``max_groups`` stretches
+    are listed (the first and last ones); ``nanovllm-teach replay TRACE --text`` shows every step."""
+    rows, settings = trace.steps, trace.settings
+    if not rows:
+        return ["the engine completed no step"]
+    requests = {r.seq_id: r for r in trace.requests}
+    groups: list[list[Any]] = []  # runs of alike steps
+    for row in rows:
+        last = groups[-1][-1] if groups else None
+        alike = (last is not None and row.phase == last.phase == "decode" and row.seq_ids == last.seq_ids
+                 and not (last.finished or last.preempted or row.preempted or row.prefix_hit_seq_ids))
+        if alike:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    tokens_out = sum(r.num_completion_tokens for r in trace.requests)
+    seconds = (rows[-1].t_end_ns - rows[0].t_start_ns) / 1e9
+    prefill = sum(r.phase == "prefill" for r in rows)
+    lines = [f"What the engine did: {len(rows)} steps ({prefill} prefill, {len(rows) - prefill} decode), "
+             f"{tokens_out} tokens out in {seconds:.2f} s",
+             f"  KV cache: {settings.num_blocks} blocks of {settings.block_size} tokens; {settings.policy} "
+             f"batching; prefix caching {'on' if settings.enable_prefix_caching else 'off'}"]
+    chunked_before: set[int] = set()  # sequences whose prompt was chunked in a step listed already
+    shown = groups if len(groups) <= max_groups else groups[:max_groups // 2] + [None] + groups[-(max_groups // 2):]
+    for group in shown:
+        if group is None:
+            hidden = len(groups) - 2 * (max_groups // 2)
+            lines.append(f"  ... {hidden} more stretches of steps (nanovllm-teach replay TRACE --text lists them)")
+            continue
+        lines += _group_lines(group, requests, chunked_before)
+        chunked_before.update(sid for row in group for sid in row.chunked)
+    peak = max(rows, key=lambda r: r.held_blocks)
+    lines.append(f"  KV use: peak {peak.held_blocks} of {settings.num_blocks} blocks at step {peak.step}; "
+                 f"{rows[-1].used_blocks} held after the last step")
+    return lines
+
+
+def _ids_text(ids: list[int]) -> str:
+    return ("seq " if len(ids) == 1 else "seqs ") + ", ".join(map(str, ids))
+
+
+def _group_lines(group: list[Any], requests: dict[int, Any], chunked_before: set[int]) -> list[str]:
+    """The line of a stretch of alike steps, and the decisions made in it."""
+    first, last = group[0], group[-1]
+    where = f"step {first.step}" if len(group) == 1 else f"steps {first.step}-{last.step}"
+    mean_ms = sum(r.latency_ms for r in group) / len(group)
+    if first.phase == "prefill":
+        what = f"{first.num_batched_tokens or 0} prompt tokens"
+    else:
+        what = f"{first.batch_size} token{'s' if first.batch_size > 1 else ''} per step"
+    low, high = min(r.held_blocks for r in group), max(r.held_blocks for r in group)
+    kv = f"{low}" if low == high else f"{low}-{high}"
+    lines = [f"  {where:<12} {first.phase:<7} batch {first.batch_size:<3} {what:<20} "
+             f"KV {kv} block{'s' if high != 1 else ''} held  {mean_ms:.1f} ms/step"]
+    notes = []
+    for row in group:
+        if row.preempted:
+            notes.append(f"preempted {_ids_text(row.preempted)} at step {row.step}: no free block for the "
+                         "decode; they wait to be prefilled again")
+        if row.phase == "prefill":
+            admitted = [sid for sid in row.seq_ids
+                        if sid in requests and requests[sid].first_scheduled_step == row.step]
+            again = [sid for sid in row.seq_ids if sid not in admitted and sid not in row.chunked]
+            if admitted:
+                notes.append(f"admitted {_ids_text(admitted)}"
+                             + (f" ({row.num_cached_tokens} prompt tokens from the prefix cache)"
+                                if row.num_cached_tokens else ""))
+            ends = [sid for sid in again if sid in chunked_before or any(sid in r.chunked for r in group)]
+            if ends:
+                notes.append(f"{_ids_text(ends)}: the last chunk of the prompt")
+            if len(ends) < len(again):
+                notes.append(f"prefilled {_ids_text([sid for sid in again if sid not in ends])} again "
+                             "(preempted before, so the K/V is computed anew)")
+            if row.chunked:
+                notes.append(f"{_ids_text(row.chunked)}: only a chunk of the prompt (chunked prefill), "
+                             "more next step")
+        if row.finished:
+            reasons = sorted({requests[sid].finish_reason for sid in row.finished if sid in requests})
+            shrink = (f"; the batch shrinks to {row.running_len}" if row.running_len else "; nothing left to run")
+            notes.append(f"{_ids_text(row.finished)} finished at step {row.step} ({', '.join(map(str, reasons))})"
+                         f" and freed {'its' if len(row.finished) == 1 else 'their'} blocks{shrink}")
+    return lines + [f"{'':15}-> {note}" for note in notes]

@@ -11,7 +11,9 @@ machine-dependent fields (``VOLATILE``), and reports the *first* event where the
 
 Only the first divergence matters: everything after it follows from it (a different block handed out
 changes every later block id). The autograder (``nanovllm_teach.exercises``) diffs a student's engine
-against the reference engine this way; ``nanovllm-teach diff A B`` does it for any two trace files.
+against the reference engine this way, in its voice ("you", "the reference"); ``nanovllm-teach diff A B``
+does it for any two trace files and names them instead (``Voice.named``: "run_a.jsonl had ..., run_b.jsonl
+had ...").
 
 Part of the torch-free trace layer: standard library only. The volatile fields come from the event
 contract (``events.py``).
@@ -43,6 +45,26 @@ _ACTIONS = frozenset({"PREEMPT", "BLOCK_ALLOCATE", "BLOCK_FREE", "PREFIX_CACHE_H
 _MAX_SHOWN = 12
 
 
+@dataclass(frozen=True, slots=True)
+class Voice:
+    """Who the sentences speak of: the grader's "you" / "the reference", or two runs by name."""
+
+    a: str  # the first trace as a subject: "you", "A"
+    b: str  # the second: "the reference", "B"
+    a_trace: str  # "your trace", "A's trace"
+    b_trace: str
+    a_alone: str  # the first trace on its own: "yours", "A"
+    b_it: str  # the second, said again in one sentence: "it", "B"
+
+    @classmethod
+    def named(cls, a: str, b: str) -> "Voice":
+        """Neutral sentences for two ordinary runs: "A had ..., B had ..."."""
+        return cls(a, b, f"{a}'s trace", f"{b}'s trace", a, b)
+
+
+GRADER = Voice("you", "the reference", "your trace", "the reference trace", "yours", "it")
+
+
 @dataclass(frozen=True)
 class Divergence:
     """The first place two traces disagree.
@@ -67,27 +89,27 @@ class Divergence:
 
 
 def diff_traces(yours: Trace | str | Path, reference: Trace | str | Path,
-                ignore: frozenset[str] = VOLATILE) -> Divergence | None:
+                ignore: frozenset[str] = VOLATILE, voice: Voice = GRADER) -> Divergence | None:
     """The first divergence between two traces (files or loaded ``Trace`` objects), or None if they agree
     on every field outside ``ignore``. Sentences speak of the first trace as "you" and the second as "the
-    reference"."""
+    reference" (the grader's voice); ``voice=Voice.named("A", "B")`` names two ordinary runs instead."""
     a = yours if isinstance(yours, Trace) else load_trace(yours)
     b = reference if isinstance(reference, Trace) else load_trace(reference)
-    header = _header_divergence(a.header, b.header, ignore)
+    header = _header_divergence(a.header, b.header, ignore, voice)
     if header is not None:
         return header
     for index in range(max(len(a.events), len(b.events))):
         mine = a.events[index] if index < len(a.events) else None
         ref = b.events[index] if index < len(b.events) else None
         if mine is None or ref is None:
-            return _ended(index, mine, ref)
+            return _ended(index, mine, ref, voice)
         if mine.event != ref.event:
             following = (a.events[index + 1] if index + 1 < len(a.events) else None,
                          b.events[index + 1] if index + 1 < len(b.events) else None)
-            return _different_kinds(index, mine, ref, following, ignore)
+            return _different_kinds(index, mine, ref, following, ignore, voice)
         fields = _differing_fields(mine, ref, ignore)
         if fields:
-            return _same_kind(index, mine, ref, fields)
+            return _same_kind(index, mine, ref, fields, voice)
     return None
 
 
@@ -125,7 +147,8 @@ def _flatten(obj: dict[str, Any], prefix: str) -> dict[str, Any]:
     return flat
 
 
-def _header_divergence(a: dict[str, Any], b: dict[str, Any], ignore: frozenset[str]) -> Divergence | None:
+def _header_divergence(a: dict[str, Any], b: dict[str, Any], ignore: frozenset[str],
+                       voice: Voice) -> Divergence | None:
     """Traces recorded with different settings (or workloads) disagree before their first event."""
     flat_a, flat_b = _flatten(a, "header"), _flatten(b, "header")
     for path in list(flat_b) + [p for p in flat_a if p not in flat_b]:
@@ -134,8 +157,8 @@ def _header_divergence(a: dict[str, Any], b: dict[str, Any], ignore: frozenset[s
             continue
         mine, ref = flat_a.get(path, "(nothing)"), flat_b.get(path, "(nothing)")
         if mine != ref:
-            message = (f"before the first event, the trace headers differ at {path[len('header.'):]}: you had "
-                       f"{_show(mine)}, the reference {_show(ref)} (the runs used different settings)")
+            message = (f"before the first event, the trace headers differ at {path[len('header.'):]}: {voice.a} "
+                       f"had {_show(mine)}, {voice.b} {_show(ref)} (the runs used different settings)")
             return Divergence(message, None, None, "in the header", None, (path,), None, None)
     return None
 
@@ -228,11 +251,14 @@ def describe_event(e: TraceEvent) -> str:
 
 # ---- the sentences --------------------------------------------------------------------------------------
 
-def _ended(index: int, mine: TraceEvent | None, ref: TraceEvent | None) -> Divergence:
+def _ended(index: int, mine: TraceEvent | None, ref: TraceEvent | None, voice: Voice) -> Divergence:
+    v = voice
     if mine is None:
-        message = f"{_where(ref)}: your trace ends here, the reference goes on: it {describe_event(ref)} ({ref.event})"
+        message = (f"{_where(ref)}: {v.a_trace} ends here, {v.b} goes on: {v.b_it} {describe_event(ref)} "
+                   f"({ref.event})")
         return Divergence(message, index, ref.step, _where(ref), ref.event, (), None, ref)
-    message = f"{_where(mine)}: the reference trace ends here, yours goes on: you {describe_event(mine)} ({mine.event})"
+    message = (f"{_where(mine)}: {v.b_trace} ends here, {v.a_alone} goes on: {v.a} {describe_event(mine)} "
+               f"({mine.event})")
     return Divergence(message, index, mine.step, _where(mine), mine.event, (), mine, None)
 
 
@@ -241,7 +267,7 @@ def _is_preemption(e: TraceEvent) -> bool:
 
 
 def _different_kinds(index: int, mine: TraceEvent, ref: TraceEvent, following: tuple[TraceEvent | None,
-                     TraceEvent | None], ignore: frozenset[str]) -> Divergence:
+                     TraceEvent | None], ignore: frozenset[str], voice: Voice) -> Divergence:
     """Two runs did different things here. Said from the side of the one that did the notable thing: one
     event more or less with everything after it lining up, else a preemption, else any block or state
     change."""
@@ -251,41 +277,43 @@ def _different_kinds(index: int, mine: TraceEvent, ref: TraceEvent, following: t
     def same(x: TraceEvent | None, y: TraceEvent | None) -> bool:
         return x is not None and y is not None and x.event == y.event and not _differing_fields(x, y, ignore)
 
+    v, did_mine, did_ref = voice, describe_event(mine), describe_event(ref)
     if same(mine, next_ref):
-        message = f"{where}: the reference {describe_event(ref)}, you did not"
+        message = f"{where}: {v.b} {did_ref}, {v.a} did not"
     elif same(next_mine, ref):
-        message = f"{where}: you {describe_event(mine)}, the reference did not"
+        message = f"{where}: {v.a} {did_mine}, {v.b} did not"
     elif _is_preemption(mine) and not _is_preemption(ref):
-        message = f"{where}: you {describe_event(mine)}, the reference did not (it {describe_event(ref)} instead)"
+        message = f"{where}: {v.a} {did_mine}, {v.b} did not ({v.b_it} {did_ref} instead)"
     elif ref.event in _ACTIONS:
-        message = f"{where}: the reference {describe_event(ref)}, you did not (you {describe_event(mine)} instead)"
+        message = f"{where}: {v.b} {did_ref}, {v.a} did not ({v.a} {did_mine} instead)"
     elif mine.event in _ACTIONS:
-        message = f"{where}: you {describe_event(mine)}, the reference did not (it {describe_event(ref)} instead)"
+        message = f"{where}: {v.a} {did_mine}, {v.b} did not ({v.b_it} {did_ref} instead)"
     else:
-        message = f"{where}: the reference {describe_event(ref)}, you {describe_event(mine)} instead"
+        message = f"{where}: {v.b} {did_ref}, {v.a} {did_mine} instead"
     return Divergence(message, index, ref.step, where, ref.event, (), mine, ref)
 
 
-def _first_sample_difference(mine: dict[str, Any], ref: dict[str, Any]) -> str | None:
+def _first_sample_difference(mine: dict[str, Any], ref: dict[str, Any], voice: Voice) -> str | None:
     """``you sampled token 57 for seq 3, the reference 12``, when both sampled for the same sequences."""
     if mine.get("seq_ids") != ref.get("seq_ids") or len(mine.get("token_ids", [])) != len(ref.get("token_ids", [])):
         return None
     for seq_id, a, b in zip(ref["seq_ids"], mine["token_ids"], ref["token_ids"]):
         if a != b:
-            return f"you sampled token {a} for seq {seq_id}, the reference sampled token {b}"
+            return f"{voice.a} sampled token {a} for seq {seq_id}, {voice.b} sampled token {b}"
     return None
 
 
-def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str, ...]) -> Divergence:
+def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str, ...],
+               voice: Voice) -> Divergence:
     where = _where(ref)
     phrase = _CLAUSES.get(ref.event)
     sentence = None
     if ref.event == "SAMPLE":
-        sentence = _first_sample_difference(mine.stats, ref.stats)
+        sentence = _first_sample_difference(mine.stats, ref.stats, voice)
     if sentence is None and phrase is not None and set(fields) & phrase[1]:
         yours_text, ref_text = describe_event(mine), describe_event(ref)
         if yours_text != ref_text:
-            sentence = f"you {yours_text}, the reference {ref_text}"
+            sentence = f"{voice.a} {yours_text}, {voice.b} {ref_text}"
     if sentence is not None:
         return Divergence(f"{where}: {sentence}", index, ref.step, where, ref.event, fields, mine, ref)
     # Field by field: the first differing field, and how many more there are.
@@ -295,7 +323,7 @@ def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str,
     shown_a, shown_b = _show_pair(a, b)
     verb = "wrote" if ref.event.startswith("PREPARE_") else "had"
     more = f" (and {len(fields) - 1} more: {', '.join(fields[1:])})" if len(fields) > 1 else ""
-    message = f"{where}, {ref.event}.{name}: you {verb} {shown_a}, the reference {shown_b}{more}"
+    message = f"{where}, {ref.event}.{name}: {voice.a} {verb} {shown_a}, {voice.b} {shown_b}{more}"
     return Divergence(message, index, ref.step, where, ref.event, fields, mine, ref)
 
 

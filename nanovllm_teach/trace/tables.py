@@ -9,6 +9,12 @@ Where the numbers come from:
 - a step row is its STEP_DONE event (phase, batch, latency, blocks, queues, finished), completed by the
   step's SCHEDULE_PREFILL / SCHEDULE_DECODE (tokens computed, partial prefill chunks), PREEMPT and
   PREFIX_CACHE_HIT events. A step without STEP_DONE (the run crashed inside it) has no row.
+- the step convention every picture follows: step N is the stretch of time the step ran. Its batch, its
+  tokens and what it held while it ran (``held_blocks``, ``waiting_in_step``, ``running_in_step``: the
+  state the scheduler left when it emitted the step's SCHEDULE_* event) belong to step N; what the step
+  freed when its requests finished shows only *after* it. STEP_DONE's ``used_blocks`` / ``free_blocks`` /
+  ``waiting_len`` / ``running_len`` are the state at the end of the step, after those frees: the value
+  the next step starts from.
 - a request row starts at REQUEST_ENQUEUE. Every completed step that ran the sequence gave it one new
   token, except a prefill step that computed only a chunk of its prompt; that count is the request's
   completion tokens, and the first such step is when its first token appeared. STATE_TRANSITION to
@@ -44,10 +50,15 @@ class StepRow:
     # token, decode = minus the number of sequences.
     num_tokens_stat: int
     latency_ms: float
-    used_blocks: int
+    used_blocks: int  # at the end of the step (after its finished requests freed their blocks)
     free_blocks: int
-    waiting_len: int
+    waiting_len: int  # at the end of the step
     running_len: int
+    # While the step ran (after its scheduling, before its finished requests left): what the pictures
+    # draw over step N, so that a request's blocks last exactly as long as its bar in the Gantt chart.
+    held_blocks: int
+    waiting_in_step: int
+    running_in_step: int
     finished: list[int]
     preempted: list[int]
     prefix_hit_seq_ids: list[int]
@@ -116,6 +127,7 @@ class _Builder:
     """The single pass: rows so far, each request's open span, and the times still to fill in."""
 
     def __init__(self) -> None:
+        self.in_step: tuple[int, int, int] | None = None  # (held blocks, waiting, running) as the step ran
         self.steps: list[StepRow] = []
         self.requests: dict[int, RequestRow] = {}
         self.spans: list[RequestSpan] = []
@@ -166,8 +178,10 @@ def derive_tables(events: list[TraceEvent], settings: EngineSettings) -> Tables:
                 num_cached_tokens=0, ttft_ms=None, tpot_ms=None, e2e_ms=None)
             b.switch(s.seq_id, "waiting", e.t_ns, b.last_step + 1)
         elif name == "SCHEDULE_PREFILL":
+            b.in_step = (len(state.holders), len(state.waiting), len(state.running))
             _schedule_prefill(b, e)
         elif name == "SCHEDULE_DECODE":
+            b.in_step = (len(state.holders), len(state.waiting), len(state.running))
             for sid in s.seq_ids:
                 if sid in b.open and b.open[sid].state == "prefill":
                     b.switch_at_step_start(sid, "decode", e)
@@ -249,12 +263,15 @@ def _step_done(b: _Builder, e: TraceEvent, state: EngineState) -> None:
         t_start = max(t_start, b.steps[-1].t_end_ns)
     chunked = ([sid for sid, flag in zip(schedule.stats.seq_ids, schedule.stats.chunked) if flag]
                if schedule is not None and schedule.event == "SCHEDULE_PREFILL" else [])
+    # A trace without the step's SCHEDULE_* event (a damaged one) says only how the step ended.
+    held, waiting, running = b.in_step or (s.used_blocks, s.waiting_len, s.running_len + len(s.finished))
+    b.in_step = None
     b.steps.append(StepRow(
         step=e.step, phase=e.phase, batch_size=s.batch_size, seq_ids=list(s.seq_ids),
         num_batched_tokens=schedule.stats.num_batched_tokens if schedule is not None else None,
         num_tokens_stat=s.num_tokens_stat, latency_ms=s.latency_ms, used_blocks=s.used_blocks,
         free_blocks=s.free_blocks, waiting_len=s.waiting_len, running_len=s.running_len,
-        finished=list(s.finished), preempted=[p.stats.seq_id for p in parts.preempts],
+        held_blocks=held, waiting_in_step=waiting, running_in_step=running, finished=list(s.finished), preempted=[p.stats.seq_id for p in parts.preempts],
         prefix_hit_seq_ids=[h.stats.seq_id for h in parts.hits],
         num_cached_tokens=sum(h.stats.num_cached_tokens for h in parts.hits), chunked=chunked,
         t_start_ns=t_start, t_end_ns=e.t_ns))
@@ -273,13 +290,17 @@ def _ms(t0: int | None, t1: int | None) -> float | None:
 
 
 def format_step_table(rows: list[StepRow], limit: int | None = None) -> str:
-    """The per-step table as fixed-width text (one line per step; ``limit`` keeps the first rows)."""
-    header = ("step", "phase", "bs", "tokens", "stat", "latency_ms", "used", "free", "wait", "run",
+    """The per-step table as fixed-width text (one line per step; ``limit`` keeps the first rows).
+
+    ``bs``, ``tokens`` and ``held`` (KV blocks held) are the step as it ran, as the pictures draw it;
+    ``used``, ``free``, ``wait``, ``run`` are STEP_DONE's: the state at the end of the step, after the
+    requests in ``finished`` freed their blocks (what the next step starts from)."""
+    header = ("step", "phase", "bs", "tokens", "stat", "latency_ms", "held", "used", "free", "wait", "run",
               "finished", "preempted")
     lines = [header]
     for row in rows[:limit]:
         lines.append((str(row.step), row.phase, str(row.batch_size), _opt(row.num_batched_tokens),
-                      str(row.num_tokens_stat), f"{row.latency_ms:.2f}", str(row.used_blocks),
+                      str(row.num_tokens_stat), f"{row.latency_ms:.2f}", str(row.held_blocks), str(row.used_blocks),
                       str(row.free_blocks), str(row.waiting_len), str(row.running_len),
                       _ids(row.finished), _ids(row.preempted)))
     text = _columns(lines, left={"phase", "finished", "preempted"})

@@ -1,21 +1,27 @@
-"""The KV block grid: every block of the paged KV cache as one cell, at the end of one engine step.
+"""The KV block grid: every block of the paged KV cache as one cell (or, for large caches, one cell per
+group of blocks), at one engine step.
 
 - a used block is filled with the colour of the request that holds it (``style.seq_color``);
 - a shared prefix block (held by several requests through prefix-cache hits) gets a thick black edge
   and, on grids small enough to read, its reference count ``×N``;
 - a free block that still holds a hashed, full block of tokens ("cached": a later prefix-cache hit can
   reuse it without recomputing) is grey; a plain free block is white. Which free blocks are cached is
-  derived from the events (see ``replay``: "hashed" blocks).
+  derived from the events (see ``replay``: "hashed" blocks);
+- the step convention of every picture (step N as it ran): blocks the step's finished requests freed at
+  its end are still drawn in their holder's colour, faded (``freed``), as the timelines still count them
+  over step N.
 
-Large caches (thousands of blocks) are drawn in part: all blocks when there are at most ``max_cells``,
-otherwise the stretch of ids from the first used or cached block, ``max_cells`` long. The title always
-sums up the whole cache (used, shared, cached, free) and names the stretch drawn. Cell texts (reference
-counts, the owner's seq id at the start of each run of its blocks) appear only on grids of at most
-``LABEL_CELLS`` cells, where they can be read.
+Scale: up to ``MAX_CELLS`` blocks each get a cell. A larger cache is drawn in groups of ``group``
+consecutive blocks per cell (20,000 blocks: 20 per cell), each coloured by its occupancy: the darker, the
+larger the share of its blocks in use (grey if none is used but some are cached). ``group_summary`` says
+what one group holds, for the group a reader selects (the player's "block group" box), and a ``selected``
+group gets a red edge. The title sums up the whole cache (used, shared, cached, free). Cell texts (reference
+counts, the owner's seq id at the start of each run of its blocks) appear on grids of at most ``LABEL_CELLS``
+cells, where they can be read.
 
-The cells are one ``PolyCollection`` (gid ``blocks``) with one square per drawn block, in block id order,
-each with its own face colour, edge colour and edge width; the texts have gid ``refcount`` or ``owner``.
-Tests and the player can check what was drawn from those.
+The cells are one ``PolyCollection`` (gid ``blocks``) with one square per cell, in block id order, each with
+its own face colour, edge colour and edge width; the texts have gid ``refcount`` or ``owner``. Tests and the
+player can check what was drawn from those.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
+from matplotlib import colormaps
 from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.patches import Patch
@@ -36,62 +43,86 @@ from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.style import CACHED_COLOR, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
-MAX_CELLS = 2048
-# Grids up to this many cells get texts; beyond, they would be unreadable (and each costs time to draw).
-LABEL_CELLS = 128
+MAX_CELLS = 1024
+# Grids up to this many cells get texts (at the CPU default of 341 blocks too); beyond, they would be
+# unreadable.
+LABEL_CELLS = 512
 _CELL = 0.9  # cell size; the grid pitch is 1
 _SHARED_EDGE_WIDTH = 1.6
+_SELECTED_EDGE_WIDTH = 2.4
+_FREED_ALPHA = 0.35
 _PALETTE_RGBA = to_rgba_array(SEQ_PALETTE)
 _FREE_RGBA, _CACHED_RGBA, _SHARED_EDGE_RGBA = to_rgba(FREE_COLOR), to_rgba(CACHED_COLOR), to_rgba("black")
+_SELECTED_RGBA = to_rgba("red")
+_OCCUPANCY = colormaps["Blues"]
 
 
 @dataclass(frozen=True, slots=True)
 class GridLayout:
-    """Which block ids are drawn (``first`` .. ``last`` inclusive) and how many columns they take."""
+    """How the blocks are drawn: ``group`` consecutive blocks per cell (1: one cell per block), in
+    ``columns`` columns."""
 
-    first: int
-    last: int
+    num_blocks: int
+    group: int
     columns: int
 
     @property
     def num_cells(self) -> int:
-        return self.last - self.first + 1
+        return -(-self.num_blocks // self.group)
 
     @property
     def num_rows(self) -> int:
-        return (self.num_cells + self.columns - 1) // self.columns
+        return -(-self.num_cells // self.columns)
+
+    def cell(self, block_id: int) -> int:
+        return block_id // self.group
 
     def position(self, block_id: int) -> tuple[int, int]:
-        """(column, row) of a drawn block."""
-        return (block_id - self.first) % self.columns, (block_id - self.first) // self.columns
+        """(column, row) of the cell drawing ``block_id``."""
+        cell = self.cell(block_id)
+        return cell % self.columns, cell // self.columns
+
+    def blocks(self, cell: int) -> range:
+        """The block ids cell ``cell`` draws."""
+        return range(cell * self.group, min((cell + 1) * self.group, self.num_blocks))
 
 
 def grid_layout(kv: KVSnapshot, max_cells: int = MAX_CELLS) -> GridLayout:
-    """All blocks if they fit in ``max_cells``; otherwise ``max_cells`` ids from the first non-free block."""
-    if kv.num_blocks <= max_cells:
-        first, last = 0, kv.num_blocks - 1
-    else:
-        busy = [*kv.holders, *kv.cached_free]
-        first = min(min(busy) if busy else 0, kv.num_blocks - max_cells)
-        last = first + max_cells - 1
-    n = last - first + 1
-    columns = 16 if n <= 128 else 32 if n <= 1024 else 64
-    return GridLayout(first, last, min(columns, max(n, 1)))
+    """One cell per block if they fit in ``max_cells``; otherwise the fewest blocks per cell that fit."""
+    group = max(1, -(-kv.num_blocks // max_cells))
+    n = -(-kv.num_blocks // group)
+    columns = 16 if n <= 128 else 32
+    return GridLayout(kv.num_blocks, group, min(columns, max(n, 1)))
 
 
 def summary_line(kv: KVSnapshot, layout: GridLayout | None = None) -> str:
-    """One line that sums up the whole cache (and, for a partial grid, the stretch drawn)."""
+    """One line that sums up the whole cache (and, for a grouped grid, what a cell is)."""
     shared = kv.shared
     cached = len(kv.cached_free)
     text = (f"step {kv.step}: {kv.num_used} used ({len(shared)} shared"
             + (f", max ×{max(shared.values())}" if shared else "") + f"), {cached} cached, "
             f"{kv.num_free - cached} free, of {kv.num_blocks} blocks")
-    if layout is not None and layout.num_cells < kv.num_blocks:
-        outside_used = sum(not layout.first <= b <= layout.last for b in kv.holders)
-        outside_cached = sum(not layout.first <= b <= layout.last for b in kv.cached_free)
-        text += (f"\ndrawn: blocks {layout.first}–{layout.last}; outside it: {outside_used} used, "
-                 f"{outside_cached} cached")
+    if layout is not None and layout.group > 1:
+        text += f"\none cell = {layout.group} blocks; the darker, the more of them in use"
     return text
+
+
+def group_summary(kv: KVSnapshot, layout: GridLayout, cell: int) -> str:
+    """What one cell's blocks hold: ``blocks 200–219: 12 used (seq 3: 8, seq 7: 4), 2 cached, 6 free``."""
+    blocks = layout.blocks(cell)
+    owners: dict[int, int] = {}
+    used = cached = 0
+    for b in blocks:
+        seqs = kv.holders.get(b)
+        if seqs is not None:
+            used += 1
+            for sid in seqs:
+                owners[sid] = owners.get(sid, 0) + 1
+        elif b in kv.cached_free:
+            cached += 1
+    who = ", ".join(f"seq {sid}: {n}" for sid, n in sorted(owners.items()))
+    return (f"blocks {blocks.start}–{blocks.stop - 1}: {used} used" + (f" ({who})" if who else "")
+            + f", {cached} cached, {len(blocks) - used - cached} free")
 
 
 class BlockGrid:
@@ -117,12 +148,7 @@ class BlockGrid:
         self.labels: list[Text] = []
         ax.set_facecolor(GRID_BACKGROUND)
         ax.title.set_animated(animated)
-        if legend:
-            handles = [Patch(facecolor=seq_color(0), label="used: colour of\nthe holding seq"),
-                       Patch(facecolor="white", edgecolor="black", linewidth=1.6, label="shared (×refs)"),
-                       Patch(facecolor=CACHED_COLOR, label="cached\n(free, hashed)"),
-                       Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label="free")]
-            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+        self.legend = legend
         ax.set_xticks([])
         ax.set_aspect("equal")
         ax.set_ylabel("first block id of the row", fontsize=8)
@@ -131,24 +157,20 @@ class BlockGrid:
         """What ``update`` changes: the cells, the labels and the title."""
         return [self.cells, *self.labels, *([self.ax.title] if self.title else [])]
 
-    def update(self, kv: KVSnapshot) -> GridLayout:
-        """Show ``kv``; returns the stretch of blocks drawn."""
+    def update(self, kv: KVSnapshot, freed: dict[int, int] | None = None,
+               selected: int | None = None) -> GridLayout:
+        """Show ``kv``; ``freed``: blocks the step freed at its end -> the seq that held them (drawn faded);
+        ``selected``: a cell to outline. Returns the layout."""
         layout = grid_layout(kv, self.max_cells)
         if layout != self.layout:
             self._lay_out(layout)
         n = layout.num_cells
-        faces = np.tile(_FREE_RGBA, (n, 1))
-        edges = np.zeros((n, 4))  # transparent
-        widths = np.zeros(n)
-        cached = [b - layout.first for b in kv.cached_free if layout.first <= b <= layout.last]
-        faces[cached] = _CACHED_RGBA
-        drawn = [(b - layout.first, seqs) for b, seqs in kv.holders.items() if layout.first <= b <= layout.last]
-        if drawn:
-            index = np.array([i for i, _ in drawn])
-            faces[index] = _PALETTE_RGBA[[seqs[0] % len(SEQ_PALETTE) for _, seqs in drawn]]
-            shared = np.array([len(seqs) > 1 for _, seqs in drawn])
-            edges[index[shared]] = _SHARED_EDGE_RGBA
-            widths[index[shared]] = _SHARED_EDGE_WIDTH
+        if layout.group == 1:
+            faces, edges, widths = self._block_colours(kv, freed or {}, n)
+        else:
+            faces, edges, widths = self._group_colours(kv, layout)
+        if selected is not None and 0 <= selected < n:
+            edges[selected], widths[selected] = _SELECTED_RGBA, _SELECTED_EDGE_WIDTH
         self.cells.set_facecolor(faces)
         self.cells.set_edgecolor(edges)
         self.cells.set_linewidth(widths)
@@ -157,28 +179,76 @@ class BlockGrid:
             self.ax.set_title(summary_line(kv, layout), fontsize=8)
         return layout
 
+    @staticmethod
+    def _block_colours(kv: KVSnapshot, freed: dict[int, int], n: int) -> tuple[np.ndarray, ...]:
+        faces = np.tile(_FREE_RGBA, (n, 1))
+        edges = np.zeros((n, 4))  # transparent
+        widths = np.zeros(n)
+        faces[[b for b in kv.cached_free if b < n]] = _CACHED_RGBA
+        gone = [(b, sid) for b, sid in freed.items() if b < n and b not in kv.holders]
+        if gone:
+            index = np.array([b for b, _ in gone])
+            faces[index] = _PALETTE_RGBA[[sid % len(SEQ_PALETTE) for _, sid in gone]]
+            faces[index, 3] = _FREED_ALPHA
+        drawn = [(b, seqs) for b, seqs in kv.holders.items() if b < n]
+        if drawn:
+            index = np.array([b for b, _ in drawn])
+            faces[index] = _PALETTE_RGBA[[seqs[0] % len(SEQ_PALETTE) for _, seqs in drawn]]
+            shared = np.array([len(seqs) > 1 for _, seqs in drawn])
+            edges[index[shared]] = _SHARED_EDGE_RGBA
+            widths[index[shared]] = _SHARED_EDGE_WIDTH
+        return faces, edges, widths
+
+    @staticmethod
+    def _group_colours(kv: KVSnapshot, layout: GridLayout) -> tuple[np.ndarray, ...]:
+        n, group = layout.num_cells, layout.group
+        sizes = np.full(n, group)
+        sizes[-1] = kv.num_blocks - group * (n - 1)
+        used = np.bincount(np.fromiter(kv.holders, int, len(kv.holders)) // group, minlength=n)[:n]
+        cached = np.bincount(np.fromiter(kv.cached_free, int, len(kv.cached_free)) // group, minlength=n)[:n]
+        faces = np.tile(_FREE_RGBA, (n, 1))
+        faces[cached > 0] = _CACHED_RGBA
+        busy = used > 0
+        faces[busy] = _OCCUPANCY(0.3 + 0.7 * used[busy] / sizes[busy])
+        return faces, np.zeros((n, 4)), np.zeros(n)
+
     def _relabel(self, kv: KVSnapshot, layout: GridLayout) -> None:
         for label in self.labels:
             label.remove()
         self.labels = []
-        if layout.num_cells > LABEL_CELLS:
+        if layout.num_cells > LABEL_CELLS or layout.group > 1:
             return
+        size = 7 if layout.columns <= 16 else 6
         previous_owner = None  # an owner is labelled once per run of its consecutive blocks in a row
-        for block_id in range(layout.first, layout.last + 1):
+        for block_id in sorted(kv.holders):
             col, row = layout.position(block_id)
-            seqs = kv.holders.get(block_id)
-            if seqs is not None and len(seqs) > 1:
-                self._label(col, row, f"×{len(seqs)}", "refcount", _text_color(seqs[0]))
-            elif seqs is not None and (seqs[0] != previous_owner or col == 0):
-                self._label(col, row, str(seqs[0]), "owner", _text_color(seqs[0]))
-            previous_owner = seqs[0] if seqs is not None and len(seqs) == 1 else None
+            seqs = kv.holders[block_id]
+            if len(seqs) > 1:
+                self._label(col, row, f"×{len(seqs)}", "refcount", _text_color(seqs[0]), size)
+            elif seqs[0] != previous_owner or col == 0 or kv.holders.get(block_id - 1) != seqs:
+                self._label(col, row, str(seqs[0]), "owner", _text_color(seqs[0]), size)
+            previous_owner = seqs[0] if len(seqs) == 1 else None
 
-    def _label(self, col: int, row: int, text: str, gid: str, color: str) -> None:
-        self.labels.append(self.ax.text(col, row, text, ha="center", va="center", fontsize=7, color=color,
+    def _label(self, col: int, row: int, text: str, gid: str, color: str, size: float) -> None:
+        self.labels.append(self.ax.text(col, row, text, ha="center", va="center", fontsize=size, color=color,
                                         fontweight="bold", gid=gid, animated=self.animated))
+
+    def _legend(self, layout: GridLayout) -> None:
+        if layout.group == 1:
+            handles = [Patch(facecolor=seq_color(0), label="used (colour: its seq)"),
+                       Patch(facecolor=to_rgba(seq_color(0), _FREED_ALPHA), label="freed at the step's end"),
+                       Patch(facecolor="white", edgecolor="black", linewidth=1.6, label="shared (×refs)")]
+        else:
+            handles = [Patch(facecolor=_OCCUPANCY(1.0), label=f"{layout.group} blocks, all used"),
+                       Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label="one of them used")]
+        handles += [Patch(facecolor=CACHED_COLOR, label="cached (free, hashed)"),
+                    Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label="free")]
+        self.ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
 
     def _lay_out(self, layout: GridLayout) -> None:
         self.layout = layout
+        if self.legend:
+            self._legend(layout)
         offsets = np.arange(layout.num_cells)
         cols, rows = offsets % layout.columns, offsets // layout.columns
         corners = np.array([(-1, -1), (1, -1), (1, 1), (-1, 1)]) * (_CELL / 2)
@@ -187,7 +257,7 @@ class BlockGrid:
         self.ax.set_ylim(layout.num_rows - 0.4, -0.6)  # block ids grow left to right, top to bottom
         ticks = list(range(0, layout.num_rows, -(-layout.num_rows // 12)))  # at most 12 labelled rows
         self.ax.set_yticks(ticks)
-        self.ax.set_yticklabels([str(layout.first + r * layout.columns) for r in ticks], fontsize=7)
+        self.ax.set_yticklabels([str(r * layout.columns * layout.group) for r in ticks], fontsize=7)
 
 
 def _text_color(seq_id: int) -> str:
@@ -196,19 +266,31 @@ def _text_color(seq_id: int) -> str:
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "white"
 
 
-def draw_block_grid(ax: Axes, kv: KVSnapshot, max_cells: int = MAX_CELLS, legend: bool = True) -> GridLayout:
+def freed_at_step_end(trace: Trace) -> dict[int, dict[int, int]]:
+    """For each step, the blocks its finished requests freed at its end: ``{step: {block_id: seq_id}}``."""
+    freed: dict[int, dict[int, int]] = {}
+    for e in trace.events_named("BLOCK_FREE"):
+        if e.step is not None and e.reason == "finished":
+            freed.setdefault(e.step, {}).update(dict.fromkeys(e.stats.freed_block_ids, e.stats.seq_id))
+    return freed
+
+
+def draw_block_grid(ax: Axes, kv: KVSnapshot, max_cells: int = MAX_CELLS, legend: bool = True,
+                    freed: dict[int, int] | None = None) -> GridLayout:
     """Draw the cells of ``kv`` into ``ax`` (an empty Axes); returns the layout used."""
-    return BlockGrid(ax, max_cells, legend).update(kv)
+    return BlockGrid(ax, max_cells, legend).update(kv, freed)
 
 
 def plot_block_grid(trace: Trace | EngineReplay, step: int, figure: Figure | SubFigure | None = None,
                     max_cells: int = MAX_CELLS) -> Figure | SubFigure:
-    """The KV block grid of ``trace`` at the end of ``step`` (pass an ``EngineReplay`` to reuse one)."""
+    """The KV block grid of ``trace`` at ``step``: the blocks held at its end, and faded, those its finished
+    requests freed at its end (pass an ``EngineReplay`` to reuse one)."""
     replay = trace if isinstance(trace, EngineReplay) else EngineReplay(trace)
     kv = replay.kv_at(step)
+    freed = freed_at_step_end(replay.trace).get(step)
     if figure is None:
         rows = grid_layout(kv, max_cells).num_rows
         figure = NotebookFigure(figsize=(8, min(9.0, 1.6 + 0.28 * rows)), layout="constrained")
     figure.clear()
-    draw_block_grid(figure.subplots(), kv, max_cells)
+    draw_block_grid(figure.subplots(), kv, max_cells, freed=freed)
     return figure

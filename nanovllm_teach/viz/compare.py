@@ -184,7 +184,7 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = Non
                                  f"{summary.tokens_per_step:.2f} tokens/step", fontsize=10)
     # The panels set their own limits from their own trace; the shared ones must fit both.
     axes["gantt0"].set_xlim(min(t.steps[0].step for t in traces) - 0.5, max(t.steps[-1].step for t in traces) + 1.0)
-    axes["kv0"].set_ylim(0, 1.25 * max(r.used_blocks for t in traces for r in t.steps) + 1)
+    axes["kv0"].set_ylim(0, 1.25 * max(r.held_blocks for t in traces for r in t.steps) + 1)
     axes["gantt0"].set_ylim(num_requests - 0.5, -0.5)
     axes["table"].axis("off")
     axes["table"].text(0.0, 1.0, format_summaries(summaries), family="monospace", fontsize=9, va="top",

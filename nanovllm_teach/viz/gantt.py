@@ -91,14 +91,15 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
         if ends:
             xs, ys = zip(*ends)
             size = (140 if marker == "|" else 55) * marker_scale  # a bar needs more height than a dot
+            # Unclipped: the last step's finish markers sit on the right edge of the x range.
             ax.scatter(xs, ys, marker=marker, s=size, color="black", linewidths=2.0 * marker_scale, zorder=4,
-                       gid=f"finish-{reason}")
+                       gid=f"finish-{reason}", clip_on=False)
             handles.append(Line2D([], [], marker=marker, linestyle="none", color="black", markeredgewidth=1.8,
                                   label=label))
 
     rows = trace.steps
     if rows:
-        ax.set_xlim(rows[0].step - 0.5, rows[-1].step + 1.0)  # room for the last finish markers
+        ax.set_xlim(rows[0].step - 0.5, rows[-1].step + 0.5)  # the timelines' range, so the pictures line up
     ax.set_ylim(len(requests) - 0.5, -0.5)  # first request on top
     every = max(1, len(requests) // 40)  # at most ~40 labels, whatever the number of requests
     ax.set_yticks(range(0, len(requests), every))

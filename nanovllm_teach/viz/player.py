@@ -8,11 +8,15 @@
     player            # or display(player.widget)
     player.set_step(12); player.lines; player.queues; player.kv
 
-The widget: a Play button and a step slider on top; on the left the timelines and the request Gantt
-chart, each with a cursor at the current step; on the right the queues after the step (waiting with the
-preempted marked, running, finished in the step), the KV block grid at the end of the step, and the
-TEACHING lines of the step (everything logged since the previous step ended, as the console printed it,
-in the language and verbosity chosen).
+The widget, top to bottom: a Play button and a step slider; the step's header; the timelines and the
+request Gantt chart as one picture on one x axis, with one cursor at the current step (the step
+convention of every picture: step N's column is step N as it ran); then, side by side where the width
+allows (from about 900 px) and one above the other below it, the queues after the step (waiting with the
+preempted marked, running, finished in the step) with the KV block grid (the blocks held at the end of
+the step, faded those freed at its end; a large cache in groups of blocks, with a "block group" box that
+says what one group holds), and the TEACHING lines of the step (everything logged since the previous step
+ended, as the console printed it, in the language and verbosity chosen; long lines wrap between fields,
+never inside one).
 
 Pictures are PNG bytes in ``ipywidgets.Image``s, rendered with matplotlib's Agg backend, so the player
 works in JupyterLab, Jupyter Notebook and VS Code alike, without ipympl. Stepping redraws only what
@@ -26,6 +30,7 @@ from __future__ import annotations
 import bisect
 import html
 import io
+import re
 from typing import Any
 
 import ipywidgets as widgets
@@ -37,10 +42,15 @@ from nanovllm_teach.trace.reasons import LANGS
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.trace.tables import StepRow
-from nanovllm_teach.viz.blockgrid import BlockGrid, summary_line
-from nanovllm_teach.viz.gantt import plot_gantt
+from nanovllm_teach.viz.blockgrid import BlockGrid, freed_at_step_end, grid_layout, group_summary, summary_line
 from nanovllm_teach.viz.render import BlitPicture, CursorPicture
-from nanovllm_teach.viz.timeline import cursor_lines, plot_timelines
+from nanovllm_teach.viz.report import plot_overview
+from nanovllm_teach.viz.timeline import cursor_lines
+
+# Where a TEACHING line may wrap: after the ", " between two stats (or list items) and before each " | ".
+_FIELD_BREAK = re.compile(r"(?<=,) | (?=\| )")
+# Two columns when the widget is wide enough for both, one above the other when not.
+_COLUMN = widgets.Layout(flex="1 1 430px", min_width="0")
 
 
 class Player:
@@ -66,21 +76,26 @@ class Player:
         self._span, self._decode_positions = _index_steps(trace.events)
         first = self.steps[0]
 
-        timelines = plot_timelines(trace, cursor_step=first)
-        # At most 8 inches of Gantt chart: with hundreds of requests the rows are thin lines anyway, and a
-        # taller picture costs time at every step.
-        gantt = plot_gantt(trace, cursor_step=first, figure=Figure(
-            figsize=(11, min(8.0, 1.4 + 0.28 * len(trace.requests))), layout="constrained"))
-        self._timelines = CursorPicture(timelines, cursor_lines(timelines), dpi)
-        self._gantt = CursorPicture(gantt, cursor_lines(gantt), dpi)
+        # Timelines and Gantt chart in one figure: one column of axes, so one x axis and one cursor.
+        overview = plot_overview(trace, cursor_step=first, panel_height=1.05, max_gantt_height=4.0)
+        self._timelines = CursorPicture(overview, cursor_lines(overview), dpi)
+        self._freed = freed_at_step_end(trace)
         # Fixed axes, no layout engine: the grid's axes never move, so their pixels can be kept.
         # The summary line goes to the HTML header rather than into the picture: text is slow to draw.
-        grid_figure = Figure(figsize=(6.5, 3.6))
-        self._block_grid = BlockGrid(grid_figure.add_axes((0.09, 0.03, 0.62, 0.94)), animated=True, title=False)
-        self._grid = BlitPicture(grid_figure, dpi)
+        # Sized to the grid's rows (the cache size is the same at every step): no empty band around it.
+        layout = grid_layout(self.replay.kv_at(first))
+        grid_width = 4.2  # inches of cells; the legend takes the right of the figure
+        grid_height = max(2.0, grid_width * layout.num_rows / layout.columns + 0.2)  # the legend's height at least
+        grid_figure = Figure(figsize=(6.6, grid_height))
+        self._block_grid = BlockGrid(grid_figure.add_axes((0.6 / 6.6, 0.1 / grid_height, grid_width / 6.6,
+                                                           (grid_height - 0.2) / grid_height)),
+                                     animated=True, title=False)
+        self._grid = BlitPicture(grid_figure, max(dpi, 80))
+        self.selected_group: int | None = None
 
         self.slider = widgets.IntSlider(value=first, min=first, max=self.steps[-1], description="step",
-                                        continuous_update=False, layout=widgets.Layout(width="60%"))
+                                        continuous_update=False,
+                                        layout=widgets.Layout(flex="1 1 300px", min_width="200px"))
         self.play = widgets.Play(value=first, min=first, max=self.steps[-1], interval=interval_ms,
                                  description="play")
         # A kernel-side link: the slider follows Play in any frontend, and in tests without one.
@@ -91,23 +106,28 @@ class Player:
                                                  description="detail", layout=widgets.Layout(width="180px"))
         self.header = widgets.HTML()
         self.timeline_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
-        self.gantt_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
         self.grid_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
         self.queue_view = widgets.HTML()
-        self.lines_view = widgets.HTML(layout=widgets.Layout(max_height="320px", overflow="auto"))
+        self.group_picker = widgets.BoundedIntText(value=0, min=0, max=0, description="block group",
+                                                   layout=widgets.Layout(width="200px", display="none"))
+        self.group_view = widgets.HTML()
+        self.lines_view = widgets.HTML(layout=widgets.Layout(max_height="360px", overflow="auto"))
 
         self.slider.observe(self._on_slider, names="value")
         self.lang_picker.observe(self._on_text_option, names="value")
         self.verbosity_picker.observe(self._on_text_option, names="value")
+        self.group_picker.observe(self._on_group, names="value")
         self.widget = widgets.VBox([
-            widgets.HBox([self.play, self.slider, self.lang_picker, self.verbosity_picker]),
+            widgets.HBox([self.play, self.slider, self.lang_picker, self.verbosity_picker],
+                         layout=widgets.Layout(flex_flow="row wrap")),
             self.header,
-            widgets.HBox([
-                widgets.VBox([self.timeline_image, self.gantt_image], layout=widgets.Layout(width="58%")),
-                widgets.VBox([self.queue_view, self.grid_image, self.lines_view],
-                             layout=widgets.Layout(width="42%")),
-            ]),
-        ])
+            self.timeline_image,
+            widgets.Box([
+                widgets.VBox([self.queue_view, self.grid_image, widgets.HBox([self.group_picker, self.group_view])],
+                             layout=_COLUMN),
+                widgets.VBox([self.lines_view], layout=_COLUMN),
+            ], layout=widgets.Layout(display="flex", flex_flow="row wrap", width="100%")),
+        ], layout=widgets.Layout(width="100%"))
         self._step = first
         self._show(first)
 
@@ -119,7 +139,7 @@ class Player:
         return self._step
 
     def set_step(self, step: int) -> None:
-        """Show the engine state at the end of ``step`` (a step the trace completed)."""
+        """Show ``step`` (a step the trace completed): its pictures, and the queues and blocks at its end."""
         if step not in self._rows:
             raise ValueError(f"step {step} is not a completed step of this trace "
                              f"(steps {self.steps[0]}..{self.steps[-1]})")
@@ -156,11 +176,8 @@ class Player:
 
     @property
     def timeline_figure(self) -> Figure:
+        """The timelines and the Gantt chart: one figure, one x axis."""
         return self._timelines.figure
-
-    @property
-    def gantt_figure(self) -> Figure:
-        return self._gantt.figure
 
     @property
     def grid_figure(self) -> Figure:
@@ -203,17 +220,39 @@ class Player:
         self._lines = self.step_lines(step)
 
         self.timeline_image.value = self._timelines.png_at(step)
-        self.gantt_image.value = self._gantt.png_at(step)
-        layout = self._block_grid.layout
-        if self._block_grid.update(self._kv) != layout:  # another stretch of blocks: new ticks to keep
-            self._grid.capture()
-        self.grid_image.value = self._grid.png(self._block_grid.changing_artists())
+        self._draw_grid()
         row = self._rows[step]
         self.header.value = (f"<b>step {step}</b> of {self.steps[-1]} · {row.phase} · batch {row.batch_size} · "
-                             f"{row.num_batched_tokens or 0} tokens · {row.latency_ms:.2f} ms<br>"
-                             f"KV {html.escape(summary_line(self._kv, self._block_grid.layout))}")
+                             f"{row.num_batched_tokens or 0} tokens · {row.latency_ms:.2f} ms · "
+                             f"{row.held_blocks} KV blocks held<br>KV at the end of "
+                             f"{html.escape(summary_line(self._kv, self._block_grid.layout))}")
         self.queue_view.value = self._queues_html()
         self.lines_view.value = self._lines_html()
+
+    def select_group(self, cell: int) -> None:
+        """Outline one cell of a grouped block grid and say what its blocks hold."""
+        self.group_picker.value = cell  # the observer redraws
+
+    def _on_group(self, change: dict[str, Any]) -> None:
+        if change["new"] != self.selected_group:
+            self.selected_group = change["new"]
+            self._draw_grid()
+
+    def _draw_grid(self) -> None:
+        before = self._block_grid.layout
+        layout = grid_layout(self._kv, self._block_grid.max_cells)
+        grouped = layout.group > 1
+        if grouped and self.selected_group is None:  # start on the group of the first used block
+            self.selected_group = layout.cell(min(self._kv.holders, default=0))
+        self._block_grid.update(self._kv, self._freed.get(self._step), self.selected_group if grouped else None)
+        if layout != before:  # another layout: new ticks and legend to keep
+            self._grid.capture()
+            self.group_picker.max = max(layout.num_cells - 1, 0)
+            self.group_picker.layout.display = "" if grouped else "none"
+        if grouped:
+            self.group_picker.value = self.selected_group
+        self.grid_image.value = self._grid.png(self._block_grid.changing_artists())
+        self.group_view.value = html.escape(group_summary(self._kv, layout, self.selected_group)) if grouped else ""
 
     def _queues_html(self) -> str:
         q = self._queues
@@ -227,8 +266,20 @@ class Player:
                 + f"<br><b>finished this step</b>: {ids(q.finished)}</div>")
 
     def _lines_html(self) -> str:
-        text = "\n".join(self._lines) if self._lines else "(no TEACHING line at this verbosity)"
-        return f'<pre style="font-size:11px; line-height:1.25; white-space:pre-wrap">{html.escape(text)}</pre>'
+        if not self._lines:
+            return "<i>(no TEACHING line at this verbosity)</i>"
+        return ('<div style="font-family:monospace; font-size:11px; line-height:1.3; white-space:normal">'
+                + "".join(wrap_html(line) for line in self._lines) + "</div>")
+
+
+def wrap_html(line: str) -> str:
+    """One TEACHING line as HTML that a narrow view wraps between fields (after a stat's comma, before a
+    " | "), never inside one, continuation lines indented."""
+    # The reason is prose: it may wrap between its words. Every other field stays on one line.
+    fields = "".join(f'<span style="white-space:{"normal" if part.startswith("| reason=") else "pre"}">'
+                     f'{html.escape(part)}</span> ' for part in _FIELD_BREAK.split(line))
+    return ('<div style="padding-left:2em; text-indent:-2em; word-break:normal; overflow-wrap:normal">'
+            f'{fields}</div>')
 
 
 def _index_steps(events: list[TraceEvent]) -> tuple[dict[int, tuple[int, int]], list[int]]:

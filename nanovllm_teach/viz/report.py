@@ -25,15 +25,20 @@ from nanovllm_teach.viz.render import NotebookFigure, figure_png
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
 
 
-def plot_overview(trace: Trace) -> Figure:
-    """One figure: the five timelines on top, the request Gantt chart below, all on one step axis."""
+def plot_overview(trace: Trace, cursor_step: int | None = None, panel_height: float = 1.8,
+                  max_gantt_height: float = 10.0) -> Figure:
+    """One figure: the five timelines on top, the request Gantt chart below, all on one step axis (one
+    column of axes: the legends beside them take the same width from each, so every x lines up), with an
+    optional cursor at one step in every panel. ``panel_height`` (inches per timeline) and
+    ``max_gantt_height`` size it: the player asks for a compact one."""
     if not trace.steps or not trace.requests:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed step or no request to draw")
-    gantt_height = min(10.0, 1.4 + 0.28 * len(trace.requests))
-    fig = NotebookFigure(figsize=(12, 9 + gantt_height), layout="constrained")
-    axes = fig.subplots(len(PANELS) + 1, 1, sharex=True, height_ratios=[1.8] * len(PANELS) + [gantt_height])
-    draw_timelines(list(axes[:-1]), trace)
-    draw_gantt(axes[-1], trace)  # sets the x range last: it leaves room for the finish markers
+    gantt_height = min(max_gantt_height, 1.4 + 0.28 * len(trace.requests))
+    fig = NotebookFigure(figsize=(12, panel_height * len(PANELS) + gantt_height), layout="constrained")
+    axes = fig.subplots(len(PANELS) + 1, 1, sharex=True,
+                        height_ratios=[panel_height] * len(PANELS) + [gantt_height])
+    draw_timelines(list(axes[:-1]), trace, cursor_step)
+    draw_gantt(axes[-1], trace, cursor_step)
     axes[-2].set_xlabel("")
     fig.suptitle(timeline_title(trace))
     return fig
@@ -110,7 +115,7 @@ def html_report(trace: Trace, max_step_rows: int = 2000) -> str:
         f"<p>{_text(trace.header.get('lesson'))}</p>" if trace.header.get("lesson") else "",
         f"<h2>Summary</h2><pre>{html.escape(summary)}</pre>",
         "<h2>Timelines and requests</h2>", _img(plot_overview(trace), "timelines and request Gantt chart"),
-        f"<h2>KV blocks at step {peak} (peak use)</h2>", _img(grid, f"KV block grid at step {peak}"),
+        f"<h2>KV blocks at the end of step {peak} (peak use)</h2>", _img(grid, f"KV block grid at step {peak}"),
         "<h2>Requests</h2>", _request_table(trace.requests, _prompts(trace)),
         "<h2>Steps</h2>", f"<pre>{html.escape(format_step_table(rows, limit=max_step_rows))}</pre>",
         "<h2>Trace header</h2>", f"<table>{header_rows}</table>",

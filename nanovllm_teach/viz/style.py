@@ -32,8 +32,10 @@ FREE_COLOR = "#ffffff"
 CACHED_COLOR = "#a0a0a0"  # free, but still hashed: a prefix-cache hit can reuse it
 GRID_BACKGROUND = "#e3e3e3"  # seen in the gaps between cells
 
-# tab20 without its two greys (grey means "cached" in the block grid).
-SEQ_PALETTE = [to_hex(c) for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]
+# tab20 without its two greys (grey means "cached" in the block grid): its nine strong colours first, then
+# their light partners, so that neighbouring seq ids never get two shades of one colour.
+_TAB20 = colormaps["tab20"].colors
+SEQ_PALETTE = [to_hex(_TAB20[i]) for i in (*range(0, 20, 2), *range(1, 20, 2)) if i not in (14, 15)]
 
 
 def seq_color(seq_id: int) -> str:

@@ -4,8 +4,11 @@ One panel per quantity a learner watches: batch size, KV blocks used out of the 
 tokens computed per step, and the waiting/running queue lengths. Prefill steps and decode steps get
 different colours everywhere, preemptions are marked, and an optional cursor shows the current step.
 
-Step ``s`` is drawn centred on x = s (bars span ``s - 0.5 .. s + 0.5``), as in the Gantt chart, so the
-pictures line up. The panel functions (``draw_batch_size`` ...) are reused by the side-by-side comparison;
+The step convention, the same in every picture (and stated in the legend, ``STEP_CONVENTION``): step ``s``
+is the column x = ``s - 0.5 .. s + 0.5`` and shows the step as it ran: its batch, its tokens, the KV
+blocks it held and the queues it ran with (``StepRow.held_blocks``, ``waiting_in_step``,
+``running_in_step``). What a step frees when its requests finish shows from its right edge on, where the
+Gantt chart puts the finish marker and where the batch bars drop. The panel functions (``draw_batch_size`` ...) are reused by the side-by-side comparison;
 cursor lines carry ``gid="cursor"`` so ``move_cursor`` (and the player) can find them.
 """
 
@@ -19,6 +22,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
@@ -42,21 +46,30 @@ def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: 
     ax.autoscale_view()
 
 
+def _columns(rows: list[StepRow], values: list[float]) -> tuple[list[float], list[float]]:
+    """A step line over the steps' columns: each value from its step's left edge to the next one's, the last
+    one to the right edge of the last step (``where="post"``)."""
+    return [r.step - 0.5 for r in rows] + [rows[-1].step + 0.5], list(values) + [values[-1]]
+
+
 def draw_batch_size(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.batch_size for r in rows], "batch-size")
-    ax.set_ylabel("batch size")
+    ax.set_ylabel("batch size", fontsize=8)
+
+
+STEP_CONVENTION = "column N: step N as it ran\n(what it frees shows after it)"
 
 
 def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
     total_blocks = rows[0].used_blocks + rows[0].free_blocks
-    ax.fill_between([r.step for r in rows], [r.used_blocks for r in rows], step="mid", color="#666666", alpha=0.6,
-                    gid="kv-used")
-    peak_used = max(r.used_blocks for r in rows)
+    xs, held = _columns(rows, [r.held_blocks for r in rows])
+    ax.fill_between(xs, held, step="post", color="#666666", alpha=0.6, gid="kv-used")
+    peak_used = max(r.held_blocks for r in rows)
     # Scale to what is used; the cache's capacity is drawn only when it is on a comparable scale.
     ax.set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
     if total_blocks <= peak_used * 1.25 + 1:
         ax.axhline(total_blocks, color="black", linewidth=0.8, linestyle="--", gid="kv-capacity")
-    ax.set_ylabel(f"KV blocks used\n(of {total_blocks})")
+    ax.set_ylabel(f"KV blocks held\n(of {total_blocks})", fontsize=8)
 
 
 def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
@@ -68,20 +81,21 @@ def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
         _bars(ax, rows, latencies, "latency", bottom=lowest / 2)
     else:
         _bars(ax, rows, latencies, "latency")
-    ax.set_ylabel("step latency (ms)")
+    ax.set_ylabel("step latency\n(ms)", fontsize=8)
 
 
 def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.num_batched_tokens or 0 for r in rows], "tokens")
-    ax.set_ylabel("tokens computed")
+    ax.set_ylabel("tokens\ncomputed", fontsize=8)
 
 
 def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
-    steps = [r.step for r in rows]
-    ax.step(steps, [r.waiting_len for r in rows], where="mid", label="waiting", color="#e7298a", gid="waiting")
-    ax.step(steps, [r.running_len for r in rows], where="mid", label="running", color="#1f78b4", gid="running")
-    ax.set_ylabel("queue length")
-    ax.legend(loc="upper right", fontsize=8)
+    xs, waiting = _columns(rows, [r.waiting_in_step for r in rows])
+    _, running = _columns(rows, [r.running_in_step for r in rows])
+    ax.step(xs, waiting, where="post", label="waiting", color="#e7298a", gid="waiting")
+    ax.step(xs, running, where="post", label="running", color="#1f78b4", gid="running")
+    ax.set_ylabel("queue length", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
 
 def mark_preemptions(ax: Axes, rows: list[StepRow]) -> None:
@@ -94,7 +108,10 @@ def phase_legend(ax: Axes, rows: list[StepRow]) -> None:
     handles = [Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
     if any(r.preempted for r in rows):
         handles.append(Line2D([], [], color=PREEMPT_COLOR, label="preemption"))
-    ax.legend(handles=handles, loc="upper right", fontsize=8)
+    # Beside the panel, as the Gantt chart's legend: nothing drawn is hidden, and every panel of a figure
+    # keeps the same width (one x axis).
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+              title=STEP_CONVENTION, title_fontsize=7, alignment="left")
 
 
 PANELS = (draw_batch_size, draw_kv_blocks, draw_latency, draw_tokens, draw_queues)
@@ -105,6 +122,8 @@ def draw_timelines(axes: list[Axes], trace: Trace, cursor_step: int | None = Non
     rows = trace.steps
     for draw, ax in zip(PANELS, axes):
         draw(ax, rows)
+        if draw is not draw_latency:  # counts: no "1.5 sequences", and few ticks on a short panel
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         mark_preemptions(ax, rows)
         if cursor_step is not None:
             ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
