@@ -5,7 +5,10 @@
   and where the trace (JSONL) and the timeline picture were written.
 - ``record SCENARIO``: regenerate one of the shipped traces in ``traces/`` (``--all`` for every one).
 - ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a picture (timelines + request Gantt chart),
-  ``--html`` a self-contained report page, ``--text`` the step and request tables in the terminal.
+  ``--html`` a self-contained replay page (a step slider over the timelines, Gantt chart, KV blocks and
+  TEACHING lines; any browser, no Python), ``--report`` a static report, ``--text`` the step and request tables.
+- ``simulate``: the same engine on a simulated GPU (``--model qwen3-8b --hardware h100-sxm --rate 8``), its
+  trace written for ``replay``/``compare`` like any other.
 - ``compare A B``: two traces of one workload side by side (``--out`` a picture) and their summary table.
 - ``diff A B``: the first event where two traces of one workload disagree, in plain words (exit 1 if any).
 - ``exercises``: the classroom exercises and their templates; ``grade EXERCISE SOLUTION.py`` grades one.
@@ -21,6 +24,9 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from nanovllm_teach.sim.cli import add_simulate_parser
+from nanovllm_teach.trace.reasons import LANGS
 
 PROG = "nanovllm-teach"
 PICTURE_FORMATS = (".png", ".svg", ".pdf")
@@ -155,21 +161,25 @@ def _record(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     picture = _writable_file(args.out, "--out", picture=True) if args.out else None
     page = _writable_file(args.html, "--html") if args.html else None
+    report = _writable_file(args.report, "--report") if args.report else None
     trace = _load(args.trace, args.lenient)
     if not trace.steps:
         raise UsageError(f"{args.trace}: no completed engine step to replay")
 
     from nanovllm_teach.trace import format_request_table, format_step_table
+    from nanovllm_teach.viz.page import write_replay_page
     from nanovllm_teach.viz.report import plot_overview, write_html_report
 
-    if args.text or not (picture or page):
+    if args.text or not (picture or page or report):
         print(format_step_table(trace.steps))
         print()
         print(format_request_table(trace.requests))
     if picture:
         print(f"picture: {_save_picture(plot_overview(trace), picture, dpi=100)}")
     if page:
-        print(f"report:  {write_html_report(trace, page)}")
+        print(f"page:    {write_replay_page(trace, page, lang=args.lang)}")
+    if report:
+        print(f"report:  {write_html_report(trace, report)}")
     return 0
 
 
@@ -298,7 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="a recorded trace as a picture, an HTML report or text tables")
     rep.add_argument("trace", help="a trace file (JSONL)")
     rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (.png, .svg, .pdf)")
-    rep.add_argument("--html", default=None, help="write a self-contained HTML report")
+    rep.add_argument("--html", default=None, help="write a self-contained replay page (step slider, timelines, Gantt "
+                     "chart, KV blocks, TEACHING lines) that opens in any browser, no Python needed")
+    rep.add_argument("--lang", choices=LANGS, default="en", help="first language of the page's TEACHING lines")
+    rep.add_argument("--report", default=None, help="write a static HTML report (pictures and tables)")
     rep.add_argument("--text", action="store_true", help="print the step and request tables (the default)")
     rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
     rep.set_defaults(func=_replay)
@@ -331,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     grd.add_argument("--time-limit", type=_number_at_least_zero, default=10.0,
                      help="seconds one call of your code may take (default: 10)")
     grd.set_defaults(func=_grade)
+
+    add_simulate_parser(sub)
     return parser
 
 

@@ -161,6 +161,9 @@ class Config:
     def _check_tensor_parallel(self) -> None:
         """Before any worker is spawned: every rank needs a device of its own and whole shards."""
         tp = self.tensor_parallel_size
+        if tp > 1 and self.compile:
+            raise ValueError(f"compile=True runs on one rank only, not with tensor_parallel_size={tp}: the compiled "
+                             "decode step is not built for the all-reduces of tensor parallelism")
         # Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and of the MLP.
         for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
             value = getattr(self.hf_config, name)

@@ -16,6 +16,7 @@ from nanovllm_teach.trace import (
     ConsoleRenderer, LANGS, Trace, TraceEvent, VERBOSITIES, explain, format_event, load_trace, render_trace,
 )
 from nanovllm_teach.trace.reasons import EVENT_REASONS, REASONS, has_sentence
+from nanovllm_teach.trace.events import PAYLOADS
 from test_trace_reader import SCENARIOS, record_scenario
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "nanovllm_teach" / "engine"
@@ -44,21 +45,34 @@ def live(tmp_path_factory):
     return out
 
 
+def _literals(node: ast.AST) -> list[str]:
+    """The string literals a reason expression can take (both branches of ``a if c else b``)."""
+    if isinstance(node, ast.IfExp):
+        return _literals(node.body) + _literals(node.orelse)
+    return [node.value] if isinstance(node, ast.Constant) else []
+
+
 def _engine_reason_keys() -> set[tuple[str, str]]:
-    """(event, reason) for every emit() call in the engine whose reason is a string literal."""
+    """(event, reason) for every emit site in the engine whose reason is a string literal: the untyped
+    ``emit(EVENT, phase, reason, ...)`` and the typed ``record(phase, reason, Payload(...))``."""
+    event_of = {cls.__name__: name for name, cls in PAYLOADS.items()}
     keys = set()
     for path in ENGINE_DIR.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
-                    and len(node.args) >= 3 and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[2], ast.Constant)):
-                keys.add((node.args[0].value, node.args[2].value))
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            args = node.args
+            if node.func.attr == "emit" and len(args) >= 3 and isinstance(args[0], ast.Constant):
+                keys |= {(args[0].value, reason) for reason in _literals(args[2])}
+            elif (node.func.attr == "record" and len(args) == 3 and isinstance(args[2], ast.Call)
+                  and isinstance(args[2].func, ast.Name) and args[2].func.id in event_of):
+                keys |= {(event_of[args[2].func.id], reason) for reason in _literals(args[1])}
     return keys
 
 
 def test_every_reason_in_the_engine_source_has_sentences():
     keys = _engine_reason_keys()
-    assert len(keys) >= 20, "the AST scan found too few emit() calls: has the engine's emit signature changed?"
+    assert len(keys) >= 20, "the AST scan found too few emit sites: has the engine's emit signature changed?"
     # Keys built at run time: the finish reasons and the block manager's free reasons.
     keys |= {("STATE_TRANSITION", f"finished_{r}") for r in ("eos", "length", "max_model_len")}
     keys |= {("BLOCK_FREE", r) for r in ("finished", "preempted", "aborted")}

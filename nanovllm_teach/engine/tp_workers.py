@@ -318,10 +318,6 @@ class TensorParallelRunner:
         if dist.is_initialized():
             raise RuntimeError("a tensor-parallel engine is already running in this process: close() it first "
                                "(the layers take their shard from the process-wide default group)")
-        if config.compile:  # before any worker is spawned
-            raise ValueError(f"compile=True runs on one rank only, not with tensor_parallel_size="
-                             f"{config.tensor_parallel_size}: the compiled decode step is not built for the "
-                             "all-reduces of tensor parallelism")
         self.pool = WorkerPool(config)
         # Garbage collection or interpreter exit stops the workers even without close(). The finalizer holds
         # the pool, never self, so it does not keep this runner alive.

@@ -29,6 +29,8 @@ REASONS: dict[str, dict[str, str]] = {
     "size_kv_cache_cpu_cap": {"en": "KV cache sized by the CPU cap cpu_kvcache_gib, below what the memory left "
                                     "after warm-up allows",
                               "zh": "KV cache 块数由 CPU 上限 cpu_kvcache_gib 决定，小于预热后剩余内存所允许的"},
+    "compiled_forward": {"en": "decode step through the torch.compile'd forward (compile=True)",
+                         "zh": "decode 走 torch.compile 编译后的前向（compile=True）"},
     "compile_decode_step": {"en": "decode forward compiled with torch.compile",
                             "zh": "用 torch.compile 编译 decode 前向"},
     "step_rolled_back": {"en": "the step was interrupted and undone: its blocks go back to whoever held them "
