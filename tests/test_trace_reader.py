@@ -298,8 +298,8 @@ def test_text_tables(traces):
     trace = traces["preemption"]
     text = format_step_table(trace.steps, limit=5)
     lines = text.splitlines()
-    assert lines[0].split() == ["step", "phase", "bs", "tokens", "stat", "latency_ms", "used", "free", "wait",
-                                "run", "finished", "preempted"]
+    assert lines[0].split() == ["step", "phase", "bs", "tokens", "stat", "latency_ms", "held", "used", "free",
+                                "wait", "run", "finished", "preempted"]
     assert lines[1].split()[:5] == ["1", "prefill", "2", "57", "59"]
     assert lines[-1] == f"... {len(trace.steps) - 5} more steps" and len(lines) == 7
     assert len(format_step_table(trace.steps).splitlines()) == len(trace.steps) + 1
