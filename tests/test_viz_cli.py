@@ -39,15 +39,19 @@ def test_replay_text_prints_the_tables(capsys):
     assert capsys.readouterr().out == out
 
 
-def test_replay_picture_and_report(tmp_path, capsys):
-    png, page = tmp_path / "out" / "timeline.png", tmp_path / "report.html"
-    assert main(["replay", str(SMALL_TRACE), "--out", str(png), "--html", str(page)]) == 0
+def test_replay_picture_page_and_report(tmp_path, capsys):
+    png, page, report = tmp_path / "out" / "timeline.png", tmp_path / "page.html", tmp_path / "report.html"
+    assert main(["replay", str(SMALL_TRACE), "--out", str(png), "--html", str(page), "--report", str(report)]) == 0
     out = capsys.readouterr().out
-    assert str(png) in out and str(page) in out and "step  phase" not in out  # no tables unless asked
+    assert all(str(path) in out for path in (png, page, report)) and "step  phase" not in out  # no tables unless asked
     width, height = png_size(png)
     assert width >= 1000 and height >= 1000  # five timelines above the Gantt chart
 
-    text = page.read_text(encoding="utf-8")
+    interactive = page.read_text(encoding="utf-8")
+    assert 'id="trace-data"' in interactive and "<script" in interactive  # the replay page: data and player
+    assert not re.search(r'(src|href)="(?!data:|#)', interactive)  # self-contained: nothing to fetch
+
+    text = report.read_text(encoding="utf-8")
     trace = load_trace(SMALL_TRACE)
     images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">', text)
     assert len(images) == 2 and all(png_size(base64.b64decode(data))[0] > 100 for data in images)

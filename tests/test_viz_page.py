@@ -20,42 +20,33 @@ REPO = Path(__file__).resolve().parents[1]
 TRACES = ["preemption", "prefix_cache", "chunked_prefill", "static_arrivals"]
 
 
+def _simulated_trace(workload, **settings) -> Trace:
+    """A run of the real engine (scheduler, block manager) on a simulated H100: no model, any scale."""
+    from nanovllm_teach import LLM
+
+    rec = TraceRecorder()
+    llm = LLM("qwen3-0.6b", runner="simulated", hardware="h100-sxm", trace=rec, **settings)
+    llm.run_workload(workload)
+    return Trace.from_recorder(rec)
+
+
 @lru_cache(maxsize=1)
 def long_trace() -> Trace:
-    """A simulated run of 1,500+ steps (the real scheduler and block manager, no model), with prefix hits."""
-    from nanovllm_teach.sim.cost_model import load_shape
-    from nanovllm_teach.sim.driver import simulate
-    from nanovllm_teach.sim.hardware import DEVICES
-    from nanovllm_teach.sim.runner import SimulatedRunner
+    """A simulated run of 1,500+ steps, with prefix hits."""
     from nanovllm_teach.sim.workload import Poisson, Uniform, make_workload
 
-    shape = load_shape("qwen3-0.6b")
-    rec = TraceRecorder()
-    rec.open({"schema": "nanovllm_teach.trace", "version": 2, "scenario": "long simulated run"})
-    runner = SimulatedRunner(shape, DEVICES["h100-sxm"], recorder=rec)
-    workload = make_workload(60, Poisson(3.0), Uniform(20, 600), Uniform(1, 60), vocab_size=shape.vocab_size, seed=3)
-    simulate(runner, workload, recorder=rec)
-    return Trace.from_recorder(rec)
+    workload = make_workload(60, Poisson(3.0), Uniform(20, 600), Uniform(1, 60), vocab_size=151936, seed=3)
+    return _simulated_trace(workload)
 
 
 @lru_cache(maxsize=1)
 def big_cache_trace() -> Trace:
     """300 requests at once into a 20,000-block cache of 16-token blocks, four shared prompt prefixes."""
-    from nanovllm_teach.sim.cost_model import load_shape
-    from nanovllm_teach.sim.driver import simulate
-    from nanovllm_teach.sim.hardware import DEVICES
-    from nanovllm_teach.sim.runner import SimulatedRunner
     from nanovllm_teach.sim.workload import AtOnce, SharedPrefix, Uniform, make_workload
 
-    shape = load_shape("qwen3-0.6b")
-    rec = TraceRecorder()
-    rec.open({"schema": "nanovllm_teach.trace", "version": 2, "scenario": "20,000 blocks"})
-    runner = SimulatedRunner(shape, DEVICES["h100-sxm"], recorder=rec, num_kvcache_blocks=20_000, block_size=16,
-                             max_num_seqs=256)
-    workload = make_workload(300, AtOnce(), Uniform(100, 1500), Uniform(1, 40), vocab_size=shape.vocab_size, seed=1,
+    workload = make_workload(300, AtOnce(), Uniform(100, 1500), Uniform(1, 40), vocab_size=151936, seed=1,
                              shared_prefix=SharedPrefix(4, 64))
-    simulate(runner, workload, recorder=rec)
-    return Trace.from_recorder(rec)
+    return _simulated_trace(workload, num_kvcache_blocks=20_000, kvcache_block_size=16, max_num_seqs=256)
 
 
 def _data(html: str) -> dict:
