@@ -372,3 +372,30 @@ def test_returned_figures_show_themselves_in_a_notebook(traces):
         png = fig._repr_png_()
         width, height = fig.get_size_inches() * fig.dpi
         assert Image.open(io.BytesIO(png)).size == (round(width), round(height))
+
+
+def test_a_simulated_runs_latency_bars_are_coloured_by_their_bound():
+    """Prefill steps of a simulated GPU run are compute-bound, its decode steps memory-bound: the latency
+    timeline shows which, with a legend; a real run's bars keep the phase colours."""
+    from matplotlib.colors import to_hex
+
+    from nanovllm_teach import LLM
+    from nanovllm_teach.sim.workload import AtOnce, Uniform, make_workload
+    from nanovllm_teach.trace import Trace, TraceRecorder
+    from nanovllm_teach.viz.style import BOUND_COLORS
+
+    rec = TraceRecorder()
+    llm = LLM("qwen3-8b", runner="simulated", hardware="h100-sxm", trace=rec)
+    llm.run_workload(make_workload(16, AtOnce(), Uniform(2000, 4000), Uniform(4, 8), vocab_size=151936, seed=0))
+    trace = Trace.from_recorder(rec)
+    figure = plot_timelines(trace)
+    latency_ax = next(ax for ax in figure.axes if ax.get_ylabel().startswith("step latency"))
+    (bars,) = [c for c in latency_ax.collections if c.get_gid() == "latency"]
+    colours = [to_hex(c) for c in bars.get_facecolors()]
+    expected = [BOUND_COLORS[row.bound] for row in trace.steps]
+    assert colours == expected and {row.bound for row in trace.steps} >= {"compute", "memory"}
+    assert [t.get_text() for t in latency_ax.get_legend().get_texts()] == ["compute-bound", "memory-bound"]
+    real = plot_timelines(load_trace(Path(__file__).resolve().parents[1] / "traces" / "preemption.jsonl"))
+    real_ax = next(ax for ax in real.axes if ax.get_ylabel().startswith("step latency"))
+    (real_bars,) = [c for c in real_ax.collections if c.get_gid() == "latency"]
+    assert {to_hex(c) for c in real_bars.get_facecolors()} <= set(PHASE_COLORS.values())

@@ -66,6 +66,7 @@ class StepRow:
     chunked: list[int]  # sequences that computed only part of their prompt and continue next step
     t_start_ns: int  # STEP_DONE time minus the step's own measured latency (never before the last step's end)
     t_end_ns: int  # STEP_DONE time
+    bound: str | None  # simulated runs: what bounds the predicted step time (compute, memory, launch)
 
 
 @dataclass(slots=True)
@@ -271,10 +272,11 @@ def _step_done(b: _Builder, e: TraceEvent, state: EngineState) -> None:
         num_batched_tokens=schedule.stats.num_batched_tokens if schedule is not None else None,
         num_tokens_stat=s.num_tokens_stat, latency_ms=s.latency_ms, used_blocks=s.used_blocks,
         free_blocks=s.free_blocks, waiting_len=s.waiting_len, running_len=s.running_len,
-        held_blocks=held, waiting_in_step=waiting, running_in_step=running, finished=list(s.finished), preempted=[p.stats.seq_id for p in parts.preempts],
+        held_blocks=held, waiting_in_step=waiting, running_in_step=running, finished=list(s.finished),
+        preempted=[p.stats.seq_id for p in parts.preempts],
         prefix_hit_seq_ids=[h.stats.seq_id for h in parts.hits],
         num_cached_tokens=sum(h.stats.num_cached_tokens for h in parts.hits), chunked=chunked,
-        t_start_ns=t_start, t_end_ns=e.t_ns))
+        t_start_ns=t_start, t_end_ns=e.t_ns, bound=s.get("bound")))
     b.last_step = e.step
     # Every sequence the step ran got one new token, except a prompt chunk that did not complete it. (Set and
     # Counter operations run in C: this sees every (step, sequence) pair of a long trace.)

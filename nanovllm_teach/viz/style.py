@@ -7,6 +7,8 @@ from matplotlib.colors import to_hex
 
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77"}
 PREEMPT_COLOR = "#7570b3"
+# A simulated step's bound (STEP_DONE.bound), on the latency timeline.
+BOUND_COLORS = {"compute": "#e7298a", "memory": "#1f78b4", "launch": "#e6ab02"}
 CURSOR_COLOR = "red"
 
 # Gantt chart: one colour per state a request can be in during a step.

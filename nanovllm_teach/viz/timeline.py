@@ -27,12 +27,13 @@ from matplotlib.ticker import MaxNLocator
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
 from nanovllm_teach.viz.render import NotebookFigure
-from nanovllm_teach.viz.style import CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
+from nanovllm_teach.viz.style import BOUND_COLORS, CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
 
 
-def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: float = 0.0) -> None:
-    """One bar per step, coloured by phase: a single ``PolyCollection`` (one path per step, in step order),
-    which draws a thousand-step trace far faster than a thousand ``Rectangle`` patches."""
+def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: float = 0.0,
+          colors: list[str] | None = None) -> None:
+    """One bar per step, coloured by phase unless ``colors`` says otherwise: a single ``PolyCollection`` (one
+    path per step, in step order), which draws a thousand-step trace far faster than a thousand patches."""
     steps = np.array([r.step for r in rows], dtype=float)
     tops = np.array(values, dtype=float)
     x0, x1 = steps - 0.5, steps + 0.5
@@ -40,8 +41,8 @@ def _bars(ax: Axes, rows: list[StepRow], values: list[float], gid: str, bottom: 
     corners = [(x0, bottoms), (x1, bottoms), (x1, tops), (x0, tops)]  # counter-clockwise from bottom left
     verts = np.stack([np.column_stack(corner) for corner in corners], axis=1)
     # autolim=False: matplotlib would transform every path to find limits that the corners below give.
-    ax.add_collection(PolyCollection(verts, facecolors=[PHASE_COLORS[r.phase] for r in rows], linewidths=0,
-                                     gid=gid), autolim=False)
+    facecolors = colors or [PHASE_COLORS[r.phase] for r in rows]
+    ax.add_collection(PolyCollection(verts, facecolors=facecolors, linewidths=0, gid=gid), autolim=False)
     ax.update_datalim([(x0[0], bottom), (x1[-1], max(tops.max(), bottom))])
     ax.autoscale_view()
 
@@ -73,15 +74,22 @@ def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
 
 
 def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
+    """Step latency; a simulated run's bars are coloured by what bounded each predicted step instead."""
     latencies = [r.latency_ms for r in rows]
+    bounds = [r.bound for r in rows]
+    colors = [BOUND_COLORS.get(b, PHASE_COLORS[r.phase]) for b, r in zip(bounds, rows)] if any(bounds) else None
     lowest = max(min(latencies), 1e-3)
     if max(latencies) > 20 * lowest:
         # A log scale has no zero: the bars start a little below the fastest step.
         ax.set_yscale("log")
-        _bars(ax, rows, latencies, "latency", bottom=lowest / 2)
+        _bars(ax, rows, latencies, "latency", bottom=lowest / 2, colors=colors)
     else:
-        _bars(ax, rows, latencies, "latency")
+        _bars(ax, rows, latencies, "latency", colors=colors)
     ax.set_ylabel("step latency\n(ms)", fontsize=8)
+    if colors:
+        handles = [Patch(color=BOUND_COLORS[b], label=f"{b}-bound") for b in BOUND_COLORS if b in bounds]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+                  title="predicted step", title_fontsize=7, alignment="left")
 
 
 def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
