@@ -43,6 +43,8 @@ class ExercisePoint:
 
 
 POINTS: dict[str, ExercisePoint] = {
+    "choose_next": ExercisePoint("nanovllm_teach.engine.scheduler", "choose_next",
+                                 "the scheduling policy: which waiting sequence is admitted next"),
     "schedule_decode": ExercisePoint("nanovllm_teach.engine.scheduler", "Scheduler._schedule_decode",
                                      "choose this decode step's sequences, preempting when blocks run out"),
     "can_append": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.can_append",

@@ -4,7 +4,8 @@ prefill or a decode. This is where continuous batching happens. Pure Python, no 
 ``schedule()``:
 
 1. Prefill first. Admit sequences from the head of ``waiting`` while the step's token budget
-   (``max_num_batched_tokens``), the sequence cap (``max_num_seqs``) and the free KV blocks allow. Only the
+   (``max_num_batched_tokens``), the sequence cap (``max_num_seqs``) and the free KV blocks allow. Who is
+   next is the scheduling policy's choice, ``choose_next`` (first come, first served: the head). Only the
    queue head may be *chunked*: if its prompt does not fit in the remaining budget it computes part of it
    now and stays at the head for the next step.
 2. Otherwise decode every running sequence one token. When a sequence needs a new block and none is free,
@@ -47,6 +48,16 @@ from nanovllm_teach.trace.events import (BlockAllocate, BlockFree, Preempt, Requ
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 POLICIES = ("continuous", "static")
+
+
+def choose_next(waiting: deque[Sequence]) -> int:
+    """Which waiting sequence is admitted next, as its index in ``waiting`` (which it must not change).
+
+    First come, first served: the head, which is the oldest arrival, or a preempted sequence (put back at
+    the head). The scheduling-policy exercise replaces this function; a policy may use anything a sequence
+    knows (``seq_id`` grows with arrival order, ``num_tokens``, ``num_prompt_tokens``, ``num_preemptions``).
+    """
+    return 0
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,8 @@ class Scheduler:
         num_batched_tokens = 0
         bm = self.block_manager
         while self.waiting and len(scheduled) < max_seqs:
+            if not self.waiting[0].block_table:  # a chunked head goes on first: its K/V is half-written
+                self._move_to_head(choose_next(self.waiting))
             seq = self.waiting[0]
             remaining = self.max_num_batched_tokens - num_batched_tokens
             if remaining == 0:
@@ -147,6 +160,15 @@ class Scheduler:
                 self.running.append(seq)
             scheduled.append(seq)
         return scheduled
+
+    def _move_to_head(self, index: int) -> None:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.waiting):
+            raise ValueError(f"choose_next must return an index into the {len(self.waiting)} waiting sequences, "
+                             f"got {index!r}")
+        if index:
+            seq = self.waiting[index]
+            del self.waiting[index]
+            self.waiting.appendleft(seq)
 
     def _schedule_decode(self) -> list[Sequence]:
         scheduled: list[Sequence] = []
