@@ -81,8 +81,8 @@ def _batches(workload: list, num_blocks: int, factors: str | None = None) -> tup
     batches = []
     run = llm.model_runner.run
 
-    def recording_run(seqs, is_prefill):
-        tokens = run(seqs, is_prefill)
+    def recording_run(batch):
+        tokens = run(batch)
         batches.append(llm.model_runner.last_batch)
         return tokens
 

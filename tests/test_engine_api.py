@@ -127,11 +127,11 @@ def test_interrupted_generate_leaves_nothing_behind(llm, monkeypatch):
     calls = {"n": 0}
     real_run = llm.model_runner.run
 
-    def failing_run(seqs, is_prefill):
+    def failing_run(batch):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real_run(seqs, is_prefill)
+        return real_run(batch)
 
     monkeypatch.setattr(llm.model_runner, "run", failing_run)
     with pytest.raises(KeyboardInterrupt):

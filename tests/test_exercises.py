@@ -75,7 +75,7 @@ def test_untouched_template_fails_saying_what_is_missing(name):
 def test_slot_mapping_off_by_one(tmp_path):
     result = grade("decode_slot", _solution(tmp_path, "slot", """
         def decode_slot(seq, block_size):
-            return seq.block_table[-1] * block_size + seq.last_block_num_tokens  # forgot the - 1
+            return seq.block_table[-1] * block_size + (seq.num_tokens - 1) % block_size + 1  # one too far
         """))
     right = _first(reference_trace(TIGHT_CACHE), "PREPARE_DECODE_TENSORS")
     slots = right.stats["slot_mapping"]

@@ -94,11 +94,12 @@ def test_interrupted_prefill_in_a_step_loop_resumes_to_the_same_tokens(llm, expe
     real_run = llm.model_runner.run
     interrupted = []
 
-    def interrupted_run(seqs, is_prefill):
-        if is_prefill and not interrupted and any(seq.status == SequenceStatus.RUNNING for seq in seqs):
-            interrupted.append([seq.seq_id for seq in seqs])
+    def interrupted_run(batch):
+        seqs = [llm.scheduler.accepted[seq_id] for seq_id in batch.seq_ids]
+        if batch.is_prefill and not interrupted and any(seq.status == SequenceStatus.RUNNING for seq in seqs):
+            interrupted.append(batch.seq_ids)
             raise InjectedFault("Ctrl-C inside the model's prefill")
-        return real_run(seqs, is_prefill)
+        return real_run(batch)
 
     monkeypatch.setattr(llm.model_runner, "run", interrupted_run)
     ids = [llm.add_request(p, sp) for p, sp in zip(PROMPTS, PARAMS)]
@@ -217,11 +218,11 @@ def test_trace_of_a_rolled_back_step_replays_consistently(checkpoint, interrupt_
     real_run = llm.model_runner.run
     calls = []
 
-    def interrupted_run(seqs, is_prefill):
-        calls.append(is_prefill)
+    def interrupted_run(batch):
+        calls.append(batch.is_prefill)
         if len(calls) == interrupt_at:
             raise InjectedFault("Ctrl-C inside the model")
-        return real_run(seqs, is_prefill)
+        return real_run(batch)
 
     monkeypatch.setattr(llm.model_runner, "run", interrupted_run)
     outputs, interrupts = step_loop(llm, PROMPTS, PARAMS)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.sampling_params import SamplingParams
@@ -40,13 +41,13 @@ def test_the_scheduler_and_block_manager_never_call_a_recorder_that_is_off():
     preempted = False
     while not scheduler.is_finished():
         checkpoint = scheduler.checkpoint()
-        seqs, is_prefill = scheduler.schedule()
+        batch = scheduler.schedule()
         preempted |= any(seq.num_preemptions for seq in scheduler.accepted.values())
         if steps == 3:
             scheduler.rollback(checkpoint)  # as if the step had raised
-            seqs, is_prefill = scheduler.schedule()
-        scheduler.postprocess(seqs, [5] * len(seqs), is_prefill)
-        kinds |= 1 << is_prefill
+            batch = scheduler.schedule()
+        scheduler.postprocess(batch, [5] * len(batch.seqs))
+        kinds |= 1 << batch.is_prefill
         steps += 1
         if steps == 6:
             assert scheduler.abort([max(scheduler.accepted)])
@@ -60,13 +61,8 @@ def test_the_model_runner_never_calls_a_recorder_that_is_off(tmp_path):
     config = Config.from_kwargs(str(make_random_checkpoint(tmp_path / "ckpt")),
                                 dict(kvcache_block_size=16, max_model_len=64, max_num_batched_tokens=64))
     runner = ModelRunner(config, 0, SilentRecorder())  # start-up events too
-    seq = Sequence(0, [3, 4, 5], SamplingParams(temperature=0.0, max_tokens=2), 16)
-    seq.block_table, seq.num_scheduled_tokens = [0], 3
-    token = runner.run([seq], True)
-    seq.num_cached_tokens = 3
-    seq.append_token(token[0])
-    seq.num_scheduled_tokens = 1
-    assert len(runner.run([seq], False)) == 1
+    token = runner.run(ScheduledBatch(True, [ScheduledSeq(0, [3, 4, 5], 0, 3, [0], 0.0, None)]))
+    assert len(runner.run(ScheduledBatch(False, [ScheduledSeq(0, token, 3, 4, [0], 0.0, None)]))) == 1
 
 
 def test_the_benchmark_deletes_every_emit_line():

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from nanovllm_teach.engine.block_manager import NO_HASH
+from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.sampling_params import SamplingParams
@@ -60,16 +61,18 @@ class FakeModel:
         self.eos_after = eos_after
         self.kv: dict[int, int] = {}  # slot -> digest of the prefix whose last position it holds
 
-    def run(self, seqs: list[Sequence], is_prefill: bool) -> list[int]:
+    def run(self, batch: ScheduledBatch, seqs: list[Sequence]) -> list[int]:
+        """``seqs``: the scheduler's own sequences, to check that the batch says what they hold."""
         bs = self.block_size
         token_ids = []
-        for seq in seqs:
-            start = seq.num_cached_tokens
-            end = start + seq.num_scheduled_tokens
-            if is_prefill:
+        for entry, seq in zip(batch.seqs, seqs, strict=True):
+            start, end = entry.num_cached_tokens, entry.context_len
+            assert (entry.seq_id, entry.num_tokens, entry.block_table) == (seq.seq_id, seq.num_tokens, seq.block_table)
+            assert entry.token_ids == seq.token_ids[start:end]
+            if batch.is_prefill:
                 assert start < end <= seq.num_tokens, f"bad prefill range {start}..{end} for {seq}"
             else:
-                assert seq.num_scheduled_tokens == 1 and end == seq.num_tokens, f"bad decode of {seq}"
+                assert len(entry.token_ids) == 1 and end == seq.num_tokens, f"bad decode of {seq}"
             assert len(seq.block_table) == seq.num_blocks, f"{seq} lacks blocks for its tokens"
             digests = prefix_digests(seq.token_ids[:end])
             for p in range(end):
@@ -248,14 +251,15 @@ def run(requests: list[Request], budget: Budget, check: bool = True) -> tuple[li
             sched.add(seqs[arrivals.popleft()])
         waiting_before, running_before = list(sched.waiting), list(sched.running)
         had_blocks = {s for s in waiting_before + running_before if s.block_table}
-        scheduled, is_prefill = sched.schedule()
+        batch = sched.schedule()
+        scheduled, is_prefill = [sched.accepted[i] for i in batch.seq_ids], batch.is_prefill
         admitted = [s for s in scheduled if is_prefill and s not in had_blocks]
         stats["prefix-cache hits"] += sum(s.num_cached_tokens > 0 for s in admitted)
         stats["chunked steps"] += is_prefill and scheduled[0].status == SequenceStatus.WAITING
         if check:
             check_schedule(sched, budget, scheduled, is_prefill, waiting_before, running_before)
             check_blocks(sched, seqs)
-        sched.postprocess(scheduled, model.run(scheduled, is_prefill), is_prefill)
+        assert sched.postprocess(batch, model.run(batch, scheduled)) == scheduled
         steps += 1
         if check:
             check_blocks(sched, seqs)

@@ -141,7 +141,7 @@ def test_a_workload_refused_or_interrupted_leaves_the_engine_empty(monkeypatch):
     llm = _engine(num_kvcache_blocks=4)
     with pytest.raises(ValueError, match="could never fit"):
         llm.run_workload([Request(0.0, [5] * 20, output_len=5), Request(0.0, [5] * 20, output_len=5000)])
-    assert llm.is_finished() and not llm.model_runner._target_lens
+    assert llm.is_finished() and not llm.model_runner._target_lens, "the lengths of a refused workload are forgotten"
     calls = []
 
     def stop(*args):

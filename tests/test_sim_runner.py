@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES, GIB
 from nanovllm_teach.sim.runner import GPU_RUNTIME_BYTES, SimulatedRunner
@@ -73,49 +72,46 @@ def test_a_model_too_big_for_the_device_is_refused_by_name():
         _runner(tensor_parallel_size=3)
 
 
-def _seq(seq_id, prompt_len, max_tokens=64):
-    return Sequence(seq_id, list(range(prompt_len)), SamplingParams(temperature=0, max_tokens=max_tokens), 256)
+def _prefill(seq_id, prompt_len, num_tokens=None):
+    """A batch of one prompt (its first ``num_tokens``, a chunk, when given)."""
+    tokens = list(range(prompt_len))[:num_tokens]
+    return ScheduledBatch(True, [ScheduledSeq(seq_id, tokens, 0, prompt_len, [0, 1, 2], 0.0, None)])
+
+
+def _decode(*lengths):
+    """A decode batch: one sequence per length, each computing its newest token."""
+    return ScheduledBatch(False, [ScheduledSeq(i, [7], n - 1, n, [0], 0.0, None) for i, n in enumerate(lengths)])
 
 
 def test_run_advances_the_clock_and_emits_eos_at_the_target_length():
     runner, rec = _runner()
-    seq = _seq(0, 300)
-    runner.expect_output_len(0, 2)
-    seq.num_scheduled_tokens = 300
-    first = runner.run([seq], True)
+    runner.expect_length(0, 302)
+    first = runner.run(_prefill(0, 300))
     t1 = runner.clock.now_s
     assert t1 > 0 and first != [runner.eos_token_id]
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "prefill"
-    seq.num_cached_tokens, seq.num_scheduled_tokens = 300, 1
-    seq.append_token(first[0])
-    assert runner.run([seq], False) == [runner.eos_token_id]
+    assert runner.run(_decode(301)) == [runner.eos_token_id]
     assert runner.clock.now_s > t1
     replay = _event(rec, "CUDAGRAPH_REPLAY").stats
     assert replay["graph_batch_size"] == 1 and replay["bound"] in ("memory", "compute")
     assert replay["predicted_ms"] == pytest.approx((runner.clock.now_s - t1) * 1e3, abs=1e-3)
+    assert runner.run(_decode(301)) == [runner.eos_token_id], "a step run again (after a rollback) answers the same"
 
 
 def test_a_prompt_chunk_never_ends_a_sequence():
     runner, _ = _runner()
-    seq = _seq(0, 600)
-    runner.expect_output_len(0, 1)
-    seq.num_scheduled_tokens = 256  # the first chunk of a chunked prefill
-    assert runner.run([seq], True) == [runner.placeholder_token_id]
-    with pytest.raises(ValueError, match="output length"):
-        runner.expect_output_len(1, 0)
+    runner.expect_length(0, 601)
+    assert runner.run(_prefill(0, 600, num_tokens=256)) == [runner.placeholder_token_id]  # the first chunk
+    with pytest.raises(ValueError, match="sequence length"):
+        runner.expect_length(1, 1)
 
 
 def test_eager_decode_says_why():
     runner, rec = _runner(enforce_eager=True)
-    seq = _seq(0, 10)
-    seq.num_cached_tokens, seq.num_scheduled_tokens = 9, 1
-    runner.run([seq], False)
+    runner.run(_decode(10))
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "enforce_eager"
     runner, rec = _runner(max_num_seqs=2)
-    seqs = [_seq(i, 10) for i in range(3)]
-    for s in seqs:
-        s.num_cached_tokens, s.num_scheduled_tokens = 9, 1
-    runner.run(seqs, False)
+    runner.run(_decode(10, 10, 10))
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "batch_above_largest_graph"
 
 
@@ -131,7 +127,5 @@ def test_built_from_an_engine_config_on_a_shared_clock():
     direct = SimulatedRunner(load_shape("qwen3-1.7b"), DEVICES["a100-80gb"], max_num_batched_tokens=16384)
     assert runner.num_kvcache_blocks == direct.num_kvcache_blocks
     assert runner.shape == direct.shape and runner.eos_token_id == 151645
-    seq = _seq(0, 100)
-    seq.num_scheduled_tokens = 100
-    runner.run([seq], True)
+    runner.run(_prefill(0, 100))
     assert clock.now_s > 5.0

@@ -23,7 +23,8 @@ from checkpoints import make_random_checkpoint
 from nanovllm_teach import LLM, SamplingParams, default_model_path
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.engine.tp_workers import SequenceView, read_message, run_message, write_message
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.tp_workers import ExitCall, RunCall, read_message, write_message
 from nanovllm_teach.trace import TraceRecorder
 
 # Small limits keep start-up (warm-up) short; a 64-token step budget makes long prompts prefill in chunks.
@@ -75,22 +76,23 @@ def checkpoint(tmp_path_factory) -> Path:
 
 # ---- without an engine, or with engines of their own: before the module's shared TP=2 engine exists ----
 
-def test_run_message_rebuilds_what_the_runner_reads():
+def test_a_worker_receives_the_very_batch_rank_0_runs():
     seq = Sequence(7, list(range(100, 140)), SamplingParams(temperature=0.5, seed=9), block_size=16)
     seq.block_table, seq.num_cached_tokens, seq.num_scheduled_tokens = [4, 8, 2], 32, 8  # a chunk after a cached prefix
-    pipe = io.BytesIO()
-    write_message(pipe, run_message([seq], is_prefill=True))
+    prefill = ScheduledBatch.of([seq], is_prefill=True)
     seq.append_token(5)
-    write_message(pipe, run_message([seq], is_prefill=False))
+    seq.num_cached_tokens, seq.num_scheduled_tokens = 40, 1
+    decode = ScheduledBatch.of([seq], is_prefill=False)
+    pipe = io.BytesIO()
+    for call in (RunCall(prefill), RunCall(decode), ExitCall()):
+        write_message(pipe, call)
     pipe.seek(0)
-    view = SequenceView.from_message(read_message(pipe)["seqs"][0], block_size=16)
-    assert view.token_ids[32:40] == seq.token_ids[32:40]
-    for name in ("seq_id", "num_cached_tokens", "num_scheduled_tokens", "block_table", "temperature", "seed"):
-        assert getattr(view, name) == getattr(seq, name), name
-    assert (view.num_tokens, view.last_token, view.last_block_num_tokens) == (40, seq.token_ids[39], 8)
-    view = SequenceView.from_message(read_message(pipe)["seqs"][0], block_size=16)
-    assert (view.last_token, view.num_tokens, view.last_block_num_tokens) == (5, 41, 9)
+    got = read_message(pipe).batch
+    assert got == prefill and got.seqs[0].token_ids == seq.token_ids[32:40] and not got.seqs[0].is_prompt_chunk
+    assert read_message(pipe).batch.seqs[0] == ScheduledSeq(7, [5], 40, 41, [4, 8, 2], 0.5, 9)
+    assert read_message(pipe) == ExitCall()
     assert read_message(pipe) is None  # end of file: the engine process has gone
+    assert b"pickle" not in pipe.getvalue() and pipe.getvalue()[4:5] == b"{", "the wire form is JSON"
 
 
 @pytest.mark.parametrize("change, size, match", [

@@ -64,11 +64,11 @@ def record_trace(checkpoint: Path, path: Path, waves: list[list[list[int]]], *, 
         if interrupt_at_run is not None:
             real_run, calls = llm.model_runner.run, [0]
 
-            def run(seqs, is_prefill):
+            def run(batch):
                 calls[0] += 1
                 if calls[0] == interrupt_at_run:
                     raise KeyboardInterrupt
-                return real_run(seqs, is_prefill)
+                return real_run(batch)
             llm.model_runner.run = run
         params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
         outputs: list[dict[str, Any]] = []

@@ -232,10 +232,10 @@ class LLMEngine:
 
     def _run_step(self) -> StepResult:
         start = self.now_s()
-        seqs, is_prefill = self.scheduler.schedule()
-        num_batched_tokens = sum(seq.num_scheduled_tokens for seq in seqs)
-        token_ids = self.model_runner.run(seqs, is_prefill)
-        self.scheduler.postprocess(seqs, token_ids, is_prefill)
+        batch = self.scheduler.schedule()
+        token_ids = self.model_runner.run(batch)
+        seqs = self.scheduler.postprocess(batch, token_ids)
+        is_prefill, num_batched_tokens = batch.is_prefill, batch.num_batched_tokens
         latency_ms = (self.now_s() - start) * 1e3
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
@@ -353,13 +353,16 @@ class LLMEngine:
                                                                           r.output_len))) for r in workload]
         if simulated and not ignore_eos:  # only once every request is valid: a refusal changes nothing
             for seq, request in zip(seqs, workload):
-                self.model_runner.expect_output_len(seq.seq_id, request.output_len)
+                self.model_runner.expect_length(seq.seq_id, seq.num_prompt_tokens + request.output_len)
         steps_before = self._generate_start(len(seqs))
         try:
             result = self._serve(sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
         except BaseException:
             self.scheduler.abort(seq.seq_id for seq in seqs)
             raise
+        finally:
+            if simulated:
+                self.model_runner.forget(seq.seq_id for seq in seqs)
         self._generate_finish(steps_before, len(seqs))
         result.num_preemptions = sum(seq.num_preemptions for seq in seqs)
         return result

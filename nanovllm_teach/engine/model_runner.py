@@ -1,4 +1,4 @@
-"""Execution layer: ``ModelRunner`` turns a list of scheduled sequences into one token id each.
+"""Execution layer: ``ModelRunner`` turns a scheduled batch (``engine/batch.py``) into one token id per sequence.
 
 Start-up: build Qwen3 and load its weights; warm up with the largest prefill the configuration allows and
 a sampling of ``max_num_seqs`` rows of logits at temperature 1, so the peak memory of any step is seen; on
@@ -6,16 +6,16 @@ a GPU, capture the largest decode graph once on a one-block stand-in cache, so t
 counted as used; size the KV cache from what is left (``KV_BUDGET_ESTIMATE``), bind each attention layer to
 its slice of it, and capture the decode graphs for real (their addresses are the cache's).
 
-Every step, ``run(seqs, is_prefill)``:
+Every step, ``run(batch)``:
 
 - ``prepare_prefill``: flatten the new tokens of every sequence into one 1-D batch with their absolute
   positions; ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer than ``q`` when part of
   the prompt is already cached); ``slot_mapping`` says where each new token's K/V goes in the cache.
-- ``prepare_decode``: one token per sequence (its last), ``context_lens`` and ``block_tables`` to read
+- ``prepare_decode``: one token per sequence (its newest), ``context_lens`` and ``block_tables`` to read
   everything before it back from the cache.
 - run the model, keep the hidden state of each sequence's last token, compute logits, sample.
 
-It knows nothing of scheduling policy: it runs exactly what it is given.
+It knows nothing of scheduling policy, and sees no ``Sequence``: it runs exactly the batch it is given.
 
 On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); with
 ``compile=True`` they run the compiled step of ``utils/compiled_decode.py`` instead (compiled at start-up
@@ -45,13 +45,12 @@ from msgspec import UNSET
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
-from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.sampler import Sampler
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
-from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, DecodeCompile, KvBudgetEstimate,
                                          ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
                                          Sample, TpRuntimeInit, Warmup)
@@ -101,10 +100,10 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     return name
 
 
-def decode_slot(seq: Sequence, block_size: int) -> int:
+def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     """The cache slot of ``seq``'s newest token, whose K/V a decode step stores: in its last block, right
     after the tokens already there."""
-    return seq.block_table[-1] * block_size + seq.last_block_num_tokens - 1
+    return seq.block_table[-1] * block_size + (seq.num_tokens - 1) % block_size
 
 
 class ModelRunner:
@@ -204,13 +203,12 @@ class ModelRunner:
         peak_source = reset_peak(self.device)
         seq_len = self.config.max_model_len
         num_seqs = max(1, min(self.config.max_num_batched_tokens // seq_len, self.config.max_num_seqs))
-        seqs = [Sequence(-1 - i, [0] * seq_len, SamplingParams(temperature=0.0, max_tokens=1), self.block_size)
-                for i in range(num_seqs)]
-        for seq in seqs:
-            seq.num_scheduled_tokens = seq_len
+        # Whole prompts with no blocks: computed like any prefill, stored nowhere.
+        batch = ScheduledBatch(is_prefill=True, seqs=[
+            ScheduledSeq(i, [0] * seq_len, 0, seq_len, [], 0.0, None) for i in range(num_seqs)])
         start = time.perf_counter()
         with self.rec.paused():  # the warm-up's own step is not part of anyone's trace
-            self.run(seqs, True)
+            self.run(batch)
         sample_rows = self.config.max_num_seqs
         with torch.inference_mode():
             hidden = torch.zeros(sample_rows, self.config.hf_config.hidden_size, dtype=self.dtype, device=self.device)
@@ -300,25 +298,24 @@ class ModelRunner:
     def _tensor(self, values: list, dtype: torch.dtype = torch.int64) -> torch.Tensor:
         return torch.tensor(values, dtype=dtype, device=self.device)
 
-    def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
+    def _block_tables(self, seqs: list[ScheduledSeq]) -> torch.Tensor:
         width = max(len(seq.block_table) for seq in seqs)
         return self._tensor([seq.block_table + [-1] * (width - len(seq.block_table)) for seq in seqs],
                             torch.int32)
 
-    def prepare_prefill(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor]:
+    def prepare_prefill(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, torch.Tensor]:
         input_ids: list[int] = []
         positions: list[int] = []
         cu_seqlens_q, cu_seqlens_k = [0], [0]
         slot_mapping: list[int] = []
         bs = self.block_size
         for seq in seqs:
-            start = seq.num_cached_tokens
-            end = start + seq.num_scheduled_tokens
-            input_ids.extend(seq.token_ids[start:end])
+            start, end = seq.num_cached_tokens, seq.context_len
+            input_ids.extend(seq.token_ids)
             positions.extend(range(start, end))
             cu_seqlens_q.append(cu_seqlens_q[-1] + end - start)
             cu_seqlens_k.append(cu_seqlens_k[-1] + end)
-            if seq.block_table:  # warm-up sequences have no blocks and store nothing
+            if seq.block_table:  # the warm-up's sequences have no blocks and store nothing
                 slot_mapping.extend(seq.block_table[p // bs] * bs + p % bs for p in range(start, end))
         # Keys longer than queries: part of the context is read back from the cache through block tables.
         block_tables = self._block_tables(seqs) if cu_seqlens_k[-1] > cu_seqlens_q[-1] else None
@@ -338,10 +335,10 @@ class ModelRunner:
                 slot_mapping=ctx.slot_mapping, block_tables=block_tables))
         return ids, pos
 
-    def prepare_decode(self, seqs: list[Sequence]) -> tuple[torch.Tensor, torch.Tensor]:
+    def prepare_decode(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, torch.Tensor]:
         bs = self.block_size
-        ids = self._tensor([seq.last_token for seq in seqs])
-        pos = self._tensor([seq.num_tokens - 1 for seq in seqs])
+        ids = self._tensor([seq.token_ids[0] for seq in seqs])
+        pos = self._tensor([seq.num_cached_tokens for seq in seqs])
         ctx = Context(is_prefill=False,
                       slot_mapping=self._tensor([decode_slot(seq, bs) for seq in seqs]),
                       context_lens=self._tensor([seq.num_tokens for seq in seqs], torch.int32),
@@ -353,7 +350,7 @@ class ModelRunner:
                 slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables))
         return ids, pos
 
-    def prepare_sample(self, seqs: list[Sequence]) -> tuple[torch.Tensor, list[int | None]]:
+    def prepare_sample(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, list[int | None]]:
         temperatures = self._tensor([seq.temperature for seq in seqs], torch.float32)
         # A seeded request's noise depends only on its seed and its position, never on the batch.
         seeds = [None if seq.seed is None else (seq.seed * 1_000_003 + seq.num_tokens) % 2**63 for seq in seqs]
@@ -382,8 +379,9 @@ class ModelRunner:
         return self.model.compute_logits(hidden_states)
 
     @torch.inference_mode()
-    def run(self, seqs: list[Sequence], is_prefill: bool) -> list[int]:
-        """The one call the engine makes: one sampled token id per sequence."""
+    def run(self, batch: ScheduledBatch) -> list[int]:
+        """The one call the engine makes: one sampled token id per sequence of ``batch``."""
+        seqs, is_prefill = batch.seqs, batch.is_prefill
         try:
             input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
             temperatures, seeds = self.prepare_sample(seqs)

@@ -1,7 +1,8 @@
 """Resources layer: the ``Scheduler`` decides, every step, which sequences run and whether the step is a
 prefill or a decode. This is where continuous batching happens. Pure Python, no torch.
 
-``schedule()``:
+``schedule()`` returns the step as a ``ScheduledBatch`` (``engine/batch.py``), plain data for the model
+runner; ``postprocess(batch, token_ids)`` takes the runner's answer back:
 
 1. Prefill first. Admit sequences from the head of ``waiting`` while the step's token budget
    (``max_num_batched_tokens``), the sequence cap (``max_num_seqs``) and the free KV blocks allow. Who is
@@ -41,6 +42,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.sequence import Sequence, SequenceState, SequenceStatus
 from nanovllm_teach.trace.events import (BlockAllocate, BlockFree, Preempt, RequestAbort, ScheduleDecode,
@@ -103,8 +105,8 @@ class Scheduler:
                 seq_id=seq.seq_id, from_=was.value, to=to.value, num_completion_tokens=seq.num_completion_tokens,
                 max_tokens=seq.max_tokens, **stats))
 
-    def schedule(self) -> tuple[list[Sequence], bool]:
-        """The sequences to run this step and whether the step is a prefill."""
+    def schedule(self) -> ScheduledBatch:
+        """This step's batch: a prefill if any waiting sequence can be admitted, else a decode."""
         scheduled = self._schedule_prefill()
         if scheduled:
             if self.rec.enabled:
@@ -113,7 +115,7 @@ class Scheduler:
                     seq_ids=[s.seq_id for s in scheduled], num_scheduled_tokens=tokens,
                     chunked=[s.status == SequenceStatus.WAITING for s in scheduled], num_batched_tokens=sum(tokens),
                     scheduled=len(scheduled), waiting_len=len(self.waiting), running_len=len(self.running)))
-            return scheduled, True
+            return ScheduledBatch.of(scheduled, is_prefill=True)
         scheduled = self._schedule_decode()
         if self.rec.enabled:
             self.rec.record("decode", "no_prefill_ready", ScheduleDecode(
@@ -121,7 +123,7 @@ class Scheduler:
                 decode_step_index=self.num_decode_steps, waiting_len=len(self.waiting),
                 running_len=len(self.running)))
         self.num_decode_steps += 1
-        return scheduled, False
+        return ScheduledBatch.of(scheduled, is_prefill=False)
 
     def _schedule_prefill(self) -> list[Sequence]:
         scheduled: list[Sequence] = []
@@ -201,15 +203,16 @@ class Scheduler:
         self._transition(seq, SequenceStatus.WAITING, "decode", "preempted")
         self.waiting.appendleft(seq)
 
-    def postprocess(self, seqs: list[Sequence], token_ids: list[int], is_prefill: bool) -> None:
+    def postprocess(self, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:
         """Record the step's results: new K/V is now cached, sampled tokens are appended, finished
-        sequences leave and free their blocks."""
+        sequences leave and free their blocks. Returns the batch's sequences, in its order."""
         bm = self.block_manager
-        for seq, token_id in zip(seqs, token_ids):
+        seqs = [self.accepted[s.seq_id] for s in batch.seqs]
+        for seq, token_id in zip(seqs, token_ids, strict=True):
             bm.hash_blocks(seq)
             seq.num_cached_tokens += seq.num_scheduled_tokens
             seq.num_scheduled_tokens = 0
-            if is_prefill and seq.num_cached_tokens < seq.num_tokens:
+            if seq.num_cached_tokens < seq.num_tokens:
                 continue  # a chunk of the prompt: its sampled token is meaningless
             seq.append_token(token_id)
             if not seq.ignore_eos and token_id == self.eos:
@@ -225,6 +228,7 @@ class Scheduler:
             self._transition(seq, SequenceStatus.FINISHED, "postprocess", f"finished_{seq.finish_reason}",
                              token_id=token_id, finish_reason=seq.finish_reason)
             bm.deallocate(seq, "finished")
+        return seqs
 
     # ---- interrupts ----------------------------------------------------------------------------
 

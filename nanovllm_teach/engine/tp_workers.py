@@ -13,18 +13,16 @@ How rank 0 drives the workers, as nano-vllm's ``LLMEngine`` does, except that ea
 
     rank 0 (engine process)                        rank r (worker process)
     write the call into each worker's stdin        read the call from stdin
-    ModelRunner.run(seqs)    ◀── collectives ──▶   ModelRunner.run(views of the same seqs)
+    ModelRunner.run(batch)   ◀── collectives ──▶   ModelRunner.run(the same batch)
     sample, return token ids                       (no logits here: the LM head gathers them on rank 0)
 
-The call: 4 bytes, the little-endian length ``n``, then ``n`` bytes of UTF-8 JSON — plain data only, no
-pickle::
+The call: 4 bytes, the little-endian length ``n``, then ``n`` bytes of JSON — the scheduler's own
+``ScheduledBatch`` (``engine/batch.py``), encoded by msgspec; plain data only, no pickle::
 
-    {"method": "run", "is_prefill": true, "seqs": [
-        {"seq_id": 3, "num_tokens": 40, "num_cached_tokens": 32, "num_scheduled_tokens": 8,
-         "token_ids": [...],          # prefill: the scheduled chunk token_ids[cached:cached+scheduled]
-                                      # decode: [last_token]
-         "block_table": [5, 9, 2], "temperature": 0.0, "seed": null}]}
-    {"method": "exit"}
+    {"type": "run", "batch": {"is_prefill": true, "seqs": [
+        {"seq_id": 3, "token_ids": [...], "num_cached_tokens": 32, "num_tokens": 40,
+         "block_table": [5, 9, 2], "temperature": 0.0, "seed": null}]}}
+    {"type": "exit"}
 
 nano-vllm shares memory and rings an ``Event``; a pipe is simpler and fails loudly both ways: a worker
 reading it learns that the engine process is gone (end of file) without polling, and rank 0 writing to a
@@ -66,13 +64,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
 import torch
 import torch.distributed as dist
 
 import nanovllm_teach
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
-from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
@@ -84,68 +83,32 @@ ERROR_TAIL_LINES = 15  # how much of a dead worker's error output goes into the 
 
 # ---- the message format ---------------------------------------------------------------------------
 
-def run_message(seqs: list[Sequence], is_prefill: bool) -> dict[str, Any]:
-    """The ``run`` call as plain data: what ``ModelRunner.run`` reads from each sequence, nothing more."""
-    def new_tokens(seq: Sequence) -> list[int]:
-        if not is_prefill:
-            return [seq.last_token]
-        return seq.token_ids[seq.num_cached_tokens:seq.num_cached_tokens + seq.num_scheduled_tokens]
+class RunCall(msgspec.Struct, tag="run"):
+    """Compute this step's batch (rank 0 computes the same one at the same time)."""
 
-    return {"method": "run", "is_prefill": is_prefill, "seqs": [
-        {"seq_id": seq.seq_id, "num_tokens": seq.num_tokens, "num_cached_tokens": seq.num_cached_tokens,
-         "num_scheduled_tokens": seq.num_scheduled_tokens, "token_ids": new_tokens(seq),
-         "block_table": seq.block_table, "temperature": seq.temperature, "seed": seq.seed}
-        for seq in seqs]}
+    batch: ScheduledBatch
 
 
-def write_message(stream: IO[bytes], message: dict[str, Any]) -> None:
-    data = json.dumps(message, separators=(",", ":")).encode()
+class ExitCall(msgspec.Struct, tag="exit"):
+    """Leave the group and exit."""
+
+
+Call = RunCall | ExitCall
+_decode_call = msgspec.json.Decoder(Call).decode
+
+
+def write_message(stream: IO[bytes], call: Call) -> None:
+    data = msgspec.json.encode(call)
     stream.write(len(data).to_bytes(HEADER_BYTES, "little") + data)
     stream.flush()
 
 
-def read_message(stream: IO[bytes]) -> dict[str, Any] | None:
+def read_message(stream: IO[bytes]) -> Call | None:
     """The next call, or None at end of file (the engine process has gone)."""
     header = stream.read(HEADER_BYTES)
     if len(header) < HEADER_BYTES:
         return None
-    return json.loads(stream.read(int.from_bytes(header, "little")))
-
-
-@dataclass(slots=True)
-class SequenceView:
-    """What ``ModelRunner.run`` reads from a ``Sequence``, rebuilt on a worker from one message entry."""
-
-    seq_id: int
-    num_tokens: int
-    num_cached_tokens: int
-    num_scheduled_tokens: int
-    new_token_ids: list[int]
-    block_table: list[int]
-    temperature: float
-    seed: int | None
-    block_size: int
-
-    @classmethod
-    def from_message(cls, entry: dict[str, Any], block_size: int) -> "SequenceView":
-        return cls(entry["seq_id"], entry["num_tokens"], entry["num_cached_tokens"],
-                   entry["num_scheduled_tokens"], entry["token_ids"], entry["block_table"],
-                   entry["temperature"], entry["seed"], block_size)
-
-    @property
-    def token_ids(self) -> list[int]:
-        # prepare_prefill reads token_ids[num_cached_tokens:num_cached_tokens + num_scheduled_tokens] only:
-        # the cached prefix is already in this rank's KV cache, so it is never sent and reads as zeros here.
-        return [0] * self.num_cached_tokens + self.new_token_ids
-
-    @property
-    def last_token(self) -> int:
-        return self.new_token_ids[-1]
-
-    @property
-    def last_block_num_tokens(self) -> int:
-        num_blocks = -(-self.num_tokens // self.block_size)
-        return self.num_tokens - (num_blocks - 1) * self.block_size
+    return _decode_call(stream.read(int.from_bytes(header, "little")))
 
 
 def cpu_threads_per_rank(config: Config) -> int:
@@ -171,9 +134,8 @@ def worker_main(spec: dict[str, Any]) -> None:
     runner = ModelRunner(config, spec["rank"], NullRecorder(), dist_init=spec["dist_init"])
     calls = sys.stdin.buffer
     try:
-        while (message := read_message(calls)) is not None and message["method"] != "exit":
-            views = [SequenceView.from_message(entry, config.kvcache_block_size) for entry in message["seqs"]]
-            runner.run(views, message["is_prefill"])
+        while isinstance(call := read_message(calls), RunCall):
+            runner.run(call.batch)
     finally:
         dist.destroy_process_group()
 
@@ -249,9 +211,9 @@ class WorkerPool:
                                        f"failed to start")
                 del pending[fd]
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, call: Call) -> None:
         for process in self.processes:
-            write_message(process.stdin, message)
+            write_message(process.stdin, call)
 
     def dead_ranks(self, wait_s: float = 0.0) -> list[str]:
         """``"rank R (pid P, how it ended)"`` for every worker that has exited, after waiting up to ``wait_s``
@@ -292,7 +254,7 @@ class WorkerPool:
         healthy = not self.broken and not self.dead_ranks()
         if healthy:
             try:
-                self.send({"method": "exit"})
+                self.send(ExitCall())
             except BrokenPipeError:  # it died after all
                 healthy = False
         for process in self.processes:
@@ -312,7 +274,7 @@ class WorkerPool:
 
 class TensorParallelRunner:
     """The engine's model runner when ``tensor_parallel_size > 1``: rank 0's ``ModelRunner`` plus the
-    workers. It answers the same narrow call, ``run(seqs, is_prefill)``, so the other layers do not notice."""
+    workers. It answers the same narrow call, ``run(batch)``, so the other layers do not notice."""
 
     def __init__(self, config: Config, recorder: Recorder) -> None:
         if dist.is_initialized():
@@ -337,20 +299,20 @@ class TensorParallelRunner:
         self.device = self.runner.device
         self.dtype = self.runner.dtype
 
-    def run(self, seqs: list[Sequence], is_prefill: bool) -> list[int]:
-        """Send the call to every worker, run it here as rank 0, return rank 0's sampled token ids."""
+    def run(self, batch: ScheduledBatch) -> list[int]:
+        """Send the batch to every worker, run it here as rank 0, return rank 0's sampled token ids."""
         if self.failure is not None:
             raise RuntimeError(f"the tensor-parallel workers are shut down ({self.failure}); create a new LLM")
         if self.pool.dead_ranks():
             self._stop("a worker died")
             raise RuntimeError(f"tensor-parallel {self.failure} between steps; create a new LLM")
         try:
-            self.pool.send(run_message(seqs, is_prefill))
-            return self.runner.run(seqs, is_prefill)
+            self.pool.send(RunCall(batch))
+            return self.runner.run(batch)
         except BaseException as exc:
             if self._stop(f"a call failed: {exc!r}") and isinstance(exc, (RuntimeError, OSError)):
                 raise RuntimeError(f"tensor-parallel {self.failure} during a "
-                                   f"{'prefill' if is_prefill else 'decode'} step; create a new LLM") from exc
+                                   f"{'prefill' if batch.is_prefill else 'decode'} step; create a new LLM") from exc
             raise
 
     def _stop(self, failure: str) -> list[str]:

@@ -1,8 +1,8 @@
 """Execution layer (simulated): ``SimulatedRunner`` stands where ``ModelRunner`` stands and computes no tensors.
 
 The engine asks its model runner for very little: ``num_kvcache_blocks`` (to build the block manager),
-``attention_backend`` and ``device`` (to report them), and ``run(seqs, is_prefill)``, one token id per
-sequence. This runner answers all of it from a model's shape (``sim/cost_model.py``) and a device
+``attention_backend`` and ``device`` (to report them), and ``run(batch)``, one token id per sequence of
+the scheduled batch. This runner answers all of it from a model's shape (``sim/cost_model.py``) and a device
 (``sim/hardware.py``), so the real ``Scheduler`` and ``BlockManager`` make their real decisions about a
 model and a GPU that are not there:
 
@@ -12,8 +12,8 @@ model and a GPU that are not there:
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
   ``last_cost`` (and the batch it was made from in ``last_batch``); decode steps replay a CUDA graph
   under the same rule as on a real GPU (``engine/cuda_graphs.py``);
-- tokens are placeholders: a sequence gets EOS once it reaches the output length the workload gave it
-  (``expect_output_len``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
+- tokens are placeholders: a sequence gets EOS once it reaches the length the workload gave it
+  (``expect_length``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
   are real, so prefix caching hits exactly as it would.
 
 Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
@@ -21,14 +21,18 @@ Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from msgspec import UNSET
+
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
-from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel
 from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget
 
@@ -117,9 +121,10 @@ class SimulatedRunner:
         num_seqs = max(1, min(self.max_num_batched_tokens // seq_len, self.max_num_seqs))
         cost = self.cost_model.step([(seq_len, 0)] * num_seqs)
         peak = self.cost_model.activation_peak_bytes(num_seqs * seq_len, num_seqs)
-        self.rec.emit("WARMUP", "init", "expose_peak_memory", num_seqs=num_seqs, seq_len=seq_len,
-                      peak_bytes=self.weight_bytes + peak, peak_source="simulated: weights + activation estimate",
-                      seconds=round(cost.total_s, 4))
+        if self.rec.enabled:
+            self.rec.record("init", "expose_peak_memory", Warmup(
+                num_seqs=num_seqs, seq_len=seq_len, sample_rows=UNSET, peak_bytes=self.weight_bytes + peak,
+                peak_source="simulated: weights + activation estimate", seconds=round(cost.total_s, 4)))
         return peak
 
     @property
@@ -155,50 +160,59 @@ class SimulatedRunner:
         else:
             limited_by = "memory"
         reason = "size_kv_cache_cpu_cap" if limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
-        self.rec.emit("KV_BUDGET_ESTIMATE", "init", reason, **reading.as_stats(), utilization=utilization,
-                      budget=budget, block_bytes=block_bytes, estimated_num_blocks=estimated,
-                      num_blocks=num_blocks, explicit=explicit_blocks is not None, block_size=self.block_size,
-                      num_layers=shape.num_layers, num_kv_heads=num_kv_heads, head_dim=shape.head_dim,
-                      dtype_bytes=dtype_bytes, vocab_size=shape.vocab_size, uncapped_num_blocks=uncapped,
-                      cap_bytes=cap, limited_by=limited_by)
+        if self.rec.enabled:
+            self.rec.record("init", reason, KvBudgetEstimate(
+                **reading.as_stats(), utilization=utilization, budget=budget, block_bytes=block_bytes,
+                uncapped_num_blocks=uncapped, cap_bytes=cap, limited_by=limited_by,
+                estimated_num_blocks=estimated, num_blocks=num_blocks, explicit=explicit_blocks is not None,
+                block_size=self.block_size, num_layers=shape.num_layers, num_kv_heads=num_kv_heads,
+                head_dim=shape.head_dim, dtype_bytes=dtype_bytes, vocab_size=shape.vocab_size))
         return num_blocks
 
     # ---- one step -------------------------------------------------------------------------------
 
-    def expect_output_len(self, seq_id: int, num_tokens: int) -> None:
-        """The workload's output length for ``seq_id``: its ``num_tokens``-th completion token is EOS."""
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
-            raise ValueError(f"an output length must be an int >= 1, got {num_tokens!r}")
+    def expect_length(self, seq_id: int, num_tokens: int) -> None:
+        """The workload's length for ``seq_id``: the token that makes it ``num_tokens`` long is EOS."""
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 2:
+            raise ValueError(f"a sequence length must be an int >= 2 (a prompt and an answer), got {num_tokens!r}")
         self._target_lens[seq_id] = num_tokens
 
-    def _next_token(self, seq: Sequence, is_prefill: bool) -> int:
-        if is_prefill and seq.num_cached_tokens + seq.num_scheduled_tokens < seq.num_tokens:
-            return self.placeholder_token_id  # a prompt chunk: the scheduler drops its token
+    def forget(self, seq_ids: Iterable[int]) -> None:
+        """Drop the lengths of sequences that are done (kept until then: a step that is rolled back and run
+        again must answer the same)."""
+        for seq_id in seq_ids:
+            self._target_lens.pop(seq_id, None)
+
+    def _next_token(self, seq: ScheduledSeq) -> int:
+        if seq.is_prompt_chunk:
+            return self.placeholder_token_id  # the scheduler drops its token
         target = self._target_lens.get(seq.seq_id)
-        if target is not None and seq.num_completion_tokens + 1 >= target:
-            del self._target_lens[seq.seq_id]
+        if target is not None and seq.num_tokens + 1 >= target:
             return self.eos_token_id
         return self.placeholder_token_id
 
-    def run(self, seqs: list[Sequence], is_prefill: bool) -> list[int]:
+    def run(self, batch: ScheduledBatch) -> list[int]:
         """Predict the step, let the simulated time pass, and sample placeholder tokens."""
-        batch = [(seq.num_scheduled_tokens, seq.num_cached_tokens) for seq in seqs]
+        seqs, is_prefill = batch.seqs, batch.is_prefill
+        work = [(len(seq.token_ids), seq.num_cached_tokens) for seq in seqs]
         graph_bs = choose_graph_batch_size(is_prefill, len(seqs), self.graph_sizes)
-        cost = self.cost_model.step(batch, graph_bs)
+        cost = self.cost_model.step(work, graph_bs)
         self.clock.advance(cost.total_s)
-        self.last_cost, self.last_batch = cost, batch
+        self.last_cost, self.last_batch = cost, work
         phase = "prefill" if is_prefill else "decode"
-        num_tokens = sum(n for n, _ in batch)
-        if graph_bs is not None:
-            self.rec.emit("CUDAGRAPH_REPLAY", phase, "replay_decode_graph", mode="graph", batch_size=len(seqs),
-                          num_tokens=num_tokens, graph_batch_size=graph_bs, **cost.as_stats())
-        else:
-            self.rec.emit("RUN_MODEL", phase, "eager_forward", mode="eager", batch_size=len(seqs),
-                          num_tokens=num_tokens, graph_batch_size=None, eager_reason=self._eager_reason(is_prefill),
-                          **cost.as_stats())
-        token_ids = [self._next_token(seq, is_prefill) for seq in seqs]
-        self.rec.emit("SAMPLE", phase, "sample_next_tokens", seq_ids=[seq.seq_id for seq in seqs],
-                      temperatures=[seq.temperature for seq in seqs], token_ids=token_ids)
+        num_tokens = batch.num_batched_tokens
+        if self.rec.enabled and graph_bs is not None:
+            self.rec.record(phase, "replay_decode_graph", CudagraphReplay(
+                mode="graph", batch_size=len(seqs), num_tokens=num_tokens, graph_batch_size=graph_bs,
+                **cost.as_stats()))
+        elif self.rec.enabled:
+            self.rec.record(phase, "eager_forward", RunModel(
+                mode="eager", batch_size=len(seqs), num_tokens=num_tokens, graph_batch_size=None,
+                eager_reason=self._eager_reason(is_prefill), **cost.as_stats()))
+        token_ids = [self._next_token(seq) for seq in seqs]
+        if self.rec.enabled:
+            self.rec.record(phase, "sample_next_tokens", Sample(
+                seq_ids=batch.seq_ids, temperatures=[seq.temperature for seq in seqs], token_ids=token_ids))
         return token_ids
 
     def _eager_reason(self, is_prefill: bool) -> str:

@@ -5,7 +5,8 @@ The KV cache is one big array of *slots*, ``num_blocks * block_size`` of them: b
 (``ModelRunner.prepare_decode`` in ``nanovllm_teach/engine/model_runner.py``) tells the attention layers,
 for every sequence, the slot where the K/V of its newest token must be stored: the ``slot_mapping``.
 
-Facts you need:
+Facts you need (``seq`` is the sequence's entry in the step's batch, a ``ScheduledSeq`` from
+``nanovllm_teach/engine/batch.py``):
 
 - ``seq.num_tokens`` counts every token, the newest one (the one this step computes) included.
 - ``seq.block_table`` lists the physical blocks the sequence holds, in order: logical block ``i`` (tokens
@@ -22,9 +23,9 @@ Stuck? ``hint("decode_slot", 1)`` says where to look, ``hint("decode_slot", 2)``
 
 from __future__ import annotations
 
-from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.batch import ScheduledSeq
 
 
-def decode_slot(seq: Sequence, block_size: int) -> int:
+def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     """The cache slot of ``seq``'s newest token."""
     raise NotImplementedError
