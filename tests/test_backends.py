@@ -12,8 +12,8 @@ import torch
 
 from checkpoints import make_random_checkpoint
 from nanovllm_teach import LLM, SamplingParams
-from nanovllm_teach.engine import model_runner
-from nanovllm_teach.engine.model_runner import resolve_attention_backend
+from nanovllm_teach import config as config_module
+from nanovllm_teach.config import resolve_attention_backend
 from nanovllm_teach.layers.attention import make_attention_backend
 from nanovllm_teach.trace import TraceRecorder
 from nanovllm_teach.utils.context import Context
@@ -73,11 +73,11 @@ def test_flash_attn_missing_is_named():
 
 def test_auto_on_cuda_prefers_flash_attn_then_triton(monkeypatch):
     # Decided from availability alone, so it can be checked on a machine without a GPU.
-    monkeypatch.setattr(model_runner, "flash_attn_unusable_reason", lambda *args: None)
+    monkeypatch.setattr(config_module, "flash_attn_unusable_reason", lambda *args: None)
     assert resolve_attention_backend("auto", CUDA) == "flash_attn"
-    monkeypatch.setattr(model_runner, "flash_attn_unusable_reason", lambda *args: "not installed")
+    monkeypatch.setattr(config_module, "flash_attn_unusable_reason", lambda *args: "not installed")
     assert resolve_attention_backend("auto", CUDA) == "triton"
-    monkeypatch.setattr(model_runner, "triton_unusable_reason", lambda *args: "not installed")
+    monkeypatch.setattr(config_module, "triton_unusable_reason", lambda *args: "not installed")
     assert resolve_attention_backend("auto", CUDA) == "torch"
 
 
@@ -157,7 +157,7 @@ def test_engine_greedy_tokens_identical_torch_vs_triton(tmp_path):
     expected, _ = _run(path, "torch")
     got, rec = _run(path, "triton")
     assert got == expected
-    assert rec.header["attention_backend"] == "triton"
+    assert rec.header["config"]["attention_backend"] == "triton"
     names = [(e.event, e.reason) for e in rec.events]
     assert ("PREFIX_CACHE_HIT", "prefix_blocks_reused") in names
     assert ("BLOCK_ALLOCATE", "decode_needs_new_block") in names

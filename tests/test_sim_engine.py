@@ -64,7 +64,7 @@ def test_the_trace_is_stamped_with_simulated_time(tmp_path):
                                             vocab_size=SHAPE.vocab_size))
     llm.close()
     trace = load_trace(path)
-    assert trace.header["device"] == "h100-sxm" and trace.header["attention_backend"] == "flash_attn"
+    assert trace.header["device"] == "h100-sxm" and trace.header["config"]["attention_backend"] == "flash_attn"
     assert trace.header["simulated"]["hardware"]["name"] == "h100-sxm"
     ready = trace.events_named("ENGINE_READY")[0]
     assert ready.stats["device"] == "h100-sxm" and ready.stats["eos_token_id"] == SHAPE.eos_token_id

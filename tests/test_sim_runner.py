@@ -121,8 +121,8 @@ def test_built_from_an_engine_config_on_a_shared_clock():
     from nanovllm_teach.sim.runner import SimClock
 
     clock = SimClock(now_s=5.0)
-    config = Config(str(shape_dir("qwen3-1.7b")), max_num_batched_tokens=16384, kvcache_block_size=256,
-                    runner="simulated", hardware="a100-80gb")
+    config = Config.from_kwargs(str(shape_dir("qwen3-1.7b")), dict(
+        max_num_batched_tokens=16384, kvcache_block_size=256, runner="simulated", hardware="a100-80gb"))
     runner = SimulatedRunner.from_config(config, DEVICES["a100-80gb"], TraceRecorder(), clock=clock)
     direct = SimulatedRunner(load_shape("qwen3-1.7b"), DEVICES["a100-80gb"], max_num_batched_tokens=16384)
     assert runner.num_kvcache_blocks == direct.num_kvcache_blocks

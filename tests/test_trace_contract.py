@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from nanovllm_teach.trace import (
-    PAYLOADS, VOLATILE, ContractError, Trace, TraceEvent, TraceFormatError, check_consistency, check_payload,
-    load_trace,
+    PAYLOADS, SCHEMA_VERSION, VOLATILE, ContractError, Trace, TraceEvent, TraceFormatError, check_consistency,
+    check_payload, load_trace,
 )
 from nanovllm_teach.trace import docs, events, reader
 from nanovllm_teach.trace.payload import field_meta
@@ -114,9 +114,10 @@ def test_a_folder_is_not_a_trace(tmp_path):
 
 @pytest.mark.parametrize("path", SHIPPED + [SMALL], ids=lambda p: p.name)
 def test_shipped_traces_load_typed_and_consistent(path):
-    """Version 1 (recorded before the contract was typed) or 2: both load the same way."""
+    """Version 1 (recorded before the contract was typed), 2 or 3 (resolved settings in the header): all load
+    the same way."""
     trace = load_trace(path)
-    assert trace.header["version"] in (1, 2)
+    assert trace.header["version"] in (1, 2, 3)
     assert all(isinstance(e.stats, PAYLOADS[e.event]) for e in trace.events)
     assert check_consistency(trace) == []
     # The fast path (one decode of the whole file) took every line: the slow one agrees with it.
@@ -195,10 +196,10 @@ def test_events_built_by_hand_are_typed_by_the_trace():
 
 def test_a_newer_version_is_refused_with_what_to_do(tmp_path):
     lines = SMALL.read_text(encoding="utf-8").splitlines()
-    header = {**json.loads(lines[0]), "version": 3}
+    header = {**json.loads(lines[0]), "version": SCHEMA_VERSION + 1}
     path = tmp_path / "future.jsonl"
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
-    with pytest.raises(TraceFormatError, match="schema version 3 is newer"):
+    with pytest.raises(TraceFormatError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
         load_trace(path)
     old = tmp_path / "old.jsonl"
     old.write_text("\n".join([json.dumps({**header, "version": 1}), *lines[1:]]) + "\n", encoding="utf-8")

@@ -68,7 +68,7 @@ def test_trace_layer_replays_without_torch():
 
 def test_the_blocker_really_blocks():
     # Otherwise the test above would prove nothing: the engine does need torch.
-    result = _python(BLOCKER + "import nanovllm_teach.engine.llm_engine\n")
+    result = _python(BLOCKER + "import nanovllm_teach.engine.model_runner\n")
     assert result.returncode != 0 and "torch is blocked" in result.stderr
 
 

@@ -72,5 +72,5 @@ def test_viz_draws_and_plays_without_torch():
 
 def test_the_blocker_really_blocks():
     # Otherwise the test above would prove nothing: the engine does need torch.
-    result = _python(BLOCKER + "import nanovllm_teach.llm\n")
+    result = _python(BLOCKER + "import nanovllm_teach.engine.model_runner\n")
     assert result.returncode != 0 and "torch is blocked" in result.stderr

@@ -7,7 +7,11 @@ opened; then the model runner sizes the KV cache before the scheduler exists, be
 is built with that many blocks. With ``tensor_parallel_size > 1`` the model runner is rank 0 of a group
 whose other ranks are worker processes (``engine/tp_workers.py``); ``close()`` stops them.
 
-``step()`` is one engine iteration: schedule → run → postprocess. It is a transaction: if anything in it
+``step()`` is one engine iteration: the scheduler's ``schedule()`` gives the step's ``ScheduledBatch``
+(``engine/batch.py``), the model runner's ``run(batch)`` one token per sequence, and the scheduler's
+``postprocess(batch, token_ids)`` takes them in. The configuration is read from one frozen, resolved
+``Config`` (``config.py``); once the model runner has sized the KV cache, ``self.config`` holds that size
+too. The step is a transaction: if anything in it
 raises (Ctrl-C, a failing trace sink, a full disk), the scheduler rolls back to its checkpoint from before
 the step and the exception goes on, so calling ``step()`` again resumes as if nothing had happened.
 ``generate()`` is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises,
@@ -28,21 +32,17 @@ through the scheduler and the model runner, everything else).
 from __future__ import annotations
 
 import itertools
-import platform
 from collections import deque
-from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter, sleep
 from typing import Any, NamedTuple, Sequence as SequenceOf
 
-import torch
-import transformers
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from nanovllm_teach.assets import default_model_path
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.model_runner import ModelRunner, resolve_attention_backend, resolve_dtype
+from nanovllm_teach.engine.model_runner import ModelRunner
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.tp_workers import TensorParallelRunner
@@ -53,7 +53,6 @@ from nanovllm_teach.sim.runner import SimClock, SimulatedRunner
 from nanovllm_teach.sim.workload import Request
 from nanovllm_teach.trace.events import EngineInit, EngineReady, GenerateFinish, GenerateStart, RequestEnqueue, StepDone
 from nanovllm_teach.trace.recorder import Recorder, make_recorder
-from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
 from nanovllm_teach.utils.loader import check_checkpoint
 
 Prompt = str | list[int]
@@ -86,7 +85,7 @@ class LLMEngine:
         self.rec = make_recorder(trace)
         if self.sim_clock is not None:
             self.rec.set_clock(lambda: round(self.sim_clock.now_s * 1e9))
-        self.rec.open(self._trace_header(trace_metadata or {}))
+        self.rec.open(config.trace_header(trace_metadata or {}, self.hardware if config.simulated else None))
         if self.rec.enabled:
             self.rec.record("bootstrap", "engine_starting", EngineInit(
                 max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
@@ -102,11 +101,12 @@ class LLMEngine:
             self.model_runner = TensorParallelRunner(config, self.rec)
         else:
             self.model_runner = ModelRunner(config, 0, self.rec)
+        self.config = config = config.with_kv_cache(self.model_runner.num_kvcache_blocks)
         self.eos_token_id = self.model_runner.eos_token_id if config.simulated else self.tokenizer.eos_token_id
         self.scheduler = Scheduler(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             max_model_len=config.max_model_len, eos=self.eos_token_id,
-            num_kvcache_blocks=self.model_runner.num_kvcache_blocks, block_size=config.kvcache_block_size,
+            num_kvcache_blocks=config.num_kvcache_blocks, block_size=config.kvcache_block_size,
             enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
             recorder=self.rec)
         self._seq_ids = itertools.count()
@@ -114,36 +114,12 @@ class LLMEngine:
         self.last_step: StepResult | None = None  # the last step that completed
         if self.rec.enabled:
             self.rec.record("init", "engine_ready", EngineReady(
-                num_kvcache_blocks=self.model_runner.num_kvcache_blocks, eos_token_id=self.eos_token_id,
-                attention_backend=self.model_runner.attention_backend, device=str(self.model_runner.device)))
+                num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=self.eos_token_id,
+                attention_backend=config.attention_backend, device=config.device))
 
     def now_s(self) -> float:
         """The engine's clock in seconds: simulated time, or the host's ``perf_counter``."""
         return self.sim_clock.now_s if self.sim_clock is not None else perf_counter()
-
-    def _trace_header(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        hf = self.config.hf_config
-        return {
-            "schema": SCHEMA_NAME, "version": SCHEMA_VERSION,
-            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "config": self.config.describe(),
-            "model": {"name": self.config.model_name, "config_sha256": self.config.config_sha256,
-                      "model_type": hf.model_type, "vocab_size": hf.vocab_size,
-                      "hidden_size": hf.hidden_size, "num_hidden_layers": hf.num_hidden_layers,
-                      "num_attention_heads": hf.num_attention_heads, "num_key_value_heads": hf.num_key_value_heads,
-                      "head_dim": getattr(hf, "head_dim", None)},
-            "device": self.config.device,
-            **(self._simulated_header() if self.config.simulated else {"attention_backend": resolve_attention_backend(
-                self.config.attention_backend, torch.device(self.config.device), self.config.kvcache_block_size,
-                resolve_dtype(self.config.dtype, torch.device(self.config.device), hf))}),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                         "transformers": transformers.__version__}, **metadata}
-
-    def _simulated_header(self) -> dict[str, Any]:
-        factors = self.config.sim_factors and Path(self.config.sim_factors).name
-        return {"attention_backend": SimulatedRunner.attention_backend_on(self.hardware), "simulated": {
-            "hardware": self.hardware.describe(), "efficiency": self.config.efficiency().to_dict(),
-            "factors_file": factors}}
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -169,10 +145,10 @@ class LLMEngine:
             raise ValueError(f"prompt has {len(token_ids)} tokens, more than max_model_len={self.config.max_model_len}")
         worst_case = min(len(token_ids) + sampling_params.max_tokens, self.config.max_model_len)
         blocks_needed = -(-worst_case // self.config.kvcache_block_size)
-        if blocks_needed > self.model_runner.num_kvcache_blocks:
+        if blocks_needed > self.config.num_kvcache_blocks:
             raise ValueError(
                 f"request could never fit: {worst_case} tokens need {blocks_needed} KV blocks of "
-                f"{self.config.kvcache_block_size}, the whole cache has {self.model_runner.num_kvcache_blocks}; "
+                f"{self.config.kvcache_block_size}, the whole cache has {self.config.num_kvcache_blocks}; "
                 f"lower max_tokens or give the cache more blocks")
         return Sequence(next(self._seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
 

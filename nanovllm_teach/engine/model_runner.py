@@ -47,8 +47,6 @@ from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, c
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
-from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
-from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.sampler import Sampler
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, DecodeCompile, KvBudgetEstimate,
@@ -61,43 +59,9 @@ from nanovllm_teach.utils.loader import load_model
 from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget,
                                          read_memory, reset_peak)
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
 # so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
 TP_TIMEOUT = timedelta(seconds=60)
-
-
-def resolve_dtype(name: str, device: torch.device, hf_config) -> torch.dtype:
-    """``auto``: float32 on CPU (exact parity, and half precision is slow there), the checkpoint's dtype on GPU."""
-    if name != "auto":
-        return _DTYPES[name]
-    if device.type == "cpu":
-        return torch.float32
-    stored = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None) or "bfloat16"
-    return stored if isinstance(stored, torch.dtype) else _DTYPES.get(str(stored), torch.bfloat16)
-
-
-def resolve_attention_backend(name: str, device: torch.device, block_size: int = 256,
-                              dtype: torch.dtype = torch.bfloat16) -> str:
-    """``auto``: on a GPU, flash_attn when it is installed and fits (block size, dtype), else triton when it
-    is installed, else torch; on a CPU, torch. An explicit choice that cannot run here raises ValueError
-    (triton on a CPU runs only under the Triton interpreter, ``TRITON_INTERPRET=1``)."""
-    if name == "auto":
-        if device.type != "cuda":
-            return "torch"
-        if flash_attn_unusable_reason(device, block_size, dtype) is None:
-            return "flash_attn"
-        return "triton" if triton_unusable_reason(device) is None else "torch"
-    if name == "flash_attn":
-        problem = flash_attn_unusable_reason(device, block_size, dtype)
-    elif name == "triton":
-        problem = triton_unusable_reason(device)
-    else:
-        return name  # torch (Config has rejected every other name)
-    if problem is not None:
-        raise ValueError(f"attention_backend={name!r} cannot run here: {problem}")
-    return name
 
 
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
@@ -121,9 +85,9 @@ class ModelRunner:
         hf_config = config.hf_config
         self.block_size = config.kvcache_block_size
         self.device = bind_cuda_device(torch.device(config.device), rank, self.world_size)
-        self.dtype = resolve_dtype(config.dtype, self.device, hf_config)
-        self.attention_backend = resolve_attention_backend(config.attention_backend, self.device,
-                                                           self.block_size, self.dtype)
+        # Resolved once, in Config: the header, the events and every rank read the same choices.
+        self.dtype: torch.dtype = getattr(torch, config.dtype)
+        self.attention_backend = config.attention_backend
         backend = self._init_process_group(dist_init) if self.world_size > 1 else "none"
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
                        dtype=str(self.dtype), attention_backend=self.attention_backend)

@@ -45,12 +45,10 @@ from dataclasses import dataclass
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.sequence import Sequence, SequenceState, SequenceStatus
+from nanovllm_teach.settings import POLICIES
 from nanovllm_teach.trace.events import (BlockAllocate, BlockFree, Preempt, RequestAbort, ScheduleDecode,
                                          SchedulePrefill, StateTransition)
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
-
-POLICIES = ("continuous", "static")
-
 
 def choose_next(waiting: deque[Sequence]) -> int:
     """Which waiting sequence is admitted next, as its index in ``waiting`` (which it must not change).
@@ -127,18 +125,11 @@ class Scheduler:
 
     def _schedule_prefill(self) -> list[Sequence]:
         scheduled: list[Sequence] = []
-        max_seqs = self.max_num_seqs
-        if self.policy == "static" and self.running:
-            # The batch in flight drains before anyone joins; only its own chunked head may go on.
-            if not (self.waiting and self.waiting[0].block_table):
-                return scheduled
-            max_seqs = 1
+        max_seqs = self._admission_cap()
         num_batched_tokens = 0
         bm = self.block_manager
         while self.waiting and len(scheduled) < max_seqs:
-            if not self.waiting[0].block_table:  # a chunked head goes on first: its K/V is half-written
-                self._move_to_head(choose_next(self.waiting))
-            seq = self.waiting[0]
+            seq = self._next_waiting()
             remaining = self.max_num_batched_tokens - num_batched_tokens
             if remaining == 0:
                 break
@@ -162,6 +153,20 @@ class Scheduler:
                 self.running.append(seq)
             scheduled.append(seq)
         return scheduled
+
+    def _admission_cap(self) -> int:
+        """How many sequences this prefill may take: ``max_num_seqs``; under the static policy none while a
+        batch is in flight (it drains before anyone joins), except its own chunked head."""
+        if self.policy == "static" and self.running:
+            return 1 if self.waiting and self.waiting[0].block_table else 0
+        return self.max_num_seqs
+
+    def _next_waiting(self) -> Sequence:
+        """The waiting sequence to consider next, moved to the head of ``waiting``: the policy's choice
+        (``choose_next``), unless the head is a chunked prompt, which goes on first (its K/V is half-written)."""
+        if not self.waiting[0].block_table:
+            self._move_to_head(choose_next(self.waiting))
+        return self.waiting[0]
 
     def _move_to_head(self, index: int) -> None:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.waiting):

@@ -295,9 +295,6 @@ class TensorParallelRunner:
                 raise RuntimeError(f"tensor-parallel {self.failure} during start-up") from exc
             raise
         self.num_kvcache_blocks = self.runner.num_kvcache_blocks
-        self.attention_backend = self.runner.attention_backend
-        self.device = self.runner.device
-        self.dtype = self.runner.dtype
 
     def run(self, batch: ScheduledBatch) -> list[int]:
         """Send the batch to every worker, run it here as rank 0, return rank 0's sampled token ids."""

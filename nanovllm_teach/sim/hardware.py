@@ -82,6 +82,12 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
 CPU_DEVICE_NAME = "this-cpu"
 
 
+def attention_backend_on(kind: str) -> str:
+    """What ``attention_backend="auto"`` picks on a device of this kind (``"gpu"`` or ``"cpu"``), flash-attn
+    assumed installed on a GPU."""
+    return "flash_attn" if kind == "gpu" else "torch"
+
+
 def device_names() -> list[str]:
     return [*DEVICES, CPU_DEVICE_NAME]
 

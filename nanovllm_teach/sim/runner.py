@@ -31,7 +31,7 @@ from msgspec import UNSET
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel
-from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.sim.hardware import Device, attention_backend_on
 from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget
@@ -86,7 +86,7 @@ class SimulatedRunner:
         # What the engine reports: the names a real engine on that device would pick with "auto".
         self.device = device.name
         self.dtype = device.dtype
-        self.attention_backend = self.attention_backend_on(device)
+        self.attention_backend = attention_backend_on(device.kind)
         self.enforce_eager = enforce_eager
         self.graph_sizes = graph_batch_sizes(max_num_seqs) if device.kind == "gpu" and not enforce_eager else []
         self.eos_token_id = shape.eos_token_id
@@ -95,10 +95,6 @@ class SimulatedRunner:
         peak = self._warmup()
         self.num_kvcache_blocks = self._size_kv_cache(peak, gpu_memory_utilization, cpu_kvcache_gib,
                                                       num_kvcache_blocks)
-
-    @staticmethod
-    def attention_backend_on(device: Device) -> str:
-        return "flash_attn" if device.kind == "gpu" else "torch"
 
     @classmethod
     def from_config(cls, config: "Config", device: Device, recorder: Recorder, *, clock: SimClock | None = None,

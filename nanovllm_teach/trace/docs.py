@@ -62,8 +62,10 @@ A trace is a JSON Lines file (UTF-8, one JSON object per line). `TraceRecorder` 
 
 An object with `"schema": "{SCHEMA_NAME}"` and `"version": {SCHEMA_VERSION}` (this reader also reads
 versions {_VERSIONS}; `nanovllm-teach record --all` re-records the shipped traces in
-the current version), then what the run was: `config`, `model`, `device`, `versions`, `recorded_at`,
-and scenario metadata. Volatile header keys (how and where the trace was recorded, not what the engine
+the current version), then what the run was: `config` (every setting as the engine ran with it:
+since version 3, `"auto"` and unset values are resolved, e.g. the device, dtype, attention backend and
+token budget chosen for the machine), `requested` (version 3: the settings that were resolved, as they
+were asked for), `model`, `device`, `versions`, `recorded_at`, and scenario metadata. Volatile header keys (how and where the trace was recorded, not what the engine
 decided; `diff_traces` ignores them): {_HEADER_VOLATILE}.
 
 ## Every other line: one event

@@ -40,7 +40,7 @@ class EngineInit(Payload, kw_only=True):
     model: Field(str, "the model's name, its folder's name (version-1 traces: the folder's path)", volatile=True)
     enable_prefix_caching: Field(bool, "whether full prompt blocks are shared by their hash")
     policy: Field(str, 'scheduling policy: "continuous" or "static"')
-    attention_backend: Field(str, "attention implementation asked for (auto, torch, triton, flash)")
+    attention_backend: Field(str, "attention implementation the engine runs (torch, triton, flash_attn), \"auto\" resolved")
 
 
 class TpRuntimeInit(Payload, kw_only=True):

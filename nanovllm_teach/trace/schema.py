@@ -17,15 +17,15 @@ from nanovllm_teach.trace.payload import Payload
 SCHEMA_NAME = "nanovllm_teach.trace"
 # Version 2: every payload is typed (events.py). Version-1 traces carry the same fields (minus the newer,
 # optional ones) and load as they are; ``nanovllm-teach record --all`` re-records the shipped ones.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 PHASES = ("bootstrap", "init", "ingress", "prefill", "decode", "postprocess", "egress")
 Phase = Literal["bootstrap", "init", "ingress", "prefill", "decode", "postprocess", "egress"]
 
 # Header keys (dotted into nested objects) that say how and where the trace was recorded, not what the
 # engine decided: when, with which library versions, from which folder, on which device.
-HEADER_VOLATILE = ("recorded_at", "versions", "device",
+HEADER_VOLATILE = ("recorded_at", "versions", "device", "config.device",
                    "model.path", "config.model")  # version-1 traces recorded a machine path there
 
 # Events whose stats carry tensors: the recorder keeps their shapes always and their values only while the

@@ -1,0 +1,133 @@
+"""Orchestration: every engine setting a learner can turn, its default and its check, in one place.
+
+``Settings`` is what was asked for, validated without torch, a model or a device: a name that is not a
+setting raises ``TypeError`` listing the known ones, a value of the wrong type ``TypeError``, a value out
+of range or not among the choices ``ValueError`` — each naming the setting and the value. The choices
+(``POLICIES``, ``ATTENTION_BACKENDS``, ``DTYPES``, ``RUNNERS``) are defined here and nowhere else.
+
+What the settings become on this machine and this model (``"auto"`` made concrete, the token budget
+chosen, ``max_model_len`` clamped to the model) is ``config.Config``, resolved once from these.
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from nanovllm_teach.sim.cost_model import Efficiency
+from nanovllm_teach.sim.hardware import device_names
+
+POLICIES = ("continuous", "static")
+ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+RUNNERS = ("real", "simulated")
+
+
+@dataclass(frozen=True)
+class Settings:
+    # None: 16384 tokens per step on a GPU (nano-vllm's default), 2048 on a CPU, where a step that size
+    # already takes about a second and the warm-up runs one of that size.
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int = 512
+    max_model_len: int = 4096  # at most the model's max_position_embeddings
+    gpu_memory_utilization: float = 0.9
+    # On CPU the KV cache is also capped at this many GiB: system RAM is shared with everything else.
+    cpu_kvcache_gib: float = 0.25
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = False
+    # Decode steps through torch.compile, compiled once at start-up (seconds to tens of seconds).
+    compile: bool = False
+    kvcache_block_size: int = 256
+    num_kvcache_blocks: int | None = None  # None: as many as the memory budget allows
+    enable_prefix_caching: bool = True
+    scheduling_policy: str = "continuous"
+    attention_backend: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    # "simulated": the real scheduler and block manager on a predicted device (``hardware``, required then),
+    # with the efficiency factors of the JSON file ``sim_factors`` (None: the defaults).
+    runner: str = "real"
+    hardware: str | None = None
+    sim_factors: str | None = None
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        for name in ("max_num_seqs", "max_model_len", "kvcache_block_size", "tensor_parallel_size"):
+            _check_positive(name, getattr(self, name))
+        for name in ("max_num_batched_tokens", "num_kvcache_blocks"):
+            if getattr(self, name) is not None:
+                _check_positive(name, getattr(self, name), " or None")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        if not self.cpu_kvcache_gib > 0:
+            raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
+        for name, choices in (("scheduling_policy", POLICIES), ("attention_backend", ATTENTION_BACKENDS),
+                              ("dtype", DTYPES), ("runner", RUNNERS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        if self.compile and self.tensor_parallel_size > 1:
+            raise ValueError(f"compile=True runs on one rank only, not with tensor_parallel_size="
+                             f"{self.tensor_parallel_size}: the compiled decode step is not built for the "
+                             "all-reduces of tensor parallelism")
+        self._check_simulation()
+
+    def _check_types(self) -> None:
+        """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
+        for name in ("enforce_eager", "compile", "enable_prefix_caching"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("gpu_memory_utilization", "cpu_kvcache_gib"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        for name in ("scheduling_policy", "attention_backend", "device", "dtype", "runner"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a str, got {getattr(self, name)!r}")
+
+    def _check_simulation(self) -> None:
+        if not self.simulated:
+            for name in ("hardware", "sim_factors"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}={getattr(self, name)!r} needs runner='simulated'")
+            return
+        if self.hardware not in device_names():
+            problem = "needs hardware" if self.hardware is None else f"has no hardware {self.hardware!r}"
+            raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
+        if self.sim_factors is not None:
+            self.efficiency()  # a missing or bad file fails now, before anything is built
+
+    @property
+    def simulated(self) -> bool:
+        return self.runner == "simulated"
+
+    def efficiency(self) -> Efficiency:
+        """The simulated device's efficiency factors: ``sim_factors``' file, or the defaults."""
+        if self.sim_factors is None:
+            return Efficiency()
+        if not isinstance(self.sim_factors, (str, os.PathLike)):
+            raise TypeError(f"sim_factors must be the path of a JSON file, got {self.sim_factors!r}")
+        try:
+            return Efficiency.from_json(self.sim_factors)
+        except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
+            raise ValueError(f"sim_factors {str(self.sim_factors)!r} is not a JSON file of efficiency factors: "
+                             f"{error}") from None
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> Settings:
+        """From user keyword arguments, rejecting any name that is not a setting."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"unknown engine setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**kwargs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_positive(name: str, value: Any, alternative: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int{alternative}, got {value!r}")
