@@ -78,6 +78,47 @@ SHARED_PREFIXES = Workload(
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
     _shared_prefix_prompts(), _ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
+# Prefill admission and finishing (schedule_prefill, postprocess).
+def _eos_or_not(max_tokens: list[int], ignore_eos: list[bool]) -> list[SamplingParams]:
+    return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=flag) for n, flag in zip(max_tokens, ignore_eos)]
+
+
+SMALL_BUDGET = Workload(
+    "small_budget", "4 prompts of 5-30 tokens, 16 tokens per step: long prompts are chunked, others wait",
+    dict(BASE, num_kvcache_blocks=96, max_num_seqs=8, max_num_batched_tokens=16),
+    _random_prompts(11, [30, 9, 22, 5]), _ignore_eos([6, 8, 5, 7]), arrival_steps=[0, 0, 1, 4])
+
+
+def _common_prefix_prompts() -> list[list[int]]:
+    """Three prompts after a 12-token common prefix, then one that shares only its first block."""
+    prefix = list(range(60, 72))
+    return [prefix + [80, 81, 82], prefix + [90, 91], prefix + [100, 101, 102, 103], prefix[:4] + [110] * 6]
+
+
+CACHED_UNDER_BUDGET = Workload(
+    "cached_under_budget", "prompts sharing a 12-token prefix, 10 tokens per step: only uncached tokens count",
+    dict(BASE, num_kvcache_blocks=64, max_num_seqs=8, max_num_batched_tokens=10),
+    _common_prefix_prompts(), _ignore_eos([5, 5, 5, 5]), arrival_steps=[0, 3, 3, 4])
+
+
+def _finish_prompts() -> list[list[int]]:
+    """Prompts on which the shipped model samples EOS after a few to a few dozen tokens, greedily."""
+    rng = random.Random(7)
+    drawn = [[rng.randrange(10, 200) for _ in range(rng.randrange(4, 20))] for _ in range(13)]
+    return [drawn[4], drawn[6], drawn[7], drawn[8], drawn[12], drawn[6], drawn[7]]
+
+
+FINISH_REASONS = Workload(
+    "finish_reasons", "7 requests ending on EOS, on max_tokens, and with ignore_eos going past an EOS",
+    dict(BASE, num_kvcache_blocks=96, max_num_seqs=8),
+    _finish_prompts(), _eos_or_not([40, 40, 40, 10, 12, 24, 40], [False] * 5 + [True] * 2))
+
+MODEL_LEN = Workload(
+    "model_len", "3 requests that outgrow max_model_len=32 before their max_tokens, one prompt in chunks",
+    dict(BASE, max_model_len=32, num_kvcache_blocks=64, max_num_seqs=8, max_num_batched_tokens=20),
+    _random_prompts(13, [24, 28, 9]), _ignore_eos([20, 20, 30]))
+
+
 # The KV-budget workloads replace the machine's memory reading with a fixed one (bytes), so the number of
 # blocks comes out the same everywhere: a few hundred of the shipped model's 12 KiB blocks, a few MB.
 _READING = dict(device="cpu", total=20_000_000, free=12_000_000, used=8_000_000, peak=4_200_000,
@@ -99,4 +140,5 @@ LOW_UTILIZATION = Workload(
     _random_prompts(5, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
+    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, SMALL_BUDGET, CACHED_UNDER_BUDGET, FINISH_REASONS,
+    MODEL_LEN, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}

@@ -1,0 +1,34 @@
+"""Reference solution of ``postprocess``: taking in one step's sampled tokens."""
+
+from __future__ import annotations
+
+from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.engine.scheduler import Scheduler
+from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+
+
+def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:
+    bm = scheduler.block_manager
+    seqs = [scheduler.accepted[entry.seq_id] for entry in batch.seqs]
+    for seq, token_id in zip(seqs, token_ids):
+        bm.hash_blocks(seq)  # reads num_scheduled_tokens: before the counts change
+        seq.num_cached_tokens += seq.num_scheduled_tokens
+        seq.num_scheduled_tokens = 0
+        if seq.num_cached_tokens < seq.num_tokens:
+            continue  # a chunk of the prompt
+        seq.append_token(token_id)
+        if not seq.ignore_eos and token_id == scheduler.eos:
+            reason = "eos"
+        elif seq.num_completion_tokens == seq.max_tokens:
+            reason = "length"
+        elif seq.num_tokens >= scheduler.max_model_len:
+            reason = "max_model_len"
+        else:
+            continue
+        seq.finish_reason = reason
+        del scheduler.accepted[seq.seq_id]
+        scheduler.running.remove(seq)
+        scheduler._transition(seq, SequenceStatus.FINISHED, "postprocess", f"finished_{reason}",
+                              token_id=token_id, finish_reason=reason)
+        bm.deallocate(seq, "finished")
+    return seqs
