@@ -1,8 +1,10 @@
-"""The five exercises that rebuild a piece of the engine: which exercise point each replaces, the checks
-on what the student's functions return, and the hints.
+"""The exercises that rebuild a piece of the engine: which exercise point each replaces, the checks on what
+the student's functions return, and the hints.
 
 Each is graded the same way (see ``engine_grading``): the student's functions replace the engine's, fixed
-workloads run, and the trace must match the reference engine's event for event. The ``check`` functions
+workloads run, and the trace must match the reference engine's event for event. The open-ended one,
+``scheduling_policy``, has no single right answer: it is graded by the latency it achieves against first
+come, first served (``policy_grading``). The ``check`` functions
 stop a result the engine could not use (a float slot, a block count bigger than the machine) with a
 sentence, before it turns into a crash deep inside torch. Hints say where to look first, then how; none of
 them is the code.
@@ -16,6 +18,8 @@ from nanovllm_teach.engine import block_manager
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.policy_grading import PolicyExercise
+from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.workloads import (
     CPU_CAPPED, LATE_ARRIVALS, LOW_UTILIZATION, MEMORY_BOUND, SEQ_CAP, SHARED_PREFIXES, TIGHT_CACHE,
 )
@@ -31,6 +35,14 @@ def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
     if not result:
         return ("returned an empty list: a decode step must run at least one sequence (when every other one "
                 "is preempted, the last one left runs)")
+    return None
+
+
+def _check_index(args: tuple[Any, ...], result: Any) -> str | None:
+    (waiting,) = args
+    if not _is_int(result) or not 0 <= result < len(waiting):
+        return (f"returned {result!r}: it must return the index (an int from 0 to {len(waiting) - 1}) of one of "
+                f"the {len(waiting)} waiting sequences")
     return None
 
 
@@ -121,3 +133,16 @@ KV_CACHE_BLOCKS = EngineExercise(
     (Piece("kv_block_bytes", "kv_block_bytes", _check_block_bytes),
      Piece("kv_cache_blocks", "kv_cache_blocks", _check_num_blocks)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION))
+
+SCHEDULING_POLICY = PolicyExercise(
+    "scheduling_policy", "Design a scheduling policy: who is admitted next", "scheduler.choose_next",
+    ("choose_next",),
+    ("Mean TTFT is a sum of waits: while one request's prefill runs, every request behind it waits. Which "
+     "requests cost the others the least when they go first? Then look at the steady_stream row: who waits "
+     "the longest under your policy, and why does nobody ever let it in?",
+     "Admit the waiting sequence with the fewest prompt tokens (num_prompt_tokens) first, and add aging so "
+     "that nobody is passed over forever: seq_id grows with arrival order, so the newest seq_id in waiting "
+     "minus a sequence's seq_id counts the requests that arrived after it; once that count is large (a few "
+     "dozen), let the oldest go first."),
+    (Piece("choose_next", "choose_next", _check_index),),
+    tuple(POLICY_WORKLOADS.values()))

@@ -19,8 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nanovllm_teach.exercises.workloads import WORKLOADS, grading_recorder
-from nanovllm_teach.runs import Workload
+from nanovllm_teach.exercises.workloads import GRADED, GradedWorkload, record_graded
 from nanovllm_teach.trace.reader import Trace, load_trace
 
 # The reference of a whole exercise takes a few seconds; this is far more than it ever needs.
@@ -33,7 +32,7 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 class PendingReferences:
     """The reference traces of ``workloads``, being recorded in a child interpreter unless already known."""
 
-    def __init__(self, workloads: tuple[Workload, ...], model: str | Path | None = None) -> None:
+    def __init__(self, workloads: tuple[GradedWorkload, ...], model: str | Path | None = None) -> None:
         self.model = str(model) if model is not None else ""
         self.names = [w.name for w in workloads]
         missing = [name for name in self.names if (name, self.model) not in _recorded]
@@ -74,16 +73,14 @@ class PendingReferences:
         return {name: _recorded[(name, self.model)] for name in self.names}
 
 
-def reference_trace(workload: Workload, model: str | Path | None = None) -> Trace:
+def reference_trace(workload: GradedWorkload, model: str | Path | None = None) -> Trace:
     """The untouched engine's trace of ``workload`` (recorded once per process)."""
     return PendingReferences((workload,), model).traces()[workload.name]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nanovllm_teach.runs import record_run
-
     parser = argparse.ArgumentParser(description="record reference traces of graded workloads")
-    parser.add_argument("names", nargs="+", choices=sorted(WORKLOADS))
+    parser.add_argument("names", nargs="+", choices=sorted(GRADED))
     parser.add_argument("--out", required=True, help="folder for NAME.jsonl")
     parser.add_argument("--model", default=None)
     args = parser.parse_args(argv)
@@ -91,6 +88,6 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)  # the model is tiny; the other core runs the student's code meanwhile
     for name in args.names:
-        record_run(WORKLOADS[name], grading_recorder(Path(args.out) / f"{name}.jsonl"), args.model)
+        record_graded(GRADED[name], Path(args.out) / f"{name}.jsonl", args.model)
     return 0
 

@@ -10,11 +10,11 @@ Each run takes well under a second on a CPU.
 from __future__ import annotations
 
 import random
-
 import sys
 from pathlib import Path
 
-from nanovllm_teach.runs import Workload
+from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS, TimedWorkload
+from nanovllm_teach.runs import Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import TraceRecorder
 
@@ -100,3 +100,18 @@ LOW_UTILIZATION = Workload(
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
+
+# A graded workload is either kind: steps on the shipped model (trace equality), or requests in time on the
+# simulated engine (the scheduling policy, graded by its metrics).
+GradedWorkload = Workload | TimedWorkload
+GRADED: dict[str, GradedWorkload] = {**WORKLOADS, **POLICY_WORKLOADS}
+
+
+def record_graded(workload: GradedWorkload, path: Path, model: str | Path | None = None,
+                  max_steps: int | None = None) -> None:
+    """Run ``workload`` on the engine as it is now, writing its whole trace to ``path``."""
+    recorder = grading_recorder(path)
+    if isinstance(workload, TimedWorkload):
+        workload.record(recorder)  # simulated: the model is the workload's own shape
+    else:
+        record_run(workload, recorder, model, max_steps=max_steps)
