@@ -47,6 +47,8 @@ POINTS: dict[str, ExercisePoint] = {
                                  "the scheduling policy: which waiting sequence is admitted next"),
     "schedule_decode": ExercisePoint("nanovllm_teach.engine.scheduler", "Scheduler._schedule_decode",
                                      "choose this decode step's sequences, preempting when blocks run out"),
+    "allocate": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.allocate",
+                              "fill a new sequence's block table: its cached prefix blocks shared, the rest fresh"),
     "can_append": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.can_append",
                                 "can a sequence compute its newest token (is a block free if it needs one)"),
     "may_append": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.may_append",

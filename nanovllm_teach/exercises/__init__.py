@@ -8,6 +8,7 @@ part ways, in plain words ("step 12: you preempted seq 1 (…), the reference pr
 =====================  ===============================================================================
 ``schedule_decode``    decode scheduling with preemption (``Scheduler._schedule_decode``)
 ``can_append``         can a sequence grow by one token, and its new block (``BlockManager``)
+``allocate``           a new sequence's block table: shared prefix blocks, ref counts (``BlockManager``)
 ``block_hash``         the chained prefix-cache hash (``compute_block_hash``)
 ``decode_slot``        the decode slot mapping (``model_runner.decode_slot``)
 ``kv_cache_blocks``    bytes per KV block and blocks per memory budget (``utils.memory``)
@@ -37,14 +38,14 @@ from typing import Any
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult
 from nanovllm_teach.exercises.engine_exercises import (
-    BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE, SCHEDULING_POLICY,
+    ALLOCATE, BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE, SCHEDULING_POLICY,
 )
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.solution_files import load_solution
 from nanovllm_teach.exercises.trace_quiz import TRACE_QUIZ, quiz_trace
 
 EXERCISES: dict[str, Exercise] = {ex.name: ex for ex in [
-    SCHEDULE_DECODE, CAN_APPEND, BLOCK_HASH, DECODE_SLOT, KV_CACHE_BLOCKS, TRACE_QUIZ, SCHEDULING_POLICY,
+    SCHEDULE_DECODE, CAN_APPEND, ALLOCATE, BLOCK_HASH, DECODE_SLOT, KV_CACHE_BLOCKS, TRACE_QUIZ, SCHEDULING_POLICY,
 ]}
 
 

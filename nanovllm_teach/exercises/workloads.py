@@ -78,6 +78,23 @@ SHARED_PREFIXES = Workload(
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
     _shared_prefix_prompts(), _ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
+def _prefix_reuse_prompts() -> list[list[int]]:
+    """Blocks shared by up to three sequences at once, and blocks found again after everyone let go.
+
+    A, B and C start with the block ``P`` (B also with A's second block ``Q``): while they run, ``P`` has
+    three holders. A finishes first, then B and C. D arrives after all of them finished: its ``P, Q`` are
+    free blocks that still hold their K/V (freed but hashed), taken back out of the free list. E has ``Q``
+    after another prefix, so it shares nothing.
+    """
+    p, q, r = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
+    return [p + q + [41, 42], p + q + [43, 44, 45], p + [46, 47], p + q + [48], r + q + [49, 50]]
+
+
+PREFIX_REUSE = Workload(
+    "prefix_reuse", "5 requests: a block held by 3 sequences at once, and cached blocks found again after "
+    "their holders finished", dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
+    _prefix_reuse_prompts(), _ignore_eos([4, 12, 10, 5, 5]), arrival_steps=[0, 1, 1, 30, 30])
+
 # The KV-budget workloads replace the machine's memory reading with a fixed one (bytes), so the number of
 # blocks comes out the same everywhere: a few hundred of the shipped model's 12 KiB blocks, a few MB.
 _READING = dict(device="cpu", total=20_000_000, free=12_000_000, used=8_000_000, peak=4_200_000,
@@ -99,7 +116,7 @@ LOW_UTILIZATION = Workload(
     _random_prompts(5, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
+    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, PREFIX_REUSE, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
 
 # A graded workload is either kind: steps on the shipped model (trace equality), or requests in time on the
 # simulated engine (the scheduling policy, graded by its metrics).
