@@ -2,9 +2,11 @@
 
 1. The parent vets the solution without running it: a file that imports the reference solutions, or
    functions borrowed from them, are refused.
-2. The reference traces start recording in a fresh interpreter (``references``) while a forked child
-   (``sandbox``) loads the student's file, plugs the functions in (``pieces``) and runs every workload,
-   writing one trace file per workload and a small outcome record.
+2. The reference traces are recorded (``references``: known already in this process, recorded here
+   first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
+   modules only, so that each child starts warm); then a forked child (``sandbox``) loads the student's
+   file, plugs the functions in (``pieces``) and runs every workload, writing one trace file per workload
+   and a small outcome record.
 3. The parent reads those files and judges each workload in order (``verdict``): the first that differs
    from its reference fails the exercise; PASS needs every workload to match and the child to have ended
    normally.
@@ -25,7 +27,7 @@ from nanovllm_teach.exercises.solution_files import (
     borrowed_from_solutions, imports_reference_solutions, load_solution, missing_functions,
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
-from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded
+from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
 
 OUTCOME = "outcome.json"
 
@@ -98,8 +100,9 @@ class EngineExercise(Exercise):
             problem = imports_reference_solutions(Path(solution))
         if problem is not None:
             return self.fail(problem)
-        references = PendingReferences(self.workloads, model)  # recorded while the student's code runs
+        references = PendingReferences(self.workloads, model)
         try:
+            warm_up(self.workloads, model)
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
                 folder = Path(tmp)
                 end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
