@@ -26,9 +26,10 @@ From a terminal: ``nanovllm-teach exercises`` lists them with their templates; c
     check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
     print(hint("decode_slot", 1))          # stuck? a first hint; hint("decode_slot", 2) says more
 
-The student's code runs only in a child process, under a time limit; the reference runs in a fresh
-interpreter of its own; the verdict is computed from the traces (see ``engine_grading``). Grading one
-exercise takes a few seconds.
+The student's code runs only in a child process, under a time limit; the reference is the engine as
+shipped, recorded once per process (``references``); the verdict is computed from the traces (see
+``engine_grading``). Grading is mostly start-up (importing torch and transformers): the first grade in a
+process takes a few seconds, the next ones a fraction of a second.
 """
 
 from __future__ import annotations
