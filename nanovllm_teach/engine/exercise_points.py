@@ -51,6 +51,8 @@ POINTS: dict[str, ExercisePoint] = {
                                       "admit waiting prompts under the token budget, chunking the first"),
     "postprocess": ExercisePoint("nanovllm_teach.engine.scheduler", "Scheduler.postprocess",
                                  "take in a step's sampled tokens: cache, append, finish"),
+    "allocate": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.allocate",
+                              "fill a new sequence's block table: its cached prefix blocks shared, the rest fresh"),
     "can_append": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.can_append",
                                 "can a sequence compute its newest token (is a block free if it needs one)"),
     "may_append": ExercisePoint("nanovllm_teach.engine.block_manager", "BlockManager.may_append",

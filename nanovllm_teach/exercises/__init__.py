@@ -5,16 +5,21 @@ plugs the student's code into the real engine, runs fixed workloads, and compare
 the reference engine's, event for event. A failure names the step and the event where the two runs first
 part ways, in plain words ("step 12: you preempted seq 1 (…), the reference preempted seq 4 (…)").
 
-====================  ===================================================================================
-``schedule_prefill``  admitting prompts: budget, chunking, prefix cache (``Scheduler._schedule_prefill``)
-``schedule_decode``   decode scheduling with preemption (``Scheduler._schedule_decode``)
-``postprocess``       taking in sampled tokens, the finish rules (``Scheduler.postprocess``)
-``can_append``        can a sequence grow by one token, and its new block (``BlockManager``)
-``block_hash``        the chained prefix-cache hash (``compute_block_hash``)
-``decode_slot``       the decode slot mapping (``model_runner.decode_slot``)
-``kv_cache_blocks``   bytes per KV block and blocks per memory budget (``utils.memory``)
-``trace_quiz``        questions about a recorded run, answered from its trace
-====================  ===================================================================================
+======================  ===============================================================================
+``schedule_prefill``    admitting prompts: budget, chunking, prefix cache (``Scheduler._schedule_prefill``)
+``schedule_decode``     decode scheduling with preemption (``Scheduler._schedule_decode``)
+``postprocess``         taking in sampled tokens, the finish rules (``Scheduler.postprocess``)
+``can_append``          can a sequence grow by one token, and its new block (``BlockManager``)
+``allocate``            a new sequence's block table: shared prefix blocks, ref counts (``BlockManager``)
+``block_hash``          the chained prefix-cache hash (``compute_block_hash``)
+``decode_slot``         the decode slot mapping (``model_runner.decode_slot``)
+``kv_cache_blocks``     bytes per KV block and blocks per memory budget (``utils.memory``)
+``trace_quiz``          questions about a recorded run, answered from its trace
+``scheduling_policy``   open-ended: who is admitted next (``scheduler.choose_next``), graded by latency
+======================  ===============================================================================
+
+``scheduling_policy`` has no single right answer: the grader runs the policy on the simulated engine on
+timed workloads and compares its time to first token with first come, first served (``policy_grading``).
 
 From a terminal: ``nanovllm-teach exercises`` lists them with their templates; copy one, fill it in, and
 ``nanovllm-teach grade decode_slot my_decode_slot.py``. From a notebook::
@@ -23,9 +28,10 @@ From a terminal: ``nanovllm-teach exercises`` lists them with their templates; c
     check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
     print(hint("decode_slot", 1))          # stuck? a first hint; hint("decode_slot", 2) says more
 
-The student's code runs only in a child process, under a time limit; the reference runs in a fresh
-interpreter of its own; the verdict is computed from the traces (see ``engine_grading``). Grading one
-exercise takes a few seconds.
+The student's code runs only in a child process, under a time limit; the reference is the engine as
+shipped, recorded once per process (``references``); the verdict is computed from the traces (see
+``engine_grading``). Grading is mostly start-up (importing torch and transformers): the first grade in a
+process takes a few seconds, the next ones a fraction of a second.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult
 from nanovllm_teach.exercises.engine_exercises import (
-    BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE,
+    ALLOCATE, BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE, SCHEDULING_POLICY,
 )
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.scheduler_exercises import POSTPROCESS, SCHEDULE_PREFILL
@@ -43,8 +49,8 @@ from nanovllm_teach.exercises.solution_files import load_solution
 from nanovllm_teach.exercises.trace_quiz import TRACE_QUIZ, quiz_trace
 
 EXERCISES: dict[str, Exercise] = {ex.name: ex for ex in [
-    SCHEDULE_PREFILL, SCHEDULE_DECODE, POSTPROCESS, CAN_APPEND, BLOCK_HASH, DECODE_SLOT, KV_CACHE_BLOCKS,
-    TRACE_QUIZ,
+    SCHEDULE_PREFILL, SCHEDULE_DECODE, POSTPROCESS, CAN_APPEND, ALLOCATE, BLOCK_HASH, DECODE_SLOT,
+    KV_CACHE_BLOCKS, TRACE_QUIZ, SCHEDULING_POLICY,
 ]}
 
 

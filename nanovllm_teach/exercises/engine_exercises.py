@@ -1,8 +1,10 @@
-"""The five exercises that rebuild a piece of the engine: which exercise point each replaces, the checks
-on what the student's functions return, and the hints.
+"""The exercises that rebuild a piece of the engine: which exercise point each replaces, the checks on what
+the student's functions return, and the hints.
 
 Each is graded the same way (see ``engine_grading``): the student's functions replace the engine's, fixed
-workloads run, and the trace must match the reference engine's event for event. The ``check`` functions
+workloads run, and the trace must match the reference engine's event for event. The open-ended one,
+``scheduling_policy``, has no single right answer: it is graded by the latency it achieves against first
+come, first served (``policy_grading``). The ``check`` functions
 stop a result the engine could not use (a float slot, a block count bigger than the machine) with a
 sentence, before it turns into a crash deep inside torch. Hints say where to look first, then how; none of
 them is the code.
@@ -16,8 +18,10 @@ from nanovllm_teach.engine import block_manager
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.policy_grading import PolicyExercise
+from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.workloads import (
-    CPU_CAPPED, LATE_ARRIVALS, LOW_UTILIZATION, MEMORY_BOUND, SEQ_CAP, SHARED_PREFIXES, TIGHT_CACHE,
+    CPU_CAPPED, LATE_ARRIVALS, LOW_UTILIZATION, MEMORY_BOUND, PREFIX_REUSE, SEQ_CAP, SHARED_PREFIXES, TIGHT_CACHE,
 )
 
 
@@ -31,6 +35,31 @@ def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
     if not result:
         return ("returned an empty list: a decode step must run at least one sequence (when every other one "
                 "is preempted, the last one left runs)")
+    return None
+
+
+def _check_index(args: tuple[Any, ...], result: Any) -> str | None:
+    (waiting,) = args
+    if not _is_int(result) or not 0 <= result < len(waiting):
+        return (f"returned {result!r}: it must return the index (an int from 0 to {len(waiting) - 1}) of one of "
+                f"the {len(waiting)} waiting sequences")
+    return None
+
+
+def _check_allocation(args: tuple[Any, ...], result: Any) -> str | None:
+    bm, seq, num_cached_blocks = args
+    table = seq.block_table
+    if not isinstance(table, list) or not all(_is_int(b) and 0 <= b < bm.num_blocks for b in table):
+        return (f"left seq {seq.seq_id} a block table {table!r}: it must be a list of block ids (ints from 0 to "
+                f"{bm.num_blocks - 1})")
+    if len(table) != seq.num_blocks or len(set(table)) != len(table):
+        return (f"gave seq {seq.seq_id} the block table {table} for its {seq.num_tokens} tokens, which need "
+                f"{seq.num_blocks} different blocks of {bm.block_size}")
+    if any(bm.blocks[b].ref_count < 1 for b in table):
+        return f"gave seq {seq.seq_id} blocks {table} and left some of them with no holder (ref_count 0)"
+    if seq.num_cached_tokens != num_cached_blocks * bm.block_size:
+        return (f"left seq.num_cached_tokens at {seq.num_cached_tokens!r}, but its {num_cached_blocks} cached "
+                f"block(s) already hold the K/V of {num_cached_blocks * bm.block_size} tokens")
     return None
 
 
@@ -90,6 +119,19 @@ CAN_APPEND = EngineExercise(
     (Piece("can_append", "can_append", _check_bool), Piece("may_append", "may_append")),
     (TIGHT_CACHE, LATE_ARRIVALS))
 
+ALLOCATE = EngineExercise(
+    "allocate", "Admitting a sequence: shared prefix blocks and fresh ones", "BlockManager.allocate",
+    ("allocate",),
+    ("The first num_cached_blocks blocks are in the cache: which dict maps a block's hash to its block, and "
+     "which hash does block i have? Each reused block gets one more holder; what must change for a block "
+     "that had none (where does a freed block wait)?",
+     "Walk i over the cached blocks with h = compute_block_hash(seq.block(i), h), from h = NO_HASH, and look "
+     "h up in bm.hash_to_block_id. A hit whose ref_count is 0 moves from bm.free_block_ids to "
+     "bm.used_block_ids; every hit's ref_count goes up by 1. The rest come from bm._take_free_block(). Then "
+     "the block table (hits + fresh), num_cached_tokens, and the two events."),
+    (Piece("allocate", "allocate", _check_allocation),),
+    (PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE))
+
 BLOCK_HASH = EngineExercise(
     "block_hash", "The prefix-cache hash chain", "block_manager.compute_block_hash",
     ("compute_block_hash",),
@@ -121,3 +163,16 @@ KV_CACHE_BLOCKS = EngineExercise(
     (Piece("kv_block_bytes", "kv_block_bytes", _check_block_bytes),
      Piece("kv_cache_blocks", "kv_cache_blocks", _check_num_blocks)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION))
+
+SCHEDULING_POLICY = PolicyExercise(
+    "scheduling_policy", "Design a scheduling policy: who is admitted next", "scheduler.choose_next",
+    ("choose_next",),
+    ("Mean TTFT is a sum of waits: while one request's prefill runs, every request behind it waits. Which "
+     "requests cost the others the least when they go first? Then look at the steady_stream row: who waits "
+     "the longest under your policy, and why does nobody ever let it in?",
+     "Admit the waiting sequence with the fewest prompt tokens (num_prompt_tokens) first, and add aging so "
+     "that nobody is passed over forever: seq_id grows with arrival order, so the newest seq_id in waiting "
+     "minus a sequence's seq_id counts the requests that arrived after it; once that count is large (a few "
+     "dozen), let the oldest go first."),
+    (Piece("choose_next", "choose_next", _check_index),),
+    tuple(POLICY_WORKLOADS.values()))

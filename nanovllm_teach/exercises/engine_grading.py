@@ -2,9 +2,11 @@
 
 1. The parent vets the solution without running it: a file that imports the reference solutions, or
    functions borrowed from them, are refused.
-2. The reference traces start recording in a fresh interpreter (``references``) while a forked child
-   (``sandbox``) loads the student's file, plugs the functions in (``pieces``) and runs every workload,
-   writing one trace file per workload and a small outcome record.
+2. The reference traces are recorded (``references``: known already in this process, recorded here
+   first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
+   modules only, so that each child starts warm); then a forked child (``sandbox``) loads the student's
+   file, plugs the functions in (``pieces``) and runs every workload, writing one trace file per workload
+   and a small outcome record.
 3. The parent reads those files and judges each workload in order (``verdict``): the first that differs
    from its reference fails the exercise; PASS needs every workload to match and the child to have ended
    normally.
@@ -25,8 +27,7 @@ from nanovllm_teach.exercises.solution_files import (
     borrowed_from_solutions, imports_reference_solutions, load_solution, missing_functions,
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
-from nanovllm_teach.exercises.workloads import MAX_STEPS, grading_recorder
-from nanovllm_teach.runs import Workload, record_run
+from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
 
 OUTCOME = "outcome.json"
 
@@ -51,13 +52,23 @@ def obtain_solution(exercise: Exercise, source: SolutionSource, watch: Watch, ou
     return solution
 
 
+def run_failure(end: ChildEnd, outcome: dict[str, Any], workload: str) -> dict[str, Any] | None:
+    """How the child's run of ``workload`` failed (None: it did not)."""
+    runs = outcome.get("runs", {})
+    if workload in runs:
+        return runs[workload]
+    if end.exitcode is None:  # stopped by the parent during this workload
+        return {"timeout": end.limit, "function": end.running}
+    return {"exitcode": end.exitcode, "function": end.running}  # it ended during this workload, saying nothing
+
+
 @dataclass(frozen=True)
 class EngineExercise(Exercise):
     """An exercise graded by running the real engine with the student's ``pieces`` plugged in, on each of
     ``workloads``, and diffing its trace against the reference engine's."""
 
     pieces: tuple[Piece, ...]
-    workloads: tuple[Workload, ...]
+    workloads: tuple[GradedWorkload, ...]
 
     def _run_student(self, watch: Watch, source: SolutionSource, folder: Path, model: str | Path | None) -> None:
         """The child: every workload with the student's pieces in, one trace file each, then the outcome."""
@@ -71,8 +82,7 @@ class EngineExercise(Exercise):
             failure = None
             try:
                 with installed(self.pieces, solution, watch):
-                    record_run(workload, grading_recorder(folder / f"{workload.name}.jsonl"), model,
-                               max_steps=MAX_STEPS)
+                    record_graded(workload, folder / f"{workload.name}.jsonl", model, MAX_STEPS)
             except BaseException as error:  # whatever the student's code raised is the verdict's business
                 failure = describe_failure(error)
             outcome["runs"][workload.name] = failure
@@ -90,8 +100,9 @@ class EngineExercise(Exercise):
             problem = imports_reference_solutions(Path(solution))
         if problem is not None:
             return self.fail(problem)
-        references = PendingReferences(self.workloads, model)  # recorded while the student's code runs
+        references = PendingReferences(self.workloads, model)
         try:
+            warm_up(self.workloads, model)
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
                 folder = Path(tmp)
                 end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
@@ -100,7 +111,8 @@ class EngineExercise(Exercise):
         finally:
             references.cancel()
 
-    def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
+    def _unusable(self, end: ChildEnd, outcome: dict[str, Any]) -> GradeResult | None:
+        """The verdict on a solution that never ran: its file did not load, or lacks a function."""
         if end.running == LOADING and end.exitcode is None:
             return self.fail(f"your file did not finish loading within {end.limit:g} s (does it run "
                              f"something forever at the top level?): the grader stopped it")
@@ -109,17 +121,16 @@ class EngineExercise(Exercise):
                              f"{end.exitcode}): does it call os._exit?")
         if "unusable" in outcome:
             return self.fail(outcome["unusable"])
-        runs = outcome.get("runs", {})
+        return None
+
+    def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
+        unusable = self._unusable(end, outcome)
+        if unusable is not None:
+            return unusable
         events = 0
         for workload in self.workloads:
-            if workload.name in runs:
-                failure = runs[workload.name]
-            elif end.exitcode is None:  # stopped by the parent during this workload
-                failure = {"timeout": end.limit, "function": end.running}
-            else:  # the child ended during this workload without saying why
-                failure = {"exitcode": end.exitcode, "function": end.running}
-            verdict = judge(self, workload, load_run(folder / f"{workload.name}.jsonl"), failure,
-                            references[workload.name])
+            verdict = judge(self, workload, load_run(folder / f"{workload.name}.jsonl"),
+                            run_failure(end, outcome, workload.name), references[workload.name])
             if verdict is not None:
                 return verdict
             events += len(references[workload.name].events)

@@ -1,13 +1,19 @@
-"""The reference traces: each graded workload run on the untouched engine, in a fresh Python process.
+"""The reference traces: each graded workload run on the untouched engine, recorded once per process.
 
-The reference runs in its own interpreter (``references.main``), started
-before the student's code runs and sharing nothing with it: whatever a solution or a notebook cell has
-patched, the reference is the engine as shipped. It is recorded on the learner's own machine, so that the
-few fields that depend on the machine's arithmetic agree with the student's run. Each process records a
-workload once and keeps the trace.
+The reference must be the engine as shipped, whatever a solution or a notebook cell has patched. Where it
+is recorded:
 
-``PendingReferences(workloads)`` starts the recording and returns at once, so that the reference and
-the student's run proceed side by side; ``.traces()`` waits for them.
+- in this very process, if the engine here is the one on disk (``provenance``: no engine function,
+  class or method replaced): ``nanovllm-teach grade``, a test, a notebook that patched nothing. It saves a
+  second interpreter's start-up (importing torch and transformers: seconds on a busy machine), and it
+  happens before the student's code is forked off, so that code never shares a process with it;
+- else in a fresh interpreter (``references.main``), which shares nothing with this process. It is started
+  before the student's code runs, so the two proceed side by side, and it records *every* graded workload
+  not known yet (a fraction of a second each): one interpreter start-up, whichever exercise comes next.
+
+It is recorded on the learner's own machine, so that the few fields that depend on the machine's
+arithmetic agree with the student's run. ``PendingReferences(workloads)`` starts the recording;
+``.traces()`` waits for it.
 """
 
 from __future__ import annotations
@@ -19,34 +25,57 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nanovllm_teach.exercises.workloads import WORKLOADS, grading_recorder
-from nanovllm_teach.runs import Workload
+from nanovllm_teach.exercises.provenance import replaced_definitions
+from nanovllm_teach.exercises.workloads import GRADED, GradedWorkload, record_graded
 from nanovllm_teach.trace.reader import Trace, load_trace
 
-# The reference of a whole exercise takes a few seconds; this is far more than it ever needs.
+# Recording every reference takes a few seconds; this is far more than it ever needs.
 REFERENCE_LIMIT_S = 300
 
 _recorded: dict[tuple[str, str], Trace] = {}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-class PendingReferences:
-    """The reference traces of ``workloads``, being recorded in a child interpreter unless already known."""
+def _record_here(names: list[str], model: str) -> None:
+    import torch
 
-    def __init__(self, workloads: tuple[Workload, ...], model: str | Path | None = None) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the model is tiny; and a child forked later must not inherit a thread pool
+    try:
+        with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as folder:
+            for name in names:
+                path = Path(folder) / f"{name}.jsonl"
+                try:
+                    record_graded(GRADED[name], path, model or None)
+                except Exception as error:
+                    raise RuntimeError(f"the reference engine failed on workload {name}: {error}") from error
+                _recorded[(name, model)] = load_trace(path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+class PendingReferences:
+    """The reference traces of ``workloads``: known already, recorded here (the engine here is the one on
+    disk), or being recorded in a fresh interpreter (with every other graded workload not yet known)."""
+
+    def __init__(self, workloads: tuple[GradedWorkload, ...], model: str | Path | None = None) -> None:
         self.model = str(model) if model is not None else ""
         self.names = [w.name for w in workloads]
-        missing = [name for name in self.names if (name, self.model) not in _recorded]
-        self._folder = tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") if missing else None
         self._process = None
-        if missing:
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-            command = [sys.executable, "-c", "import sys; from nanovllm_teach.exercises.references import main; "
-                       "sys.exit(main())", "--out", self._folder.name,
-                       *(["--model", self.model] if self.model else []), *missing]
-            self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._missing = missing
+        self._folder = None
+        if all((name, self.model) in _recorded for name in self.names):
+            return
+        if not replaced_definitions():
+            _record_here([n for n in self.names if (n, self.model) not in _recorded], self.model)
+            return
+        self._missing = [name for name in GRADED if (name, self.model) not in _recorded]
+        self._folder = tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        command = [sys.executable, "-c", "import sys; from nanovllm_teach.exercises.references import main; "
+                   "sys.exit(main())", "--out", self._folder.name,
+                   *(["--model", self.model] if self.model else []), *self._missing]
+        self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def cancel(self) -> None:
         """Stop a recording still running (the grading ended early); nothing once ``traces()`` has run."""
@@ -74,16 +103,14 @@ class PendingReferences:
         return {name: _recorded[(name, self.model)] for name in self.names}
 
 
-def reference_trace(workload: Workload, model: str | Path | None = None) -> Trace:
+def reference_trace(workload: GradedWorkload, model: str | Path | None = None) -> Trace:
     """The untouched engine's trace of ``workload`` (recorded once per process)."""
     return PendingReferences((workload,), model).traces()[workload.name]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nanovllm_teach.runs import record_run
-
     parser = argparse.ArgumentParser(description="record reference traces of graded workloads")
-    parser.add_argument("names", nargs="+", choices=sorted(WORKLOADS))
+    parser.add_argument("names", nargs="+", choices=sorted(GRADED))
     parser.add_argument("--out", required=True, help="folder for NAME.jsonl")
     parser.add_argument("--model", default=None)
     args = parser.parse_args(argv)
@@ -91,6 +118,5 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)  # the model is tiny; the other core runs the student's code meanwhile
     for name in args.names:
-        record_run(WORKLOADS[name], grading_recorder(Path(args.out) / f"{name}.jsonl"), args.model)
+        record_graded(GRADED[name], Path(args.out) / f"{name}.jsonl", args.model)
     return 0
-

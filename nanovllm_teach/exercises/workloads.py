@@ -10,11 +10,11 @@ Each run takes well under a second on a CPU.
 from __future__ import annotations
 
 import random
-
 import sys
 from pathlib import Path
 
-from nanovllm_teach.runs import Workload
+from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS, TimedWorkload
+from nanovllm_teach.runs import Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import TraceRecorder
 
@@ -78,6 +78,24 @@ SHARED_PREFIXES = Workload(
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
     _shared_prefix_prompts(), _ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
+def _prefix_reuse_prompts() -> list[list[int]]:
+    """Blocks shared by up to three sequences at once, and blocks found again after everyone let go.
+
+    A, B and C start with the block ``P`` (B also with A's second block ``Q``): while they run, ``P`` has
+    three holders. A finishes first, then B and C. D arrives after all of them finished: its ``P, Q`` are
+    free blocks that still hold their K/V (freed but hashed), taken back out of the free list. E has ``Q``
+    after another prefix, so it shares nothing.
+    """
+    p, q, r = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
+    return [p + q + [41, 42], p + q + [43, 44, 45], p + [46, 47], p + q + [48], r + q + [49, 50]]
+
+
+PREFIX_REUSE = Workload(
+    "prefix_reuse", "5 requests: a block held by 3 sequences at once, and cached blocks found again after "
+    "their holders finished", dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
+    _prefix_reuse_prompts(), _ignore_eos([4, 12, 10, 5, 5]), arrival_steps=[0, 1, 1, 30, 30])
+
+
 # Prefill admission and finishing (schedule_prefill, postprocess).
 def _eos_or_not(max_tokens: list[int], ignore_eos: list[bool]) -> list[SamplingParams]:
     return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=flag) for n, flag in zip(max_tokens, ignore_eos)]
@@ -140,5 +158,46 @@ LOW_UTILIZATION = Workload(
     _random_prompts(5, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, SMALL_BUDGET, CACHED_UNDER_BUDGET, FINISH_REASONS,
-    MODEL_LEN, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
+    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, PREFIX_REUSE, SMALL_BUDGET, CACHED_UNDER_BUDGET,
+    FINISH_REASONS, MODEL_LEN, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
+
+# A graded workload is either kind: steps on the shipped model (trace equality), or requests in time on the
+# simulated engine (the scheduling policy, graded by its metrics).
+GradedWorkload = Workload | TimedWorkload
+GRADED: dict[str, GradedWorkload] = {**WORKLOADS, **POLICY_WORKLOADS}
+
+
+def record_graded(workload: GradedWorkload, path: Path, model: str | Path | None = None,
+                  max_steps: int | None = None) -> None:
+    """Run ``workload`` on the engine as it is now, writing its whole trace to ``path``."""
+    recorder = grading_recorder(path)
+    if isinstance(workload, TimedWorkload):
+        workload.record(recorder)  # simulated: the model is the workload's own shape
+    else:
+        record_run(workload, recorder, model, max_steps=max_steps)
+
+
+_warmed: set[str] = set()
+
+
+def warm_up(workloads: tuple[GradedWorkload, ...], model: str | Path | None = None) -> None:
+    """Import, in this process, what starting the engine imports, so that a grading child forked from it
+    starts in a fraction of a second instead of seconds (torch, transformers, and the Hugging Face model
+    class the engine checks a checkpoint against). Runs none of the engine's code, which a notebook may have
+    patched; a model folder that cannot be read is left for the graded run to report."""
+    import nanovllm_teach.llm  # noqa: F401 (torch, transformers and the engine, for every child to come)
+
+    if str(model) in _warmed or not any(isinstance(w, Workload) for w in workloads):
+        return  # the simulated engine checks no checkpoint
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from nanovllm_teach.assets import default_model_path
+
+    try:
+        config = AutoConfig.from_pretrained(model if model is not None else default_model_path())
+    except (OSError, ValueError):
+        return
+    with torch.device("meta"):  # shapes only, nothing allocated
+        AutoModelForCausalLM.from_config(config)
+    _warmed.add(str(model))
