@@ -49,7 +49,7 @@ The numbers printed:
   ``--trace-repeats`` each; their ratio, by wall time and by CPU time, of the medians and of the fastest
   runs. Each repeat uses fresh prompts (same lengths), so the
   prefix cache never turns a repeat into a cache hit. Because a difference of a few percent between
-  two runs is within the noise of a busy machine, the time spent inside the recorder's ``emit`` is also
+  two runs is within the noise of a busy machine, the time spent inside the recorder's ``record`` is also
   measured directly, as a share of the traced run.
 
 Every timed run reports wall time and the process's CPU time. Tokens/s and the headline ratios use
@@ -583,7 +583,7 @@ def trace_overhead(args, engine_kwargs: dict, prompts: list[list[int]], max_toke
         # Time spent inside the recorder itself (serialising, writing, flushing): a direct measurement
         # that does not drown in run-to-run noise the way a difference of two wall times can.
         emit_timer = StepTimers()
-        emit_timer.wrap(llm_on.rec, "emit", "emit")
+        emit_timer.wrap(llm_on.rec, "record", "record")
         off: list[Clock] = []
         on: list[Clock] = []
         emit_share: list[float] = []
@@ -593,10 +593,10 @@ def trace_overhead(args, engine_kwargs: dict, prompts: list[list[int]], max_toke
                 if recording:
                     emit_timer.reset()
                     on.append(run_ours(llm_on, batch, max_tokens)[0])
-                    emit_share.append(emit_timer.seconds["emit"] / on[-1].wall)
+                    emit_share.append(emit_timer.seconds["record"] / on[-1].wall)
                 else:
                     off.append(run_ours(llm_off, batch, max_tokens)[0])
-        num_events = emit_timer.calls["emit"]
+        num_events = emit_timer.calls["record"]
         emit_timer.remove()
         llm_on.close()
         size = path.stat().st_size
@@ -607,7 +607,7 @@ def trace_overhead(args, engine_kwargs: dict, prompts: list[list[int]], max_toke
         print(f"  {label:<16} wall {statistics.median(c.wall for c in runs):6.2f} s "
               f"[{', '.join(f'{c.wall:.2f}' for c in runs)}]   CPU {statistics.median(c.cpu for c in runs):6.2f} s "
               f"[{', '.join(f'{c.cpu:.2f}' for c in runs)}]")
-    print(f"  time inside recorder.emit: {100 * statistics.median(emit_share):.2f}% of the traced run's wall time "
+    print(f"  time inside recorder.record: {100 * statistics.median(emit_share):.2f}% of the traced run's wall time "
           f"(median; {num_events} events in the last repeat)")
     for kind in ("wall", "cpu"):
         ratio = statistics.median(getattr(c, kind) for c in on) / statistics.median(getattr(c, kind) for c in off)

@@ -24,7 +24,8 @@ from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, qui
 from nanovllm_teach.exercises.workloads import MAX_STEPS, MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE, WORKLOADS
 
 NAMES = list(EXERCISES)
-FUTURE = "from __future__ import annotations\n"  # the reference functions' annotations name engine classes
+# The reference functions' annotations name engine classes, and may_append builds an event's payload.
+FUTURE = "from __future__ import annotations\nfrom nanovllm_teach.trace.events import BlockAllocate\n"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -357,9 +358,10 @@ def _reference_code_lines(source: str) -> list[str]:
     code: list[str] = []
     for fn in [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)]:
         for stmt in ast.walk(fn):
-            is_emit = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
-                getattr(stmt.value.func, "attr", None) == "emit"
-            if not isinstance(stmt, ast.stmt) or stmt is fn or is_emit:
+            is_emit = (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                       and getattr(stmt.value.func, "attr", None) == "record")
+            is_guard = isinstance(stmt, ast.If) and "rec.enabled" in ast.unparse(stmt.test)
+            if not isinstance(stmt, ast.stmt) or stmt is fn or is_emit or is_guard:
                 continue
             compound = isinstance(stmt, (ast.If, ast.While, ast.For, ast.With, ast.Try))
             end = stmt.lineno if compound else stmt.end_lineno  # a block's own statements come one by one

@@ -1,6 +1,6 @@
 """The recorder (``nanovllm_teach.trace.recorder``): ``enabled`` is honoured, steps are scoped by
-``at_step``, the warm-up by ``paused``, typed payloads record like keyword stats, emit sites can be checked
-against the contract (``validate=True``), and recording never corrupts the engine: a failing sink or a
+``at_step``, the warm-up by ``paused``, tensor fields keep their shapes (and values while the detail budget
+lasts), values can be checked against the contract (``validate=True``), and recording never corrupts the engine: a failing sink or a
 full disk stops recording with one warning while the engine carries on, Ctrl-C from a sink propagates, and
 an existing trace file is replaced only once the engine has started.
 
@@ -22,7 +22,7 @@ import pytest
 from nanovllm_teach.trace import (
     ContractError, NullRecorder, RecordingStopped, TraceRecorder, check_consistency, load_trace,
 )
-from nanovllm_teach.trace.events import GenerateStart, PrepareDecodeTensors
+from nanovllm_teach.trace.events import EngineReady, GenerateFinish, GenerateStart, PrepareDecodeTensors
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = dict(kvcache_block_size=16, max_model_len=128, max_num_batched_tokens=256)
@@ -64,31 +64,31 @@ def untraced(checkpoint) -> list[list[int]]:
 
 def test_a_disabled_or_paused_recorder_records_nothing():
     rec = TraceRecorder()
-    rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=1)
+    rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=1))
     with rec.paused():
         assert rec.enabled is False
-        rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=2)
+        rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=2))
         with rec.paused():
             rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=3))
         assert rec.enabled is False
     assert rec.enabled is True
     rec.enabled = False
-    rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=4)
+    rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=4))
     assert [e.stats["n_prompts"] for e in rec.events] == [1]
 
 
 def test_at_step_scopes_events_and_restores_the_outer_step():
     rec = TraceRecorder()
     with rec.at_step(3):
-        rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=1)
+        rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=1))
         with pytest.raises(RuntimeError):
             with rec.at_step(4):
                 assert rec.step == 4
-                rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=2)
+                rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=2))
                 raise RuntimeError("the step failed")
         assert rec.step == 3
     assert rec.step is None
-    rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=3)
+    rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=3))
     assert [e.step for e in rec.events] == [3, 4, None]
     null = NullRecorder()
     with null.at_step(7), null.paused():
@@ -107,27 +107,29 @@ class FakeTensor:
         return self.values
 
 
-def test_a_typed_payload_records_like_keyword_stats():
-    typed, untyped = TraceRecorder(), TraceRecorder()
-    typed.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=2))
-    untyped.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=2)
+def test_tensor_fields_keep_their_shape_and_values_while_the_budget_lasts():
+    rec = TraceRecorder(detail_decode_steps=1)
     tensors = dict(input_ids=FakeTensor([5]), positions=FakeTensor([4]), context_lens=FakeTensor([5]),
                    slot_mapping=FakeTensor([4]), block_tables=FakeTensor([[0]]))
-    typed.record("decode", "one_token_per_sequence", PrepareDecodeTensors(batch_size=1, **tensors))
-    untyped.emit("PREPARE_DECODE_TENSORS", "decode", "one_token_per_sequence", batch_size=1, **tensors)
-    assert [(e.event, e.stats) for e in typed.events] == [(e.event, e.stats) for e in untyped.events]
-    assert typed.events[1].stats["block_tables_shape"] == [1, 1] and typed.events[1].stats["input_ids"] == [5]
+    for _ in range(2):
+        rec.record("decode", "one_token_per_sequence", PrepareDecodeTensors(batch_size=1, **tensors))
+    first, second = (e.stats for e in rec.events)
+    assert first["block_tables_shape"] == [1, 1] and first["input_ids"] == [5] and first["block_tables"] == [[0]]
+    assert second["input_ids_shape"] == [1] and "input_ids" not in second, "past the budget: shapes only"
 
 
-def test_validate_checks_each_emit_against_the_contract():
+def test_validate_checks_each_value_against_the_contract():
     rec = TraceRecorder(validate=True)
-    rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=2)
+    rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=2))
     with pytest.raises(ContractError, match=r"GENERATE_START.n_prompts: expected `int`, got `str`"):
-        rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts="two")
-    with pytest.raises(ContractError, match=r"GENERATE_START.colour: object contains unknown field"):
-        rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=2, colour="blue")
-    with pytest.raises(ContractError, match=r"GENERATE_FINISH.decode_steps: object missing required field"):
-        rec.emit("GENERATE_FINISH", "egress", "queues_empty", total_steps=1, prefill_steps=1, n_outputs=1)
+        rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts="two"))
+    # A field the event does not have, or one left out, cannot even be built.
+    with pytest.raises(TypeError, match="colour"):
+        GenerateStart(n_prompts=2, colour="blue")
+    with pytest.raises(TypeError, match="decode_steps"):
+        GenerateFinish(total_steps=1, prefill_steps=1, n_outputs=1)
+    with pytest.raises(ValueError, match="unknown event 'GENERATE_START' or phase 'warmup'"):
+        rec.record("warmup", "batch_enters_engine", GenerateStart(n_prompts=1))
     assert len(rec.events) == 1
 
 
@@ -231,18 +233,18 @@ def test_an_existing_trace_is_replaced_only_once_the_engine_has_started(tmp_path
     path.write_text("yesterday's trace\n")
     rec = TraceRecorder(path)
     rec.open(HEADER)
-    rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=1)
+    rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=1))
     assert path.read_text() == "yesterday's trace\n"
-    rec.emit("ENGINE_READY", "init", "engine_ready", num_kvcache_blocks=4, eos_token_id=2,
-             attention_backend="torch", device="cpu")
+    rec.record("init", "engine_ready", EngineReady(num_kvcache_blocks=4, eos_token_id=2, attention_backend="torch",
+                                                   device="cpu"))
     assert [e.event for e in load_trace(path).events] == ["GENERATE_START", "ENGINE_READY"]
-    rec.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=2)  # still the same file
+    rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=2))  # still the same file
     rec.close()
     assert len(load_trace(path).events) == 3 and not list(tmp_path.glob(".*.partial"))
 
     dropped = TraceRecorder(path)  # never ready, never closed: an engine that failed to start
     dropped.open(HEADER)
-    dropped.emit("GENERATE_START", "ingress", "batch_enters_engine", n_prompts=9)
+    dropped.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=9))
     del dropped
     gc.collect()
     assert len(load_trace(path).events) == 3 and not list(tmp_path.glob(".*.partial"))

@@ -10,7 +10,7 @@ How an engine emits (one call at the decision point, no payload built while reco
     if self.rec.enabled:
         self.rec.record("decode", "step_complete", StepDone(latency_ms=..., seq_ids=[...], ...))
 
-``emit(event, phase, reason, **stats)`` is the untyped form of the same call. ``set_clock(fn)`` makes
+``record`` is the only way in: the event is the payload's type. ``set_clock(fn)`` makes
 ``t_ns`` come from ``fn`` (nanoseconds) instead of the host's clock: a simulated engine stamps its events
 with simulated time. Step scoping is
 ``with rec.at_step(n): ...`` (``rec.step`` reads the current step); work that belongs to no trace, such as
@@ -71,13 +71,9 @@ class Recorder:
         """Events are stamped with ``clock()`` (nanoseconds; only differences count) from now on; call it
         before ``open``, where the trace's time zero is taken."""
 
-    def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
-        """Record one event at the current ``step``."""
-
     def record(self, phase: str, reason: str, payload: Payload, /) -> None:
-        """Record one event given as its typed payload (``events.py``): the event is the payload's type."""
-        if self.enabled:
-            self.emit(payload.event, phase, reason, **dict(payload.items()))
+        """Record one event at the current ``step``, given as its typed payload (``events.py``): the event
+        is the payload's type."""
 
     @contextmanager
     def at_step(self, step: int) -> Iterator[None]:
@@ -103,9 +99,6 @@ class Recorder:
 
 class NullRecorder(Recorder):
     """Recording off: every call does nothing."""
-
-    def record(self, phase: str, reason: str, payload: Payload, /) -> None:
-        pass
 
 
 def _is_tensor(value: Any) -> bool:
@@ -183,12 +176,13 @@ class TraceRecorder(Recorder):
         self._discard = weakref.finalize(self, _remove_quietly, self._file, self._temp)
         self._write(self.header)
 
-    def emit(self, event: str, phase: str, reason: str, /, **stats: Any) -> None:
+    def record(self, phase: str, reason: str, payload: Payload, /) -> None:
         if not self.enabled:
             return
+        event = payload.event
         if event not in _KNOWN_EVENTS or phase not in _KNOWN_PHASES:
             raise ValueError(f"unknown event {event!r} or phase {phase!r}")
-        plain = self._stats(event, stats)
+        plain = self._stats(event, payload.items())
         if self.validate:
             check_payload(event, plain)  # raises ContractError naming the event and field
         record = TraceEvent(self._next_i, self._clock() - self._t0, event, phase, self.step,
@@ -206,14 +200,14 @@ class TraceRecorder(Recorder):
         except Exception as error:  # KeyboardInterrupt and other BaseExceptions propagate
             self._stop(error)
 
-    def _stats(self, event: str, stats: dict[str, Any]) -> dict[str, Any]:
+    def _stats(self, event: str, stats: list[tuple[str, Any]]) -> dict[str, Any]:
         if event not in TENSOR_EVENTS:
-            return _plain(stats)
+            return {name: _plain(value) for name, value in stats}
         detailed = event == "PREPARE_PREFILL_TENSORS" or self._decode_details < self.detail_decode_steps
         if event == "PREPARE_DECODE_TENSORS" and detailed:
             self._decode_details += 1
         out: dict[str, Any] = {}
-        for key, value in stats.items():
+        for key, value in stats:
             if not _is_tensor(value):
                 out[key] = _plain(value)
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import NO_HASH, BlockManager, compute_block_hash
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.trace.events import BlockAllocate, PrefixCacheHit
 
 
 def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> None:
@@ -22,8 +23,10 @@ def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> None:
     fresh = [bm._take_free_block() for _ in range(seq.num_blocks - num_cached_blocks)]
     seq.block_table = hits + fresh
     seq.num_cached_tokens = num_cached_blocks * bm.block_size
-    if hits:
-        bm.rec.emit("PREFIX_CACHE_HIT", "prefill", "prefix_blocks_reused", seq_id=seq.seq_id,
-                    num_cached_blocks=len(hits), num_cached_tokens=seq.num_cached_tokens, block_ids=hits)
-    bm.rec.emit("BLOCK_ALLOCATE", "prefill", "admit_sequence", seq_id=seq.seq_id, block_ids=fresh,
-                shared_block_ids=hits, num_free_blocks=bm.num_free_blocks)
+    if bm.rec.enabled:
+        if hits:
+            bm.rec.record("prefill", "prefix_blocks_reused", PrefixCacheHit(
+                seq_id=seq.seq_id, num_cached_blocks=len(hits), num_cached_tokens=seq.num_cached_tokens,
+                block_ids=hits))
+        bm.rec.record("prefill", "admit_sequence", BlockAllocate(
+            seq_id=seq.seq_id, block_ids=fresh, shared_block_ids=hits, num_free_blocks=bm.num_free_blocks))

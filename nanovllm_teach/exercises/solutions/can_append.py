@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.trace.events import BlockAllocate
 
 
 def can_append(bm: BlockManager, seq: Sequence) -> bool:
@@ -17,5 +18,6 @@ def may_append(bm: BlockManager, seq: Sequence) -> None:
     if seq.num_blocks > len(seq.block_table):
         block_id = bm._take_free_block()
         seq.block_table.append(block_id)
-        bm.rec.emit("BLOCK_ALLOCATE", "decode", "decode_needs_new_block", seq_id=seq.seq_id,
-                    block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks)
+        if bm.rec.enabled:
+            bm.rec.record("decode", "decode_needs_new_block", BlockAllocate(
+                seq_id=seq.seq_id, block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks))

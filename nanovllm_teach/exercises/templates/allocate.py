@@ -19,12 +19,16 @@ Facts you need:
 - When you are done, ``seq.block_table`` lists the cached blocks then the fresh ones, in order (set it in
   one assignment), and ``seq.num_cached_tokens`` counts the tokens whose K/V the cached blocks already hold
   (the prefill computes only the others).
-- The engine records the admission as TEACHING events, exactly so, the first only when a block was reused::
+- The engine records the admission as TEACHING events, exactly so, the first only when a block was reused
+  (and the payloads built only while recording)::
 
-      bm.rec.emit("PREFIX_CACHE_HIT", "prefill", "prefix_blocks_reused", seq_id=seq.seq_id,
-                  num_cached_blocks=len(cached), num_cached_tokens=seq.num_cached_tokens, block_ids=cached)
-      bm.rec.emit("BLOCK_ALLOCATE", "prefill", "admit_sequence", seq_id=seq.seq_id, block_ids=fresh,
-                  shared_block_ids=cached, num_free_blocks=bm.num_free_blocks)
+      if bm.rec.enabled:
+          if cached:
+              bm.rec.record("prefill", "prefix_blocks_reused", PrefixCacheHit(
+                  seq_id=seq.seq_id, num_cached_blocks=len(cached), num_cached_tokens=seq.num_cached_tokens,
+                  block_ids=cached))
+          bm.rec.record("prefill", "admit_sequence", BlockAllocate(
+              seq_id=seq.seq_id, block_ids=fresh, shared_block_ids=cached, num_free_blocks=bm.num_free_blocks))
 
 Example: blocks of 4 tokens; a prompt of 10 tokens whose first 2 blocks are cached (in blocks 7 and 3, block
 7 held by another sequence, block 3 by nobody) needs 3 blocks: 7 (now held twice), 3 (taken out of the free
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import NO_HASH, BlockManager, compute_block_hash
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.trace.events import BlockAllocate, PrefixCacheHit
 
 
 def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> None:

@@ -12,10 +12,12 @@ Facts you need:
   ``seq.num_blocks`` is the number of blocks all of ``seq``'s tokens need. ``seq.block_table`` lists the
   blocks it holds.
 - ``bm.num_free_blocks`` is how many blocks are free; ``bm._take_free_block()`` hands one out (its id).
-- The engine records each block it hands out during a decode as a TEACHING event, exactly so::
+- The engine records each block it hands out during a decode as a TEACHING event, exactly so (the payload
+  is built only while recording)::
 
-      bm.rec.emit("BLOCK_ALLOCATE", "decode", "decode_needs_new_block", seq_id=seq.seq_id,
-                  block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks)
+      if bm.rec.enabled:
+          bm.rec.record("decode", "decode_needs_new_block", BlockAllocate(
+              seq_id=seq.seq_id, block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks))
 
 Example: with blocks of 4 tokens, a sequence of 9 tokens holding 2 blocks needs a third block for its
 newest token (the 9th starts block 3): ``can_append`` is True only if a block is free, and ``may_append``
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.trace.events import BlockAllocate
 
 
 def can_append(bm: BlockManager, seq: Sequence) -> bool:
