@@ -11,8 +11,8 @@ worked out once per step, by the first layer, as a ``DecodePlan`` and a ``StoreP
 
 Why copy the keys out of the cache at all, instead of attending over the block table in place? Plain
 PyTorch can do that too (one batch row per cache block, the per-block results merged across a sequence's
-blocks by their log-sum-exps; notebook 11 builds it), and on a 2-core CPU with the shipped model it was
-about 20% *slower* per decode step at batch 48. The copy is one streaming read of the rows, which runs at
+blocks by their log-sum-exps; notebook 11 builds it), and on a 2-core CPU with the shipped model it took
+1.2-1.4 times as long per decode step at batch 48. The copy is one streaming read of the rows, which runs at
 the machine's memory bandwidth, into a buffer that then sits in the processor's cache, where the attention
 kernel reads it fast; pointed at the cache itself, the same kernel waits on main memory block after block,
 and also reads the unused tail of every sequence's last block. The copy must still be in the processor's
@@ -56,7 +56,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
 @dataclass
 class DecodeGroup:
     """Sequences ``start:stop`` of the sorted batch, attended together, padded to their longest context.
-    Their cache rows are ``offset:offset + rows * length`` of the step's gathered rows."""
+    The cache slots they read are ``offset:offset + rows * length`` of the plan's ``slots``."""
 
     start: int
     stop: int
