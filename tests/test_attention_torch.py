@@ -1,7 +1,7 @@
 """The torch attention backend's per-step plans: the K/V store planned once per step (slot -1 skipped), the
 grouped decode with the query heads of one K/V head attended together equal to attention one sequence at a
-time, prefill on PyTorch's flash kernel equal to the attention written out, and the query and key norms
-done in one normalisation equal to each norm on its own heads, bitwise."""
+time, prefill equal to the attention written out, and the query and key norms done in one normalisation
+equal to each norm on its own heads, bitwise."""
 
 from __future__ import annotations
 

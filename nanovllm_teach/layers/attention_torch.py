@@ -45,12 +45,11 @@ def _gather_blocks(cache: torch.Tensor, block_table: torch.Tensor, length: int) 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
             mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
-    """SDPA over heads-first views; ``enable_gqa`` lets several query heads share one K/V head. Given a
-    batch dimension, PyTorch runs its flash-attention CPU kernel; without one, the unfused math version."""
+    """SDPA over heads-first views; ``enable_gqa`` lets several query heads share one K/V head."""
     out = F.scaled_dot_product_attention(
-        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
         attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=q.size(1) != k.size(1))
-    return out[0].transpose(0, 1)
+    return out.transpose(0, 1)
 
 
 @dataclass
