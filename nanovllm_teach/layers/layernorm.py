@@ -1,7 +1,9 @@
 """Execution layer: RMSNorm, optionally fused with the residual add that precedes it.
 
 Qwen3 normalises in float32 and multiplies by the weight after casting back, so half-precision runs match
-the reference model. ``torch.rms_norm`` does the normalisation in one operation instead of five.
+the reference model. ``torch.rms_norm`` does the normalisation in one operation instead of five;
+``rms_norm_heads`` does several norms that differ only in their weights (Qwen3's query and key norms) with
+one normalisation.
 """
 
 from __future__ import annotations
@@ -29,3 +31,15 @@ class RMSNorm(nn.Module):
             return self._normalize(x)
         residual = x + residual
         return self._normalize(residual), residual
+
+
+def rms_norm_heads(x: torch.Tensor, norms: list[RMSNorm], heads: list[int]) -> torch.Tensor:
+    """``norms[0]`` over the first ``heads[0]`` heads of ``x`` (tokens, heads, head_dim), ``norms[1]`` over
+    the next ``heads[1]``, ...: one normalisation of every head, then each group scaled by its own weight in
+    place. The same numbers as each norm called on its own heads."""
+    eps = norms[0].eps
+    assert all(norm.eps == eps for norm in norms)
+    out = torch.rms_norm(x.float(), (x.size(-1),), eps=eps).to(x.dtype)
+    for part, norm in zip(out.split(heads, dim=1), norms):
+        part.mul_(norm.weight)
+    return out

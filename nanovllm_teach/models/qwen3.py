@@ -17,7 +17,7 @@ from torch import nn
 from nanovllm_teach.layers.activation import SiluAndMul
 from nanovllm_teach.layers.attention import Attention
 from nanovllm_teach.layers.embed_head import ParallelLMHead, VocabParallelEmbedding
-from nanovllm_teach.layers.layernorm import RMSNorm
+from nanovllm_teach.layers.layernorm import RMSNorm, rms_norm_heads
 from nanovllm_teach.layers.linear import MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear
 from nanovllm_teach.layers.rotary_embedding import RotaryEmbedding, apply_rotary, rope_theta_of
 
@@ -41,14 +41,12 @@ class Qwen3Attention(nn.Module):
                 hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values of every token, normalised and rotated: (tokens, heads, head_dim).
         ``rope``: this step's cos/sin rows, looked up once by the model for every layer."""
-        q_size = self.num_heads * self.head_dim
-        kv_size = self.num_kv_heads * self.head_dim
-        q, k, v = self.qkv_proj(hidden_states).split([q_size, kv_size, kv_size], dim=-1)
-        q = self.q_norm(q.view(-1, self.num_heads, self.head_dim))
-        k = self.k_norm(k.view(-1, self.num_kv_heads, self.head_dim))
-        v = v.view(-1, self.num_kv_heads, self.head_dim)
-        # Queries and keys rotate by the same angles: one rotation for both.
-        q, k = apply_rotary(torch.cat([q, k], dim=1), *rope).split([self.num_heads, self.num_kv_heads], dim=1)
+        heads = [self.num_heads, self.num_kv_heads]
+        qkv = self.qkv_proj(hidden_states).view(-1, self.num_heads + 2 * self.num_kv_heads, self.head_dim)
+        # The query and key heads sit side by side in the projection's output: normalised together (their
+        # norms differ only in their weights) and rotated together (by the same angles).
+        qk, v = qkv.split([sum(heads), self.num_kv_heads], dim=1)
+        q, k = apply_rotary(rms_norm_heads(qk, [self.q_norm, self.k_norm], heads), *rope).split(heads, dim=1)
         return q, k, v
 
     def forward(self, rope: tuple[torch.Tensor, torch.Tensor], hidden_states: torch.Tensor) -> torch.Tensor:
