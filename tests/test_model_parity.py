@@ -81,3 +81,18 @@ def test_loader_names_missing_weights(tmp_path):
     config.num_hidden_layers = 2  # the checkpoint has only one layer
     with pytest.raises(ValueError, match="layers.1"):
         load_model(Qwen3ForCausalLM(config), path)
+
+
+@pytest.mark.parametrize("settings", [
+    {}, dict(attention_bias=True, tie_word_embeddings=False, head_dim=32, num_key_value_heads=1),
+], ids=["shipped", "bias_untied_gqa"])
+def test_checkpoint_shapes_are_transformers_own(settings):
+    """The shapes ``check_checkpoint`` expects, without importing transformers' modelling code, are exactly
+    the tensors of transformers' Qwen3 for the same config."""
+    from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.models.qwen3 import checkpoint_shapes
+
+    config = AutoConfig.from_pretrained(default_model_path(), **settings)
+    with torch.device("meta"):
+        reference = HFQwen3(config)
+    assert checkpoint_shapes(config) == {name: tuple(t.shape) for name, t in reference.state_dict().items()}

@@ -102,7 +102,7 @@ class EngineExercise(Exercise):
             return self.fail(problem)
         references = PendingReferences(self.workloads, model)
         try:
-            warm_up(self.workloads, model)
+            warm_up()
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
                 folder = Path(tmp)
                 end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)

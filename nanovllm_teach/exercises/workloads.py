@@ -177,27 +177,8 @@ def record_graded(workload: GradedWorkload, path: Path, model: str | Path | None
         record_run(workload, recorder, model, max_steps=max_steps)
 
 
-_warmed: set[str] = set()
-
-
-def warm_up(workloads: tuple[GradedWorkload, ...], model: str | Path | None = None) -> None:
-    """Import, in this process, what starting the engine imports, so that a grading child forked from it
-    starts in a fraction of a second instead of seconds (torch, transformers, and the Hugging Face model
-    class the engine checks a checkpoint against). Runs none of the engine's code, which a notebook may have
-    patched; a model folder that cannot be read is left for the graded run to report."""
-    import nanovllm_teach.llm  # noqa: F401 (torch, transformers and the engine, for every child to come)
-
-    if str(model) in _warmed or not any(isinstance(w, Workload) for w in workloads):
-        return  # the simulated engine checks no checkpoint
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from nanovllm_teach.assets import default_model_path
-
-    try:
-        config = AutoConfig.from_pretrained(model if model is not None else default_model_path())
-    except (OSError, ValueError):
-        return
-    with torch.device("meta"):  # shapes only, nothing allocated
-        AutoModelForCausalLM.from_config(config)
-    _warmed.add(str(model))
+def warm_up() -> None:
+    """Import, in this process, what starting the engine imports (torch, transformers and the engine), so
+    that a grading child forked from it starts in a fraction of a second instead of seconds. Runs none of
+    the engine's code, which a notebook may have patched."""
+    import nanovllm_teach.llm  # noqa: F401 (for every child to come)

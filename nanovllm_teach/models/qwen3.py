@@ -127,3 +127,28 @@ class Qwen3ForCausalLM(nn.Module):
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
         return self.lm_head(hidden_states)
+
+
+def checkpoint_shapes(config) -> dict[str, tuple[int, ...]]:
+    """Every tensor a Hugging Face Qwen3 checkpoint of this ``config`` holds, by name, with its shape: what
+    ``utils/loader.py`` checks a checkpoint's headers against before anything is built. (The test suite
+    checks these against transformers' own Qwen3 model.)"""
+    hidden, vocab = config.hidden_size, config.vocab_size
+    head_dim = getattr(config, "head_dim", None) or hidden // config.num_attention_heads
+    q, kv, inter = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim, \
+        config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,),
+                                          "lm_head.weight": (vocab, hidden)}
+    projections = {"self_attn.q_proj": (q, hidden), "self_attn.k_proj": (kv, hidden),
+                   "self_attn.v_proj": (kv, hidden), "self_attn.o_proj": (hidden, q),
+                   "mlp.gate_proj": (inter, hidden), "mlp.up_proj": (inter, hidden), "mlp.down_proj": (hidden, inter)}
+    for i in range(config.num_hidden_layers):
+        layer = f"model.layers.{i}"
+        for name, shape in projections.items():
+            shapes[f"{layer}.{name}.weight"] = shape
+            if config.attention_bias and name.startswith("self_attn"):
+                shapes[f"{layer}.{name}.bias"] = shape[:1]
+        for name, size in (("self_attn.q_norm", head_dim), ("self_attn.k_norm", head_dim),
+                           ("input_layernorm", hidden), ("post_attention_layernorm", hidden)):
+            shapes[f"{layer}.{name}.weight"] = (size,)
+    return shapes

@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
-from transformers import AutoModelForCausalLM, PretrainedConfig
+from transformers import PretrainedConfig
+
+from nanovllm_teach.models.qwen3 import checkpoint_shapes
 
 
 @dataclass(frozen=True)
@@ -42,11 +44,9 @@ def _safetensors_files(path: str | Path) -> list[Path]:
 def check_checkpoint(path: str | Path, hf_config: PretrainedConfig) -> None:
     """Raise ``ValueError`` naming the file for a safetensors file that cannot be read (truncated,
     corrupt), and naming the tensor and both shapes for a weight whose shape is not the one ``config.json``
-    implies. Reads headers only; the expected shapes come from Hugging Face's own model for this config,
-    built on the meta device (no memory)."""
-    with torch.device("meta"):
-        reference = AutoModelForCausalLM.from_config(hf_config)
-    expected = {name: tuple(tensor.shape) for name, tensor in reference.state_dict().items()}
+    implies. Reads headers only; the expected shapes are the model's (``checkpoint_shapes``), so nothing
+    is built and transformers' modelling code is not even imported."""
+    expected = checkpoint_shapes(hf_config)
     for file in _safetensors_files(path):
         try:
             with safe_open(str(file), framework="pt") as f:
