@@ -2,8 +2,9 @@
 
 - ``NullRecorder``: recording off (``enabled`` is False): every call does nothing.
 - ``TraceRecorder``: keeps events in memory and/or streams them to a JSONL file (header line first, one
-  whole line per event, flushed, so a crash loses at most the event being written), and hands each event
-  to its sinks (the console renderer is one).
+  whole line per event, flushed at the end of every engine step and after every event outside a step, so a
+  crash loses at most the step in progress), and hands each event to its sinks (the console renderer is
+  one).
 
 How an engine emits (one call at the decision point, no payload built while recording is off)::
 
@@ -219,10 +220,27 @@ class TraceRecorder(Recorder):
                 out[key] = value.tolist()
         return out
 
+    @contextmanager
+    def at_step(self, step: int) -> Iterator[None]:
+        with super().at_step(step):
+            try:
+                yield
+            finally:
+                self._flush()  # a step's events reach the file together: one system call, not one per event
+
     def _write(self, obj: dict[str, Any] | TraceEvent) -> None:
         # Compact UTF-8 JSON, one line: the encoder writes a TraceEvent's fields in declaration order.
         self._file.write(_ENCODER.encode(obj) + b"\n")
-        self._file.flush()
+        if self.step is None:
+            self._file.flush()
+
+    def _flush(self) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.flush()
+        except OSError as error:
+            self._stop(error)
 
     def _publish(self) -> None:
         """Move the file being written to ``path`` (replacing what was there): the engine has started."""
