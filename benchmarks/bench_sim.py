@@ -83,7 +83,7 @@ def _batches(workload: list, num_blocks: int, factors: str | None = None) -> tup
 
     def recording_run(batch):
         tokens = run(batch)
-        batches.append(llm.model_runner.last_batch)
+        batches.append(llm.model_runner.last_work)
         return tokens
 
     llm.model_runner.run = recording_run

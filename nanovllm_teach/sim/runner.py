@@ -10,7 +10,7 @@ model and a GPU that are not there:
   the device's memory, the runtime's own share, the weights, and the warm-up prefill's activation peak;
   it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
-  ``last_cost`` (and the batch it was made from in ``last_batch``); decode steps replay a CUDA graph
+  ``last_cost`` (and the work it was made from, (new, cached) tokens per sequence, in ``last_work``); decode steps replay a CUDA graph
   under the same rule as on a real GPU (``engine/cuda_graphs.py``);
 - tokens are placeholders: a sequence gets EOS once it reaches the length the workload gave it
   (``expect_length``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
@@ -82,7 +82,7 @@ class SimulatedRunner:
         self.cost_model = StepCostModel(shape, device, efficiency, tp)
         self.clock = clock or SimClock()
         self.last_cost: StepCost | None = None
-        self.last_batch: list[tuple[int, int]] = []  # the step's (num_new_tokens, num_cached_tokens) per sequence
+        self.last_work: list[tuple[int, int]] = []  # the step's (num_new_tokens, num_cached_tokens) per sequence
         # What the engine reports: the names a real engine on that device would pick with "auto".
         self.device = device.name
         self.dtype = device.dtype
@@ -194,7 +194,7 @@ class SimulatedRunner:
         graph_bs = choose_graph_batch_size(is_prefill, len(seqs), self.graph_sizes)
         cost = self.cost_model.step(work, graph_bs)
         self.clock.advance(cost.total_s)
-        self.last_cost, self.last_batch = cost, work
+        self.last_cost, self.last_work = cost, work
         phase = "prefill" if is_prefill else "decode"
         num_tokens = batch.num_batched_tokens
         if self.rec.enabled and graph_bs is not None:
