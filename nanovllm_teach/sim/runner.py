@@ -10,8 +10,8 @@ model and a GPU that are not there:
   the device's memory, the runtime's own share, the weights, and the warm-up prefill's activation peak;
   it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
-  ``last_cost`` (and the work it was made from, (new, cached) tokens per sequence, in ``last_work``); decode steps replay a CUDA graph
-  under the same rule as on a real GPU (``engine/cuda_graphs.py``);
+  ``last_cost`` (and what it was made from, each sequence's new and cached tokens, in ``last_work``);
+  decode steps replay a CUDA graph under the same rule as on a real GPU (``engine/cuda_graphs.py``);
 - tokens are placeholders: a sequence gets EOS once it reaches the length the workload gave it
   (``expect_length``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
   are real, so prefix caching hits exactly as it would.
