@@ -41,6 +41,8 @@ The numbers printed:
   (``nanovllm_teach/utils/step_cost.py``: weights once per token, attention over each context, weights and
   K/V read once) summed over the run and divided by the time spent in decode forwards: GFLOP/s against
   this machine's float32 matmul peak and GB/s against its memory bandwidth, both measured at start-up.
+  The peak is the faster of the two libraries the linear layers can use (``F.linear``'s BLAS and oneDNN
+  with a packed weight: ``linear_backend``); both are printed, and they can differ by 2x.
 - **parity**: how many requests got exactly the same greedy token ids from our engine as from HF
   ``generate`` (and from HF continuous batching). Different batching changes float rounding, so a
   near-tie can rarely flip a token; the line says where the first difference is.
@@ -96,6 +98,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
 from nanovllm_teach import LLM, SamplingParams, default_model_path
+from nanovllm_teach.layers.onednn_linear import onednn_unusable_reason
 from nanovllm_teach.utils import step_cost
 from nanovllm_teach.utils.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import get_context
@@ -436,9 +439,12 @@ def run_benchmark(args: argparse.Namespace) -> None:
           f"(len {args.min_len}..{args.max_len}), output tokens {useful} "
           f"({f'all {args.equal_outputs}' if args.equal_outputs else f'len {args.min_len}..{args.max_len}'}, "
           f"ignore_eos), greedy; {args.repeats} repeat(s), median reported")
-    peak, bandwidth = step_cost.matmul_peak_gflops(), step_cost.memory_bandwidth_gbs()
-    print(f"limits   float32 matmul {peak:.1f} GFLOP/s (1024^3, {torch.get_num_threads()} threads), "
-          f"memory bandwidth {bandwidth:.1f} GB/s (256 MiB copy)")
+    peaks = {backend: step_cost.matmul_peak_gflops(backend) for backend in ("torch", "onednn")
+             if backend == "torch" or onednn_unusable_reason(torch.device("cpu"), torch.float32) is None}
+    peak, bandwidth = max(peaks.values()), step_cost.memory_bandwidth_gbs()
+    print(f"limits   float32 matmul {peak:.1f} GFLOP/s (1024^3, {torch.get_num_threads()} threads; "
+          + ", ".join(f"{name} {value:.1f}" for name, value in peaks.items())
+          + f"), memory bandwidth {bandwidth:.1f} GB/s (256 MiB copy)")
 
     # Build and warm up everything before any clock starts.
     engine_kwargs = {} if args.defaults else dict(

@@ -3,7 +3,7 @@
 ``Config.from_kwargs(model, settings)`` checks the settings (``settings.py``, no torch needed), reads the
 model's Hugging Face ``config.json``, and makes every choice the settings left open, for this machine and
 this model: the device (``"auto"``: a GPU if there is one), the dtype (float32 on a CPU, the checkpoint's
-on a GPU), the attention backend, the per-step token budget, ``max_model_len`` (clamped to the model's).
+on a GPU), the attention and linear backends, the per-step token budget, ``max_model_len`` (clamped to the model's).
 The result is frozen: the trace header, ``ENGINE_INIT`` and every layer read the same values, and
 ``requested`` keeps what was asked. The KV cache's size is known only once the model runner has measured
 the memory left; the engine then takes ``with_kv_cache(num_blocks)``, the same config with that number.
@@ -36,6 +36,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
+from nanovllm_teach.layers.onednn_linear import onednn_is_default, onednn_unusable_reason
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.cost_model import shape_dir
 from nanovllm_teach.sim.hardware import DEVICES, Device, attention_backend_on
@@ -77,13 +78,17 @@ class Config(Settings):
             kind, dtype = ((DEVICES[asked.hardware].kind, DEVICES[asked.hardware].dtype)
                            if asked.hardware in DEVICES else ("cpu", "float32"))
             device, on_gpu, backend = asked.hardware, kind == "gpu", attention_backend_on(kind)
+            linear = "torch" if on_gpu else resolve_linear_backend(asked.linear_backend, torch.device("cpu"),
+                                                                   torch.float32)
         else:
             device = _resolve_device(asked.device)
             on_gpu = device.startswith("cuda")
             dtype = resolve_dtype(asked.dtype, torch.device(device), hf_config)
             backend = resolve_attention_backend(asked.attention_backend, torch.device(device),
                                                 asked.kvcache_block_size, getattr(torch, dtype))
+            linear = resolve_linear_backend(asked.linear_backend, torch.device(device), getattr(torch, dtype))
         return cls(**{**asked.as_dict(), "device": device, "dtype": dtype, "attention_backend": backend,
+                      "linear_backend": linear,
                       "max_num_batched_tokens": asked.max_num_batched_tokens or (16384 if on_gpu else 2048),
                       "max_model_len": min(asked.max_model_len, hf_config.max_position_embeddings)},
                    model=str(path), hf_config=hf_config,
@@ -181,6 +186,16 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
         return name  # torch (Settings has rejected every other name)
     if problem is not None:
         raise ValueError(f"attention_backend={name!r} cannot run here: {problem}")
+    return name
+
+
+def resolve_linear_backend(name: str, device: torch.device, dtype: torch.dtype) -> str:
+    """``auto``: oneDNN on an x86-64 CPU in float32, where it is the faster library, else torch. An explicit
+    ``onednn`` that cannot run here raises ValueError."""
+    if name == "auto":
+        return "onednn" if onednn_is_default(device, dtype) else "torch"
+    if name == "onednn" and (problem := onednn_unusable_reason(device, dtype)) is not None:
+        raise ValueError(f"linear_backend='onednn' cannot run here: {problem}")
     return name
 
 

@@ -3,7 +3,7 @@
 ``Settings`` is what was asked for, validated without torch, a model or a device: a name that is not a
 setting raises ``TypeError`` listing the known ones, a value of the wrong type ``TypeError``, a value out
 of range or not among the choices ``ValueError`` — each naming the setting and the value. The choices
-(``POLICIES``, ``ATTENTION_BACKENDS``, ``DTYPES``, ``RUNNERS``) are defined here and nowhere else.
+(``POLICIES``, ``ATTENTION_BACKENDS``, ``LINEAR_BACKENDS``, ``DTYPES``, ``RUNNERS``) are defined here and nowhere else.
 
 What the settings become on this machine and this model (``"auto"`` made concrete, the token budget
 chosen, ``max_model_len`` clamped to the model) is ``config.Config``, resolved once from these.
@@ -22,6 +22,7 @@ from nanovllm_teach.sim.hardware import device_names
 
 POLICIES = ("continuous", "static")
 ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
+LINEAR_BACKENDS = ("auto", "torch", "onednn")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 RUNNERS = ("real", "simulated")
 
@@ -45,6 +46,9 @@ class Settings:
     enable_prefix_caching: bool = True
     scheduling_policy: str = "continuous"
     attention_backend: str = "auto"
+    # How the linear layers multiply: "torch" (F.linear), "onednn" (packed weights, CPU only); "auto":
+    # oneDNN on an x86-64 CPU, torch elsewhere.
+    linear_backend: str = "auto"
     device: str = "auto"
     dtype: str = "auto"
     # "simulated": the real scheduler and block manager on a predicted device (``hardware``, required then),
@@ -65,7 +69,7 @@ class Settings:
         if not self.cpu_kvcache_gib > 0:
             raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
         for name, choices in (("scheduling_policy", POLICIES), ("attention_backend", ATTENTION_BACKENDS),
-                              ("dtype", DTYPES), ("runner", RUNNERS)):
+                              ("linear_backend", LINEAR_BACKENDS), ("dtype", DTYPES), ("runner", RUNNERS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         if self.compile and self.tensor_parallel_size > 1:
@@ -83,7 +87,7 @@ class Settings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{name} must be a number, got {value!r}")
-        for name in ("scheduling_policy", "attention_backend", "device", "dtype", "runner"):
+        for name in ("scheduling_policy", "attention_backend", "linear_backend", "device", "dtype", "runner"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"{name} must be a str, got {getattr(self, name)!r}")
 

@@ -7,9 +7,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from nanovllm_teach import LLM, default_model_path
 from nanovllm_teach.config import Config
+from nanovllm_teach.layers.onednn_linear import onednn_is_default
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.trace import TraceRecorder
 
@@ -47,12 +49,22 @@ def test_a_bad_setting_is_named_before_the_model_is_read(kwargs, error, match):
         Config.from_kwargs("/no/such/folder", kwargs)  # the folder would fail next
 
 
+def test_a_linear_backend_that_cannot_run_here_is_refused_naming_it():
+    with pytest.raises(ValueError, match="linear_backend must be one of .* got 'mkl'"):
+        Config.from_kwargs(MODEL, {"linear_backend": "mkl"})
+    with pytest.raises(ValueError, match="linear_backend='onednn' cannot run here: .*float32 only"):
+        Config.from_kwargs(MODEL, {"linear_backend": "onednn", "dtype": "bfloat16"})
+    assert Config.from_kwargs(MODEL, {"linear_backend": "torch"}).linear_backend == "torch"
+
+
 def test_auto_and_unset_values_are_resolved_once_and_the_asked_values_kept():
     config = Config.from_kwargs(MODEL, {})
     assert (config.device, config.dtype, config.attention_backend) == ("cpu", "float32", "torch")
     assert config.max_num_batched_tokens == 2048 and config.max_model_len == config.hf_config.max_position_embeddings
+    assert config.linear_backend == ("onednn" if onednn_is_default(torch.device("cpu"), torch.float32) else "torch")
     assert config.resolved_from() == {"max_num_batched_tokens": None, "max_model_len": 4096,
-                                      "attention_backend": "auto", "device": "auto", "dtype": "auto"}
+                                      "attention_backend": "auto", "linear_backend": "auto", "device": "auto",
+                                      "dtype": "auto"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.max_num_seqs = 1
     rebuilt = Config.from_kwargs(config.model, config.settings())  # what a tensor-parallel worker does

@@ -10,6 +10,7 @@ import pytest
 
 from nanovllm_teach.scenarios import SCENARIOS, WALKTHROUGH_MAX_TOKENS, record
 from nanovllm_teach.trace import VOLATILE, load_trace
+from nanovllm_teach.trace.schema import HEADER_VOLATILE
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 
@@ -61,8 +62,9 @@ def test_shipped_trace_regenerates(tmp_path, name):
     fresh = tmp_path / f"{name}.jsonl"
     record(name, fresh)
     a, b = load_trace(shipped), load_trace(fresh)
-    assert {k: v for k, v in a.header["config"].items() if k != "model"} == \
-        {k: v for k, v in b.header["config"].items() if k != "model"}
+    machine = {key.removeprefix("config.") for key in HEADER_VOLATILE if key.startswith("config.")}
+    assert {k: v for k, v in a.header["config"].items() if k not in machine} == \
+        {k: v for k, v in b.header["config"].items() if k not in machine}
     assert _decisions(a) == _decisions(b), f"regenerating {name} changed the engine's decisions"
 
 

@@ -1,6 +1,7 @@
 """Execution layer: ``ModelRunner`` turns a scheduled batch (``engine/batch.py``) into one token id per sequence.
 
-Start-up: build Qwen3 and load its weights; warm up with the largest prefill the configuration allows and
+Start-up: build Qwen3 and load its weights (with ``linear_backend="onednn"``, the CPU default on x86-64,
+pack the linear layers' weights for oneDNN: ``layers/onednn_linear.py``); warm up with the largest prefill the configuration allows and
 a sampling of ``max_num_seqs`` rows of logits at temperature 1, so the peak memory of any step is seen; on
 a GPU, capture the largest decode graph once on a one-block stand-in cache, so the memory its pool takes is
 counted as used; size the KV cache from what is left (``KV_BUDGET_ESTIMATE``), bind each attention layer to
@@ -47,6 +48,7 @@ from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, c
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
+from nanovllm_teach.layers.onednn_linear import pack_linear_weights
 from nanovllm_teach.layers.sampler import Sampler
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, DecodeCompile, KvBudgetEstimate,
@@ -104,6 +106,8 @@ class ModelRunner:
             torch.set_default_dtype(default_dtype)
         report = load_model(self.model, config.model)
         self.model.eval()
+        if config.linear_backend == "onednn":
+            pack_linear_weights(self.model)
         # Per-rank lists only under tensor parallelism (a one-rank trace keeps its shape); a collective: unguarded.
         num_params_by_rank = self._all_ranks(report.num_params) if self.world_size > 1 else UNSET
         if self.rec.enabled:

@@ -12,6 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from nanovllm_teach.layers.onednn_linear import linear
 from nanovllm_teach.layers.parallel import divide, tp_rank, tp_size
 
 
@@ -40,9 +41,13 @@ class VocabParallelEmbedding(nn.Module):
 
 
 class ParallelLMHead(VocabParallelEmbedding):
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+        super().__init__(num_embeddings, embedding_dim)
+        self.packed_weight: torch.Tensor | None = None  # set by onednn_linear.pack_linear_weights
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
         """Logits for every row of ``hidden_states`` on rank 0 (None on the other ranks)."""
-        logits = F.linear(hidden_states, self.weight)
+        logits = linear(hidden_states, self.weight, None, self.packed_weight)
         if self.tp_size == 1:
             return logits
         parts = [torch.empty_like(logits) for _ in range(self.tp_size)] if self.tp_rank == 0 else None

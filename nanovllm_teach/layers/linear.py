@@ -8,15 +8,18 @@ so that each becomes a single matrix multiply.
 - ColumnParallelLinear: output features split across ranks (no communication).
 - RowParallelLinear: input features split; partial sums are all-reduced.
 - MergedColumnParallelLinear / QKVParallelLinear: several column-parallel outputs packed side by side.
+
+Each layer multiplies through ``onednn_linear.linear``: ``F.linear``, or oneDNN once the model runner has
+packed the layer's weight (``packed_weight``; ``linear_backend="onednn"``, the default on x86-64 CPUs).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
+from nanovllm_teach.layers.onednn_linear import linear
 from nanovllm_teach.layers.parallel import divide, tp_rank, tp_size
 
 
@@ -33,6 +36,7 @@ class LinearBase(nn.Module):
             self.bias.weight_loader = self.weight_loader
         else:
             self.register_parameter("bias", None)
+        self.packed_weight: torch.Tensor | None = None  # set by onednn_linear.pack_linear_weights
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
         if self.tp_dim is None:
@@ -42,7 +46,7 @@ class LinearBase(nn.Module):
         param.data.copy_(loaded_weight.narrow(self.tp_dim, self.tp_rank * shard, shard))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias, self.packed_weight)
 
 
 class ReplicatedLinear(LinearBase):
@@ -101,7 +105,7 @@ class RowParallelLinear(LinearBase):
         super().weight_loader(param, loaded_weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x, self.weight, self.bias)
+        y = super().forward(x)
         if self.tp_size > 1:
             dist.all_reduce(y)
         return y

@@ -16,7 +16,6 @@ Emits no events.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,18 +100,6 @@ def get_device(name: str) -> Device:
     return DEVICES[name]
 
 
-def _best_rate(run, work: float, repeats: int) -> float:
-    """``work`` units per second of the fastest of ``repeats`` timed calls (the fastest is the least
-    disturbed by whatever else the machine is doing)."""
-    run()  # first call: allocation, thread pool start-up, caches
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return work / best
-
-
 def _total_memory_bytes() -> int:
     meminfo = Path("/proc/meminfo")
     if meminfo.exists():
@@ -122,20 +109,18 @@ def _total_memory_bytes() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure_this_cpu(matmul_size: int = 1024, copy_mib: int = 256, repeats: int = 5) -> Device:
-    """This machine's CPU as the engine uses it: float32 ``torch.matmul`` FLOP/s with torch's current
-    thread count, and memory bandwidth from copying a ``copy_mib`` MiB tensor (each copy reads and writes
-    every byte once). Takes about a second."""
+def measure_this_cpu(copy_mib: int = 256, repeats: int = 5) -> Device:
+    """This machine's CPU as the engine uses it, with torch's current thread count: float32 matrix-multiply
+    FLOP/s through the library the engine's linear layers use by default, and memory bandwidth from
+    copying a ``copy_mib`` MiB tensor (each copy reads and writes every byte once). Takes about a second."""
     import torch  # only this measurement needs torch: the datasheet devices are plain data
 
-    a = torch.randn(matmul_size, matmul_size)
-    b = torch.randn(matmul_size, matmul_size)
-    flops = _best_rate(lambda: torch.matmul(a, b), 2.0 * matmul_size**3, repeats)
-    src = torch.empty(copy_mib * 2**20 // 4)
-    dst = torch.empty_like(src)
-    bandwidth = _best_rate(lambda: dst.copy_(src), 2.0 * src.numel() * 4, repeats)
+    from nanovllm_teach.utils.step_cost import matmul_peak_gflops, memory_bandwidth_gbs
+
+    flops = matmul_peak_gflops(repeats=repeats) * 1e9
+    bandwidth = memory_bandwidth_gbs(copy_mib, repeats) * 1e9
     return Device(CPU_DEVICE_NAME, "cpu", "float32", peak_flops=flops, memory_bandwidth=bandwidth,
                   memory_bytes=_total_memory_bytes(), interconnect_bandwidth=bandwidth,
                   interconnect="shared memory (gloo)",
-                  source=f"measured now: float32 torch.matmul {matmul_size}x{matmul_size} with "
+                  source=f"measured now: a float32 1024x1024 matmul as the engine's linear layers run it, with "
                          f"{torch.get_num_threads()} threads, a {copy_mib} MiB tensor copy, /proc/meminfo")

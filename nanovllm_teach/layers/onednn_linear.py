@@ -1,0 +1,80 @@
+"""Execution layer: the matrix multiplies of the linear layers through oneDNN, with weights packed once.
+Emits no events.
+
+``F.linear`` on a CPU calls the BLAS library PyTorch was built with (Intel's MKL in the PyPI wheels). On
+some processors, AMD's among them, MKL's float32 GEMM takes a code path that reaches about half of what
+the cores can do: on a 2-core AMD EPYC, 48 rows times a 256 x 1024 weight ran at 95 GFLOP/s through
+``F.linear`` and at 190 GFLOP/s through oneDNN, the other CPU library PyTorch ships. oneDNN does best when
+the weight is reordered once into its own blocked layout (*packed*) instead of on every call; that matters
+most for a decode step, whose few rows make each call short.
+
+This is what ``torch.compile`` itself does on a CPU when it freezes a model (its weight pre-packing pass),
+with the same two operators: ``torch.ops.mkldnn._reorder_linear_weight`` packs, and
+``torch.ops.mkldnn._linear_pointwise`` multiplies. They are private to PyTorch (the leading underscore), so
+they are called here and nowhere else, and ``onednn_unusable_reason`` checks that they exist.
+
+The sums are added in another order than MKL's, so the logits are not bitwise ``F.linear``'s; greedy
+tokens are checked against Hugging Face's with both (``linear_backend="onednn"`` and ``"torch"``). A packed
+weight is a second copy of the weight: the plain one stays, for the tied embedding and the checkpoint checks.
+PyTorch's ``FlopCounterMode`` counts ``F.linear`` but knows nothing of this operator, so its FLOPs are
+registered with the counter here: a step's FLOPs count the same whichever library multiplied.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import register_flop_formula
+
+
+def onednn_unusable_reason(device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why the linear layers cannot run through oneDNN here (None when they can)."""
+    if device.type != "cpu":
+        return f"oneDNN linears run on a CPU, not on {device.type}"
+    if dtype != torch.float32:
+        return f"oneDNN linears are used for float32 only, not {dtype}"
+    if not torch.backends.mkldnn.is_available():
+        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+    if not all(hasattr(torch.ops.mkldnn, op) for op in ("_reorder_linear_weight", "_linear_pointwise")):
+        return f"this PyTorch ({torch.__version__}) lacks the oneDNN linear operators"
+    return None
+
+
+def onednn_is_default(device: torch.device, dtype: torch.dtype) -> bool:
+    """``linear_backend="auto"`` picks oneDNN on x86-64 CPUs, where it was measured to be faster; elsewhere
+    (an Arm laptop, whose BLAS may well be the fast one) the plain ``F.linear``."""
+    return platform.machine().lower() in ("x86_64", "amd64") and onednn_unusable_reason(device, dtype) is None
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (out_features, in_features) in oneDNN's layout for ``linear``."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+           packed: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias``: through oneDNN when the layer holds a ``packed`` weight, else ``F.linear``.
+    Inside ``torch.compile`` the plain weight is traced: inductor, freezing the model, packs it itself."""
+    if packed is None or torch.compiler.is_compiling():
+        return F.linear(x, weight, bias)
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def pack_linear_weights(model: nn.Module) -> int:
+    """Pack the weight of every layer of ``model`` that multiplies through ``linear`` (the layers with a
+    ``packed_weight`` attribute); returns how many were packed."""
+    layers = [m for m in model.modules() if hasattr(m, "packed_weight")]
+    for layer in layers:
+        layer.packed_weight = pack(layer.weight)
+    return len(layers)
+
+
+if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+    @register_flop_formula(torch.ops.mkldnn._linear_pointwise)
+    def _linear_flops(x_shape, *args, out_shape, **kwargs) -> int:
+        """One multiply and one add per input feature, for every output element."""
+        return 2 * math.prod(out_shape) * x_shape[-1]
