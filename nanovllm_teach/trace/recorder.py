@@ -183,7 +183,7 @@ class TraceRecorder(Recorder):
         event = payload.event
         if event not in _KNOWN_EVENTS or phase not in _KNOWN_PHASES:
             raise ValueError(f"unknown event {event!r} or phase {phase!r}")
-        plain = self._stats(event, payload.items())
+        plain = self._stats(event, payload)
         if self.validate:
             check_payload(event, plain)  # raises ContractError naming the event and field
         record = TraceEvent(self._next_i, self._clock() - self._t0, event, phase, self.step,
@@ -201,9 +201,12 @@ class TraceRecorder(Recorder):
         except Exception as error:  # KeyboardInterrupt and other BaseExceptions propagate
             self._stop(error)
 
-    def _stats(self, event: str, stats: list[tuple[str, Any]]) -> dict[str, Any]:
+    def _stats(self, event: str, payload: Payload) -> dict[str, Any]:
         if event not in TENSOR_EVENTS:
-            return {name: _plain(value) for name, value in stats}
+            # One C call: field names as the file spells them, absent fields left out, every list copied
+            # (the engine may change its own lists after the event), anything else made plain by ``_plain``.
+            return msgspec.to_builtins(payload, enc_hook=_plain)
+        stats = payload.items()
         detailed = event == "PREPARE_PREFILL_TENSORS" or self._decode_details < self.detail_decode_steps
         if event == "PREPARE_DECODE_TENSORS" and detailed:
             self._decode_details += 1
