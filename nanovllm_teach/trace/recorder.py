@@ -2,9 +2,9 @@
 
 - ``NullRecorder``: recording off (``enabled`` is False): every call does nothing.
 - ``TraceRecorder``: keeps events in memory and/or streams them to a JSONL file (header line first, one
-  whole line per event, flushed at the end of every engine step and after every event outside a step, so a
-  crash loses at most the step in progress), and hands each event to its sinks (the console renderer is
-  one).
+  whole line per event; a step's events are written and flushed together when the step ends, an event
+  outside a step at once, so a crash loses at most the step in progress), and hands each event to its
+  sinks (the console renderer is one) as it is recorded.
 
 How an engine emits (one call at the decision point, no payload built while recording is off)::
 
@@ -160,6 +160,7 @@ class TraceRecorder(Recorder):
         self._clock: Callable[[], int] = time.perf_counter_ns
         self._t0 = self._clock()
         self._decode_details = 0
+        self._pending: list[TraceEvent] = []  # this step's events, not yet written
 
     def set_clock(self, clock: Callable[[], int]) -> None:
         self._clock = clock
@@ -192,7 +193,9 @@ class TraceRecorder(Recorder):
         if self.keep_in_memory:
             self.events.append(record)
         try:
-            if self._file is not None:
+            if self._file is not None and self.step is not None:
+                self._pending.append(record)  # written with the rest of its step, when the step ends
+            elif self._file is not None:
                 self._write(record)
                 if event == "ENGINE_READY":
                     self._publish()
@@ -229,18 +232,24 @@ class TraceRecorder(Recorder):
             try:
                 yield
             finally:
-                self._flush()  # a step's events reach the file together: one system call, not one per event
+                self._write_step()
 
     def _write(self, obj: dict[str, Any] | TraceEvent) -> None:
-        # Compact UTF-8 JSON, one line: the encoder writes a TraceEvent's fields in declaration order.
+        """One line outside a step (the header, start-up events), flushed at once."""
+        # Compact UTF-8 JSON: the encoder writes a TraceEvent's fields in declaration order.
         self._file.write(_ENCODER.encode(obj) + b"\n")
-        if self.step is None:
-            self._file.flush()
+        self._file.flush()
 
-    def _flush(self) -> None:
-        if self._file is None:
+    def _write_step(self) -> None:
+        """A step's events reach the file together: encoded in one call, written and flushed once. Done
+        between steps, not at each event, because an event comes right after the model's arithmetic has
+        pushed the recorder's data out of the processor's caches: there, writing one line took several
+        times as long as it does here."""
+        pending, self._pending = self._pending, []
+        if self._file is None or not pending:
             return
         try:
+            self._file.write(_ENCODER.encode_lines(pending))
             self._file.flush()
         except OSError as error:
             self._stop(error)
@@ -267,7 +276,10 @@ class TraceRecorder(Recorder):
         if self._file is None:
             return
         file, self._file = self._file, None
+        pending, self._pending = self._pending, []
         try:
+            if pending:  # a step stopped by a failing sink: what it recorded before still reaches the file
+                file.write(_ENCODER.encode_lines(pending))
             file.close()
         finally:
             self._publish()
