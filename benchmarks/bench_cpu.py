@@ -11,7 +11,8 @@ The workload is nano-vllm's ``bench.py`` scaled down to a 2-core CPU and the tin
 
 Three systems run it, one after the other, in this process, with the same weights (float32, CPU):
 
-1. **ours**: ``LLM(...)`` (continuous batching, paged KV cache, the plain PyTorch attention backend). The
+1. **ours**: ``LLM(...)`` (continuous batching, paged KV cache, the plain PyTorch attention backend, the
+   linear layers through oneDNN with packed weights on an x86-64 CPU: ``linear_backend="auto"``). The
    engine is built and warmed up before the clock starts; only ``generate()`` is timed. Its limits
    (``--max-num-seqs 256 --max-num-batched-tokens 8192 --block-size 256``, the *tuned* settings) let the
    whole workload's prompts go in one prefill step and all 64 requests decode together, as in nano-vllm's

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import platform
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -50,18 +51,40 @@ def onednn_is_default(device: torch.device, dtype: torch.dtype) -> bool:
     return platform.machine().lower() in ("x86_64", "amd64") and onednn_unusable_reason(device, dtype) is None
 
 
+# Every packed weight, by the address of the plain weight it was packed from: how the compiled step's
+# operator finds it (see ``onednn_linear_op``). An entry lives as long as its layer holds the packed weight.
+_PACKED: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+
+
 def pack(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` (out_features, in_features) in oneDNN's layout for ``linear``."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+    _PACKED[weight.data_ptr()] = packed
+    return packed
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
            packed: torch.Tensor | None) -> torch.Tensor:
-    """``x @ weight.T + bias``: through oneDNN when the layer holds a ``packed`` weight, else ``F.linear``.
-    Inside ``torch.compile`` the plain weight is traced: inductor, freezing the model, packs it itself."""
-    if packed is None or torch.compiler.is_compiling():
+    """``x @ weight.T + bias``: through oneDNN when the layer holds a ``packed`` weight, else ``F.linear``."""
+    if packed is None:
         return F.linear(x, weight, bias)
+    if torch.compiler.is_compiling():
+        return onednn_linear_op(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+@torch.library.custom_op("nanovllm_teach::onednn_linear", mutates_args=())
+def onednn_linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``linear`` inside a ``torch.compile`` graph. The packed weight is an opaque oneDNN tensor the compiler
+    cannot trace, so the graph holds the plain weight and this operator, which the compiled code calls as it
+    is, multiplies by the packed copy registered for it. (Left to itself, inductor multiplies a step whose
+    batch size varies with the BLAS behind ``F.linear``.)"""
+    return torch.ops.mkldnn._linear_pointwise(x, _PACKED[weight.data_ptr()], bias, "none", [], "")
+
+
+@onednn_linear_op.register_fake
+def _(x, weight, bias):
+    return x.new_empty(*x.shape[:-1], weight.size(0))
 
 
 def pack_linear_weights(model: nn.Module) -> int:

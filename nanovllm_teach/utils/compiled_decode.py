@@ -17,9 +17,9 @@ kernels around the matrix multiplies. Three choices make that work for a paged K
   through a view taken inside the graph, the cache would be copied whole every step to keep the write
   functional.
 
-A model whose linear layers are packed for oneDNN (``layers/onednn_linear.py``) is compiled with inductor's
-*freezing*: the weights become constants of the graph, and inductor packs them for oneDNN itself (the
-graph traces the plain weights), so the compiled step multiplies as fast as the eager one.
+A model whose linear layers are packed for oneDNN (``layers/onednn_linear.py``) keeps its packed matrix
+multiplies in the compiled step: each is the custom operator ``onednn_linear``, called as it is, as the
+attention is.
 
 The compiled step runs the model's own modules with the model's own weights, so greedy tokens equal the
 eager step's. Compilation happens on the first call and takes seconds to tens of seconds
@@ -90,8 +90,7 @@ class CompiledDecode:
         self.model = model
         self.layers = [m for m in model.modules() if isinstance(m, Attention)]
         self.compile_seconds: float | None = None  # set by the first call, which compiles
-        frozen = any(getattr(m, "packed_weight", None) is not None for m in model.modules())
-        self._compiled = torch.compile(_decode_forward, fullgraph=True, options={"freezing": frozen})
+        self._compiled = torch.compile(_decode_forward, fullgraph=True)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         ctx = get_context()

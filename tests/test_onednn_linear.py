@@ -1,0 +1,47 @@
+"""The oneDNN linear path: the same products as ``F.linear`` up to rounding, whatever the number of rows,
+counted by torch's FLOP counter, and kept (not re-traced) inside a compiled graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from nanovllm_teach.layers.linear import MergedColumnParallelLinear
+from nanovllm_teach.layers.onednn_linear import linear, onednn_unusable_reason, pack, pack_linear_weights
+
+pytestmark = pytest.mark.skipif(onednn_unusable_reason(torch.device("cpu"), torch.float32) is not None,
+                                reason="this PyTorch has no oneDNN linears")
+
+
+@pytest.mark.parametrize("rows", [1, 3, 48, 300])
+def test_a_packed_weight_gives_f_linear_products_up_to_rounding(rows):
+    torch.manual_seed(rows)
+    x, weight, bias = torch.randn(rows, 96), torch.randn(80, 96), torch.randn(80)
+    packed = pack(weight)
+    torch.testing.assert_close(linear(x, weight, bias, packed), F.linear(x, weight, bias))
+    # A row's result does not depend on the rows computed with it (a decode batch's size).
+    torch.testing.assert_close(linear(x[:1], weight, bias, packed), linear(x, weight, bias, packed)[:1],
+                               rtol=0, atol=0)
+
+
+def test_the_flop_counter_counts_the_onednn_operator_as_f_linear():
+    x, weight = torch.randn(7, 64), torch.randn(32, 64)
+    counts = []
+    for packed in (None, pack(weight)):
+        with FlopCounterMode(display=False) as counter:
+            linear(x, weight, None, packed)
+        counts.append(counter.get_total_flops())
+    assert counts == [2 * 7 * 64 * 32] * 2
+
+
+def test_a_compiled_graph_multiplies_by_the_packed_weight():
+    layer = MergedColumnParallelLinear(64, [48, 48])
+    torch.nn.init.normal_(layer.weight)
+    assert layer.packed_weight is None and pack_linear_weights(layer) == 1 and layer.packed_weight is not None
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True)
+    for rows in (5, 9):
+        x = torch.randn(rows, 64)
+        with torch.inference_mode():
+            assert torch.equal(compiled(x), layer(x))  # the same operator, so the same bits
