@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import register_flop_formula
 
 from nanovllm_teach.utils.context import Context, get_context
 
@@ -45,11 +46,22 @@ def _gather_blocks(cache: torch.Tensor, block_table: torch.Tensor, length: int) 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
             mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
-    """SDPA over heads-first views; ``enable_gqa`` lets several query heads share one K/V head."""
+    """SDPA over one sequence, as heads-first views with a batch of one: PyTorch runs its flash-attention
+    kernel for 4-D inputs on a CPU, and a slower fallback (scores, softmax, product, each materialised) for
+    3-D ones. ``enable_gqa`` lets several query heads share one K/V head."""
     out = F.scaled_dot_product_attention(
-        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
         attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=q.size(1) != k.size(1))
-    return out.transpose(0, 1)
+    return out[0].transpose(0, 1)
+
+
+@register_flop_formula(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu)
+def _flash_attention_cpu_flops(query_shape, key_shape, *args, **kwargs) -> int:
+    """PyTorch's FLOP counter knows its GPU attention kernels, not this CPU one: the scores and the weighted
+    sum, 2 FLOPs per query, key and head dimension each, over the whole square (as the counter counts the
+    matrix products of the fallback: it does not skip what a causal mask hides)."""
+    batch, heads, len_q, head_dim = query_shape
+    return 4 * batch * heads * len_q * key_shape[-2] * head_dim
 
 
 @dataclass
