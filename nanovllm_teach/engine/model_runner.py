@@ -92,7 +92,8 @@ class ModelRunner:
         self.attention_backend = config.attention_backend
         backend = self._init_process_group(dist_init) if self.world_size > 1 else "none"
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
-                       dtype=str(self.dtype), attention_backend=self.attention_backend)
+                       dtype=str(self.dtype), attention_backend=self.attention_backend,
+                       linear_backend=config.linear_backend)
         for facts in self._all_ranks(runtime):  # workers have no recorder: rank 0 reports every rank
             if self.rec.enabled:
                 self.rec.record("init", "runtime_ready", TpRuntimeInit(**facts))

@@ -50,6 +50,8 @@ class TpRuntimeInit(Payload, kw_only=True):
     backend: Field(str, 'torch.distributed backend ("none" on one rank)')
     dtype: Field(str, "dtype of the weights and activations")
     attention_backend: Field(str, "attention implementation this rank runs")
+    linear_backend: Field(str | UnsetType, 'how its linear layers multiply: "torch" (F.linear) or "onednn" '
+                          "(weights packed for oneDNN)") = UNSET
 
 
 class ModelWeightsLoaded(Payload, kw_only=True):
