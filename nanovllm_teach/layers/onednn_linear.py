@@ -89,7 +89,8 @@ def _(x, weight, bias):
 
 def pack_linear_weights(model: nn.Module) -> int:
     """Pack the weight of every layer of ``model`` that multiplies through ``linear`` (the layers with a
-    ``packed_weight`` attribute); returns how many were packed."""
+    ``packed_weight`` attribute); returns how many were packed. A packed weight is a copy: a weight changed
+    afterwards (other weights loaded into the model) must be packed again."""
     layers = [m for m in model.modules() if hasattr(m, "packed_weight")]
     for layer in layers:
         layer.packed_weight = pack(layer.weight)
