@@ -36,7 +36,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
-from nanovllm_teach.layers.onednn_linear import onednn_is_default, onednn_unusable_reason
+from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unusable_reason
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.cost_model import shape_dir
 from nanovllm_teach.sim.hardware import DEVICES, Device, attention_backend_on
@@ -193,7 +193,7 @@ def resolve_linear_backend(name: str, device: torch.device, dtype: torch.dtype) 
     """``auto``: oneDNN on an x86-64 CPU in float32, where it is the faster library, else torch. An explicit
     ``onednn`` that cannot run here raises ValueError."""
     if name == "auto":
-        return "onednn" if onednn_is_default(device, dtype) else "torch"
+        return auto_linear_backend(device, dtype)
     if name == "onednn" and (problem := onednn_unusable_reason(device, dtype)) is not None:
         raise ValueError(f"linear_backend='onednn' cannot run here: {problem}")
     return name

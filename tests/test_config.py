@@ -11,7 +11,7 @@ import torch
 
 from nanovllm_teach import LLM, default_model_path
 from nanovllm_teach.config import Config
-from nanovllm_teach.layers.onednn_linear import onednn_is_default
+from nanovllm_teach.layers.onednn_linear import auto_linear_backend
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.trace import TraceRecorder
 
@@ -61,7 +61,7 @@ def test_auto_and_unset_values_are_resolved_once_and_the_asked_values_kept():
     config = Config.from_kwargs(MODEL, {})
     assert (config.device, config.dtype, config.attention_backend) == ("cpu", "float32", "torch")
     assert config.max_num_batched_tokens == 2048 and config.max_model_len == config.hf_config.max_position_embeddings
-    assert config.linear_backend == ("onednn" if onednn_is_default(torch.device("cpu"), torch.float32) else "torch")
+    assert config.linear_backend == auto_linear_backend(torch.device("cpu"), torch.float32)
     assert config.resolved_from() == {"max_num_batched_tokens": None, "max_model_len": 4096,
                                       "attention_backend": "auto", "linear_backend": "auto", "device": "auto",
                                       "dtype": "auto"}

@@ -45,10 +45,11 @@ def onednn_unusable_reason(device: torch.device, dtype: torch.dtype) -> str | No
     return None
 
 
-def onednn_is_default(device: torch.device, dtype: torch.dtype) -> bool:
-    """``linear_backend="auto"`` picks oneDNN on x86-64 CPUs, where it was measured to be faster; elsewhere
-    (an Arm laptop, whose BLAS may well be the fast one) the plain ``F.linear``."""
-    return platform.machine().lower() in ("x86_64", "amd64") and onednn_unusable_reason(device, dtype) is None
+def auto_linear_backend(device: torch.device, dtype: torch.dtype) -> str:
+    """What ``linear_backend="auto"`` is here: ``"onednn"`` on x86-64 CPUs, where it was measured to be
+    faster; elsewhere (an Arm laptop, whose BLAS may well be the fast one) ``"torch"``, the plain ``F.linear``."""
+    usable = onednn_unusable_reason(device, dtype) is None
+    return "onednn" if usable and platform.machine().lower() in ("x86_64", "amd64") else "torch"
 
 
 # Every packed weight, by the address of the plain weight it was packed from: how the compiled step's

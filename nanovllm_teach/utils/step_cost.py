@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from nanovllm_teach.layers.attention import Attention
-from nanovllm_teach.layers.onednn_linear import linear, onednn_is_default, pack
+from nanovllm_teach.layers.onednn_linear import auto_linear_backend, linear, pack
 from nanovllm_teach.utils.context import Context, reset_context, set_context
 
 
@@ -151,8 +151,7 @@ def matmul_peak_gflops(linear_backend: str | None = None, n: int = 1024, repeats
     library the linear layers use: ``linear_backend`` ``"torch"`` (``F.linear``, the BLAS PyTorch was built
     with) or ``"onednn"`` (a packed weight); None: the one ``linear_backend="auto"`` picks on this CPU. The
     two can differ by 2x on one machine (``layers/onednn_linear.py``)."""
-    if linear_backend is None:
-        linear_backend = "onednn" if onednn_is_default(torch.device("cpu"), torch.float32) else "torch"
+    linear_backend = linear_backend or auto_linear_backend(torch.device("cpu"), torch.float32)
     x, weight = torch.randn(n, n), torch.randn(n, n)
     packed = pack(weight) if linear_backend == "onednn" else None
     return 2 * n ** 3 / time_it(lambda: linear(x, weight, None, packed), repeats=repeats, warmup=1) / 1e9
