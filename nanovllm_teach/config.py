@@ -34,6 +34,7 @@ import torch
 import transformers
 from transformers import AutoConfig, PretrainedConfig
 
+from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unusable_reason
@@ -85,7 +86,7 @@ class Config(Settings):
             on_gpu = device.startswith("cuda")
             dtype = resolve_dtype(asked.dtype, torch.device(device), hf_config)
             backend = resolve_attention_backend(asked.attention_backend, torch.device(device),
-                                                asked.kvcache_block_size, getattr(torch, dtype))
+                                                asked.kvcache_block_size, getattr(torch, dtype), hf_config)
             linear = resolve_linear_backend(asked.linear_backend, torch.device(device), getattr(torch, dtype))
         return cls(**{**asked.as_dict(), "device": device, "dtype": dtype, "attention_backend": backend,
                       "linear_backend": linear,
@@ -168,13 +169,19 @@ def resolve_dtype(name: str, device: torch.device, hf_config: PretrainedConfig) 
 
 
 def resolve_attention_backend(name: str, device: torch.device, block_size: int = 256,
-                              dtype: torch.dtype = torch.bfloat16) -> str:
+                              dtype: torch.dtype = torch.bfloat16,
+                              hf_config: PretrainedConfig | None = None) -> str:
     """``auto``: on a GPU, flash_attn when it is installed and fits (block size, dtype), else triton when it
-    is installed, else torch; on a CPU, torch. An explicit choice that cannot run here raises ValueError
-    (triton on a CPU runs only under the Triton interpreter, ``TRITON_INTERPRET=1``)."""
+    is installed, else torch; on a CPU, cpp when its kernel builds and the dtype is float32, else torch. An
+    explicit choice that cannot run here raises ValueError (triton on a CPU runs only under the Triton
+    interpreter, ``TRITON_INTERPRET=1``). ``hf_config``, when given, is the model, whose head shapes the cpp
+    kernel must fit."""
+    heads = {} if hf_config is None else dict(
+        head_dim=getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads,
+        group=hf_config.num_attention_heads // hf_config.num_key_value_heads)
     if name == "auto":
         if device.type != "cuda":
-            return "torch"
+            return "cpp" if cpp_unusable_reason(device, dtype, **heads) is None else "torch"
         if flash_attn_unusable_reason(device, block_size, dtype) is None:
             return "flash_attn"
         return "triton" if triton_unusable_reason(device) is None else "torch"
@@ -182,6 +189,8 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
         problem = flash_attn_unusable_reason(device, block_size, dtype)
     elif name == "triton":
         problem = triton_unusable_reason(device)
+    elif name == "cpp":
+        problem = cpp_unusable_reason(device, dtype, **heads)
     else:
         return name  # torch (Settings has rejected every other name)
     if problem is not None:

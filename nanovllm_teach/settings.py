@@ -21,7 +21,7 @@ from nanovllm_teach.sim.cost_model import Efficiency
 from nanovllm_teach.sim.hardware import device_names
 
 POLICIES = ("continuous", "static")
-ATTENTION_BACKENDS = ("auto", "torch", "triton", "flash_attn")
+ATTENTION_BACKENDS = ("auto", "torch", "cpp", "triton", "flash_attn")
 LINEAR_BACKENDS = ("auto", "torch", "onednn")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 RUNNERS = ("real", "simulated")

@@ -32,18 +32,19 @@ def _has_flash_attn() -> bool:
 # ---- choosing a backend ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["torch", "triton"])
+@pytest.mark.parametrize("name", ["torch", "cpp", "triton"])
 def test_make_attention_backend(name):
     assert make_attention_backend(name).name == name
 
 
 def test_unknown_backend_is_named():
-    with pytest.raises(ValueError, match="'cuda_magic'.*torch, triton, flash_attn"):
+    with pytest.raises(ValueError, match="'cuda_magic'.*torch, cpp, triton, flash_attn"):
         make_attention_backend("cuda_magic")
 
 
-def test_auto_on_cpu_is_torch():
-    assert resolve_attention_backend("auto", CPU, 16, torch.float32) == "torch"
+def test_auto_on_cpu_is_cpp_and_torch_stays_torch():
+    """(When the C++ kernel cannot be built, auto is torch: tests/test_attention_cpp.py.)"""
+    assert resolve_attention_backend("auto", CPU, 16, torch.float32) == "cpp"
     assert resolve_attention_backend("torch", CPU) == "torch"
 
 

@@ -11,11 +11,14 @@ import torch
 
 from nanovllm_teach import LLM, default_model_path
 from nanovllm_teach.config import Config
+from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.trace import TraceRecorder
 
 MODEL = str(default_model_path())
+# What attention_backend="auto" is on this CPU (tests/test_attention_cpp.py checks that choice itself).
+CPU_ATTENTION = "cpp" if cpp_unusable_reason(torch.device("cpu"), torch.float32) is None else "torch"
 
 
 def test_the_settings_and_their_checks_need_no_torch():
@@ -59,7 +62,7 @@ def test_a_linear_backend_that_cannot_run_here_is_refused_naming_it():
 
 def test_auto_and_unset_values_are_resolved_once_and_the_asked_values_kept():
     config = Config.from_kwargs(MODEL, {})
-    assert (config.device, config.dtype, config.attention_backend) == ("cpu", "float32", "torch")
+    assert (config.device, config.dtype, config.attention_backend) == ("cpu", "float32", CPU_ATTENTION)
     assert config.max_num_batched_tokens == 2048 and config.max_model_len == config.hf_config.max_position_embeddings
     assert config.linear_backend == auto_linear_backend(torch.device("cpu"), torch.float32)
     assert config.resolved_from() == {"max_num_batched_tokens": None, "max_model_len": 4096,
@@ -77,7 +80,7 @@ def test_the_header_events_and_runner_read_the_same_resolved_config():
     llm = LLM(MODEL, trace=rec, max_model_len=128, kvcache_block_size=16, max_num_batched_tokens=256)
     header, events = rec.header, {e.event: e.stats for e in rec.events}
     assert header["config"]["attention_backend"] == events["ENGINE_INIT"]["attention_backend"] == \
-        events["ENGINE_READY"]["attention_backend"] == llm.model_runner.attention_backend == "torch"
+        events["ENGINE_READY"]["attention_backend"] == llm.model_runner.attention_backend == CPU_ATTENTION
     assert header["config"]["dtype"] == "float32" and header["requested"]["dtype"] == "auto"
     assert header["config"]["device"] == events["ENGINE_READY"]["device"] == str(llm.model_runner.device)
     # The KV cache's size, known once the runner has measured the memory, is the engine's config's.

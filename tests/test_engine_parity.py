@@ -54,8 +54,9 @@ def case(request, tmp_path_factory):
 GREEDY = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS)
 
 CONFIGS = {
-    "defaults": dict(),  # on an x86-64 CPU the linear layers multiply through oneDNN
+    "defaults": dict(),  # on an x86-64 CPU: the linear layers through oneDNN, decode through the C++ kernel
     "linear_torch": dict(linear_backend="torch"),
+    "attention_torch": dict(attention_backend="torch"),
     "block16": dict(kvcache_block_size=16),
     "no_prefix_cache": dict(kvcache_block_size=16, enable_prefix_caching=False),
     "chunked_prefill": dict(kvcache_block_size=16, max_num_batched_tokens=64),

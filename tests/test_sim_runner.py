@@ -59,7 +59,7 @@ def test_a_cpu_device_is_capped_and_an_explicit_count_wins():
     assert kv.reason == "size_kv_cache_cpu_cap" and kv.stats["limited_by"] == "cpu_kvcache_gib"
     assert kv.stats["cap_bytes"] == 2**28
     assert runner.num_kvcache_blocks == 2**28 // kv.stats["block_bytes"] < kv.stats["uncapped_num_blocks"]
-    assert runner.attention_backend == "torch" and runner.graph_sizes == []
+    assert runner.attention_backend == "cpp" and runner.graph_sizes == []
     runner, rec = _runner(num_kvcache_blocks=7)
     assert runner.num_kvcache_blocks == 7
     assert _event(rec, "KV_BUDGET_ESTIMATE").stats["limited_by"] == "num_kvcache_blocks"

@@ -79,7 +79,7 @@ def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str,
         return CaptureSkip("no_cuda", f"CUDA graphs need a CUDA device, this engine runs on {device.type}")
     if compile:
         return CaptureSkip("backend_cannot_capture", "compile=True: decode steps run the compiled step, whose "
-                           "attention is the torch backend's (it reads each group's lengths on the host)")
+                           "attention is called from Python with the step's Context, outside the graph")
     if backend not in CAPTURABLE_BACKENDS:
         return CaptureSkip("backend_cannot_capture", f"the {backend} attention backend is not capturable "
                            "(it stores K/V through a data-dependent mask)")

@@ -8,8 +8,8 @@ cache. A forward pass does two things, both driven by the step's ``Context``:
 2. attend: prefill attends causally within each sequence (reading a cached prefix back through the
    block tables when there is one); decode attends from one query per sequence over all of its cached keys.
 
-How those two things are computed is the backend's business: a plain PyTorch backend (the CPU default),
-Triton kernels, or flash-attn. All of them must give the same tokens under greedy sampling.
+How those two things are computed is the backend's business: plain PyTorch (the reference), plain PyTorch
+with a C++ decode kernel (the CPU default), Triton kernels, or flash-attn. All of them must give the same tokens under greedy sampling.
 """
 
 from __future__ import annotations
@@ -36,18 +36,21 @@ class AttentionBackend(Protocol):
 
 
 def make_attention_backend(name: str) -> AttentionBackend:
-    """The backend called ``name``: ``torch``, ``triton`` or ``flash_attn`` (each imported only when chosen,
-    so a machine without triton or flash-attn never loads them)."""
+    """The backend called ``name``: ``torch``, ``cpp``, ``triton`` or ``flash_attn`` (each imported only when
+    chosen, so a machine without triton or flash-attn never loads them)."""
     if name == "torch":
         from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
         return TorchAttentionBackend()
+    if name == "cpp":
+        from nanovllm_teach.layers.attention_cpp import CppAttentionBackend
+        return CppAttentionBackend()
     if name == "triton":
         from nanovllm_teach.layers.attention_triton import TritonAttentionBackend
         return TritonAttentionBackend()
     if name == "flash_attn":
         from nanovllm_teach.layers.attention_flash import FlashAttentionBackend
         return FlashAttentionBackend()
-    raise ValueError(f"unknown attention_backend {name!r}; choose from: torch, triton, flash_attn")
+    raise ValueError(f"unknown attention_backend {name!r}; choose from: torch, cpp, triton, flash_attn")
 
 
 class Attention(nn.Module):

@@ -1,5 +1,5 @@
-"""Execution layer: the plain PyTorch attention backend (the CPU default, and the reference the other
-backends are tested against). Emits no events.
+"""Execution layer: the plain PyTorch attention backend (the reference the other backends are tested
+against, and the CPU backend where the ``cpp`` one cannot be built). Emits no events.
 
 It does with ordinary tensor indexing what the GPU kernels do with hand-written loops: scatter new K/V
 rows into cache slots, and gather a sequence's keys back through its block table.

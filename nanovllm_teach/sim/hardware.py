@@ -83,8 +83,8 @@ CPU_DEVICE_NAME = "this-cpu"
 
 def attention_backend_on(kind: str) -> str:
     """What ``attention_backend="auto"`` picks on a device of this kind (``"gpu"`` or ``"cpu"``), flash-attn
-    assumed installed on a GPU."""
-    return "flash_attn" if kind == "gpu" else "torch"
+    assumed installed on a GPU and the C++ decode kernel buildable on a CPU."""
+    return "flash_attn" if kind == "gpu" else "cpp"
 
 
 def device_names() -> list[str]:

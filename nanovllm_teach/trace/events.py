@@ -40,7 +40,8 @@ class EngineInit(Payload, kw_only=True):
     model: Field(str, "the model's name, its folder's name (version-1 traces: the folder's path)", volatile=True)
     enable_prefix_caching: Field(bool, "whether full prompt blocks are shared by their hash")
     policy: Field(str, 'scheduling policy: "continuous" or "static"')
-    attention_backend: Field(str, "attention implementation the engine runs (torch, triton, flash_attn), \"auto\" resolved")
+    attention_backend: Field(str, "attention implementation the engine runs (torch, cpp, triton, flash_attn), "
+                             "\"auto\" resolved (what it resolves to depends on the machine)", volatile=True)
 
 
 class TpRuntimeInit(Payload, kw_only=True):
@@ -49,7 +50,7 @@ class TpRuntimeInit(Payload, kw_only=True):
     world_size: Field(Count, "number of ranks")
     backend: Field(str, 'torch.distributed backend ("none" on one rank)')
     dtype: Field(str, "dtype of the weights and activations")
-    attention_backend: Field(str, "attention implementation this rank runs")
+    attention_backend: Field(str, "attention implementation this rank runs", volatile=True)
     linear_backend: Field(str | UnsetType, 'how its linear layers multiply: "torch" (F.linear) or "onednn" '
                           "(weights packed for oneDNN)") = UNSET
 
@@ -124,7 +125,7 @@ class DecodeCompile(Payload, kw_only=True):
 class EngineReady(Payload, kw_only=True):
     num_kvcache_blocks: Field(Count, "KV blocks in the cache", unit="blocks")
     eos_token_id: Field(int | None, "the tokenizer's end-of-sequence id")
-    attention_backend: Field(str, "attention implementation running")
+    attention_backend: Field(str, "attention implementation running", volatile=True)
     device: _DEVICE
 
 

@@ -25,8 +25,8 @@ Phase = Literal["bootstrap", "init", "ingress", "prefill", "decode", "postproces
 
 # Header keys (dotted into nested objects) that say how and where the trace was recorded, not what the
 # engine decided: when, with which library versions, from which folder, on which device.
-HEADER_VOLATILE = ("recorded_at", "versions", "device", "config.device", "config.linear_backend",
-                   "model.path", "config.model")  # version-1 traces recorded a machine path there
+HEADER_VOLATILE = ("recorded_at", "versions", "device", "config.device", "config.attention_backend",
+                   "config.linear_backend", "model.path", "config.model")  # version-1 traces recorded a machine path there
 
 # Events whose stats carry tensors: the recorder keeps their shapes always and their values only while the
 # detail budget lasts.

@@ -4,10 +4,11 @@ The eager decode step dispatches a few hundred small operations; inductor traces
 the element-wise ones (norms, rotary, SiLU, residual adds, the K/V store) into a handful of generated
 kernels around the matrix multiplies. Three choices make that work for a paged KV cache:
 
-- the attention is not compiled. It runs the eager torch backend's decode (the step's ``DecodePlan``, its
-  length groups and gather buffers), wrapped as the custom operator ``paged_decode_attention``, which
-  inductor calls as it is, as vLLM keeps attention out of its compiled graphs. Everything that needs the
-  host (each group's longest context) happens inside it, at run time, so the graph itself has none;
+- the attention is not compiled. It runs the model's own backend's decode (``cpp``: the C++ kernel;
+  ``torch``: the step's ``DecodePlan``, its length groups and gather buffers), wrapped as the custom
+  operator ``paged_decode_attention``, which inductor calls as it is, as vLLM keeps attention out of its
+  compiled graphs. Everything that reads the step's ``Context`` (block tables, context lengths, each
+  group's longest context) happens inside it, at run time, so the graph itself has none;
 - the batch size (and the number of cache slots) are marked dynamic: one compiled graph serves every batch
   size and context length, with no padding to buckets (a batch of one sequence is a shape of its own and
   compiles once more). Only those: with every size symbolic (``dynamic=True``), a batch of 2 would be
@@ -35,32 +36,34 @@ from time import perf_counter
 import torch
 from tqdm.auto import tqdm
 
-from nanovllm_teach.layers.attention import Attention
-from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
+from nanovllm_teach.layers.attention import Attention, AttentionBackend, make_attention_backend
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 
-_BACKEND = TorchAttentionBackend()
+# The graph names its backend, a string; the operator keeps one instance of each backend it was asked for.
+_BACKENDS: dict[str, AttentionBackend] = {}
 
 
 @torch.library.custom_op("nanovllm_teach::paged_decode_attention", mutates_args=())
 def paged_decode_attention(q: torch.Tensor, k_rows: torch.Tensor, v_rows: torch.Tensor, block_size: int,
-                           scale: float) -> torch.Tensor:
-    """The torch backend's decode attention for the step's ``Context`` (read as every attention layer reads
-    it). ``k_rows``, ``v_rows``: one layer's cache, flat, (slots, kv_heads, head_dim)."""
+                           scale: float, backend: str) -> torch.Tensor:
+    """The decode attention of the backend called ``backend`` for the step's ``Context`` (read as every
+    attention layer reads it). ``k_rows``, ``v_rows``: one layer's cache, flat, (slots, kv_heads, head_dim)."""
+    if backend not in _BACKENDS:
+        _BACKENDS[backend] = make_attention_backend(backend)
     k_cache = k_rows.view(-1, block_size, *k_rows.shape[1:])
     v_cache = v_rows.view(-1, block_size, *v_rows.shape[1:])
-    return _BACKEND.decode(q, k_cache, v_cache, get_context(), scale)
+    return _BACKENDS[backend].decode(q, k_cache, v_cache, get_context(), scale)
 
 
 @paged_decode_attention.register_fake
-def _(q, k_rows, v_rows, block_size, scale):
+def _(q, k_rows, v_rows, block_size, scale, backend):
     return q.new_empty(q.shape)
 
 
 def _decode_forward(model: Qwen3ForCausalLM, input_ids: torch.Tensor, positions: torch.Tensor,
                     slot_mapping: torch.Tensor, k_rows: list[torch.Tensor], v_rows: list[torch.Tensor],
-                    block_size: int) -> torch.Tensor:
+                    block_size: int, backend: str) -> torch.Tensor:
     """One decode step of ``model`` with the cache passed in, through the model's own modules."""
     body = model.model
     hidden = body.embed_tokens(input_ids)
@@ -73,7 +76,7 @@ def _decode_forward(model: Qwen3ForCausalLM, input_ids: torch.Tensor, positions:
         q, k, v = attn.project(rope, hidden)
         k_cache.index_copy_(0, slot_mapping, k)
         v_cache.index_copy_(0, slot_mapping, v)
-        out = paged_decode_attention(q, k_cache, v_cache, block_size, attn.attn.scale)
+        out = paged_decode_attention(q, k_cache, v_cache, block_size, attn.attn.scale, backend)
         hidden = attn.o_proj(out.flatten(1, -1))
         hidden, residual = layer.post_attention_layernorm(hidden, residual)
         hidden = layer.mlp(hidden)
@@ -103,7 +106,7 @@ class CompiledDecode:
             torch._dynamo.maybe_mark_dynamic(rows, 0)
         start = perf_counter()
         hidden = self._compiled(self.model, input_ids, positions, ctx.slot_mapping, k_rows, v_rows,
-                                self.layers[0].k_cache.size(1))
+                                self.layers[0].k_cache.size(1), self.layers[0].backend.name)
         if self.compile_seconds is None:
             self.compile_seconds = perf_counter() - start
         return hidden

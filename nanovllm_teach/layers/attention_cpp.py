@@ -1,0 +1,125 @@
+"""Execution layer: the ``cpp`` attention backend — the torch backend with its decode attention replaced by a
+C++ kernel that reads the KV cache in place, through the block table (``kernels/paged_decode_cpu.cpp``).
+
+The torch backend copies every sequence's cached rows out before attending over them (see
+``attention_torch.py`` for why that is the fastest PyTorch's own operators can do); the kernel reads each
+row once, where it lies. Storing K/V and prefill are the torch backend's, unchanged: a prefill step reads
+each row once already.
+
+The kernel is compiled the first time a process asks for it, with PyTorch's C++ extension loader
+(``torch.utils.cpp_extension.load``, which runs ``ninja``): a C++ compiler must be installed (``c++``, or
+the one ``CXX`` names). The library it builds is kept in PyTorch's extension cache
+(``~/.cache/torch_extensions``, or ``TORCH_EXTENSIONS_DIR``), in a folder named after the Python and torch
+versions and a hash of the source and flags, so only the first start on a machine pays the build (about
+10 s); later starts load the library without a compiler. The kernel
+computes in float32 on a CPU; ``attention_backend="auto"`` picks this backend there when the build
+succeeds, and the torch backend otherwise. Emits no events.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
+from nanovllm_teach.utils.context import Context
+
+SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "paged_decode_cpu.cpp"
+EXTENSION_NAME = "nanovllm_teach_cpp"
+# The kernel's working arrays are sized for these (kMaxGroup, kMaxHeadDim in the C++ file); every Qwen3 fits.
+MAX_GROUP = 16  # query heads per KV head
+MAX_HEAD_DIM = 256
+STALE_LOCK_SECONDS = 600
+
+
+def _compiler_flags() -> list[str]:
+    # -march=native lets the compiler use the vector units this processor has; the library is built on the
+    # machine that runs it and cached per machine, so that is safe. Elsewhere the compiler's defaults stand.
+    flags = ["-O3", "-fno-math-errno"]
+    if platform.machine() in ("x86_64", "AMD64"):
+        flags.append("-march=native")
+    if sys.platform.startswith("linux"):
+        # The parallel loop is OpenMP's, run by the OpenMP library PyTorch has already loaded.
+        flags.append("-fopenmp")
+    return flags
+
+
+def _build_folder() -> Path:
+    """One folder per kernel source, compiler flags, Python and torch: a library built from another source or
+    against another torch is never loaded, and a changed source is built afresh."""
+    from torch.utils import cpp_extension
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(_compiler_flags()).encode()).hexdigest()[:12]
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root())
+    return root / f"{EXTENSION_NAME}-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-{key}"
+
+
+@functools.cache
+def _load() -> str | None:
+    """Load the kernel, building it first when this machine has not; None when it worked, else why not.
+    Once per process."""
+    folder = _build_folder()
+    library = folder / f"{EXTENSION_NAME}.so"
+    if library.exists():
+        try:
+            torch.ops.load_library(str(library))  # built before: no compiler needed, no build lock taken
+            return None
+        except OSError:
+            library.unlink()  # half written by a build that was killed: build it again
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler) is None:
+        return f"no C++ compiler found ({compiler!r} is not on PATH; install one, or name it in CXX)"
+    from torch.utils import cpp_extension
+    folder.mkdir(parents=True, exist_ok=True)
+    # The loader lets one process build while the others wait for its lock file to go. A process killed
+    # while building leaves the file behind, and every later start would wait for ever: a build takes
+    # seconds, so a lock older than STALE_LOCK_SECONDS has no builder left.
+    lock = folder / "lock"
+    if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
+        lock.unlink(missing_ok=True)
+    print(f"nanovllm_teach: building the C++ decode-attention kernel (once per machine) from {SOURCE.name} ...",
+          file=sys.stderr, flush=True)
+    try:
+        cpp_extension.load(name=EXTENSION_NAME, sources=[str(SOURCE)], extra_cflags=_compiler_flags(),
+                           build_directory=str(folder), is_python_module=False, verbose=False)
+    except (RuntimeError, OSError, ImportError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"building {SOURCE.name} failed: {first_line}"
+    return None
+
+
+def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int | None = None,
+                        group: int | None = None) -> str | None:
+    """Why the cpp backend cannot run here (None when it can), for a model with this ``head_dim`` and
+    ``group`` query heads per KV head when they are given. Builds the kernel on the first call that gets that
+    far: that is the only way to know the compiler works."""
+    if device.type != "cpu":
+        return f"the C++ decode kernel runs on a CPU, not on {device.type}"
+    if dtype != torch.float32:
+        return f"the C++ decode kernel computes in float32, not {str(dtype).removeprefix('torch.')}"
+    if head_dim is not None and head_dim > MAX_HEAD_DIM:
+        return f"the C++ decode kernel handles head_dim up to {MAX_HEAD_DIM}, not {head_dim}"
+    if group is not None and group > MAX_GROUP:
+        return f"the C++ decode kernel handles up to {MAX_GROUP} query heads per KV head, not {group}"
+    return _load()
+
+
+class CppAttentionBackend(TorchAttentionBackend):
+    name = "cpp"
+
+    def __init__(self) -> None:
+        super().__init__()
+        if (problem := _load()) is not None:
+            raise RuntimeError(f"attention_backend='cpp' cannot run: {problem}")
+        self.kernel = torch.ops.nanovllm_teach_cpp.paged_decode_attention
+
+    def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+               ctx: Context, scale: float) -> torch.Tensor:
+        return self.kernel(q.contiguous(), k_cache, v_cache, ctx.block_tables, ctx.context_lens, scale)
