@@ -10,10 +10,10 @@ The kernel is compiled the first time a process asks for it, with PyTorch's C++ 
 (``torch.utils.cpp_extension.load``, which runs ``ninja``): a C++ compiler must be installed (``c++``, or
 the one ``CXX`` names). The library it builds is kept in PyTorch's extension cache
 (``~/.cache/torch_extensions``, or ``TORCH_EXTENSIONS_DIR``), in a folder named after the Python and torch
-versions and a hash of the source and flags, so only the first start on a machine pays the build (about
-10 s); later starts load the library without a compiler. The kernel
-computes in float32 on a CPU; ``attention_backend="auto"`` picks this backend there when the build
-succeeds, and the torch backend otherwise. Emits no events.
+versions and a hash of the source, the flags and the processor, so only the first start on a machine pays
+the build (about 10 s); later starts load the library without a compiler. The kernel computes in float32
+on a CPU; ``attention_backend="auto"`` picks this backend there when the build succeeds, and the torch
+backend otherwise. Emits no events.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ STALE_LOCK_SECONDS = 600
 
 
 def _compiler_flags() -> list[str]:
-    # -march=native lets the compiler use the vector units this processor has; the library is built on the
-    # machine that runs it and cached per machine, so that is safe. Elsewhere the compiler's defaults stand.
+    # -march=native lets the compiler use the vector units this processor has; the library is built where it
+    # runs and cached per processor (``_build_folder``), so that is safe. Elsewhere the compiler's defaults stand.
     flags = ["-O3", "-fno-math-errno"]
     if platform.machine() in ("x86_64", "AMD64"):
         flags.append("-march=native")
@@ -52,11 +52,22 @@ def _compiler_flags() -> list[str]:
     return flags
 
 
+def _processor() -> str:
+    """What ``-march=native`` compiles for: on Linux the processor's model and instruction-set flags (a home
+    folder shared by machines of several kinds must not hand one kind's library to another)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        lines = cpuinfo.read_text(errors="replace").splitlines()
+        return "\n".join(next((line for line in lines if line.startswith(key)), "") for key in ("model name", "flags"))
+    return f"{platform.machine()} {platform.processor()}"
+
+
 def _build_folder() -> Path:
-    """One folder per kernel source, compiler flags, Python and torch: a library built from another source or
-    against another torch is never loaded, and a changed source is built afresh."""
+    """One folder per kernel source, compiler flags, processor, Python and torch: a library built from another
+    source, for another processor or against another torch is never loaded."""
     from torch.utils import cpp_extension
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(_compiler_flags()).encode()).hexdigest()[:12]
+    built_from = SOURCE.read_bytes() + " ".join(_compiler_flags()).encode() + _processor().encode()
+    key = hashlib.sha256(built_from).hexdigest()[:12]
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root())
     return root / f"{EXTENSION_NAME}-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-{key}"
 
