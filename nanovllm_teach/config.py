@@ -178,7 +178,7 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     kernel must fit."""
     heads = {} if hf_config is None else dict(
         head_dim=getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads,
-        group=hf_config.num_attention_heads // hf_config.num_key_value_heads)
+        heads=hf_config.num_attention_heads)  # all of them: a tensor-parallel rank holds fewer
     if name == "auto":
         if device.type != "cuda":
             return "cpp" if cpp_unusable_reason(device, dtype, **heads) is None else "torch"

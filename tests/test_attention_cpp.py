@@ -11,7 +11,7 @@ import torch
 
 from nanovllm_teach.config import resolve_attention_backend
 from nanovllm_teach.layers import attention_cpp
-from nanovllm_teach.layers.attention_cpp import MAX_GROUP, MAX_HEAD_DIM, CppAttentionBackend, cpp_unusable_reason
+from nanovllm_teach.layers.attention_cpp import MAX_HEAD_DIM, MAX_HEADS, CppAttentionBackend, cpp_unusable_reason
 from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
 from nanovllm_teach.utils.context import Context
 
@@ -52,7 +52,7 @@ def _written_out(q, k_cache, v_cache, ctx, scale):
 
 
 @pytest.mark.parametrize("block_size", [1, 16, 256])
-@pytest.mark.parametrize("heads,kv_heads,head_dim", [(4, 4, 8), (4, 2, 64), (8, 2, 24), (16, 1, 128)])
+@pytest.mark.parametrize("heads,kv_heads,head_dim", [(4, 4, 8), (4, 2, 64), (8, 2, 24), (16, 1, 128), (16, 8, 128)])
 def test_kernel_is_the_attention_written_out(block_size, heads, kv_heads, head_dim):
     rng = random.Random(block_size * heads + head_dim)
     # Lengths of one, of a whole number of blocks, and past a chunk of scored positions (64).
@@ -66,8 +66,8 @@ def test_kernel_is_the_attention_written_out(block_size, heads, kv_heads, head_d
 
 
 def test_a_rows_result_depends_on_nothing_else():
-    """The same bits for a sequence alone or in a batch, and with one thread or two: each (sequence, KV
-    head) is summed by one thread, in position order."""
+    """The same bits for a sequence alone or in a batch, and with one thread or two: each sequence is
+    summed by one thread, in position order."""
     lens = [random.Random(3).randint(1, 400) for _ in range(24)]
     k_cache, v_cache, ctx = _paged(lens, 16, 2, 64, seed=5)
     q = torch.randn(len(lens), 4, 64, generator=torch.Generator().manual_seed(2))
@@ -94,15 +94,15 @@ def test_a_query_that_is_a_strided_view_is_read_right():
 
 def test_the_largest_head_shapes_it_takes_and_the_first_it_refuses():
     kernel = torch.ops.nanovllm_teach_cpp.paged_decode_attention
-    k_cache, v_cache, ctx = _paged([3, 9], 4, 1, MAX_HEAD_DIM, seed=0)
-    q = torch.randn(2, MAX_GROUP, MAX_HEAD_DIM)
+    k_cache, v_cache, ctx = _paged([3, 9], 4, 8, MAX_HEAD_DIM, seed=0)
+    q = torch.randn(2, MAX_HEADS, MAX_HEAD_DIM)
     torch.testing.assert_close(kernel(q, k_cache, v_cache, ctx.block_tables, ctx.context_lens, 0.1),
                                _written_out(q, k_cache, v_cache, ctx, 0.1), atol=2e-6, rtol=1e-5)
-    with pytest.raises(RuntimeError, match=f"up to {MAX_GROUP} query heads per KV head.*got {MAX_GROUP + 1}"):
-        kernel(torch.randn(2, MAX_GROUP + 1, MAX_HEAD_DIM), k_cache, v_cache, ctx.block_tables, ctx.context_lens, 0.1)
+    with pytest.raises(RuntimeError, match=f"up to {MAX_HEADS} query heads.*got {MAX_HEADS + 8}"):
+        kernel(torch.randn(2, MAX_HEADS + 8, MAX_HEAD_DIM), k_cache, v_cache, ctx.block_tables, ctx.context_lens, 0.1)
     wide = torch.randn(k_cache.shape[:3] + (MAX_HEAD_DIM + 16,))
     with pytest.raises(RuntimeError, match=f"head_dim up to {MAX_HEAD_DIM}"):
-        kernel(torch.randn(2, 1, MAX_HEAD_DIM + 16), wide, wide, ctx.block_tables, ctx.context_lens, 0.1)
+        kernel(torch.randn(2, 8, MAX_HEAD_DIM + 16), wide, wide, ctx.block_tables, ctx.context_lens, 0.1)
 
 
 def test_inputs_it_cannot_take_are_refused_by_name():

@@ -41,3 +41,8 @@ def test_bench_cpu_small():
 def test_bench_faults_small():
     out = _run("bench_faults.py", "--faults", "20")
     assert "after 20/20 faults" in out
+
+
+def test_bench_decode_attention_small():
+    out = _run("bench_decode_attention.py", "--batch", "6", "--calls", "2", "--repeats", "1", "--spare-blocks", "3")
+    assert "kernel / torch" in out and out.count("cpp kernel") == 2

@@ -34,8 +34,8 @@ from nanovllm_teach.utils.context import Context
 
 SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "paged_decode_cpu.cpp"
 EXTENSION_NAME = "nanovllm_teach_cpp"
-# The kernel's working arrays are sized for these (kMaxGroup, kMaxHeadDim in the C++ file); every Qwen3 fits.
-MAX_GROUP = 16  # query heads per KV head
+# The kernel's working arrays are sized for these (kMaxHeads, kMaxHeadDim in the C++ file); every Qwen3 fits.
+MAX_HEADS = 64  # query heads (on one tensor-parallel rank)
 MAX_HEAD_DIM = 256
 STALE_LOCK_SECONDS = 600
 
@@ -107,9 +107,9 @@ def _load() -> str | None:
 
 
 def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int | None = None,
-                        group: int | None = None) -> str | None:
-    """Why the cpp backend cannot run here (None when it can), for a model with this ``head_dim`` and
-    ``group`` query heads per KV head when they are given. Builds the kernel on the first call that gets that
+                        heads: int | None = None) -> str | None:
+    """Why the cpp backend cannot run here (None when it can), for a model with this ``head_dim`` and this
+    many query ``heads`` when they are given. Builds the kernel on the first call that gets that
     far: that is the only way to know the compiler works."""
     if device.type != "cpu":
         return f"the C++ decode kernel runs on a CPU, not on {device.type}"
@@ -117,8 +117,8 @@ def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int 
         return f"the C++ decode kernel computes in float32, not {str(dtype).removeprefix('torch.')}"
     if head_dim is not None and head_dim > MAX_HEAD_DIM:
         return f"the C++ decode kernel handles head_dim up to {MAX_HEAD_DIM}, not {head_dim}"
-    if group is not None and group > MAX_GROUP:
-        return f"the C++ decode kernel handles up to {MAX_GROUP} query heads per KV head, not {group}"
+    if heads is not None and heads > MAX_HEADS:
+        return f"the C++ decode kernel handles up to {MAX_HEADS} query heads, not {heads}"
     return _load()
 
 
