@@ -16,8 +16,8 @@ from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
 from nanovllm_teach.utils.context import Context
 
 CPU = torch.device("cpu")
-pytestmark = pytest.mark.skipif(cpp_unusable_reason(CPU, torch.float32) is not None,
-                                reason=f"the C++ kernel cannot be built here: {cpp_unusable_reason(CPU, torch.float32)}")
+UNUSABLE = cpp_unusable_reason(CPU, torch.float32)
+pytestmark = pytest.mark.skipif(UNUSABLE is not None, reason=f"the C++ kernel cannot be built here: {UNUSABLE}")
 
 
 def _paged(lens: list[int], block_size: int, kv_heads: int, head_dim: int, seed: int):
@@ -33,7 +33,8 @@ def _paged(lens: list[int], block_size: int, kv_heads: int, head_dim: int, seed:
     for n in needed:
         tables.append(ids[start:start + n] + [-1] * (max(needed) - n))
         start += n
-    ctx = Context(context_lens=torch.tensor(lens, dtype=torch.int32), block_tables=torch.tensor(tables, dtype=torch.int32))
+    ctx = Context(context_lens=torch.tensor(lens, dtype=torch.int32),
+                  block_tables=torch.tensor(tables, dtype=torch.int32))
     return k_cache, v_cache, ctx
 
 

@@ -68,7 +68,8 @@ at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& k_cache
   const int64_t batch = q.size(0), heads = q.size(1), head_dim = q.size(2);
   const int64_t block_size = k_cache.size(1), kv_heads = k_cache.size(2);
   TORCH_CHECK(k_cache.size(3) == head_dim && heads % kv_heads == 0, "q and the cache disagree on head shapes");
-  TORCH_CHECK(block_tables.size(0) == batch && context_lens.size(0) == batch, "one block table and length per sequence");
+  TORCH_CHECK(block_tables.size(0) == batch && context_lens.size(0) == batch,
+              "one block table and one context length per sequence");
   const int64_t group = heads / kv_heads, max_blocks = block_tables.size(1);
   TORCH_CHECK(heads <= kMaxHeads && head_dim <= kMaxHeadDim, "the cpp decode kernel handles up to ", kMaxHeads,
               " query heads and head_dim up to ", kMaxHeadDim, "; got ", heads, " and ", head_dim);

@@ -9,7 +9,8 @@ cache. A forward pass does two things, both driven by the step's ``Context``:
    block tables when there is one); decode attends from one query per sequence over all of its cached keys.
 
 How those two things are computed is the backend's business: plain PyTorch (the reference), plain PyTorch
-with a C++ decode kernel (the CPU default), Triton kernels, or flash-attn. All of them must give the same tokens under greedy sampling.
+with a C++ decode kernel (the CPU default), Triton kernels, or flash-attn. All of them must give the same
+tokens under greedy sampling.
 """
 
 from __future__ import annotations
