@@ -14,6 +14,7 @@ from nanovllm_teach.layers import attention_cpp
 from nanovllm_teach.layers.attention_cpp import MAX_HEAD_DIM, MAX_HEADS, CppAttentionBackend, cpp_unusable_reason
 from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
 from nanovllm_teach.utils.context import Context
+from paged_cache import random_paged_cache
 
 CPU = torch.device("cpu")
 UNUSABLE = cpp_unusable_reason(CPU, torch.float32)
@@ -21,18 +22,8 @@ pytestmark = pytest.mark.skipif(UNUSABLE is not None, reason=f"the C++ kernel ca
 
 
 def _paged(lens: list[int], block_size: int, kv_heads: int, head_dim: int, seed: int):
-    """A cache of random rows, and block tables giving each sequence random blocks (-1 past its last)."""
-    rng = random.Random(seed)
-    needed = [-(-n // block_size) for n in lens]
-    num_blocks = sum(needed) + 3
-    gen = torch.Generator().manual_seed(seed)
-    k_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=gen)
-    v_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=gen)
-    ids = rng.sample(range(num_blocks), sum(needed))
-    tables, start = [], 0
-    for n in needed:
-        tables.append(ids[start:start + n] + [-1] * (max(needed) - n))
-        start += n
+    """A random paged cache (``paged_cache.py``) and the decode Context that reads it."""
+    k_cache, v_cache, tables = random_paged_cache(lens, block_size, kv_heads, head_dim, seed)
     ctx = Context(context_lens=torch.tensor(lens, dtype=torch.int32),
                   block_tables=torch.tensor(tables, dtype=torch.int32))
     return k_cache, v_cache, ctx

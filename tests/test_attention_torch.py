@@ -19,22 +19,7 @@ from nanovllm_teach.layers.rotary_embedding import apply_rotary
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import Context, reset_context, set_context
 from nanovllm_teach.utils.loader import load_model
-
-
-def _paged(lens: list[int], block_size: int, kv_heads: int, head_dim: int, seed: int):
-    """A cache of random rows and block tables that give each sequence random (shuffled) blocks."""
-    rng = random.Random(seed)
-    needed = [-(-n // block_size) for n in lens]
-    num_blocks = sum(needed) + 3
-    gen = torch.Generator().manual_seed(seed)
-    k_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=gen)
-    v_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=gen)
-    ids = rng.sample(range(num_blocks), sum(needed))
-    tables, start = [], 0
-    for n in needed:
-        tables.append(ids[start:start + n] + [-1] * (max(needed) - n))
-        start += n
-    return k_cache, v_cache, tables
+from paged_cache import random_paged_cache
 
 
 def _one_sequence(q, k_cache, v_cache, table, length, scale):
@@ -52,7 +37,7 @@ def _one_sequence(q, k_cache, v_cache, table, length, scale):
 def test_grouped_decode_equals_one_sequence_at_a_time(num_seqs, heads, kv_heads):
     rng = random.Random(num_seqs)
     lens = [rng.randint(1, 90) for _ in range(num_seqs)]
-    k_cache, v_cache, tables = _paged(lens, 16, kv_heads, 8, seed=num_seqs)
+    k_cache, v_cache, tables = random_paged_cache(lens, 16, kv_heads, 8, seed=num_seqs)
     q = torch.randn(num_seqs, heads, 8, generator=torch.Generator().manual_seed(1))
     ctx = Context(context_lens=torch.tensor(lens, dtype=torch.int32), block_tables=torch.tensor(tables, dtype=torch.int32))
     out = TorchAttentionBackend().decode(q, k_cache, v_cache, ctx, 0.3)
@@ -64,7 +49,7 @@ def test_grouped_decode_equals_one_sequence_at_a_time(num_seqs, heads, kv_heads)
 def test_decode_groups_have_similar_lengths_and_cover_every_slot_once():
     lens = list(range(1, 71))
     random.Random(0).shuffle(lens)
-    _, _, tables = _paged(lens, 16, 2, 8, seed=0)
+    _, _, tables = random_paged_cache(lens, 16, 2, 8, seed=0)
     ctx = Context(context_lens=torch.tensor(lens, dtype=torch.int32), block_tables=torch.tensor(tables, dtype=torch.int32))
     plan = plan_decode(ctx, 16, torch.float32)
     assert len(plan.groups) == attention_torch.MAX_DECODE_GROUPS
@@ -106,7 +91,7 @@ def test_prefill_equals_attention_written_out(cached_prefix):
     """Causal prefill within each sequence, with or without a cached prefix read back through the blocks."""
     lens_k, block = [7, 20, 33], 8
     lens_q = [3, 20, 10] if cached_prefix else lens_k
-    k_cache, v_cache, tables = _paged(lens_k, block, 2, 16, seed=3)
+    k_cache, v_cache, tables = random_paged_cache(lens_k, block, 2, 16, seed=3)
     gen = torch.Generator().manual_seed(4)
     q = torch.randn(sum(lens_q), 4, 16, generator=gen)
     k = torch.randn(sum(lens_k), 2, 16, generator=gen)  # read only without a cached prefix
