@@ -17,6 +17,7 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from nanovllm_teach.trace import (
@@ -180,6 +181,45 @@ def test_ctrl_c_from_a_sink_propagates(checkpoint):
         _generate(checkpoint, rec)
     assert rec.enabled is True and rec.stopped_by is None
     assert "REQUEST_ABORT" in {e.event for e in rec.events}  # the engine's clean-up, checked too
+
+
+def _steps_on_disk(path: Path) -> set[int]:
+    return {json.loads(line)["step"] for line in path.read_text().splitlines()[1:] if json.loads(line)["step"]}
+
+
+def test_a_step_is_on_disk_when_it_returns_and_a_generate_when_it_returns_or_raises(checkpoint, tmp_path):
+    """``step()`` flushes its lines; ``generate`` defers its steps' flushes (FLUSH_SECONDS) but leaves the
+    file whole when it returns, and when Ctrl-C stops it, up to the interrupted step."""
+    from nanovllm_teach import LLM, SamplingParams
+
+    stop_at = []
+
+    def sink(event):
+        if stop_at and event.event == "SAMPLE" and event.step == stop_at[0]:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "run.jsonl"
+    rec = TraceRecorder(path, sinks=[sink])
+    llm = LLM(checkpoint, trace=rec, **SETTINGS)
+    try:
+        params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+        llm.add_request(PROMPTS[0], params)
+        llm.step()
+        llm.step()
+        assert _steps_on_disk(path) == {1, 2}
+        while not llm.is_finished():
+            llm.step()
+        llm.generate(PROMPTS, params, use_tqdm=False)
+        assert _steps_on_disk(path) == set(range(1, llm.num_steps + 1))
+        assert path.read_text().splitlines()[-1] == msgspec.json.encode(rec.events[-1]).decode()
+        stop_at.append(llm.num_steps + 3)
+        with pytest.raises(KeyboardInterrupt):
+            llm.generate(PROMPTS, params, use_tqdm=False)
+        # The interrupted step was rolled back, and its number is reused; its events up to the interrupt are
+        # on disk with the steps before it.
+        assert _steps_on_disk(path) == set(range(1, stop_at[0] + 1))
+    finally:
+        llm.close()
 
 
 DISK_FULL = textwrap.dedent("""

@@ -270,7 +270,8 @@ class LLMEngine:
         # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
         pending = deque(sorted(zip(arrivals, seqs), key=lambda pair: pair[0]))
         try:
-            self._run_until_done(pending, len(seqs), use_tqdm)
+            with self.rec.flushing_deferred():
+                self._run_until_done(pending, len(seqs), use_tqdm)
         except BaseException:
             self.scheduler.abort(seq.seq_id for seq in seqs)  # leave no queued request, no held block
             raise

@@ -3,10 +3,11 @@
 - ``NullRecorder``: recording off (``enabled`` is False): every call does nothing.
 - ``TraceRecorder``: keeps events in memory and/or streams them to a JSONL file (header line first, one
   whole line per event), and hands each event to its sinks (the console renderer is one) as it is
-  recorded. A step's events are written together when the step ends, and reach the disk at most
-  ``FLUSH_SECONDS`` later; an event outside a step (start-up, the end of ``generate``) and a step ended by
-  an exception (Ctrl-C) are flushed at once. So a file is complete whenever ``generate`` returns or raises,
-  and a process killed outright loses at most its last ``FLUSH_SECONDS`` of steps.
+  recorded. A step's events are written and flushed together when the step ends. Inside
+  ``with rec.flushing_deferred():`` (``generate`` runs its steps so) a step's lines reach the disk at most
+  ``FLUSH_SECONDS`` later instead; a step ended by an exception (Ctrl-C), an event outside a step and the
+  end of the block flush at once. So a file is complete whenever ``step`` or ``generate`` returns or
+  raises, and a process killed outright loses at most its last ``FLUSH_SECONDS`` of steps.
 
 How an engine emits (one call at the decision point, no payload built while recording is off)::
 
@@ -55,7 +56,7 @@ from nanovllm_teach.trace.schema import EVENTS, PHASES, TENSOR_EVENTS, TraceEven
 _KNOWN_EVENTS = frozenset(EVENTS)
 _KNOWN_PHASES = frozenset(PHASES)
 _ENCODER = msgspec.json.Encoder()
-FLUSH_SECONDS = 0.1  # how stale the file on disk may be while steps run
+FLUSH_SECONDS = 0.1  # how stale the file on disk may be while generate() runs its steps
 # Big enough that the writer does not flush on its own between two of ours (a step of 256 sequences on a
 # GPU writes ~15 KB, and FLUSH_SECONDS holds some tens of steps).
 WRITE_BUFFER_BYTES = 1 << 20
@@ -90,6 +91,12 @@ class Recorder:
             yield
         finally:
             self.step = outer
+
+    @contextmanager
+    def flushing_deferred(self) -> Iterator[None]:
+        """Steps inside a run of many (``generate``): their lines may reach a trace file up to
+        ``FLUSH_SECONDS`` after they end; everything is on disk when the block ends."""
+        yield
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -168,6 +175,7 @@ class TraceRecorder(Recorder):
         self._decode_details = 0
         self._pending: list[TraceEvent] = []  # this step's events, not yet written
         self._flushed_at = time.monotonic()
+        self._deferring = False  # inside flushing_deferred()
 
     def set_clock(self, clock: Callable[[], int]) -> None:
         self._clock = clock
@@ -234,6 +242,19 @@ class TraceRecorder(Recorder):
         return out
 
     @contextmanager
+    def flushing_deferred(self) -> Iterator[None]:
+        was, self._deferring = self._deferring, True
+        try:
+            yield
+        finally:
+            self._deferring = was
+            if self._file is not None and not was:
+                try:
+                    self._flush()
+                except OSError as error:
+                    self._stop(error)
+
+    @contextmanager
     def at_step(self, step: int) -> Iterator[None]:
         with super().at_step(step):
             try:
@@ -254,18 +275,18 @@ class TraceRecorder(Recorder):
         self._flushed_at = time.monotonic()
 
     def _write_step(self, flush: bool = False) -> None:
-        """A step's events reach the file together: encoded in one call and written once, flushed when
-        ``flush`` or when the last flush is ``FLUSH_SECONDS`` old. Done between steps, not at each event,
-        because an event comes right after the model's arithmetic has pushed the recorder's data out of the
-        processor's caches: there, writing one line took several times as long as it does here. Flushing
-        is a system call, which took 20 us on a 2-core VM: a step of the shipped model on a CPU takes 3 ms,
-        so flushing at every step cost 0.7% of a run."""
+        """A step's events reach the file together: encoded in one call, written and flushed once (while
+        ``flushing_deferred``: flushed when ``flush`` or when the last flush is ``FLUSH_SECONDS`` old). Done
+        between steps, not at each event, because an event comes right after the model's arithmetic has
+        pushed the recorder's data out of the processor's caches: there, writing one line took several
+        times as long as it does here. Flushing is a system call, which took 20 us on a 2-core VM: a step
+        of the shipped model on a CPU takes 3 ms, so flushing at every step of ``generate`` cost 0.7%."""
         pending, self._pending = self._pending, []
         if self._file is None or not pending:
             return
         try:
             self._file.write(_ENCODER.encode_lines(pending))
-            if flush or time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
+            if flush or not self._deferring or time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
                 self._flush()
         except OSError as error:
             self._stop(error)
