@@ -38,6 +38,7 @@ from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unusable_reason
+from nanovllm_teach.models.qwen3 import head_dim_of
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.cost_model import shape_dir
 from nanovllm_teach.sim.hardware import DEVICES, Device, attention_backend_on
@@ -177,8 +178,8 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     interpreter, ``TRITON_INTERPRET=1``). ``hf_config``, when given, is the model, whose head shapes the cpp
     kernel must fit."""
     heads = {} if hf_config is None else dict(
-        head_dim=getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads,
-        heads=hf_config.num_attention_heads)  # all of them: a tensor-parallel rank holds fewer
+        # All the heads: a tensor-parallel rank holds fewer, so this is the strictest test.
+        head_dim=head_dim_of(hf_config), heads=hf_config.num_attention_heads)
     if name == "auto":
         if device.type != "cuda":
             return "cpp" if cpp_unusable_reason(device, dtype, **heads) is None else "torch"

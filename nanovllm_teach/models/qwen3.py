@@ -22,10 +22,15 @@ from nanovllm_teach.layers.linear import MergedColumnParallelLinear, QKVParallel
 from nanovllm_teach.layers.rotary_embedding import RotaryEmbedding, apply_rotary, rope_theta_of
 
 
+def head_dim_of(config) -> int:
+    """A Qwen3 config's head size: ``head_dim`` when it names one, else the hidden size split over the heads."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
 class Qwen3Attention(nn.Module):
     def __init__(self, config) -> None:
         super().__init__()
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.head_dim = head_dim_of(config)
         self.qkv_proj = QKVParallelLinear(config.hidden_size, self.head_dim, config.num_attention_heads,
                                           config.num_key_value_heads, bias=config.attention_bias)
         self.num_heads = self.qkv_proj.num_heads
@@ -92,7 +97,7 @@ class Qwen3Model(nn.Module):
         self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(Qwen3DecoderLayer(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        head_dim = head_dim_of(config)
         # One table for every layer: they all rotate by the same angles.
         self.rotary_emb = RotaryEmbedding(head_dim, config.max_position_embeddings, rope_theta_of(config))
 
@@ -134,7 +139,7 @@ def checkpoint_shapes(config) -> dict[str, tuple[int, ...]]:
     ``utils/loader.py`` checks a checkpoint's headers against before anything is built. (The test suite
     checks these against transformers' own Qwen3 model.)"""
     hidden, vocab = config.hidden_size, config.vocab_size
-    head_dim = getattr(config, "head_dim", None) or hidden // config.num_attention_heads
+    head_dim = head_dim_of(config)
     q, kv, inter = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim, \
         config.intermediate_size
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,),
