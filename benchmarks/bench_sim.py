@@ -47,8 +47,8 @@ from nanovllm_teach.assets import default_model_path
 from nanovllm_teach.sim.calibrate import fit_efficiency, predict, relative_errors
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import get_device
-from nanovllm_teach.sim.metrics import WorkloadResult
-from nanovllm_teach.sim.workload import (AtOnce, Poisson, Uniform, chat_output_lengths, chat_prompt_lengths,
+from nanovllm_teach.workload.metrics import WorkloadResult
+from nanovllm_teach.workload.requests import (AtOnce, Poisson, Uniform, chat_output_lengths, chat_prompt_lengths,
                                          make_workload)
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder

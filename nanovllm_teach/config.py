@@ -12,9 +12,9 @@ A bad value raises ``ValueError`` (or ``TypeError`` for a value of the wrong typ
 anything heavy is built. The checkpoint folder must hold a ``config.json`` and a tokenizer; its weights'
 shapes are checked against ``config.json`` by ``utils/loader.py``'s ``check_checkpoint``.
 
-``runner="simulated"`` runs the same engine on a device that is not there (``nanovllm_teach/sim``): the
-model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with a ``config.json``; no
-tokenizer, no weights), ``hardware`` names the device, and ``device`` becomes that name.
+``runner="simulated"`` runs the same engine on a device that is not there: the simulator resolves its
+own config (``sim/engine.py``) through ``Config.build``, the model only a shape, ``device`` the name of the
+simulated device.
 
 Traces name the model by its folder name and the SHA-256 of its ``config.json`` (``model_name``,
 ``config_sha256``), never by a path on this machine.
@@ -40,8 +40,6 @@ from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unusable_reason
 from nanovllm_teach.models.qwen3 import head_dim_of
 from nanovllm_teach.settings import Settings
-from nanovllm_teach.sim.cost_model import shape_dir
-from nanovllm_teach.sim.hardware import DEVICES, Device, attention_backend_on
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
 
 _SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors")
@@ -65,32 +63,29 @@ class Config(Settings):
 
     @classmethod
     def resolve(cls, model: str, asked: Settings) -> Config:
-        path = shape_dir(model) if asked.simulated else Path(model)
-        if not path.is_dir() or not (path / "config.json").is_file():
-            raise ValueError(f"model must be a local checkpoint directory with a config.json, got {model!r}")
-        if not asked.simulated and not any(all((path / name).is_file() for name in names)
-                                           for names in TOKENIZER_FILES):
+        """The real engine's config for the checkpoint folder ``model`` on this machine."""
+        path = Path(model)
+        hf_config = read_model_config(path, model)
+        if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_FILES):
             expected = ", or ".join(" and ".join(names) for names in TOKENIZER_FILES)
             raise ValueError(f"model folder {path} has no tokenizer files: expected {expected}")
-        hf_config = AutoConfig.from_pretrained(str(path))
-        if hf_config.model_type != "qwen3":
-            raise ValueError(f"only Qwen3 checkpoints are supported, {path} is {hf_config.model_type!r}")
-        _check_tensor_parallel(asked, hf_config)
-        if asked.simulated:  # "this-cpu" is measured only when the engine starts: it is a CPU, float32
-            kind, dtype = ((DEVICES[asked.hardware].kind, DEVICES[asked.hardware].dtype)
-                           if asked.hardware in DEVICES else ("cpu", "float32"))
-            device, on_gpu, backend = asked.hardware, kind == "gpu", attention_backend_on(kind)
-            linear = "torch" if on_gpu else resolve_linear_backend(asked.linear_backend, torch.device("cpu"),
-                                                                   torch.float32)
-        else:
-            device = _resolve_device(asked.device)
-            on_gpu = device.startswith("cuda")
-            dtype = resolve_dtype(asked.dtype, torch.device(device), hf_config)
-            backend = resolve_attention_backend(asked.attention_backend, torch.device(device),
-                                                asked.kvcache_block_size, getattr(torch, dtype), hf_config)
-            linear = resolve_linear_backend(asked.linear_backend, torch.device(device), getattr(torch, dtype))
-        return cls(**{**asked.as_dict(), "device": device, "dtype": dtype, "attention_backend": backend,
-                      "linear_backend": linear,
+        check_shards(asked.tensor_parallel_size, hf_config)
+        device = _resolve_device(asked.device)
+        _check_ranks_fit(asked.tensor_parallel_size, device)
+        dtype = resolve_dtype(asked.dtype, torch.device(device), hf_config)
+        return cls.build(asked, path, hf_config, device=device, dtype=dtype, on_gpu=device.startswith("cuda"),
+                         attention_backend=resolve_attention_backend(asked.attention_backend, torch.device(device),
+                                                                     asked.kvcache_block_size,
+                                                                     getattr(torch, dtype), hf_config),
+                         linear_backend=resolve_linear_backend(asked.linear_backend, torch.device(device),
+                                                               getattr(torch, dtype)))
+
+    @classmethod
+    def build(cls, asked: Settings, path: Path, hf_config: PretrainedConfig, *, device: str, dtype: str,
+              on_gpu: bool, attention_backend: str, linear_backend: str) -> Config:
+        """The config once the machine-dependent choices are made (by ``resolve``, or by the simulator)."""
+        return cls(**{**asked.as_dict(), "device": device, "dtype": dtype, "attention_backend": attention_backend,
+                      "linear_backend": linear_backend,
                       "max_num_batched_tokens": asked.max_num_batched_tokens or (16384 if on_gpu else 2048),
                       "max_model_len": min(asked.max_model_len, hf_config.max_position_embeddings)},
                    model=str(path), hf_config=hf_config,
@@ -119,12 +114,9 @@ class Config(Settings):
             return {k: v for k, v in out.items() if k not in _SIMULATION_SETTINGS}
         return out | {"sim_factors": self.sim_factors and Path(self.sim_factors).name}
 
-    def trace_header(self, metadata: dict[str, Any], hardware: Device | None = None) -> dict[str, Any]:
-        """The first line of a trace: what the run was (``hardware``: the simulated device, if any)."""
+    def trace_header(self, metadata: dict[str, Any], simulated: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The first line of a trace: what the run was (``simulated``: the simulated device, if any)."""
         hf = self.hf_config
-        simulated = {} if hardware is None else {"simulated": {
-            "hardware": hardware.describe(), "efficiency": self.efficiency().to_dict(),
-            "factors_file": self.sim_factors and Path(self.sim_factors).name}}
         return {
             "schema": SCHEMA_NAME, "version": SCHEMA_VERSION,
             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -133,7 +125,7 @@ class Config(Settings):
                       "vocab_size": hf.vocab_size, "hidden_size": hf.hidden_size,
                       "num_hidden_layers": hf.num_hidden_layers, "num_attention_heads": hf.num_attention_heads,
                       "num_key_value_heads": hf.num_key_value_heads, "head_dim": getattr(hf, "head_dim", None)},
-            "device": self.device, **simulated,
+            "device": self.device, **({"simulated": simulated} if simulated is not None else {}),
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__}, **metadata}
 
@@ -209,17 +201,27 @@ def resolve_linear_backend(name: str, device: torch.device, dtype: torch.dtype) 
     return name
 
 
-def _check_tensor_parallel(asked: Settings, hf_config: PretrainedConfig) -> None:
-    """Before any worker is spawned: every rank needs a device of its own and whole shards."""
-    tp = asked.tensor_parallel_size
-    # Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and of the MLP.
+def read_model_config(path: Path, asked: str) -> PretrainedConfig:
+    """The Hugging Face ``config.json`` of the folder ``path`` (``asked``: as the user named it)."""
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ValueError(f"model must be a local checkpoint directory with a config.json, got {asked!r}")
+    hf_config = AutoConfig.from_pretrained(str(path))
+    if hf_config.model_type != "qwen3":
+        raise ValueError(f"only Qwen3 checkpoints are supported, {path} is {hf_config.model_type!r}")
+    return hf_config
+
+
+def check_shards(tp: int, hf_config: PretrainedConfig) -> None:
+    """Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and of the MLP."""
     for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
         value = getattr(hf_config, name)
         if value % tp != 0:
             raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={value}")
-    if asked.simulated:
-        return  # a simulated device has as many peers as it is asked for
-    if _resolve_device(asked.device).startswith("cuda"):
+
+
+def _check_ranks_fit(tp: int, device: str) -> None:
+    """Before any worker is spawned: every rank needs a device of its own."""
+    if device.startswith("cuda"):
         available, unit = torch.cuda.device_count(), "GPU"
     else:
         available, unit = os.cpu_count() or 1, "CPU core"

@@ -248,7 +248,7 @@ def test_throughput_counts_the_tokens_computed_not_nano_vllms_statistic(llm, mon
 
 
 def test_run_workload_on_the_real_engine_keeps_the_wall_clock_and_the_lengths(llm):
-    from nanovllm_teach.sim.workload import Request
+    from nanovllm_teach.workload.requests import Request
 
     workload = [Request(0.0, [1, 2, 3, 4, 5], output_len=6), Request(0.3, [7, 8, 9], output_len=4, max_tokens=2)]
     result = llm.run_workload(workload)

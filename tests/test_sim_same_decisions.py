@@ -9,7 +9,7 @@ import random
 
 from nanovllm_teach import LLM, SamplingParams
 from nanovllm_teach.assets import default_model_path
-from nanovllm_teach.sim.workload import Request
+from nanovllm_teach.workload.requests import Request
 from nanovllm_teach.trace import DECISION_EVENTS, Trace, TraceRecorder, diff_decisions
 
 SETTINGS = dict(kvcache_block_size=16, num_kvcache_blocks=14, max_num_batched_tokens=96, max_num_seqs=6,

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from nanovllm_teach.sim.workload import (AtOnce, Burst, Fixed, LogNormal, Poisson, Replay, SharedPrefix, Uniform,
+from nanovllm_teach.workload.requests import (AtOnce, Burst, Fixed, LogNormal, Poisson, Replay, SharedPrefix, Uniform,
                                          chat_output_lengths, chat_prompt_lengths, make_workload)
 
 
@@ -72,7 +72,7 @@ def test_shared_prefix_groups_start_with_the_same_tokens():
 
 
 def test_length_specs_from_the_command_line():
-    from nanovllm_teach.sim.workload import parse_lengths
+    from nanovllm_teach.workload.requests import parse_lengths
 
     assert parse_lengths("fixed:7") == Fixed(7)
     assert parse_lengths("uniform:100:1024") == Uniform(100, 1024)

@@ -33,7 +33,7 @@ def _simulated_trace(workload, **settings) -> Trace:
 @lru_cache(maxsize=1)
 def long_trace() -> Trace:
     """A simulated run of 1,500+ steps, with prefix hits."""
-    from nanovllm_teach.sim.workload import Poisson, Uniform, make_workload
+    from nanovllm_teach.workload.requests import Poisson, Uniform, make_workload
 
     workload = make_workload(60, Poisson(3.0), Uniform(20, 600), Uniform(1, 60), vocab_size=151936, seed=3)
     return _simulated_trace(workload)
@@ -42,7 +42,7 @@ def long_trace() -> Trace:
 @lru_cache(maxsize=1)
 def big_cache_trace() -> Trace:
     """300 requests at once into a 20,000-block cache of 16-token blocks, four shared prompt prefixes."""
-    from nanovllm_teach.sim.workload import AtOnce, SharedPrefix, Uniform, make_workload
+    from nanovllm_teach.workload.requests import AtOnce, SharedPrefix, Uniform, make_workload
 
     workload = make_workload(300, AtOnce(), Uniform(100, 1500), Uniform(1, 40), vocab_size=151936, seed=1,
                              shared_prefix=SharedPrefix(4, 64))

@@ -380,7 +380,7 @@ def test_a_simulated_runs_latency_bars_are_coloured_by_their_bound():
     from matplotlib.colors import to_hex
 
     from nanovllm_teach import LLM
-    from nanovllm_teach.sim.workload import AtOnce, Uniform, make_workload
+    from nanovllm_teach.workload.requests import AtOnce, Uniform, make_workload
     from nanovllm_teach.trace import Trace, TraceRecorder
     from nanovllm_teach.viz.style import BOUND_COLORS
 

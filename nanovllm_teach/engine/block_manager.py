@@ -10,33 +10,31 @@ only equal blocks. A new sequence whose leading blocks hash to known blocks reus
 +1) after checking the tokens really match. A freed block keeps its hash and content until it is handed
 out again, so a later request can still hit it.
 
+Every hand-out and every release is returned as a record (``Allocated``, ``Freed``:
+``engine/decisions.py``), which ``logged`` writes down in ``decisions``, the log the scheduler shares.
+
 Interrupts: every operation changes a sequence's ``block_table`` in one operation (a sequence never holds
 half a table) and detaches a table *before* dropping its references, so an exception at any line can
-leave at worst a block out of every list (a leak), never a reference count below 0. ``recount`` repairs
-such a leak: the block tables of the live sequences are the truth, and every count and the free list are
-rebuilt from them. Each hand-out of a block is numbered (``Block.handout``), so that undoing an
-interrupted step can tell which blocks may have had their K/V overwritten since it began.
+leave at worst a block out of every list (a leak), never a reference count below 0; undoing a step
+(``engine/transaction.py``) rebuilds the counts from the block tables.
 
-Emits: PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE.
+Emits no events (the orchestration layer reports its records).
 """
 
 from __future__ import annotations
 
+import functools
 from array import array
-from collections import Counter, deque
-from collections.abc import Iterable
+from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import xxhash
 
+from nanovllm_teach.engine.decisions import Allocated, Decision, Freed
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.trace.events import BlockAllocate, BlockFree, PrefixCacheHit
-from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 NO_HASH = -1
-
-# Why a sequence gives its blocks back, and the phase of the step in which that happens.
-_FREE_PHASE = {"finished": "postprocess", "preempted": "decode", "aborted": "egress"}
 
 
 @dataclass
@@ -45,7 +43,17 @@ class Block:
     ref_count: int = 0
     hash: int = NO_HASH
     token_ids: list[int] = field(default_factory=list)
-    handout: int = 0  # which hand-out gave the block to its current holders (BlockManager.num_handouts)
+
+
+def logged(method: Callable[..., Decision | None]) -> Callable[..., Decision | None]:
+    """The record a block manager method returns also goes into its decision log (``None``: nothing done)."""
+    @functools.wraps(method)
+    def call(bm: BlockManager, *args: Any) -> Decision | None:
+        decision = method(bm, *args)
+        if decision is not None:
+            bm.decisions.append(decision)
+        return decision
+    return call
 
 
 def compute_block_hash(token_ids: list[int], prefix_hash: int = NO_HASH) -> int:
@@ -59,15 +67,15 @@ def compute_block_hash(token_ids: list[int], prefix_hash: int = NO_HASH) -> int:
 
 class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 recorder: Recorder | None = None) -> None:
+                 decisions: list[Decision] | None = None) -> None:
+        """``decisions``: the log to write hand-outs and releases to (the scheduler's; a new one if None)."""
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.rec = recorder or NullRecorder()
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.hash_to_block_id: dict[int, int] = {}
         self.free_block_ids: deque[int] = deque(range(num_blocks))
         self.used_block_ids: set[int] = set()
-        self.num_handouts = 0
+        self.decisions: list[Decision] = [] if decisions is None else decisions
 
     @property
     def num_blocks(self) -> int:
@@ -104,7 +112,8 @@ class BlockManager:
         needed = seq.num_blocks - len(hits) + sum(self.blocks[b].ref_count == 0 for b in hits)
         return len(hits) if needed <= self.num_free_blocks else -1
 
-    def allocate(self, seq: Sequence, num_cached_blocks: int) -> None:
+    @logged
+    def allocate(self, seq: Sequence, num_cached_blocks: int) -> Allocated:
         """Fill ``seq.block_table``: the first ``num_cached_blocks`` reused, the rest fresh."""
         assert not seq.block_table, f"seq {seq.seq_id} already holds blocks"
         hits = self._cached_prefix(seq)[:num_cached_blocks]
@@ -115,23 +124,15 @@ class BlockManager:
                 self.free_block_ids.remove(block_id)
                 self.used_block_ids.add(block_id)
             block.ref_count += 1
-        fresh = [self._take_free_block() for _ in range(seq.num_blocks - num_cached_blocks)]
+        fresh = [self.take_free_block() for _ in range(seq.num_blocks - num_cached_blocks)]
         seq.block_table = hits + fresh
         seq.num_cached_tokens = num_cached_blocks * self.block_size
-        if self.rec.enabled:
-            if hits:
-                self.rec.record("prefill", "prefix_blocks_reused", PrefixCacheHit(
-                    seq_id=seq.seq_id, num_cached_blocks=len(hits), num_cached_tokens=seq.num_cached_tokens,
-                    block_ids=hits))
-            self.rec.record("prefill", "admit_sequence", BlockAllocate(
-                seq_id=seq.seq_id, block_ids=fresh, shared_block_ids=hits, num_free_blocks=self.num_free_blocks))
+        return Allocated(seq.seq_id, fresh, hits, seq.num_cached_tokens, self.num_free_blocks)
 
-    def _take_free_block(self) -> int:
+    def take_free_block(self) -> int:
         block_id = self.free_block_ids.popleft()
         block = self.blocks[block_id]
         assert block.ref_count == 0
-        self.num_handouts += 1
-        block.handout = self.num_handouts  # from here on its old K/V may be overwritten
         # Reusing the block overwrites its K/V, so the old content is no longer findable by hash.
         if block.hash != NO_HASH and self.hash_to_block_id.get(block.hash) == block_id:
             del self.hash_to_block_id[block.hash]
@@ -139,10 +140,9 @@ class BlockManager:
         self.used_block_ids.add(block_id)
         return block_id
 
-    def deallocate(self, seq: Sequence, reason: str) -> None:
-        """Drop ``seq``'s references; blocks nobody holds go back to the free list (hash kept).
-
-        ``reason``: finished, preempted or aborted."""
+    @logged
+    def deallocate(self, seq: Sequence) -> Freed:
+        """Drop ``seq``'s references; blocks nobody holds go back to the free list (hash kept)."""
         # The sequence lets go first: interrupted below, it can never drop the same reference twice.
         released, seq.block_table = seq.block_table, []
         seq.num_cached_tokens = 0
@@ -154,39 +154,20 @@ class BlockManager:
                 self.used_block_ids.discard(block_id)
                 self.free_block_ids.append(block_id)
                 freed.append(block_id)
-        if self.rec.enabled:
-            self.rec.record(_FREE_PHASE[reason], reason, BlockFree(
-                seq_id=seq.seq_id, block_ids=released, freed_block_ids=freed, num_free_blocks=self.num_free_blocks))
-
-    def recount(self, block_tables: Iterable[list[int]]) -> list[int]:
-        """Rebuild every reference count and the free list from the block tables of the live sequences;
-        returns the blocks this freed. Repairs whatever an interrupted operation left half-done."""
-        counts = Counter(block_id for table in block_tables for block_id in table)
-        for block in self.blocks:
-            block.ref_count = counts[block.block_id]
-        # Blocks already free keep their place (the oldest freed is handed out first); the newly freed follow.
-        still_free = [b for b in dict.fromkeys(self.free_block_ids) if not counts[b]]
-        freed = sorted(set(range(self.num_blocks)) - set(still_free) - set(counts))
-        self.free_block_ids = deque(still_free + freed)
-        self.used_block_ids = set(counts)
-        return freed
-
-    def handed_out_since(self, num_handouts: int) -> set[int]:
-        """Blocks handed out after hand-out number ``num_handouts``: their old K/V may be overwritten."""
-        return {block.block_id for block in self.blocks if block.handout > num_handouts}
+        return Freed(seq.seq_id, released, freed, self.num_free_blocks)
 
     def can_append(self, seq: Sequence) -> bool:
         """Can ``seq`` decode one more token? Only a token starting a new block needs a free block."""
         return self.num_free_blocks >= (seq.num_blocks > len(seq.block_table))
 
-    def may_append(self, seq: Sequence) -> None:
+    @logged
+    def may_append(self, seq: Sequence) -> Allocated | None:
         """Give ``seq`` the new block its next token needs, if it needs one."""
         if seq.num_blocks > len(seq.block_table):
-            block_id = self._take_free_block()
+            block_id = self.take_free_block()
             seq.block_table.append(block_id)
-            if self.rec.enabled:
-                self.rec.record("decode", "decode_needs_new_block", BlockAllocate(
-                    seq_id=seq.seq_id, block_ids=[block_id], shared_block_ids=[], num_free_blocks=self.num_free_blocks))
+            return Allocated(seq.seq_id, [block_id], [], 0, self.num_free_blocks)
+        return None
 
     def hash_blocks(self, seq: Sequence) -> None:
         """After a step computed ``seq.num_scheduled_tokens`` more K/V rows, name every block that just

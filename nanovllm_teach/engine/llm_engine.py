@@ -1,59 +1,50 @@
 """Orchestration layer: ``LLMEngine`` turns prompts into sequences, runs the step loop and hands back
-outputs. It knows nothing of tensors or heads.
+outputs. It knows nothing of tensors or heads, nor which runner it drives.
 
-Start-up order matters: everything cheap is checked first (the settings, the tokenizer, the checkpoint's
-headers against ``config.json``), so a bad model folder fails in seconds and before the trace file is
-opened; then the model runner sizes the KV cache before the scheduler exists, because the block manager
-is built with that many blocks. With ``tensor_parallel_size > 1`` the model runner is rank 0 of a group
-whose other ranks are worker processes (``engine/tp_workers.py``); ``close()`` stops them.
+It is built from parts chosen for it (``nanovllm_teach/llm.py`` chooses them): the resolved ``Config``,
+the tokenizer (None: token ids only), a function that builds the runner once the trace is open (the model
+runner, a tensor-parallel group, or the simulator: anything that fits ``engine/runner.py``'s ``Runner``),
+and the ``Clock`` the steps are timed on. The runner sizes the KV cache before the scheduler exists,
+because the block manager is built with that many blocks; once it has, ``self.config`` holds that size
+too. ``close()`` closes the runner and the trace.
 
 ``step()`` is one engine iteration: the scheduler's ``schedule()`` gives the step's ``ScheduledBatch``
-(``engine/batch.py``), the model runner's ``run(batch)`` one token per sequence, and the scheduler's
-``postprocess(batch, token_ids)`` takes them in. The configuration is read from one frozen, resolved
-``Config`` (``config.py``); once the model runner has sized the KV cache, ``self.config`` holds that size
-too. The step is a transaction: if anything in it
-raises (Ctrl-C, a failing trace sink, a full disk), the scheduler rolls back to its checkpoint from before
-the step and the exception goes on, so calling ``step()`` again resumes as if nothing had happened.
-``generate()`` is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises,
-it aborts its requests first, so the engine is left empty with every KV block free. ``abort_request``
-takes one request out. Requests queued with ``add_request`` belong to the caller's own ``step()`` loop:
+(``engine/batch.py``), the runner's ``run(batch)`` one token per sequence, and the scheduler's
+``postprocess(batch, token_ids)`` takes them in; what the scheduler decided on the way is said as TEACHING
+events by ``engine/teaching.py``. The step is a transaction (``engine/transaction.py``): if anything in it
+raises (Ctrl-C, a failing trace sink, a full disk), the scheduler is rolled back to its checkpoint from
+before the step and the exception goes on, so calling ``step()`` again resumes as if nothing had happened.
+``generate()`` is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises, it
+aborts its requests first, so the engine is left empty with every KV block free. ``abort_request`` takes
+one request out. Requests queued with ``add_request`` belong to the caller's own ``step()`` loop:
 ``generate()`` refuses to start while there are any, rather than run them and drop their outputs.
 
-``run_workload()`` serves requests that arrive in time (``sim/workload.py``) and measures TTFT, TPOT and
-throughput (``sim/metrics.py``). With ``runner="simulated"`` the model runner is a ``SimulatedRunner``: no
-tokenizer, no weights, and one clock for everything, the simulated one (``SimClock``): each step lasts
-as long as the cost model predicts, an idle engine jumps to the next arrival, and the trace's ``t_ns``
-are simulated time. The real engine runs the same workload by the wall clock.
+Requests that arrive in time are served on top of this public API (``workload/arrivals.py``).
 
 Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
-through the scheduler and the model runner, everything else).
+through ``teaching`` and the runner, everything else).
 """
 
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from collections import deque
-from pathlib import Path
-from time import perf_counter, sleep
-from typing import Any, NamedTuple, Sequence as SequenceOf
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, NamedTuple, Sequence as SequenceOf
 
 from tqdm.auto import tqdm
-from transformers import AutoTokenizer
 
-from nanovllm_teach.assets import default_model_path
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine import transaction
+from nanovllm_teach.engine.decisions import Aborted
+from nanovllm_teach.engine.runner import Clock, Runner
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.engine.tp_workers import TensorParallelRunner
+from nanovllm_teach.engine.teaching import Teaching
 from nanovllm_teach.sampling_params import SamplingParams
-from nanovllm_teach.sim.hardware import get_device
-from nanovllm_teach.sim.metrics import RequestTimes, WorkloadResult
-from nanovllm_teach.sim.runner import SimClock, SimulatedRunner
-from nanovllm_teach.sim.workload import Request
 from nanovllm_teach.trace.events import EngineInit, EngineReady, GenerateFinish, GenerateStart, RequestEnqueue, StepDone
-from nanovllm_teach.trace.recorder import Recorder, make_recorder
-from nanovllm_teach.utils.loader import check_checkpoint
+from nanovllm_teach.trace.recorder import Recorder
 
 Prompt = str | list[int]
 
@@ -66,26 +57,21 @@ class StepResult(NamedTuple):
     num_tokens: int
     num_batched_tokens: int
     seqs: list[Sequence]  # the batch, in order
+    runner_stats: dict[str, Any]  # what the runner added to STEP_DONE
 
 
 class LLMEngine:
-    def __init__(self, model: str | Path | None = None, *, trace: str | Path | Recorder | None = None,
-                 trace_metadata: dict[str, Any] | None = None, **settings: Any) -> None:
-        config = Config.from_kwargs(str(model if model is not None else default_model_path()), settings)
+    def __init__(self, config: Config, *, recorder: Recorder, trace_header: dict[str, Any],
+                 make_runner: Callable[[Config, Recorder], Runner], clock: Clock, tokenizer: Any | None,
+                 eos_token_id: int) -> None:
+        """``recorder`` is opened with ``trace_header`` here; ``make_runner(config, recorder)`` builds the
+        runner after ENGINE_INIT; ``tokenizer`` None: prompts are token ids and outputs have no text."""
         self.config = config
-        self.sim_clock = SimClock() if config.simulated else None
-        if config.simulated:
-            self.tokenizer = None  # token ids only: the simulated model has no vocabulary to read
-            self.hardware = get_device(config.hardware)
-        else:
-            self.tokenizer = AutoTokenizer.from_pretrained(config.model)
-            if self.tokenizer.eos_token_id is None:
-                raise ValueError(f"the tokenizer in {config.model} defines no EOS token: generation could never stop")
-            check_checkpoint(config.model, config.hf_config)
-        self.rec = make_recorder(trace)
-        if self.sim_clock is not None:
-            self.rec.set_clock(lambda: round(self.sim_clock.now_s * 1e9))
-        self.rec.open(config.trace_header(trace_metadata or {}, self.hardware if config.simulated else None))
+        self.tokenizer = tokenizer
+        self.clock = clock
+        self.rec = recorder
+        self.rec.set_clock(lambda: round(clock.now_s() * 1e9))
+        self.rec.open(trace_header)
         if self.rec.enabled:
             self.rec.record("bootstrap", "engine_starting", EngineInit(
                 max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
@@ -93,42 +79,36 @@ class LLMEngine:
                 tp_size=config.tensor_parallel_size, model=config.model_name,
                 enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
                 attention_backend=config.attention_backend))
-        self.model_runner: ModelRunner | TensorParallelRunner | SimulatedRunner
-        if config.simulated:
-            self.model_runner = SimulatedRunner.from_config(config, self.hardware, self.rec, clock=self.sim_clock,
-                                                            efficiency=config.efficiency())
-        elif config.tensor_parallel_size > 1:
-            self.model_runner = TensorParallelRunner(config, self.rec)
-        else:
-            self.model_runner = ModelRunner(config, 0, self.rec)
+        self.model_runner = make_runner(config, self.rec)
         self.config = config = config.with_kv_cache(self.model_runner.num_kvcache_blocks)
-        self.eos_token_id = self.model_runner.eos_token_id if config.simulated else self.tokenizer.eos_token_id
+        self.eos_token_id = eos_token_id
         self.scheduler = Scheduler(
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-            max_model_len=config.max_model_len, eos=self.eos_token_id,
+            max_model_len=config.max_model_len, eos=eos_token_id,
             num_kvcache_blocks=config.num_kvcache_blocks, block_size=config.kvcache_block_size,
-            enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
-            recorder=self.rec)
+            enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy)
+        self.teaching = Teaching(self.rec)
         self._seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
         self.last_step: StepResult | None = None  # the last step that completed
         if self.rec.enabled:
             self.rec.record("init", "engine_ready", EngineReady(
-                num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=self.eos_token_id,
+                num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=eos_token_id,
                 attention_backend=config.attention_backend, device=config.device))
 
     def now_s(self) -> float:
-        """The engine's clock in seconds: simulated time, or the host's ``perf_counter``."""
-        return self.sim_clock.now_s if self.sim_clock is not None else perf_counter()
+        """The engine's clock in seconds (simulated time for a simulated runner)."""
+        return self.clock.now_s()
 
     # ---- requests -------------------------------------------------------------------------------
 
-    def _make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
-        """Validate one request completely before anything is enqueued."""
+    def make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
+        """One request, validated completely and given its ``seq_id``, not queued yet (``enqueue``)."""
         if not isinstance(sampling_params, SamplingParams):
             raise TypeError(f"sampling_params must be a SamplingParams, got {type(sampling_params).__name__}")
         if isinstance(prompt, str) and self.tokenizer is None:
-            raise TypeError("the simulated engine has no tokenizer: give token id lists or a workload")
+            raise TypeError("this engine has no tokenizer (a simulated model has no vocabulary): give token id "
+                            "lists or a workload")
         if isinstance(prompt, str):
             token_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
@@ -152,7 +132,8 @@ class LLMEngine:
                 f"lower max_tokens or give the cache more blocks")
         return Sequence(next(self._seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
 
-    def _enqueue(self, seq: Sequence) -> None:
+    def enqueue(self, seq: Sequence) -> None:
+        """Queue a sequence from ``make_sequence``: it joins the waiting queue."""
         self.scheduler.add(seq)
         if self.rec.enabled:
             self.rec.record("ingress", "new_request_waiting", RequestEnqueue(
@@ -163,18 +144,25 @@ class LLMEngine:
     def add_request(self, prompt: Prompt, sampling_params: SamplingParams | None = None) -> int:
         """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid, and
         queues nothing if it raises at all: a caller who got no ``seq_id`` has nothing to abort."""
-        seq = self._make_sequence(prompt, sampling_params or SamplingParams())
+        seq = self.make_sequence(prompt, sampling_params or SamplingParams())
         try:
-            self._enqueue(seq)
+            self.enqueue(seq)
             return seq.seq_id
         except BaseException:
-            self.scheduler.abort([seq.seq_id])
+            self.abort([seq.seq_id])
             raise
 
     def abort_request(self, seq_id: int) -> bool:
         """Take request ``seq_id`` out of the engine, wherever it is, freeing its KV blocks. Returns whether
         it was still waiting or running (False for an unknown, finished or already aborted id)."""
-        return bool(self.scheduler.abort([seq_id]))
+        return bool(self.abort([seq_id]))
+
+    def abort(self, seq_ids: Iterable[int]) -> list[int]:
+        """Take these requests out, wherever they are, freeing exactly their blocks (unknown, finished or
+        already aborted ids are skipped); returns the ids aborted. The state is settled before any event."""
+        decisions = transaction.abort(self.scheduler, seq_ids)
+        self.teaching.aborted(decisions)
+        return [d.seq_id for d in decisions if isinstance(d, Aborted)]
 
     def is_finished(self) -> bool:
         return self.scheduler.is_finished()
@@ -196,42 +184,46 @@ class LLMEngine:
 
     def _step(self) -> StepResult:
         """The step as a transaction: it completes, or it raises and is rolled back."""
-        checkpoint = self.scheduler.checkpoint()
+        checkpoint = transaction.checkpoint(self.scheduler)
         self.num_steps += 1
         try:
             with self.rec.at_step(self.num_steps):
                 self.last_step = self._run_step()
             return self.last_step  # from inside the try: an interrupt on any line up to here undoes the step
         except BaseException:
-            self.scheduler.rollback(checkpoint)  # outside the step's scope: the undo belongs to no step
+            # Outside the step's scope: the undo belongs to no step.
+            self.teaching.rolled_back(transaction.rollback(self.scheduler, checkpoint))
             raise
 
     def _run_step(self) -> StepResult:
         start = self.now_s()
+        decisions = self.scheduler.decisions
         batch = self.scheduler.schedule()
+        num_scheduling_decisions = len(decisions)
+        self.teaching.scheduled(batch, decisions, self.scheduler)
         token_ids = self.model_runner.run(batch)
         seqs = self.scheduler.postprocess(batch, token_ids)
+        self.teaching.postprocessed(decisions[num_scheduling_decisions:])
         is_prefill, num_batched_tokens = batch.is_prefill, batch.num_batched_tokens
         latency_ms = (self.now_s() - start) * 1e3
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
+        runner_stats = self.model_runner.step_stats()
         if self.rec.enabled:
             bm = self.scheduler.block_manager
             phase = "prefill" if is_prefill else "decode"
-            cost = self.model_runner.last_cost if self.sim_clock is not None else None
-            predicted = {"predicted_ms": round(cost.total_s * 1e3, 3), "bound": cost.bound} if cost else {}
             self.rec.record(phase, "step_complete", StepDone(
                 phase=phase, latency_ms=round(latency_ms, 3), num_tokens_stat=num_tokens,
                 num_batched_tokens=num_batched_tokens, batch_size=len(seqs), seq_ids=[s.seq_id for s in seqs],
                 finished=[s.seq_id for s in finished], used_blocks=bm.num_blocks - bm.num_free_blocks,
                 free_blocks=bm.num_free_blocks, waiting_len=len(self.scheduler.waiting),
-                running_len=len(self.scheduler.running), **predicted))
+                running_len=len(self.scheduler.running), **runner_stats))
         if is_prefill:
             self.num_prefill_steps += 1
         else:
             self.num_decode_steps += 1
         return StepResult([(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens,
-                          num_batched_tokens, seqs)
+                          num_batched_tokens, seqs, runner_stats)
 
     def generate(self, prompts: SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
@@ -248,10 +240,7 @@ class LLMEngine:
         ``abort_request`` them first. If it raises (Ctrl-C included), its requests are aborted first: the
         engine is left empty, every KV block free.
         """
-        if not self.is_finished():
-            raise ValueError(
-                f"generate() cannot start while requests added with add_request are unfinished (seq_ids "
-                f"{sorted(self.scheduler.accepted)}): finish them with step() or abort_request() them first")
+        self.refuse_while_busy("generate()")
         if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
             raise TypeError("prompts must be a list of prompts (str or list of token ids)")
         if isinstance(sampling_params, list):
@@ -265,17 +254,11 @@ class LLMEngine:
             raise ValueError(f"got {len(arrivals)} arrival_steps for {len(prompts)} prompts")
         if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
             raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
-        seqs = [self._make_sequence(p, sp) for p, sp in zip(prompts, params)]
-        steps_before = self._generate_start(len(seqs))
+        seqs = [self.make_sequence(p, sp) for p, sp in zip(prompts, params)]
         # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
         pending = deque(sorted(zip(arrivals, seqs), key=lambda pair: pair[0]))
-        try:
-            with self.rec.flushing_deferred():
-                self._run_until_done(pending, len(seqs), use_tqdm)
-        except BaseException:
-            self.scheduler.abort(seq.seq_id for seq in seqs)  # leave no queued request, no held block
-            raise
-        self._generate_finish(steps_before, len(seqs))
+        with self.serving(seqs), self.rec.flushing_deferred():
+            self._run_until_done(pending, len(seqs), use_tqdm)
         return [{"seq_id": seq.seq_id, "text": self._text(seq), "token_ids": seq.completion_token_ids,
                  "finish_reason": seq.finish_reason} for seq in seqs]
 
@@ -284,16 +267,31 @@ class LLMEngine:
             return None  # placeholder ids spell nothing
         return self.tokenizer.decode(seq.completion_token_ids, skip_special_tokens=seq.skip_special_tokens)
 
-    def _generate_start(self, n_prompts: int) -> tuple[int, int, int]:
-        if self.rec.enabled:
-            self.rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=n_prompts))
-        return self.num_steps, self.num_prefill_steps, self.num_decode_steps
+    def refuse_while_busy(self, caller: str) -> None:
+        """A call that returns its own requests' outputs (``caller``) cannot share the engine with requests
+        queued by ``add_request``: ``ValueError`` naming them."""
+        if not self.is_finished():
+            raise ValueError(
+                f"{caller} cannot start while requests added with add_request are unfinished (seq_ids "
+                f"{sorted(self.scheduler.accepted)}): finish them with step() or abort_request() them first")
 
-    def _generate_finish(self, steps_before: tuple[int, int, int], n_outputs: int) -> None:
+    @contextmanager
+    def serving(self, seqs: list[Sequence]) -> Iterator[None]:
+        """The frame of a call that feeds ``seqs`` to the engine and steps until they are done (``generate``,
+        a workload's arrivals): GENERATE_START, then GENERATE_FINISH once the block completes; if it raises,
+        every one of ``seqs`` is aborted first, so no request is left queued and no block held."""
+        if self.rec.enabled:
+            self.rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=len(seqs)))
+        before = self.num_steps, self.num_prefill_steps, self.num_decode_steps
+        try:
+            yield
+        except BaseException:
+            self.abort(seq.seq_id for seq in seqs)
+            raise
         if self.rec.enabled:
             self.rec.record("egress", "queues_empty", GenerateFinish(
-                total_steps=self.num_steps - steps_before[0], prefill_steps=self.num_prefill_steps - steps_before[1],
-                decode_steps=self.num_decode_steps - steps_before[2], n_outputs=n_outputs))
+                total_steps=self.num_steps - before[0], prefill_steps=self.num_prefill_steps - before[1],
+                decode_steps=self.num_decode_steps - before[2], n_outputs=len(seqs)))
 
     def _run_until_done(self, pending: deque[tuple[int, Sequence]], total: int, use_tqdm: bool) -> None:
         prefill_tps = decode_tps = 0.0
@@ -301,7 +299,7 @@ class LLMEngine:
         with tqdm(total=total, desc="Generating", dynamic_ncols=True, disable=not use_tqdm) as bar:
             while pending or not self.is_finished():
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
-                    self._enqueue(pending.popleft()[1])
+                    self.enqueue(pending.popleft()[1])
                 start = self.now_s()
                 finished, num_tokens = self.step()
                 elapsed = self.now_s() - start
@@ -314,62 +312,9 @@ class LLMEngine:
                 bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
                 bar.update(len(finished))
 
-    def run_workload(self, workload: SequenceOf[Request], *, ignore_eos: bool = False) -> WorkloadResult:
-        """Serve ``workload``: each request joins ``arrival_s`` seconds after the call (simulated, or by the
-        wall clock for the real engine, which sleeps while idle). An answer is ``output_len`` tokens: the
-        simulated model ends it with EOS, the real one runs with ``max_tokens=output_len, ignore_eos=True``;
-        a request's own ``max_tokens`` may cut it. ``ignore_eos`` (simulated): every request runs to its
-        ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does."""
-        if not self.is_finished():
-            raise ValueError(f"run_workload() cannot start while requests added with add_request are unfinished "
-                             f"(seq_ids {sorted(self.scheduler.accepted)})")
-        simulated = self.sim_clock is not None
-        seqs = [self._make_sequence(r.prompt_token_ids, SamplingParams(
-            temperature=0.0, ignore_eos=ignore_eos or not simulated,
-            max_tokens=(r.max_tokens or r.output_len) if simulated else min(r.max_tokens or r.output_len,
-                                                                          r.output_len))) for r in workload]
-        if simulated and not ignore_eos:  # only once every request is valid: a refusal changes nothing
-            for seq, request in zip(seqs, workload):
-                self.model_runner.expect_length(seq.seq_id, seq.num_prompt_tokens + request.output_len)
-        steps_before = self._generate_start(len(seqs))
-        try:
-            result = self._serve(sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
-        except BaseException:
-            self.scheduler.abort(seq.seq_id for seq in seqs)
-            raise
-        finally:
-            if simulated:
-                self.model_runner.forget(seq.seq_id for seq in seqs)
-        self._generate_finish(steps_before, len(seqs))
-        result.num_preemptions = sum(seq.num_preemptions for seq in seqs)
-        return result
-
-    def _serve(self, arrivals: list[tuple[Request, Sequence]]) -> WorkloadResult:
-        pending = deque(arrivals)
-        result = WorkloadResult()
-        t0 = self.now_s()
-        while pending or not self.is_finished():
-            if self.is_finished():  # idle until the next arrival
-                if self.sim_clock is not None:
-                    self.sim_clock.wait_until(t0 + pending[0][0].arrival_s)
-                else:
-                    sleep(max(0.0, t0 + pending[0][0].arrival_s - self.now_s()))
-            now = self.now_s()
-            while pending and t0 + pending[0][0].arrival_s <= now:
-                request, seq = pending.popleft()
-                self._enqueue(seq)
-                result.requests[seq.seq_id] = RequestTimes(t0 + request.arrival_s, seq.num_prompt_tokens)
-            step = self._step()
-            cost = self.model_runner.last_cost if self.sim_clock is not None else None
-            result.add_step(step.seqs, step.num_tokens > 0, self.now_s(), cost.bound if cost else None)
-        first = min((r.arrival_s for r in result.requests.values()), default=t0)
-        result.duration_s = self.now_s() - first
-        return result
-
     def close(self) -> None:
-        """Stop the tensor-parallel workers, if any, and finish the trace file, if one is being written."""
-        if isinstance(self.model_runner, TensorParallelRunner):
-            self.model_runner.close()
+        """Close the runner (a tensor-parallel group stops its workers) and finish the trace file, if any."""
+        self.model_runner.close()
         self.rec.close()
 
     def __enter__(self) -> "LLMEngine":

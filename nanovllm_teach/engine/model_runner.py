@@ -347,6 +347,12 @@ class ModelRunner:
                                      eager_reason=eager_reason(is_prefill, self.graph_skip)))
         return self.model.compute_logits(hidden_states)
 
+    def step_stats(self) -> dict[str, Any]:
+        return {}  # a real step's time is what the engine's clock measured
+
+    def close(self) -> None:
+        """Nothing to release: the model and the KV cache go with this object."""
+
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int]:
         """The one call the engine makes: one sampled token id per sequence of ``batch``."""

@@ -8,16 +8,13 @@ State machine::
 
 Token bookkeeping: ``num_cached_tokens`` counts the tokens whose K/V is already in the cache (a reused
 prefix, or earlier prefill chunks); ``num_scheduled_tokens`` is how many the current step computes.
-``state()`` / ``restore()`` save and put back everything a step can change, so that a step interrupted
-half-way (Ctrl-C, a failing trace sink) can be undone.
 
-Emits no events itself: the scheduler reports its transitions.
+Emits no events.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple
 
 from nanovllm_teach.sampling_params import SamplingParams
 
@@ -26,17 +23,6 @@ class SequenceStatus(Enum):
     WAITING = "WAITING"
     RUNNING = "RUNNING"
     FINISHED = "FINISHED"
-
-
-class SequenceState(NamedTuple):
-    """What one step may change in a sequence (a NamedTuple: one is taken per sequence per step)."""
-
-    status: SequenceStatus
-    num_tokens: int
-    num_cached_tokens: int
-    block_table: tuple[int, ...]
-    finish_reason: str | None
-    num_preemptions: int
 
 
 class Sequence:
@@ -100,19 +86,3 @@ class Sequence:
         self.token_ids.append(token_id)
         self.last_token = token_id
         self.num_tokens += 1
-
-    def state(self) -> SequenceState:
-        return SequenceState(self.status, self.num_tokens, self.num_cached_tokens, tuple(self.block_table),
-                             self.finish_reason, self.num_preemptions)
-
-    def restore(self, state: SequenceState) -> None:
-        """Back to ``state``: tokens appended since are dropped, nothing is scheduled."""
-        del self.token_ids[state.num_tokens:]
-        self.num_tokens = state.num_tokens
-        self.last_token = self.token_ids[-1]
-        self.status = state.status
-        self.num_cached_tokens = state.num_cached_tokens
-        self.num_scheduled_tokens = 0
-        self.block_table = list(state.block_table)
-        self.finish_reason = state.finish_reason
-        self.num_preemptions = state.num_preemptions

@@ -312,6 +312,9 @@ class TensorParallelRunner:
                                    f"{'prefill' if batch.is_prefill else 'decode'} step; create a new LLM") from exc
             raise
 
+    def step_stats(self) -> dict:
+        return {}
+
     def _stop(self, failure: str) -> list[str]:
         """Shut the group down after a failure; returns the workers that died, if any did (they, with the
         end of their error output, become the recorded ``failure``)."""

@@ -4,7 +4,7 @@
     nanovllm-teach simulate --list
 
 It builds ``LLM(model, runner="simulated", hardware=...)`` with the engine settings given, draws the
-workload (``sim/workload.py``: arrivals, prompt and output lengths, shared prefixes, one seed), runs it with
+workload (``workload/requests.py``: arrivals, prompt and output lengths, shared prefixes, one seed), runs it with
 ``run_workload`` and prints what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how
 many steps each bound decided. ``--out`` records the trace, which ``replay``, ``compare`` and ``diff`` read
 like any other. ``cli.py`` adds the command with ``add_simulate_parser``; a mistake raises ValueError (one
@@ -22,7 +22,7 @@ from typing import Any
 
 from nanovllm_teach.sim.cost_model import load_shape, shape_names
 from nanovllm_teach.sim.hardware import DEVICES, GIB, device_names
-from nanovllm_teach.sim.workload import SharedPrefix, make_workload, parse_arrivals, parse_lengths
+from nanovllm_teach.workload.requests import SharedPrefix, make_workload, parse_arrivals, parse_lengths
 
 
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:

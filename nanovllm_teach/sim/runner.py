@@ -10,11 +10,12 @@ model and a GPU that are not there:
   the device's memory, the runtime's own share, the weights, and the warm-up prefill's activation peak;
   it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
-  ``last_cost`` (and what it was made from, each sequence's new and cached tokens, in ``last_work``);
-  decode steps replay a CUDA graph under the same rule as on a real GPU (``engine/cuda_graphs.py``);
+  ``last_cost`` (and what it was made from, each sequence's new and cached tokens, in ``last_work``); the
+  engine's STEP_DONE carries it (``step_stats``); decode steps replay a CUDA graph under the same rule as
+  on a real GPU (``engine/cuda_graphs.py``);
 - tokens are placeholders: a sequence gets EOS once it reaches the length the workload gave it
-  (``expect_length``), another id otherwise (so without a target it runs to ``max_tokens``). Prompt ids
-  are real, so prefix caching hits exactly as it would.
+  (``answers``, which the arrival loop tells), another id otherwise (so without a target it runs to
+  ``max_tokens``). Prompt ids are real, so prefix caching hits exactly as it would.
 
 Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 """
@@ -22,9 +23,7 @@ Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from msgspec import UNSET
 
@@ -36,27 +35,50 @@ from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunMo
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget
 
-if TYPE_CHECKING:
-    from nanovllm_teach.config import Config
-
 # What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
 # datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
 GPU_RUNTIME_BYTES = 512 * 2**20
 
 
-@dataclass
 class SimClock:
-    """Simulated seconds since the engine started; only ``SimulatedRunner.run`` and idle waits move it."""
+    """Simulated seconds since the engine started (the engine's ``Clock``); only ``SimulatedRunner.run`` and
+    idle waits move it."""
 
-    now_s: float = 0.0
+    def __init__(self) -> None:
+        self.t_s = 0.0
+
+    def now_s(self) -> float:
+        return self.t_s
 
     def advance(self, seconds: float) -> None:
         assert seconds >= 0, seconds
-        self.now_s += seconds
+        self.t_s += seconds
 
     def wait_until(self, t_s: float) -> None:
         """An idle engine waits for the next arrival (time never runs backwards)."""
-        self.now_s = max(self.now_s, t_s)
+        self.t_s = max(self.t_s, t_s)
+
+
+class AnswerLengths:
+    """How long each sequence's answer is to be: the workload says, and a simulated model cannot know."""
+
+    def __init__(self) -> None:
+        self._lengths: dict[int, int] = {}
+
+    def expect(self, seq_id: int, num_tokens: int) -> None:
+        """The token that makes ``seq_id`` ``num_tokens`` long is EOS."""
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 2:
+            raise ValueError(f"a sequence length must be an int >= 2 (a prompt and an answer), got {num_tokens!r}")
+        self._lengths[seq_id] = num_tokens
+
+    def forget(self, seq_ids: Iterable[int]) -> None:
+        """Drop the lengths of sequences that are done (kept until then: a step that is rolled back and run
+        again must answer the same)."""
+        for seq_id in seq_ids:
+            self._lengths.pop(seq_id, None)
+
+    def get(self, seq_id: int) -> int | None:
+        return self._lengths.get(seq_id)
 
 
 class SimulatedRunner:
@@ -65,9 +87,10 @@ class SimulatedRunner:
                  gpu_memory_utilization: float = 0.9, cpu_kvcache_gib: float = 0.25,
                  num_kvcache_blocks: int | None = None, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  efficiency: Efficiency | None = None, recorder: Recorder | None = None,
-                 clock: SimClock | None = None) -> None:
+                 clock: SimClock | None = None, answers: AnswerLengths | None = None) -> None:
         """The engine settings that matter to execution, with ``Config``'s names and defaults. ``clock``: the
-        simulated clock to advance (an engine that stamps its events with it passes its own)."""
+        simulated clock to advance (an engine that stamps its events with it passes its own); ``answers``:
+        the lengths a workload gives its answers."""
         tp = tensor_parallel_size
         for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
             if getattr(shape, name) % tp != 0:
@@ -91,22 +114,10 @@ class SimulatedRunner:
         self.graph_sizes = graph_batch_sizes(max_num_seqs) if device.kind == "gpu" and not enforce_eager else []
         self.eos_token_id = shape.eos_token_id
         self.placeholder_token_id = 1 if shape.eos_token_id == 0 else 0
-        self._target_lens: dict[int, int] = {}
+        self.answers = answers or AnswerLengths()
         peak = self._warmup()
         self.num_kvcache_blocks = self._size_kv_cache(peak, gpu_memory_utilization, cpu_kvcache_gib,
                                                       num_kvcache_blocks)
-
-    @classmethod
-    def from_config(cls, config: "Config", device: Device, recorder: Recorder, *, clock: SimClock | None = None,
-                    efficiency: Efficiency | None = None) -> "SimulatedRunner":
-        """The runner an engine builds from its ``Config`` (the model's ``config.json`` gives the shape)."""
-        shape = ModelShape.from_config(config.hf_config.to_dict(), Path(config.model).name)
-        return cls(shape, device, block_size=config.kvcache_block_size,
-                   max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
-                   max_model_len=config.max_model_len, gpu_memory_utilization=config.gpu_memory_utilization,
-                   cpu_kvcache_gib=config.cpu_kvcache_gib, num_kvcache_blocks=config.num_kvcache_blocks,
-                   tensor_parallel_size=config.tensor_parallel_size, enforce_eager=config.enforce_eager,
-                   efficiency=efficiency, recorder=recorder, clock=clock)
 
     # ---- start-up -------------------------------------------------------------------------------
 
@@ -167,22 +178,10 @@ class SimulatedRunner:
 
     # ---- one step -------------------------------------------------------------------------------
 
-    def expect_length(self, seq_id: int, num_tokens: int) -> None:
-        """The workload's length for ``seq_id``: the token that makes it ``num_tokens`` long is EOS."""
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 2:
-            raise ValueError(f"a sequence length must be an int >= 2 (a prompt and an answer), got {num_tokens!r}")
-        self._target_lens[seq_id] = num_tokens
-
-    def forget(self, seq_ids: Iterable[int]) -> None:
-        """Drop the lengths of sequences that are done (kept until then: a step that is rolled back and run
-        again must answer the same)."""
-        for seq_id in seq_ids:
-            self._target_lens.pop(seq_id, None)
-
     def _next_token(self, seq: ScheduledSeq) -> int:
         if seq.is_prompt_chunk:
             return self.placeholder_token_id  # the scheduler drops its token
-        target = self._target_lens.get(seq.seq_id)
+        target = self.answers.get(seq.seq_id)
         if target is not None and seq.num_tokens + 1 >= target:
             return self.eos_token_id
         return self.placeholder_token_id
@@ -210,6 +209,14 @@ class SimulatedRunner:
             self.rec.record(phase, "sample_next_tokens", Sample(
                 seq_ids=batch.seq_ids, temperatures=[seq.temperature for seq in seqs], token_ids=token_ids))
         return token_ids
+
+    def step_stats(self) -> dict[str, Any]:
+        """The last step's prediction, for STEP_DONE."""
+        cost = self.last_cost
+        return {} if cost is None else {"predicted_ms": round(cost.total_s * 1e3, 3), "bound": cost.bound}
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def _eager_reason(self, is_prefill: bool) -> str:
         if is_prefill:

@@ -1,5 +1,6 @@
-"""Orchestration (simulated or real): workloads in time — who arrives when, with how long a prompt, wanting how
-many tokens. Pure Python, no torch; everything drawn from one ``random.Random(seed)``.
+"""Workloads in time — who arrives when, with how long a prompt, wanting how many tokens — for the real or
+the simulated engine (``workload/arrivals.py`` serves them). Pure Python, no torch; everything drawn from
+one ``random.Random(seed)``.
 
 A workload is a list of ``Request``: an arrival time in seconds (simulated seconds for the simulated
 engine, wall-clock seconds for a real one), prompt token ids, and the output length the request will

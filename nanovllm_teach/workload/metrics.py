@@ -1,8 +1,8 @@
-"""Orchestration (simulated or real): what a workload run measures — each request's arrival, first-token
-and finish times, and the serving figures made of them (throughput, TTFT, TPOT, steps by bound).
+"""What a workload run measures — each request's arrival, first-token and finish times, and the serving
+figures made of them (throughput, TTFT, TPOT, steps by bound). Pure Python.
 
-``LLMEngine.run_workload`` fills a ``WorkloadResult`` as it runs, on the clock the engine runs on: simulated
-seconds for ``runner="simulated"``, wall-clock seconds for the real engine. The same figures can be read
+``serve_workload`` (``workload/arrivals.py``) fills a ``WorkloadResult`` as it runs, on the clock the engine
+runs on: simulated seconds for ``runner="simulated"``, wall-clock seconds for the real engine. The same figures can be read
 from the run's trace; this is the way that needs none (a 10,000-request run can keep its trace off).
 
 Emits no events.

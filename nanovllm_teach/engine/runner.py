@@ -1,0 +1,66 @@
+"""The narrow edge between orchestration and execution: what ``LLMEngine`` asks of the runner it drives, and
+the clock it runs on. Pure Python, no torch.
+
+Any object with these few members is a runner: the model runner (``engine/model_runner.py``), its
+tensor-parallel group (``engine/tp_workers.py``) and the cost-model simulator (``nanovllm_teach/sim``) all
+are, and the engine cannot tell them apart. Time comes from an injected ``Clock``: the host's wall clock,
+or a simulated one that only the simulated runner and idle waits move.
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from nanovllm_teach.engine.batch import ScheduledBatch
+
+if TYPE_CHECKING:  # the config imports torch; this edge does not need to
+    from nanovllm_teach.config import Config
+    from nanovllm_teach.trace.recorder import Recorder
+
+
+class Runner(Protocol):
+    num_kvcache_blocks: int  # sized at start-up: the block manager is built with this many
+
+    def run(self, batch: ScheduledBatch) -> list[int]:
+        """One sampled token id per sequence of ``batch``, in its order."""
+
+    def step_stats(self) -> dict[str, Any]:
+        """What the runner adds to the last step's STEP_DONE (a prediction, say; usually nothing)."""
+
+    def close(self) -> None:
+        """Release what the runner holds (worker processes, say)."""
+
+
+class Clock(Protocol):
+    def now_s(self) -> float:
+        """Seconds on this clock (only differences count)."""
+
+    def wait_until(self, t_s: float) -> None:
+        """Let time pass until ``now_s() >= t_s`` (an idle engine waiting for its next arrival)."""
+
+
+class WallClock:
+    """The host's monotonic clock: a real engine's steps take the time they take."""
+
+    def now_s(self) -> float:
+        return time.perf_counter()
+
+    def wait_until(self, t_s: float) -> None:
+        time.sleep(max(0.0, t_s - time.perf_counter()))
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """What an ``LLMEngine`` is built from, chosen by whoever builds it (``nanovllm_teach/llm.py``)."""
+
+    config: Config
+    make_runner: Callable[[Config, Recorder], Runner]  # called once the trace is open
+    clock: Clock
+    tokenizer: Any | None  # None: prompts are token ids, outputs have no text
+    eos_token_id: int
+    simulated: dict[str, Any] | None = None  # the trace header's description of a simulated device
+    answers: Any | None = None  # where a workload's answer lengths go, for a model that follows them

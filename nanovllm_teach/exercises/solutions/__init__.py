@@ -1,1 +1,0 @@
-"""Reference solutions, one per exercise: what the engine itself does. Every grader passes them."""

@@ -1,0 +1,69 @@
+"""The engine at scale, assembled: the real ``LLMEngine`` driving a ``SimulatedRunner`` on a ``SimClock``.
+
+``simulated_parts(model, settings)`` is what ``LLM(model, runner="simulated", hardware=...)`` is built from:
+the model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with a ``config.json``; no
+tokenizer, no weights), ``hardware`` names the device (``sim/hardware.py``) and ``device`` becomes its name;
+the efficiency factors come from ``sim_factors``' file, or the defaults. The engine itself is the same
+one, and does not know: this module imports the engine, never the other way round.
+
+Emits no events itself (the engine and the runner do).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from nanovllm_teach.config import Config, check_shards, read_model_config, resolve_linear_backend
+from nanovllm_teach.engine.runner import EngineParts
+from nanovllm_teach.settings import Settings
+from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, shape_dir
+from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
+from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
+from nanovllm_teach.trace.recorder import Recorder
+
+
+def efficiency_of(settings: Settings) -> Efficiency:
+    """The simulated device's efficiency factors: ``sim_factors``' file, or the defaults."""
+    if settings.sim_factors is None:
+        return Efficiency()
+    try:
+        return Efficiency.from_json(settings.sim_factors)
+    except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
+        raise ValueError(f"sim_factors {str(settings.sim_factors)!r} is not a JSON file of efficiency factors: "
+                         f"{error}") from None
+
+
+def simulated_parts(model: str, asked: Settings) -> EngineParts:
+    if asked.hardware not in device_names():
+        problem = "needs hardware" if asked.hardware is None else f"has no hardware {asked.hardware!r}"
+        raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
+    efficiency = efficiency_of(asked)  # a missing or bad file fails now, before anything is built
+    path = shape_dir(model)
+    hf_config = read_model_config(path, model)
+    check_shards(asked.tensor_parallel_size, hf_config)  # a simulated device has as many peers as it is asked for
+    # "this-cpu" is measured only when the engine starts: it is a CPU, float32.
+    kind, dtype = ((DEVICES[asked.hardware].kind, DEVICES[asked.hardware].dtype) if asked.hardware in DEVICES
+                   else ("cpu", "float32"))
+    linear = "torch" if kind == "gpu" else resolve_linear_backend(asked.linear_backend, torch.device("cpu"),
+                                                                 torch.float32)
+    config = Config.build(asked, path, hf_config, device=asked.hardware, dtype=dtype, on_gpu=kind == "gpu",
+                          attention_backend=attention_backend_on(kind), linear_backend=linear)
+    device = get_device(config.hardware)
+    shape = ModelShape.from_config(hf_config.to_dict(), path.name)
+    clock, answers = SimClock(), AnswerLengths()
+
+    def make_runner(config: Config, recorder: Recorder) -> SimulatedRunner:
+        return SimulatedRunner(
+            shape, device, block_size=config.kvcache_block_size, max_num_batched_tokens=config.max_num_batched_tokens,
+            max_num_seqs=config.max_num_seqs, max_model_len=config.max_model_len,
+            gpu_memory_utilization=config.gpu_memory_utilization, cpu_kvcache_gib=config.cpu_kvcache_gib,
+            num_kvcache_blocks=config.num_kvcache_blocks, tensor_parallel_size=config.tensor_parallel_size,
+            enforce_eager=config.enforce_eager, efficiency=efficiency, recorder=recorder, clock=clock,
+            answers=answers)
+
+    simulated = {"hardware": device.describe(), "efficiency": efficiency.to_dict(),
+                 "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name}
+    return EngineParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers)

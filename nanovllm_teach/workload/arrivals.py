@@ -1,0 +1,79 @@
+"""Orchestration: serving a workload, requests that arrive in time, on the engine's public step API.
+
+``serve_workload(engine, workload)`` is the one arrival loop: each request joins ``arrival_s`` seconds after
+the call, on the engine's own clock (simulated seconds for a simulated runner, which jumps to the next
+arrival while the engine is idle; the wall clock for a real one, which sleeps). Between arrivals the engine
+steps; every step's end is a moment the metrics (``workload/metrics.py``) are taken at.
+
+An answer is ``output_len`` tokens long. A real model writes what it writes, so it runs with
+``max_tokens=output_len`` and ``ignore_eos``; a model that follows the workload's lengths (the simulator's:
+``answers``) is told each length and ends the answer there with EOS, unless ``ignore_eos``, as in
+nano-vllm's benchmark, runs every request to its ``max_tokens``.
+
+Emits nothing itself (the engine emits its events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol, Sequence as SequenceOf
+
+from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
+from nanovllm_teach.workload.requests import Request
+
+
+class AnswerLengths(Protocol):
+    """A model that is told how long each answer is (the simulated one)."""
+
+    def expect(self, seq_id: int, num_tokens: int) -> None: ...
+
+    def forget(self, seq_ids: Iterable[int]) -> None: ...
+
+
+def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_eos: bool = False,
+                   answers: AnswerLengths | None = None) -> WorkloadResult:
+    """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
+    and aborts as ``generate`` does."""
+    engine.refuse_while_busy("run_workload()")
+    seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
+    if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
+        for seq, request in zip(seqs, workload):
+            answers.expect(seq.seq_id, seq.num_prompt_tokens + request.output_len)
+    try:
+        with engine.serving(seqs):
+            result = _arrive_and_step(engine, sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
+    finally:
+        if answers is not None:
+            answers.forget(seq.seq_id for seq in seqs)
+    result.num_preemptions = sum(seq.num_preemptions for seq in seqs)
+    return result
+
+
+def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> SamplingParams:
+    if follows_lengths:
+        return SamplingParams(temperature=0.0, ignore_eos=ignore_eos, max_tokens=request.max_tokens or request.output_len)
+    return SamplingParams(temperature=0.0, ignore_eos=True,
+                          max_tokens=min(request.max_tokens or request.output_len, request.output_len))
+
+
+def _arrive_and_step(engine: LLMEngine, arrivals: list) -> WorkloadResult:
+    pending = list(reversed(arrivals))  # the next arrival last: popped in order
+    result = WorkloadResult()
+    clock = engine.clock
+    t0 = clock.now_s()
+    while pending or not engine.is_finished():
+        if engine.is_finished():  # idle until the next arrival
+            clock.wait_until(t0 + pending[-1][0].arrival_s)
+        now = clock.now_s()
+        while pending and t0 + pending[-1][0].arrival_s <= now:
+            request, seq = pending.pop()
+            engine.enqueue(seq)
+            result.requests[seq.seq_id] = RequestTimes(t0 + request.arrival_s, seq.num_prompt_tokens)
+        engine.step()
+        step = engine.last_step
+        result.add_step(step.seqs, step.num_tokens > 0, clock.now_s(), step.runner_stats.get("bound"))
+    first = min((r.arrival_s for r in result.requests.values()), default=t0)
+    result.duration_s = clock.now_s() - first
+    return result
