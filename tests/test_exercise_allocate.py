@@ -70,7 +70,7 @@ def test_an_unchained_hash_misses_the_second_block(tmp_path):
 
 def test_a_block_table_the_engine_cannot_use_is_refused_with_a_sentence():
     def allocate(bm, seq, num_cached_blocks):
-        seq.block_table = [bm._take_free_block()]  # one block, whatever the sequence needs
+        seq.block_table = [bm.take_free_block()]  # one block, whatever the sequence needs
 
     message = check("allocate", allocate).message
     assert re.search(r"your allocate gave seq 0 the block table \[0\] for its 10 tokens, which need 3 different "
@@ -80,5 +80,5 @@ def test_a_block_table_the_engine_cannot_use_is_refused_with_a_sentence():
 def test_hints_say_where_then_how_without_the_code():
     where, how = EXERCISES["allocate"].hint(1), EXERCISES["allocate"].hint(2)
     assert "hash_to_block_id" not in where and "free" in where
-    assert "bm.hash_to_block_id" in how and "ref_count" in how and "_take_free_block" in how
+    assert "bm.hash_to_block_id" in how and "ref_count" in how and "take_free_block" in how
     assert "seq.block_table = hits + fresh" not in how

@@ -43,9 +43,9 @@ def test_a_replaced_engine_function_is_found():
     assert replaced_definitions() == []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scheduler, "choose_next", _last_come_first_served)
-        patch.setattr(scheduler.Scheduler, "_schedule_decode", lambda self: [])
+        patch.setattr(scheduler.Scheduler, "schedule_decode", lambda self: [])
         assert replaced_definitions() == ["nanovllm_teach.engine.scheduler.choose_next",
-                                          "nanovllm_teach.engine.scheduler.Scheduler._schedule_decode"]
+                                          "nanovllm_teach.engine.scheduler.Scheduler.schedule_decode"]
     assert replaced_definitions() == []
 
 

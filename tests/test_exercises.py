@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.engine.exercise_points import POINTS
+from nanovllm_teach.exercises import points
 from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
 from nanovllm_teach.exercises.workloads import MAX_STEPS, MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE, WORKLOADS
 
 NAMES = list(EXERCISES)
-# The reference functions' annotations name engine classes, and may_append builds an event's payload.
-FUTURE = "from __future__ import annotations\nfrom nanovllm_teach.trace.events import BlockAllocate\n"
+# The reference functions' annotations name engine classes, and may_append returns a decision record.
+FUTURE = "from __future__ import annotations\nfrom nanovllm_teach.engine.decisions import Allocated\n"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -165,7 +165,8 @@ def test_wrong_quiz_answers_get_hints_not_answers():
 # ---- what the grader does around the student's code ---------------------------------------------------
 
 def test_the_engine_in_this_process_is_untouched_whatever_the_student_code_does(tmp_path):
-    originals = {name: point.resolve() for name, point in POINTS.items()}
+    all_points = [piece.point for ex in EXERCISES.values() for piece in getattr(ex, "pieces", ())]
+    originals = {point: points.resolve(point) for point in all_points}
     result = grade("schedule_decode", _solution(tmp_path, "crash", """
         def schedule_decode(scheduler):
             victim = scheduler.running[99]
@@ -175,7 +176,7 @@ def test_the_engine_in_this_process_is_untouched_whatever_the_student_code_does(
                      r"\(crash\.py, line 3: victim = scheduler.running\[99\]\)", result.message), result.message
     for name in ("can_append", "block_hash", "kv_cache_blocks"):
         assert not grade(name, EXERCISES[name].template_path).passed
-    assert {name: point.resolve() for name, point in POINTS.items()} == originals
+    assert {point: points.resolve(point) for point in all_points} == originals
 
 
 def test_results_the_engine_cannot_use_are_refused_with_a_sentence():
@@ -227,7 +228,7 @@ def test_cli_grade_and_exercises(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == EXERCISES["decode_slot"].hint(2)
     assert main(["exercises"]) == 0
     listing = capsys.readouterr().out
-    assert all(f"{name} " in listing for name in NAMES) and "templates/decode_slot.py" in listing
+    assert all(f"{name} " in listing for name in NAMES) and "decode_slot/template.py" in listing
 
 
 # ---- what a student's code cannot do to the grader (each of these printed PASS or hung before) ---------
@@ -239,7 +240,7 @@ def decode_slot(seq, block_size):
 
 
 def test_importing_the_reference_solutions_is_refused(tmp_path):
-    direct = _solution(tmp_path, "direct", "from nanovllm_teach.exercises.solutions.decode_slot import decode_slot\n")
+    direct = _solution(tmp_path, "direct", "from nanovllm_teach.exercises.decode_slot.solution import decode_slot\n")
     result = grade("decode_slot", direct)
     assert not result.passed and "uses the reference solutions" in result.message
     # Hidden from a reading of the file: refused when it runs, in the grading child.
@@ -247,13 +248,13 @@ def test_importing_the_reference_solutions_is_refused(tmp_path):
         import importlib
 
         def decode_slot(seq, block_size):
-            module = importlib.import_module("nanovllm_teach.exercises" + "." + "solu" + "tions.decode_slot")
+            module = importlib.import_module("nanovllm_teach.exercises.decode_slot" + "." + "solu" + "tion")
             return module.decode_slot(seq, block_size)
         """)
     result = grade("decode_slot", hidden)
     assert not result.passed and "SolutionsImportRefused" in result.message, result.message
     # In a notebook: the reference's own functions handed to check().
-    from nanovllm_teach.exercises.solutions import decode_slot as reference
+    from nanovllm_teach.exercises.decode_slot import solution as reference
     assert "uses the reference solutions" in check("decode_slot", reference.decode_slot).message
 
 
@@ -383,8 +384,8 @@ def test_each_exercise_point_exists_and_takes_the_templates_arguments(name):
 
     template = load_solution(EXERCISES[name].template_path)
     for piece in EXERCISES[name].pieces:
-        point = POINTS[piece.point]
-        engine = list(inspect.signature(point.resolve()).parameters)
+        point = piece.point
+        engine = list(inspect.signature(points.resolve(point)).parameters)
         student = list(inspect.signature(template[piece.function]).parameters)
-        is_method = "." in point.attribute
+        is_method = "." in point.partition(":")[2]
         assert (engine[1:] if is_method else engine) == (student[1:] if is_method else student), point

@@ -9,12 +9,12 @@ import pytest
 
 from nanovllm_teach.exercises import EXERCISES, grade
 
-SOLUTIONS = Path(__file__).resolve().parents[1] / "nanovllm_teach" / "exercises" / "solutions"
+EXERCISES_DIR = Path(__file__).resolve().parents[1] / "nanovllm_teach" / "exercises"
 
 
 def _variant(tmp_path: Path, name: str, old: str, new: str) -> Path:
     """The reference solution of ``name`` with one line changed: a student's typical mistake."""
-    source = (SOLUTIONS / f"{name}.py").read_text()
+    source = (EXERCISES_DIR / name / "solution.py").read_text()
     assert old in source, old
     path = tmp_path / f"my_{name}.py"
     path.write_text(source.replace(old, new))

@@ -1,57 +1,63 @@
-"""Classroom exercises with an autograder that diffs traces.
+"""Classroom exercises with an autograder.
 
-Each exercise removes one piece of the engine: the student rewrites it from a template, and the grader
-plugs the student's code into the real engine, runs fixed workloads, and compares the TEACHING trace with
-the reference engine's, event for event. A failure names the step and the event where the two runs first
-part ways, in plain words ("step 12: you preempted seq 1 (…), the reference preempted seq 4 (…)").
+Each exercise removes one piece of the engine: the learner rewrites it from a template, and the grader
+plugs the learner's code into the real engine, runs fixed workloads, and compares what the engine decided
+with what the reference engine decided, step by step, in the TEACHING vocabulary. A failure names the step
+and the decision where the two runs first part ways, in plain words ("step 12: you preempted seq 1 (…),
+the reference preempted seq 4 (…)").
 
-======================  ===============================================================================
-``schedule_prefill``    admitting prompts: budget, chunking, prefix cache (``Scheduler._schedule_prefill``)
-``schedule_decode``     decode scheduling with preemption (``Scheduler._schedule_decode``)
-``postprocess``         taking in sampled tokens, the finish rules (``Scheduler.postprocess``)
-``can_append``          can a sequence grow by one token, and its new block (``BlockManager``)
-``allocate``            a new sequence's block table: shared prefix blocks, ref counts (``BlockManager``)
-``block_hash``          the chained prefix-cache hash (``compute_block_hash``)
-``decode_slot``         the decode slot mapping (``model_runner.decode_slot``)
-``kv_cache_blocks``     bytes per KV block and blocks per memory budget (``utils.memory``)
-``trace_quiz``          questions about a recorded run, answered from its trace
-``scheduling_policy``   open-ended: who is admitted next (``scheduler.choose_next``), graded by latency
-======================  ===============================================================================
+Every exercise is a folder here, found automatically: ``<name>/__init__.py`` defines it (``EXERCISE``: what
+the learner writes, the engine point it replaces, the checks on what it returns, the hints, the graded
+workloads), ``<name>/template.py`` is where the learner starts and ``<name>/solution.py`` the reference.
+``nanovllm-teach exercises`` lists them; adding an exercise is adding a folder (see the teachers' section of
+the README).
 
 ``scheduling_policy`` has no single right answer: the grader runs the policy on the simulated engine on
 timed workloads and compares its time to first token with first come, first served (``policy_grading``).
 
-From a terminal: ``nanovllm-teach exercises`` lists them with their templates; copy one, fill it in, and
-``nanovllm-teach grade decode_slot my_decode_slot.py``. From a notebook::
+From a terminal: copy a template, fill it in, and ``nanovllm-teach grade decode_slot my_decode_slot.py``.
+From a notebook::
 
     from nanovllm_teach.exercises import check, hint
     check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
     print(hint("decode_slot", 1))          # stuck? a first hint; hint("decode_slot", 2) says more
 
-The student's code runs only in a child process, under a time limit; the reference is the engine as
-shipped, recorded once per process (``references``); the verdict is computed from the traces (see
+The learner's code runs only in a child process, under a time limit; the reference is the engine as
+shipped, recorded once per process (``references``); the verdict is computed from the two runs (see
 ``engine_grading``). Grading is mostly start-up (importing torch and transformers): the first grade in a
 process takes a few seconds, the next ones a fraction of a second.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult
-from nanovllm_teach.exercises.engine_exercises import (
-    ALLOCATE, BLOCK_HASH, CAN_APPEND, DECODE_SLOT, KV_CACHE_BLOCKS, SCHEDULE_DECODE, SCHEDULING_POLICY,
-)
+from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, HERE, Exercise, GradeResult
+from nanovllm_teach.exercises.quiz_grading import quiz_trace
 from nanovllm_teach.exercises.references import reference_trace
-from nanovllm_teach.exercises.scheduler_exercises import POSTPROCESS, SCHEDULE_PREFILL
 from nanovllm_teach.exercises.solution_files import load_solution
-from nanovllm_teach.exercises.trace_quiz import TRACE_QUIZ, quiz_trace
 
-EXERCISES: dict[str, Exercise] = {ex.name: ex for ex in [
-    SCHEDULE_PREFILL, SCHEDULE_DECODE, POSTPROCESS, CAN_APPEND, ALLOCATE, BLOCK_HASH, DECODE_SLOT,
-    KV_CACHE_BLOCKS, TRACE_QUIZ, SCHEDULING_POLICY,
-]}
+# The order of a course: the scheduler's step, the block manager, the model runner, then reading and design.
+COURSE_ORDER = ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate",
+                "block_hash", "decode_slot", "kv_cache_blocks", "trace_quiz", "scheduling_policy")
+
+
+def _discover() -> dict[str, Exercise]:
+    """Every folder here with an ``__init__.py`` that defines ``EXERCISE``, in the course's order (a new
+    folder not in ``COURSE_ORDER`` comes last, by name)."""
+    names = sorted(p.name for p in HERE.iterdir() if (p / "__init__.py").is_file() and not p.name.startswith("_"))
+    found = {}
+    for name in sorted(names, key=lambda n: (COURSE_ORDER.index(n) if n in COURSE_ORDER else len(COURSE_ORDER), n)):
+        exercise = importlib.import_module(f"{__name__}.{name}").EXERCISE
+        if exercise.name != name:
+            raise RuntimeError(f"exercise folder {name}/ defines an exercise named {exercise.name!r}")
+        found[name] = exercise
+    return found
+
+
+EXERCISES: dict[str, Exercise] = _discover()
 
 
 def get_exercise(name: str) -> Exercise:

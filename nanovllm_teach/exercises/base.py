@@ -21,8 +21,19 @@ Solution = dict[str, Any]
 SolutionSource = Path | Solution
 
 HERE = Path(__file__).resolve().parent
-SOLUTIONS_DIR = HERE / "solutions"
-SOLUTIONS_PACKAGE = "nanovllm_teach.exercises.solutions"
+EXERCISES_PACKAGE = "nanovllm_teach.exercises"
+SOLUTION_FILE = "solution.py"  # in every exercise's folder: the reference, which no submission may use
+
+
+def is_reference_module(name: str) -> bool:
+    """Is the module ``name`` one of the reference solutions (``nanovllm_teach.exercises.<name>.solution``)?"""
+    parts = name.split(".")
+    return len(parts) == 4 and ".".join(parts[:2]) == EXERCISES_PACKAGE and parts[3] == "solution"
+
+
+def is_reference_file(path: Path) -> bool:
+    """Is ``path`` one of the reference solutions' files?"""
+    return path.name == SOLUTION_FILE and path.parent.parent == HERE
 
 # The longest one call of the student's code (or loading their file) may run before the grader stops it.
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -60,12 +71,16 @@ class Exercise:
     hints: tuple[str, ...]
 
     @property
+    def folder(self) -> Path:
+        return HERE / self.name
+
+    @property
     def template_path(self) -> Path:
-        return HERE / "templates" / f"{self.name}.py"
+        return self.folder / "template.py"
 
     @property
     def solution_path(self) -> Path:
-        return SOLUTIONS_DIR / f"{self.name}.py"
+        return self.folder / SOLUTION_FILE
 
     def hint(self, level: int) -> str:
         """Hint number ``level`` (1 = the gentlest); each one says a little more than the one before."""

@@ -1,7 +1,6 @@
 """Plugging a student's functions into the engine (in the grading child process only).
 
-A ``Piece`` names a student function and the engine's exercise point it replaces
-(``nanovllm_teach.engine.exercise_points``). ``installed()`` puts the guarded functions in place for the
+A ``Piece`` names a student function and the engine's exercise point it replaces (``points``). ``installed()`` puts the guarded functions in place for the
 length of one run. The guard:
 
 - turns whatever the function raises (``SystemExit`` and ``KeyboardInterrupt`` included) into a
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from nanovllm_teach.engine import exercise_points
+from nanovllm_teach.exercises.points import replaced
 from nanovllm_teach.exercises.base import Solution
 
 
@@ -40,8 +39,16 @@ class Piece:
     """
 
     function: str
-    point: str  # a key of exercise_points.POINTS
+    point: str  # "module:attribute" (see points.py)
     check: Callable[[tuple[Any, ...], Any], str | None] | None = None
+    # What the engine's own definition is wrapped in, which the learner's function gets too (the block
+    # manager's ``logged``, which writes the record a method returns into the decision log).
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (what a block id, a count or a slot must be)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class StudentError(Exception):
@@ -75,7 +82,7 @@ def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[...
         return result
 
     call.__name__ = piece.function
-    return call
+    return piece.wrap(call) if piece.wrap is not None else call
 
 
 @contextmanager
@@ -83,7 +90,7 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> It
     """The student's functions in place of the engine's, for the length of the block."""
     with ExitStack() as stack:
         for piece in pieces:
-            stack.enter_context(exercise_points.replaced(piece.point, _guarded(piece, solution[piece.function], watch)))
+            stack.enter_context(replaced(piece.point, _guarded(piece, solution[piece.function], watch)))
         yield
 
 

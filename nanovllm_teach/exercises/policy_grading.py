@@ -27,7 +27,7 @@ from nanovllm_teach.exercises.engine_grading import EngineExercise, run_failure
 from nanovllm_teach.exercises.policy_workloads import TimedWorkload
 from nanovllm_teach.exercises.sandbox import ChildEnd
 from nanovllm_teach.exercises.verdict import failure_sentence, load_run, where_it_stopped
-from nanovllm_teach.sim.metrics import percentile
+from nanovllm_teach.workload.metrics import percentile
 from nanovllm_teach.trace.reader import Trace
 
 MEAN_TTFT_RATIO = 0.8  # the policy's mean TTFT may be at most this share of FCFS's

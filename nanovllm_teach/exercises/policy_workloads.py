@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from nanovllm_teach.sim.workload import Request
+from nanovllm_teach.workload.requests import Request
 from nanovllm_teach.trace.recorder import Recorder
 
 MODEL = "qwen3-0.6b"

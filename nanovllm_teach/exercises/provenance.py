@@ -2,7 +2,7 @@
 only if it is (``references``).
 
 A notebook cell, or a solution loaded in this process, may have replaced a piece of the engine
-(``Scheduler._schedule_decode = mine``); a reference recorded with it would agree with the student by
+(``Scheduler.schedule_decode = mine``); a reference recorded with it would agree with the student by
 construction. ``replaced_definitions()`` reads, for every engine module imported so far, which functions
 and classes its source file defines at the top level (and the functions each class body defines), and
 checks that the object now under each name is the one the module defined: same module, same qualified
@@ -19,9 +19,9 @@ import sys
 from typing import Any
 
 # The engine's modules: what a graded run executes (the grader's own modules are not among them).
-ENGINE_PACKAGES = ("nanovllm_teach.engine", "nanovllm_teach.sim", "nanovllm_teach.layers", "nanovllm_teach.models",
-                   "nanovllm_teach.utils", "nanovllm_teach.kernels")
-ENGINE_MODULES = ("nanovllm_teach.llm", "nanovllm_teach.runs", "nanovllm_teach.config",
+ENGINE_PACKAGES = ("nanovllm_teach.engine", "nanovllm_teach.sim", "nanovllm_teach.workload", "nanovllm_teach.layers",
+                   "nanovllm_teach.models", "nanovllm_teach.utils", "nanovllm_teach.kernels")
+ENGINE_MODULES = ("nanovllm_teach.llm", "nanovllm_teach.runs", "nanovllm_teach.config", "nanovllm_teach.settings",
                   "nanovllm_teach.sampling_params")
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

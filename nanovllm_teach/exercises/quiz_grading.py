@@ -1,4 +1,4 @@
-"""The trace-reading quiz: questions about a recorded run, answered from its trace alone.
+"""Grading the trace-reading quiz (exercise ``trace_quiz``): questions about a recorded run, answered from its trace alone.
 
 The run is the ``late_arrivals`` workload (requests arriving over time into a KV cache too small for them
 all), recorded by the reference engine; ``quiz_trace()`` hands it out. Every answer is a number read off
@@ -85,10 +85,11 @@ def _plain_answer(value: Any) -> Any:
     return value if _is_int(value) else {"not_int": type(value).__name__, "repr": repr(value)[:60]}
 
 
-def _answer_in_child(watch: Watch, source: SolutionSource, trace: Trace, outcome_path: Path) -> None:
+def _answer_in_child(watch: Watch, exercise: Exercise, source: SolutionSource, trace: Trace,
+                     outcome_path: Path) -> None:
     """The child: load the file, call answer_quiz(trace) if it is a function, write the answers."""
     outcome: dict[str, Any] = {}
-    solution = obtain_solution(TRACE_QUIZ, source, watch, outcome)
+    solution = obtain_solution(exercise, source, watch, outcome)
     if solution is not None:
         given = solution["answer_quiz"]
         if callable(given):
@@ -130,7 +131,7 @@ class QuizExercise(Exercise):
             return self.fail(problem)
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             path = Path(tmp) / "outcome.json"
-            end = run_in_child(_answer_in_child, solution, trace, path, time_limit=time_limit)
+            end = run_in_child(_answer_in_child, self, solution, trace, path, time_limit=time_limit)
             outcome = read_outcome(path)
         if end.exitcode is None:
             what = "your file did not finish loading" if end.running == LOADING else "your answer_quiz did not return"
@@ -182,13 +183,3 @@ class _Described:
 
     type_name: str
     text: str = ""
-
-
-TRACE_QUIZ = QuizExercise(
-    "trace_quiz", "Reading a trace: a quiz on a recorded run",
-    "no engine code: trace.steps, trace.requests and the events", ("answer_quiz",),
-    ("Print format_step_table(trace.steps) and format_request_table(trace.requests): every answer is in "
-     "one of the two tables.",
-     "Each question's key names a column or a count: StepRow.phase, .batch_size, .used_blocks, .preempted; "
-     "RequestRow.num_preemptions, .finish_step. A wrong answer's message says where to look."),
-    QUESTIONS)

@@ -5,8 +5,8 @@ never runs the student's code, so nothing the student's file does (patching the 
 grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the verdict, which the parent computes from
 the trace files and the small outcome record the child leaves behind. The child:
 
-- refuses imports of the reference solutions (``nanovllm_teach.exercises.solutions``), even ones the
-  parent had already imported;
+- refuses imports of the reference solutions (``nanovllm_teach.exercises.<name>.solution``), even ones
+  the parent had already imported;
 - reports through ``SharedWatch`` which student function is running and since when, so that the parent
   can stop one that does not return within ``time_limit`` seconds and say which it was;
 - runs torch on one thread: the shipped model is tiny, and a forked child must not reuse the parent's
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from nanovllm_teach.exercises.base import SOLUTIONS_PACKAGE
+from nanovllm_teach.exercises.base import is_reference_module
 
 # The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
 RUN_LIMIT_S = 120.0
@@ -44,19 +44,19 @@ class SolutionsImportRefused(ImportError):
 
 class _RefuseSolutions(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if fullname == SOLUTIONS_PACKAGE or fullname.startswith(SOLUTIONS_PACKAGE + "."):
-            raise SolutionsImportRefused(f"{SOLUTIONS_PACKAGE} (the reference solutions) cannot be imported "
-                                         f"while grading: write your own code")
+        if is_reference_module(fullname):
+            raise SolutionsImportRefused(f"{fullname} (a reference solution) cannot be imported while grading: "
+                                         f"write your own code")
         return None
 
 
 def refuse_reference_solutions() -> None:
     """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
-    for name in [n for n in sys.modules if n == SOLUTIONS_PACKAGE or n.startswith(SOLUTIONS_PACKAGE + ".")]:
+    for name in [n for n in sys.modules if is_reference_module(n)]:
+        package, _, attribute = name.rpartition(".")
         del sys.modules[name]
-    package = sys.modules.get(SOLUTIONS_PACKAGE.rsplit(".", 1)[0])
-    if package is not None and hasattr(package, "solutions"):
-        delattr(package, "solutions")
+        if hasattr(sys.modules.get(package), attribute):
+            delattr(sys.modules[package], attribute)
     sys.meta_path.insert(0, _RefuseSolutions())
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import ast
 import importlib.util
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.base import SOLUTIONS_DIR, SOLUTIONS_PACKAGE, Solution
+from nanovllm_teach.exercises.base import EXERCISES_PACKAGE, Solution, is_reference_file, is_reference_module
 
-REFUSED = (f"your solution uses the reference solutions ({SOLUTIONS_PACKAGE}): the grader refuses it; "
-           f"write the code yourself")
+REFUSED = (f"your solution uses the reference solutions ({EXERCISES_PACKAGE}.<exercise>.solution): the grader "
+           f"refuses it; write the code yourself")
 
 _module_numbers = itertools.count()
 
@@ -34,13 +35,13 @@ def load_solution(path: str | Path) -> Solution:
 
 def _names_solutions(node: ast.AST) -> bool:
     if isinstance(node, ast.Import):
-        return any(alias.name.startswith(SOLUTIONS_PACKAGE) for alias in node.names)
+        return any(is_reference_module(alias.name) for alias in node.names)
     if isinstance(node, ast.ImportFrom):
         module = node.module or ""
-        return module.startswith(SOLUTIONS_PACKAGE) or (
-            module == SOLUTIONS_PACKAGE.rsplit(".", 1)[0] and any(a.name == "solutions" for a in node.names))
+        return is_reference_module(module) or (
+            module.startswith(EXERCISES_PACKAGE + ".") and any(a.name == "solution" for a in node.names))
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return "exercises.solutions" in node.value or "exercises/solutions" in node.value
+        return re.search(r"exercises[./\\]\w+[./\\]solution\b", node.value) is not None
     return False
 
 
@@ -68,7 +69,7 @@ def borrowed_from_solutions(solution: Solution, own_file: Path | None = None) ->
     own = own_file.resolve() if own_file is not None else None
     for value in list(solution.values()):
         where = _source_file(value)
-        if where is not None and where != own and where.parent == SOLUTIONS_DIR:
+        if where is not None and where != own and is_reference_file(where):
             return REFUSED
     return None
 

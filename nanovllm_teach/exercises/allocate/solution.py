@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import NO_HASH, BlockManager, compute_block_hash
+from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.trace.events import BlockAllocate, PrefixCacheHit
 
 
-def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> None:
+def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> Allocated:
     # The cached blocks are found the way can_allocate found them: by the chained hash of each leading block.
     hits: list[int] = []
     h = NO_HASH
@@ -20,13 +20,7 @@ def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> None:
             bm.free_block_ids.remove(block_id)
             bm.used_block_ids.add(block_id)
         block.ref_count += 1
-    fresh = [bm._take_free_block() for _ in range(seq.num_blocks - num_cached_blocks)]
+    fresh = [bm.take_free_block() for _ in range(seq.num_blocks - num_cached_blocks)]
     seq.block_table = hits + fresh
     seq.num_cached_tokens = num_cached_blocks * bm.block_size
-    if bm.rec.enabled:
-        if hits:
-            bm.rec.record("prefill", "prefix_blocks_reused", PrefixCacheHit(
-                seq_id=seq.seq_id, num_cached_blocks=len(hits), num_cached_tokens=seq.num_cached_tokens,
-                block_ids=hits))
-        bm.rec.record("prefill", "admit_sequence", BlockAllocate(
-            seq_id=seq.seq_id, block_ids=fresh, shared_block_ids=hits, num_free_blocks=bm.num_free_blocks))
+    return Allocated(seq.seq_id, fresh, hits, seq.num_cached_tokens, bm.num_free_blocks)

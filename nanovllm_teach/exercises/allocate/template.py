@@ -14,21 +14,15 @@ Facts you need:
   block may be held by other sequences (it gets one more holder), or by nobody: a block whose holders all
   finished keeps its hash and K/V in the free list (``bm.free_block_ids``, a deque) until it is handed
   out again. Blocks in use are in ``bm.used_block_ids`` (a set); a block is in exactly one of the two.
-- ``bm._take_free_block()`` hands out the oldest free block (its id), held once, its old hash dropped.
+- ``bm.take_free_block()`` hands out the oldest free block (its id), held once, its old hash dropped.
 - ``seq.num_blocks`` is how many blocks ``seq``'s tokens need; ``seq.block(i)`` the token ids of block ``i``.
 - When you are done, ``seq.block_table`` lists the cached blocks then the fresh ones, in order (set it in
   one assignment), and ``seq.num_cached_tokens`` counts the tokens whose K/V the cached blocks already hold
   (the prefill computes only the others).
-- The engine records the admission as TEACHING events, exactly so, the first only when a block was reused
-  (and the payloads built only while recording)::
-
-      if bm.rec.enabled:
-          if cached:
-              bm.rec.record("prefill", "prefix_blocks_reused", PrefixCacheHit(
-                  seq_id=seq.seq_id, num_cached_blocks=len(cached), num_cached_tokens=seq.num_cached_tokens,
-                  block_ids=cached))
-          bm.rec.record("prefill", "admit_sequence", BlockAllocate(
-              seq_id=seq.seq_id, block_ids=fresh, shared_block_ids=cached, num_free_blocks=bm.num_free_blocks))
+- Return what you did, as the record ``Allocated(seq_id, block_ids, shared_block_ids, num_cached_tokens,
+  num_free_blocks)`` (``nanovllm_teach/engine/decisions.py``): the fresh blocks, the cached ones, the
+  cached tokens and how many blocks are free afterwards. The engine turns it into the TEACHING events
+  PREFIX_CACHE_HIT and BLOCK_ALLOCATE.
 
 Example: blocks of 4 tokens; a prompt of 10 tokens whose first 2 blocks are cached (in blocks 7 and 3, block
 7 held by another sequence, block 3 by nobody) needs 3 blocks: 7 (now held twice), 3 (taken out of the free
@@ -42,10 +36,10 @@ Stuck? ``hint("allocate", 1)`` says where to look, ``hint("allocate", 2)`` how.
 from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import NO_HASH, BlockManager, compute_block_hash
+from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.trace.events import BlockAllocate, PrefixCacheHit
 
 
-def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> None:
+def allocate(bm: BlockManager, seq: Sequence, num_cached_blocks: int) -> Allocated:
     """Give ``seq`` its blocks: the first ``num_cached_blocks`` from the prefix cache, the rest fresh."""
     raise NotImplementedError

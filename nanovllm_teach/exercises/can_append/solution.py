@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import BlockManager
+from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.trace.events import BlockAllocate
 
 
 def can_append(bm: BlockManager, seq: Sequence) -> bool:
@@ -14,10 +14,9 @@ def can_append(bm: BlockManager, seq: Sequence) -> bool:
     return not needs_new_block or bm.num_free_blocks > 0
 
 
-def may_append(bm: BlockManager, seq: Sequence) -> None:
-    if seq.num_blocks > len(seq.block_table):
-        block_id = bm._take_free_block()
-        seq.block_table.append(block_id)
-        if bm.rec.enabled:
-            bm.rec.record("decode", "decode_needs_new_block", BlockAllocate(
-                seq_id=seq.seq_id, block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks))
+def may_append(bm: BlockManager, seq: Sequence) -> Allocated | None:
+    if seq.num_blocks == len(seq.block_table):
+        return None  # the newest token fits in the last block
+    block_id = bm.take_free_block()
+    seq.block_table.append(block_id)
+    return Allocated(seq.seq_id, [block_id], [], 0, bm.num_free_blocks)

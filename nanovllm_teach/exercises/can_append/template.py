@@ -11,13 +11,11 @@ Facts you need:
 - When the scheduler asks, the newest token is already counted: ``seq.num_tokens`` includes it, and
   ``seq.num_blocks`` is the number of blocks all of ``seq``'s tokens need. ``seq.block_table`` lists the
   blocks it holds.
-- ``bm.num_free_blocks`` is how many blocks are free; ``bm._take_free_block()`` hands one out (its id).
-- The engine records each block it hands out during a decode as a TEACHING event, exactly so (the payload
-  is built only while recording)::
-
-      if bm.rec.enabled:
-          bm.rec.record("decode", "decode_needs_new_block", BlockAllocate(
-              seq_id=seq.seq_id, block_ids=[block_id], shared_block_ids=[], num_free_blocks=bm.num_free_blocks))
+- ``bm.num_free_blocks`` is how many blocks are free; ``bm.take_free_block()`` hands one out (its id).
+- ``may_append`` returns what it did: ``Allocated(seq.seq_id, [block_id], [], 0, bm.num_free_blocks)``
+  (``nanovllm_teach/engine/decisions.py``: the fresh block, no shared ones, no cached tokens, the free
+  blocks left) when it gave a block, ``None`` when none was needed. The engine reports it as the TEACHING
+  event BLOCK_ALLOCATE.
 
 Example: with blocks of 4 tokens, a sequence of 9 tokens holding 2 blocks needs a third block for its
 newest token (the 9th starts block 3): ``can_append`` is True only if a block is free, and ``may_append``
@@ -31,8 +29,8 @@ Stuck? ``hint("can_append", 1)`` says where to look, ``hint("can_append", 2)`` h
 from __future__ import annotations
 
 from nanovllm_teach.engine.block_manager import BlockManager
+from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.trace.events import BlockAllocate
 
 
 def can_append(bm: BlockManager, seq: Sequence) -> bool:
@@ -40,6 +38,6 @@ def can_append(bm: BlockManager, seq: Sequence) -> bool:
     raise NotImplementedError
 
 
-def may_append(bm: BlockManager, seq: Sequence) -> None:
+def may_append(bm: BlockManager, seq: Sequence) -> Allocated | None:
     """Give ``seq`` the new block its newest token needs, if it needs one (and record it)."""
     raise NotImplementedError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.scheduler import Scheduler
-from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.engine.sequence import Sequence
 
 
 def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:
@@ -17,18 +17,11 @@ def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int
         if seq.num_cached_tokens < seq.num_tokens:
             continue  # a chunk of the prompt
         seq.append_token(token_id)
+        # The order matters: an ignore_eos request that samples EOS on its last allowed token ends on length.
         if not seq.ignore_eos and token_id == scheduler.eos:
-            reason = "eos"
+            scheduler.finish(seq, "eos")
         elif seq.num_completion_tokens == seq.max_tokens:
-            reason = "length"
+            scheduler.finish(seq, "length")
         elif seq.num_tokens >= scheduler.max_model_len:
-            reason = "max_model_len"
-        else:
-            continue
-        seq.finish_reason = reason
-        del scheduler.accepted[seq.seq_id]
-        scheduler.running.remove(seq)
-        scheduler._transition(seq, SequenceStatus.FINISHED, "postprocess", f"finished_{reason}",
-                              token_id=token_id, finish_reason=reason)
-        bm.deallocate(seq, "finished")
+            scheduler.finish(seq, "max_model_len")
     return seqs

@@ -15,11 +15,8 @@ entry ``entry``; ``token_ids`` has one token per entry):
    ``"eos"`` if the token is the end-of-sequence token ``scheduler.eos`` and the request does not ask to
    ignore it (``seq.ignore_eos``); ``"length"`` once it has ``seq.max_tokens`` completion tokens;
    ``"max_model_len"`` once it holds ``scheduler.max_model_len`` tokens.
-4. A finished sequence leaves the engine: out of ``scheduler.accepted`` and ``scheduler.running``; then
-   ``scheduler._transition`` reports it (to ``SequenceStatus.FINISHED``, in phase ``"postprocess"``, with
-   the reason ``"finished_"`` + the finish reason, and the keyword arguments ``token_id`` and
-   ``finish_reason``); only then its blocks go back, through the block manager's ``deallocate`` (reason
-   ``"finished"``).
+4. A finished sequence leaves the engine: ``scheduler.finish(seq, reason)`` sets its state and reason,
+   takes it out of ``scheduler.accepted`` and ``scheduler.running`` and gives its blocks back.
 
 Return the batch's sequences in the batch's order. ``bm`` is ``scheduler.block_manager``.
 
@@ -28,7 +25,8 @@ token: it finishes with ``"eos"``. The same request with ``ignore_eos=True`` fin
 the EOS token is kept as its third completion token.
 
 Grade it: ``nanovllm-teach grade postprocess this_file.py``. The grader runs the real engine with your
-function in place of ``Scheduler.postprocess`` and compares every TEACHING event with the reference.
+function in place of ``Scheduler.postprocess`` and compares its decisions, as TEACHING
+events, with the reference's.
 Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)`` how.
 """
 
@@ -36,7 +34,7 @@ from __future__ import annotations
 
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.scheduler import Scheduler
-from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.engine.sequence import Sequence
 
 
 def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:

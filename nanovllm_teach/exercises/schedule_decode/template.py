@@ -2,7 +2,7 @@
 
 When nothing is waiting to be prefilled, every engine step is a *decode* step: each running sequence
 computes exactly one more token. Your job is to choose those sequences, and to make room when the KV cache
-is full. This is the second half of ``Scheduler.schedule`` (``nanovllm_teach/engine/scheduler.py``).
+is full. This is the second half of ``Scheduler.schedule`` (``nanovllm_teach/engine/scheduler.py``: ``schedule_decode``).
 
 The rules, in order:
 
@@ -21,7 +21,8 @@ The rules, in order:
 ``scheduler.running`` is a ``collections.deque``: ``popleft()`` takes the oldest, ``pop()`` the newest.
 
 Grade it: ``nanovllm-teach grade schedule_decode this_file.py``. The grader runs the real engine with your
-function in place of ``Scheduler._schedule_decode`` and compares every TEACHING event with the reference.
+function in place of ``Scheduler.schedule_decode`` and compares its decisions, as TEACHING
+events, with the reference's.
 Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decode", 2)`` how.
 """
 

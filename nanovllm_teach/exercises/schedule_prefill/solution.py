@@ -8,11 +8,11 @@ from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 def schedule_prefill(scheduler: Scheduler) -> list[Sequence]:
     scheduled: list[Sequence] = []
-    max_seqs = scheduler._admission_cap()
+    max_seqs = scheduler.admission_cap()
     bm = scheduler.block_manager
     num_batched_tokens = 0
     while scheduler.waiting and len(scheduled) < max_seqs:
-        seq = scheduler._next_waiting()
+        seq = scheduler.next_waiting()
         remaining = scheduler.max_num_batched_tokens - num_batched_tokens
         if remaining == 0:
             break
@@ -32,8 +32,8 @@ def schedule_prefill(scheduler: Scheduler) -> list[Sequence]:
         seq.num_scheduled_tokens = min(num_tokens, remaining)
         num_batched_tokens += seq.num_scheduled_tokens
         if seq.num_cached_tokens + seq.num_scheduled_tokens == seq.num_tokens:
+            seq.status = SequenceStatus.RUNNING
             scheduler.waiting.popleft()
-            scheduler._transition(seq, SequenceStatus.RUNNING, "prefill", "prefill_scheduled")
             scheduler.running.append(seq)
         scheduled.append(seq)
     return scheduled

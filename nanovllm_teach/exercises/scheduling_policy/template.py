@@ -1,6 +1,6 @@
 """Exercise ``scheduling_policy`` — design a scheduling policy: who is admitted next.
 
-Every step, the scheduler (``Scheduler._schedule_prefill`` in ``nanovllm_teach/engine/scheduler.py``) admits
+Every step, the scheduler (``Scheduler.schedule_prefill`` in ``nanovllm_teach/engine/scheduler.py``) admits
 waiting sequences into the step's prefill while its token budget (``max_num_batched_tokens``), the sequence
 cap and the free KV blocks allow. *Which* waiting sequence goes next is the policy's choice: the function
 ``choose_next`` in the same file. The engine's own policy is first come, first served (FCFS): it returns 0,

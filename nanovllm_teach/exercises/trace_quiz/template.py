@@ -7,7 +7,7 @@ per request; ``trace.events``: everything). This quiz asks about one recorded ru
 
 Get the trace and look at it (in a notebook, or ``python -i``)::
 
-    from nanovllm_teach.exercises.trace_quiz import quiz_trace
+    from nanovllm_teach.exercises.quiz_grading import quiz_trace
     from nanovllm_teach.trace import format_request_table, format_step_table
     trace = quiz_trace()
     print(format_step_table(trace.steps)); print(format_request_table(trace.requests))

@@ -1,0 +1,45 @@
+"""Exercise ``kv_cache_blocks``: Sizing the KV cache: bytes per block, blocks per budget.
+
+The folder is the whole exercise: this definition (what the learner writes, the engine point it replaces,
+the checks on what it returns, the hints, the graded workloads), ``template.py`` to start from and
+``solution.py``, the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nanovllm_teach.exercises.engine_grading import EngineExercise
+from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMORY_BOUND
+
+
+def _check_block_bytes(args: tuple[Any, ...], result: Any) -> str | None:
+    if not is_int(result) or result <= 0:
+        return f"returned {result!r}: the size of one block must be a positive int (bytes)"
+    return None
+
+
+def _check_num_blocks(args: tuple[Any, ...], result: Any) -> str | None:
+    reading, _utilization, block_bytes, _cpu_cap = args
+    if not is_int(result) or result < 0:
+        return f"returned {result!r}: the number of blocks must be an int >= 0 (whole blocks: use //)"
+    if result * block_bytes > reading.total:
+        return (f"returned {result} blocks of {block_bytes} bytes = {result * block_bytes} bytes, more than "
+                f"the machine's whole memory ({reading.total} bytes); the grader stops here instead of "
+                f"allocating it")
+    return None
+
+
+EXERCISE = EngineExercise(
+    "kv_cache_blocks", "Sizing the KV cache: bytes per block, blocks per budget",
+    "utils.memory.kv_block_bytes, kv_cache_blocks",
+    ("kv_block_bytes", "kv_cache_blocks"),
+    ("kv_block_bytes: what does attention store per token and per layer, for each KV head? (Two things.) "
+     "kv_cache_blocks: start from the share of total memory you may use, then take away what is in use.",
+     "What is in use: everything on the device now (used), plus the extra a forward pass needed on top of "
+     "what this process holds (peak - current). Make it an int, cap it on a CPU, divide by whole blocks, "
+     "and never go below 0."),
+    (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes),
+     Piece("kv_cache_blocks", "nanovllm_teach.engine.model_runner:kv_cache_blocks", _check_num_blocks)),
+    (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION))
