@@ -1,24 +1,33 @@
 """What recording costs: the engine with recording off vs. the same engine with its emit lines deleted, and
 recording on vs. off.
 
-Recording off should be free: every emit site is ``if self.rec.enabled: self.rec.record(...)``, so with a
-``NullRecorder`` no payload is built. Stubbing ``record`` out would not show it (the arguments would still
-be built), so this benchmark builds, in this process, a second copy of the engine's modules
-(``engine/block_manager.py``, ``scheduler.py``, ``model_runner.py``, ``llm_engine.py``) from their source
-with every emit line deleted (``ast``):
+Recording off should be free: every emit site is ``if self.rec.enabled: self.rec.record(...)``, or, in the
+orchestration layer that says the scheduler's decisions (``engine/teaching.py``), a method that starts with
+``if not self.rec.enabled: return``; so with a ``NullRecorder`` no payload is built. Stubbing ``record`` out
+would not show it (the arguments would still be built), so this benchmark builds, in this process, a second
+copy of the modules that emit on the engine's path (``engine/teaching.py``, ``model_runner.py``,
+``llm_engine.py`` and ``nanovllm_teach/llm.py``, whose ``LLM`` it runs) from their source with every emit
+line deleted (``ast``). The resources layer (``scheduler.py``, ``block_manager.py``, ``transaction.py``) emits
+nothing (it writes decision records, which undoing a step needs too) and is shared, unchanged. Deleted:
 
 - every ``if <...>.rec.enabled:`` block (its ``else``, if any, stays);
+- every ``if not <...>.rec.enabled: return`` at the top level of a function, with everything after it in
+  the function (which runs only when recording): an emit-free ``Teaching`` method does nothing;
 - every statement that is a call to ``<...>.rec.record(...)`` (an unguarded site
   still builds its arguments: deleting it counts that cost too);
-- every ``with <...>.rec.at_step(...)`` / ``rec.paused()`` block is replaced by its body.
+- every statement that is a call to the teaching layer, ``<...>.teaching.<method>(...)``: only the calls in
+  its arguments stay (``transaction.rollback(...)`` in ``self.teaching.rolled_back(...)`` is the engine's
+  work, not instrumentation);
+- every ``with <...>.rec.at_step(...)`` / ``rec.paused()`` / ``rec.flushing_deferred()`` is taken out of its
+  ``with`` statement, which is replaced by its body if nothing else is left in it.
 
 Three engines then run the same workload, interleaved (the order rotates every repeat) so that a change in
 the machine's load hits all three alike:
 
-- **off**: ``LLMEngine(model)``, recording off (``NullRecorder``);
+- **off**: ``LLM(model)``, recording off (``NullRecorder``);
 - **deleted**: the copy without emit lines, also recording off: what the engine costs with no
   instrumentation at all;
-- **on**: ``LLMEngine(model, trace=<file>.jsonl)``, full recording to a JSONL file.
+- **on**: ``LLM(model, trace=<file>.jsonl)``, full recording to a JSONL file.
 
 Each repeat uses fresh random prompts (the same lengths every repeat), the same for the three engines, so
 the prefix cache never turns a repeat into a cache hit, and the three must return the same greedy tokens
@@ -57,11 +66,12 @@ from time import perf_counter, process_time
 import torch
 
 from nanovllm_teach import SamplingParams, default_model_path
-from nanovllm_teach.engine import llm_engine
+from nanovllm_teach.llm import LLM
 
 # Dependencies first: each module's ``from ... import`` then picks up the copies already made.
-ENGINE_MODULES = ("nanovllm_teach.engine.block_manager", "nanovllm_teach.engine.scheduler",
-                  "nanovllm_teach.engine.model_runner", "nanovllm_teach.engine.llm_engine")
+ENGINE_MODULES = ("nanovllm_teach.engine.teaching", "nanovllm_teach.engine.model_runner",
+                  "nanovllm_teach.engine.llm_engine", "nanovllm_teach.llm")
+REC_CONTEXTS = ("at_step", "paused", "flushing_deferred")
 
 
 def _is_rec_method(node: ast.AST, names: tuple[str, ...]) -> bool:
@@ -70,13 +80,41 @@ def _is_rec_method(node: ast.AST, names: tuple[str, ...]) -> bool:
             and isinstance(node.value, ast.Attribute) and node.value.attr == "rec")
 
 
+def _is_not_enabled(test: ast.AST) -> bool:
+    """``not <...>.rec.enabled``."""
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _is_rec_method(test.operand, ("enabled",))
+
+
+def _is_off_guard(node: ast.AST) -> bool:
+    """``if not <...>.rec.enabled: return``, the first line of an emit-only method."""
+    return (isinstance(node, ast.If) and _is_not_enabled(node.test) and not node.orelse and len(node.body) == 1
+            and isinstance(node.body[0], ast.Return) and node.body[0].value is None)
+
+
+def _is_teaching_call(node: ast.AST) -> bool:
+    """``<...>.teaching.<method>(...)``: a call into the layer that turns decisions into events."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "teaching")
+
+
 class DeleteEmitLines(ast.NodeTransformer):
     """Deletes the instrumentation (see the module docstring); ``deleted`` counts the statements taken out."""
 
     def __init__(self) -> None:
         self.deleted = 0
 
+    def visit_FunctionDef(self, node: ast.FunctionDef):
+        for i, statement in enumerate(node.body):
+            if _is_off_guard(statement):  # the rest of the function runs only when recording
+                self.deleted += 1
+                node.body = node.body[:i]
+                break
+        return self.generic_visit(node)
+
     def visit_If(self, node: ast.If):
+        if _is_not_enabled(node.test):  # a guard anywhere else: deleting it would change what runs
+            raise ValueError(f"an emit guard this benchmark cannot delete (line {node.lineno}): "
+                             f"{ast.unparse(node.test)}")
         self.generic_visit(node)
         if _is_rec_method(node.test, ("enabled",)):
             self.deleted += 1
@@ -87,14 +125,24 @@ class DeleteEmitLines(ast.NodeTransformer):
         if isinstance(node.value, ast.Call) and _is_rec_method(node.value.func, ("record",)):
             self.deleted += 1
             return None
+        if _is_teaching_call(node.value):
+            self.deleted += 1
+            call = node.value
+            work = [arg for arg in call.args + [k.value for k in call.keywords]
+                    if any(isinstance(n, ast.Call) for n in ast.walk(arg))]
+            return [ast.Expr(arg) for arg in work] or None
         return node
 
     def visit_With(self, node: ast.With):
         self.generic_visit(node)
-        if all(isinstance(item.context_expr, ast.Call) and _is_rec_method(item.context_expr.func, ("at_step", "paused"))
-               for item in node.items):
-            self.deleted += 1
+        kept = [item for item in node.items if not (isinstance(item.context_expr, ast.Call)
+                                                     and _is_rec_method(item.context_expr.func, REC_CONTEXTS))]
+        if len(kept) == len(node.items):
+            return node
+        self.deleted += 1
+        if not kept:
             return node.body
+        node.items = kept
         return node
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
@@ -105,7 +153,7 @@ class DeleteEmitLines(ast.NodeTransformer):
 
 
 def engine_without_emit_lines() -> tuple[type, int]:
-    """``LLMEngine`` built from copies of the engine modules with every emit line deleted, and how many
+    """``LLM`` built from copies of the engine modules with every emit line deleted, and how many
     statements were deleted. The real modules are left as they were."""
     saved = {name: sys.modules[name] for name in ENGINE_MODULES}
     deleter = DeleteEmitLines()
@@ -117,7 +165,7 @@ def engine_without_emit_lines() -> tuple[type, int]:
             copy.__file__, copy.__package__ = real.__file__, real.__package__
             sys.modules[name] = copy
             exec(compile(tree, f"{real.__file__} (emit lines deleted)", "exec"), copy.__dict__)
-        return sys.modules[ENGINE_MODULES[-1]].LLMEngine, deleter.deleted
+        return sys.modules[ENGINE_MODULES[-1]].LLM, deleter.deleted
     finally:
         sys.modules.update(saved)
 
@@ -213,8 +261,8 @@ def main(argv: list[str] | None = None) -> None:
     stripped_engine, deleted = engine_without_emit_lines()
     print(f"deleted: {deleted} emit statements or guarded blocks from {len(ENGINE_MODULES)} engine modules")
     with tempfile.TemporaryDirectory() as tmp:
-        engines = {"off": llm_engine.LLMEngine(args.model), "deleted": stripped_engine(args.model),
-                   "on": llm_engine.LLMEngine(args.model, trace=Path(tmp) / "bench.jsonl")}
+        engines = {"off": LLM(args.model), "deleted": stripped_engine(args.model),
+                   "on": LLM(args.model, trace=Path(tmp) / "bench.jsonl")}
         hf = engines["off"].config.hf_config
         with_model = measure(engines, lengths, args.repeats, rng, hf.vocab_size)
         for engine in engines.values():

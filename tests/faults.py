@@ -3,7 +3,9 @@ the j-th event a trace sink receives, and the checks that the engine survived it
 
 ``LineFault`` counts only lines of the engine's own modules (``ENGINE_FILES``), through ``sys.settrace``:
 the interrupt lands where a learner's Ctrl-C could, between any two lines of the scheduler, the block
-manager, the sequence, the model runner or the engine loop. ``SinkFault`` is a ``TraceRecorder`` sink that
+manager, the sequence, the scheduled batch, the step's transaction (checkpoint, rollback, abort), the
+decision records, the teaching layer that says them as events, the runner edge and the model runner, the
+engine loop, ``LLM`` or its workload loop. ``SinkFault`` is a ``TraceRecorder`` sink that
 raises from inside an ``emit``, as a console renderer interrupted while printing would.
 
 ``step_loop`` drives the engine as a learner's hand-written loop does, re-running whatever call was
@@ -18,11 +20,16 @@ from collections import Counter
 from types import FrameType
 from typing import Any
 
-from nanovllm_teach.engine import block_manager, llm_engine, model_runner, scheduler, sequence
+from nanovllm_teach import llm as llm_module
+from nanovllm_teach.engine import (batch, block_manager, decisions, llm_engine, model_runner, runner, scheduler,
+                                   sequence, teaching, transaction)
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.sequence import SequenceStatus
+from nanovllm_teach.workload import arrivals
 
-ENGINE_FILES = frozenset(module.__file__ for module in (llm_engine, scheduler, block_manager, sequence, model_runner))
+ENGINE_FILES = frozenset(module.__file__ for module in (
+    llm_module, arrivals, llm_engine, teaching, transaction, scheduler, block_manager, decisions, sequence, batch,
+    runner, model_runner))
 
 
 class InjectedFault(KeyboardInterrupt):
@@ -107,6 +114,8 @@ def assert_consistent(llm) -> None:
 
 
 def assert_empty(llm) -> None:
+    """No request left, every block free (the reference counts and the free list checked by
+    ``assert_consistent`` against the tables, not rebuilt from them)."""
     bm = llm.scheduler.block_manager
     assert llm.is_finished(), "requests are still queued"
     assert bm.num_free_blocks == bm.num_blocks, "KV blocks are still held"

@@ -4,6 +4,10 @@ Every test drives the block manager the way the scheduler does: ``can_allocate``
 prefill, ``hash_blocks`` + ``num_cached_tokens += num_scheduled_tokens`` after the step computed the K/V,
 ``can_append`` / ``may_append`` before a decode, ``deallocate`` when a sequence finishes or is preempted.
 Block size 4 throughout unless a test says otherwise, so "2 full blocks" means 8 tokens.
+
+The block manager emits no events: every hand-out and release is a decision record (``Allocated``,
+``Freed``: ``engine/decisions.py``), returned and written to its ``decisions`` log; the tests check those.
+What the trace says about them (``engine/teaching.py``) is checked at the end, through a real scheduler.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ import pytest
 
 import nanovllm_teach.engine.block_manager as block_manager_module
 from nanovllm_teach.engine.block_manager import NO_HASH, BlockManager, compute_block_hash
+from nanovllm_teach.engine.decisions import Allocated, Decision, Freed
+from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.engine.teaching import Teaching
+from nanovllm_teach.engine.transaction import recount
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace import TraceRecorder
 
@@ -23,9 +31,12 @@ def make_seq(seq_id: int, token_ids: list[int], block_size: int = BS) -> Sequenc
     return Sequence(seq_id, token_ids, SamplingParams(temperature=0.0, max_tokens=16), block_size)
 
 
-def make_bm(num_blocks: int, *, prefix_caching: bool = True) -> tuple[BlockManager, TraceRecorder]:
-    rec = TraceRecorder()
-    return BlockManager(num_blocks, BS, enable_prefix_caching=prefix_caching, recorder=rec), rec
+def make_bm(num_blocks: int, *, prefix_caching: bool = True) -> tuple[BlockManager, list[Decision]]:
+    """A block manager and the decisions log it writes to (the one it is given, as the scheduler's is)."""
+    log: list[Decision] = []
+    bm = BlockManager(num_blocks, BS, enable_prefix_caching=prefix_caching, decisions=log)
+    assert bm.decisions is log
+    return bm, log
 
 
 def compute(bm: BlockManager, seq: Sequence, num_tokens: int | None = None) -> None:
@@ -41,7 +52,11 @@ def admit(bm: BlockManager, seq: Sequence) -> int:
     """Allocate ``seq`` as the scheduler would; returns how many leading blocks came from the cache."""
     num_cached_blocks = bm.can_allocate(seq)
     assert num_cached_blocks >= 0, f"{seq} does not fit"
-    bm.allocate(seq, num_cached_blocks)
+    allocation = bm.allocate(seq, num_cached_blocks)
+    assert bm.decisions[-1] is allocation, "allocate() returns the record it logged"
+    assert allocation.seq_id == seq.seq_id
+    assert allocation.shared_block_ids + allocation.block_ids == seq.block_table
+    assert allocation.num_cached_tokens == seq.num_cached_tokens and allocation.num_free_blocks == bm.num_free_blocks
     return num_cached_blocks
 
 
@@ -52,8 +67,14 @@ def prefill(bm: BlockManager, seq: Sequence) -> int:
     return num_cached_blocks
 
 
-def events(rec: TraceRecorder, name: str) -> list[dict]:
-    return [e.stats for e in rec.events if e.event == name]
+def decided(log: list[Decision], kind: type) -> list[Decision]:
+    """The records of one kind (``Allocated``, ``Freed``) in the log, in order."""
+    return [d for d in log if isinstance(d, kind)]
+
+
+def cache_hits(log: list[Decision]) -> list[Allocated]:
+    """The allocations that reused cached prefix blocks (what the trace calls PREFIX_CACHE_HIT)."""
+    return [d for d in decided(log, Allocated) if d.shared_block_ids]
 
 
 def assert_consistent(bm: BlockManager, *live: Sequence) -> None:
@@ -105,41 +126,40 @@ def test_sequence_append_token_separates_prompt_and_completion():
 
 def test_allocate_hands_out_fresh_blocks_from_the_free_list_head():
     """A new sequence gets ceil(n / block_size) blocks from the head of the free list, each with
-    reference count 1, and nothing is cached yet; BLOCK_ALLOCATE names the sequence and its blocks."""
-    bm, rec = make_bm(8)
+    reference count 1, and nothing is cached yet; the ``Allocated`` record names the sequence and its blocks."""
+    bm, log = make_bm(8)
     seq = make_seq(3, PROMPT)
     assert admit(bm, seq) == 0
     assert seq.block_table == [0, 1, 2]
     assert seq.num_cached_tokens == 0
     assert [bm.blocks[b].ref_count for b in range(8)] == [1, 1, 1, 0, 0, 0, 0, 0]
     assert bm.num_free_blocks == 5 and bm.used_block_ids == {0, 1, 2}
-    assert events(rec, "BLOCK_ALLOCATE") == [
-        dict(seq_id=3, block_ids=[0, 1, 2], shared_block_ids=[], num_free_blocks=5)]
-    assert not events(rec, "PREFIX_CACHE_HIT")
+    assert log == [Allocated(seq_id=3, block_ids=[0, 1, 2], shared_block_ids=[], num_cached_tokens=0,
+                             num_free_blocks=5)]
+    assert not cache_hits(log)
     assert_consistent(bm, seq)
 
 
 def test_can_allocate_refuses_a_sequence_that_does_not_fit_and_changes_nothing():
     """``can_allocate`` answers -1 when the free list is too short; the state is untouched."""
-    bm, rec = make_bm(2)
+    bm, log = make_bm(2)
     seq = make_seq(0, PROMPT)  # needs 3 blocks
     assert bm.can_allocate(seq) == -1
-    assert bm.num_free_blocks == 2 and not seq.block_table and not rec.events
+    assert bm.num_free_blocks == 2 and not seq.block_table and not log
 
 
-def test_deallocate_returns_every_block_and_emits_block_free():
+def test_deallocate_returns_every_block_and_records_freed():
     """Freeing a sequence drops each of its references; blocks nobody holds go back to the free list
-    (at its tail, last block first) and BLOCK_FREE lists them."""
-    bm, rec = make_bm(8)
+    (at its tail, last block first) and the ``Freed`` record lists them."""
+    bm, log = make_bm(8)
     seq = make_seq(5, PROMPT)
     prefill(bm, seq)
-    bm.deallocate(seq, "finished")
+    freed = bm.deallocate(seq)
     assert seq.block_table == [] and seq.num_cached_tokens == 0
     assert bm.num_free_blocks == 8 and not bm.used_block_ids
     assert list(bm.free_block_ids) == [3, 4, 5, 6, 7, 2, 1, 0]
-    (free,) = events(rec, "BLOCK_FREE")
-    assert free == dict(seq_id=5, block_ids=[0, 1, 2], freed_block_ids=[2, 1, 0], num_free_blocks=8)
-    assert rec.events[-1].reason == "finished" and rec.events[-1].phase == "postprocess"
+    assert freed == Freed(seq_id=5, block_ids=[0, 1, 2], freed_block_ids=[2, 1, 0], num_free_blocks=8)
+    assert log[-1] is freed and decided(log, Freed) == [freed]
     assert_consistent(bm)
 
 
@@ -148,8 +168,9 @@ def test_deallocate_returns_every_block_and_emits_block_free():
 
 def test_shared_prefix_reuses_the_same_blocks_with_reference_count_two():
     """Two sequences whose first 2 full blocks are equal share those block ids (reference count 2): the
-    second one starts with 8 cached tokens, and PREFIX_CACHE_HIT / BLOCK_ALLOCATE say which blocks."""
-    bm, rec = make_bm(8)
+    second one starts with 8 cached tokens, and its ``Allocated`` record says which blocks are shared and
+    which are fresh."""
+    bm, log = make_bm(8)
     a = make_seq(0, PROMPT)
     assert prefill(bm, a) == 0
     b = make_seq(1, PROMPT[:8] + [7, 7])
@@ -158,23 +179,21 @@ def test_shared_prefix_reuses_the_same_blocks_with_reference_count_two():
     assert b.block_table[2] not in a.block_table
     assert [bm.blocks[i].ref_count for i in (0, 1, 2, 3)] == [2, 2, 1, 1]
     assert b.num_cached_tokens == 8
-    assert events(rec, "PREFIX_CACHE_HIT") == [
-        dict(seq_id=1, num_cached_blocks=2, num_cached_tokens=8, block_ids=[0, 1])]
-    assert events(rec, "BLOCK_ALLOCATE")[-1] == dict(seq_id=1, block_ids=[3], shared_block_ids=[0, 1],
-                                                     num_free_blocks=4)
+    assert cache_hits(log) == [Allocated(seq_id=1, block_ids=[3], shared_block_ids=[0, 1], num_cached_tokens=8,
+                                         num_free_blocks=4)]
+    assert log[-1] == cache_hits(log)[0]
     assert_consistent(bm, a, b)
 
 
 def test_freeing_one_sharer_keeps_the_shared_blocks_for_the_other():
     """When one of two sharers leaves, the shared blocks stay in use (reference count back to 1); only
     the leaver's own blocks return to the free list."""
-    bm, rec = make_bm(8)
+    bm, log = make_bm(8)
     a, b = make_seq(0, PROMPT), make_seq(1, PROMPT[:8] + [7, 7])
     prefill(bm, a)
     prefill(bm, b)
-    bm.deallocate(a, "finished")
-    assert events(rec, "BLOCK_FREE") == [
-        dict(seq_id=0, block_ids=[0, 1, 2], freed_block_ids=[2], num_free_blocks=5)]
+    bm.deallocate(a)
+    assert decided(log, Freed) == [Freed(seq_id=0, block_ids=[0, 1, 2], freed_block_ids=[2], num_free_blocks=5)]
     assert bm.blocks[0].ref_count == bm.blocks[1].ref_count == 1
     assert_consistent(bm, b)
 
@@ -191,10 +210,10 @@ def test_partial_prefix_hits_only_the_equal_leading_blocks():
 def test_block_hash_is_chained_so_an_equal_block_after_a_different_prefix_misses():
     """The hash names a whole prefix: the same 4 tokens as someone's block 1 do not hit when the block
     before them differs (their K/V would differ too)."""
-    bm, rec = make_bm(8)
+    bm, log = make_bm(8)
     prefill(bm, make_seq(0, PROMPT))
     b = make_seq(1, [9, 9, 9, 9] + PROMPT[4:])
-    assert admit(bm, b) == 0 and not events(rec, "PREFIX_CACHE_HIT")
+    assert admit(bm, b) == 0 and not cache_hits(log)
     h0 = compute_block_hash(PROMPT[:4])
     assert compute_block_hash(PROMPT[4:8], h0) != compute_block_hash(PROMPT[4:8])
 
@@ -202,14 +221,14 @@ def test_block_hash_is_chained_so_an_equal_block_after_a_different_prefix_misses
 def test_a_poisoned_hash_table_entry_is_caught_by_the_token_check():
     """A hash that maps to a block holding different tokens (what a collision looks like) is not a hit:
     the tokens are compared before anyone reads that block's K/V."""
-    bm, rec = make_bm(8)
+    bm, log = make_bm(8)
     a = make_seq(0, PROMPT)
     prefill(bm, a)
     other = [50, 51, 52, 53, 54]
     bm.hash_to_block_id[compute_block_hash(other[:4])] = a.block_table[0]  # collide with a's block 0
     b = make_seq(1, other)
     assert admit(bm, b) == 0
-    assert a.block_table[0] not in b.block_table and not events(rec, "PREFIX_CACHE_HIT")
+    assert a.block_table[0] not in b.block_table and not cache_hits(log)
     assert_consistent(bm, a, b)
 
 
@@ -217,7 +236,7 @@ def test_a_colliding_hash_function_is_caught_by_the_token_check(monkeypatch):
     """With a hash function under which every block collides, different tokens still never hit, while
     truly equal tokens still do."""
     monkeypatch.setattr(block_manager_module, "compute_block_hash", lambda token_ids, prefix_hash=NO_HASH: 42)
-    bm, rec = make_bm(8)
+    bm, log = make_bm(8)
     a = make_seq(0, [1, 2, 3, 4, 5])
     prefill(bm, a)
     assert bm.hash_to_block_id == {42: a.block_table[0]}
@@ -225,7 +244,7 @@ def test_a_colliding_hash_function_is_caught_by_the_token_check(monkeypatch):
     assert admit(bm, b) == 0
     c = make_seq(2, [1, 2, 3, 4, 99])
     assert admit(bm, c) == 1 and c.block_table[0] == a.block_table[0]
-    assert [e["seq_id"] for e in events(rec, "PREFIX_CACHE_HIT")] == [2]
+    assert [d.seq_id for d in cache_hits(log)] == [2]
 
 
 def test_a_freed_block_stays_findable_until_it_is_handed_out_again():
@@ -233,11 +252,11 @@ def test_a_freed_block_stays_findable_until_it_is_handed_out_again():
     same block ids back (out of the free list). Blocks taken from the free list in between do not
     matter, until the free list cycles round and the block is handed out fresh: then its old content is
     gone and the same prefix no longer hits."""
-    bm, rec = make_bm(6)
+    bm, log = make_bm(6)
     a = make_seq(0, PROMPT)
     prefill(bm, a)
     shared = a.block_table[:2]
-    bm.deallocate(a, "finished")
+    bm.deallocate(a)
     assert bm.num_free_blocks == 6
 
     filler = make_seq(1, [7] * 12)  # 3 fresh blocks from the free-list head: 3, 4, 5
@@ -248,17 +267,17 @@ def test_a_freed_block_stays_findable_until_it_is_handed_out_again():
     assert admit(bm, b) == 2 and b.block_table[:2] == shared
     assert all(bm.blocks[i].ref_count == 1 for i in shared)  # taken out of the free list, not shared
     assert_consistent(bm, filler, b)
-    bm.deallocate(b, "finished")
-    bm.deallocate(filler, "finished")
+    bm.deallocate(b)
+    bm.deallocate(filler)
 
     hog = make_seq(3, [8] * 24)  # every block, so the free list cycles through `shared`
     assert admit(bm, hog) == 0 and sorted(hog.block_table) == list(range(6))
     assert all(bm.blocks[i].hash == NO_HASH for i in shared)
-    bm.deallocate(hog, "finished")
+    bm.deallocate(hog)
 
     c = make_seq(4, PROMPT[:8] + [1])
     assert admit(bm, c) == 0
-    assert [e["seq_id"] for e in events(rec, "PREFIX_CACHE_HIT")] == [2]
+    assert [d.seq_id for d in cache_hits(log)] == [2]
 
 
 def test_the_last_token_is_never_served_from_the_cache():
@@ -280,7 +299,7 @@ def test_can_allocate_counts_a_free_cached_block_against_the_free_list():
     bm, _ = make_bm(3)
     a = make_seq(0, PROMPT)
     prefill(bm, a)
-    bm.deallocate(a, "finished")
+    bm.deallocate(a)
     # 2 cached blocks (free, with their content) + 1 fresh = all 3 blocks: fits exactly.
     assert bm.can_allocate(make_seq(1, PROMPT)) == 2
     assert bm.can_allocate(make_seq(2, PROMPT + [0, 0, 0, 0])) == -1  # 4 blocks
@@ -288,14 +307,14 @@ def test_can_allocate_counts_a_free_cached_block_against_the_free_list():
 
 def test_prefix_caching_off_never_hits():
     """With ``enable_prefix_caching=False`` nothing is hashed and equal prompts get separate blocks."""
-    bm, rec = make_bm(8, prefix_caching=False)
+    bm, log = make_bm(8, prefix_caching=False)
     a = make_seq(0, PROMPT)
     prefill(bm, a)
     b = make_seq(1, PROMPT + [1])
     assert admit(bm, b) == 0
     assert not set(a.block_table) & set(b.block_table)
-    assert not bm.hash_to_block_id and not events(rec, "PREFIX_CACHE_HIT")
-    bm.deallocate(a, "finished")
+    assert not bm.hash_to_block_id and not cache_hits(log)
+    bm.deallocate(a)
     assert admit(bm, make_seq(2, PROMPT)) == 0
 
 
@@ -304,8 +323,9 @@ def test_prefix_caching_off_never_hits():
 
 def test_only_a_token_that_starts_a_new_block_needs_a_free_block():
     """Block size 4: going from 4 to 5 tokens needs a new block (``can_append`` is False with none
-    free); going from 5 to 6 does not (True even with none free). ``may_append`` adds the block."""
-    bm, rec = make_bm(2)
+    free); going from 5 to 6 does not (True even with none free). ``may_append`` adds the block and
+    returns its ``Allocated`` record; when no block is needed it returns None and records nothing."""
+    bm, log = make_bm(2)
     a = make_seq(0, [1, 2, 3, 4])
     prefill(bm, a)
     blocker = make_seq(1, [9])
@@ -314,20 +334,20 @@ def test_only_a_token_that_starts_a_new_block_needs_a_free_block():
 
     a.append_token(5)  # 5 tokens: position 4 starts block 1
     assert a.num_blocks == 2 and not bm.can_append(a)
-    bm.deallocate(blocker, "preempted")
+    bm.deallocate(blocker)
     assert bm.can_append(a)
-    bm.may_append(a)
+    allocation = bm.may_append(a)
     assert a.block_table == [0, 1] and bm.num_free_blocks == 0
-    assert events(rec, "BLOCK_ALLOCATE")[-1] == dict(seq_id=0, block_ids=[1], shared_block_ids=[],
-                                                     num_free_blocks=0)
-    assert rec.events[-1].reason == "decode_needs_new_block"
+    assert allocation == Allocated(seq_id=0, block_ids=[1], shared_block_ids=[], num_cached_tokens=0,
+                                   num_free_blocks=0)
+    assert log[-1] is allocation
     compute(bm, a, 1)
 
     a.append_token(6)  # 6 tokens: position 5 is in block 1 already
     assert bm.can_append(a)
-    n_events = len(rec.events)
-    bm.may_append(a)
-    assert a.block_table == [0, 1] and len(rec.events) == n_events
+    n_decisions = len(log)
+    assert bm.may_append(a) is None
+    assert a.block_table == [0, 1] and len(log) == n_decisions
     assert_consistent(bm, a)
 
 
@@ -378,12 +398,80 @@ def test_identical_prompts_prefilled_together_get_separate_blocks_and_stay_consi
     compute(bm, a)
     compute(bm, b)
     assert not set(a.block_table) & set(b.block_table)
-    bm.deallocate(b, "finished")
+    bm.deallocate(b)
     c = make_seq(2, PROMPT)
     assert admit(bm, c) == 2  # b's freed blocks (the table's entries) or a's, either way equal content
     for i in range(2):
         assert bm.blocks[c.block_table[i]].token_ids == c.block(i)
     assert_consistent(bm, a, c)
+
+
+# ---- what the trace says about the records ------------------------------------------------------------
+# The orchestration layer (``engine/teaching.py``) says each record as TEACHING events; driven here as the
+# engine drives it: schedule, say the step's decisions, postprocess, say the finishes.
+
+
+def make_scheduler(num_blocks: int) -> tuple[Scheduler, Teaching, TraceRecorder]:
+    rec = TraceRecorder(validate=True)
+    scheduler = Scheduler(max_num_seqs=4, max_num_batched_tokens=64, max_model_len=64, eos=-1,
+                          num_kvcache_blocks=num_blocks, block_size=BS)
+    return scheduler, Teaching(rec), rec
+
+
+def engine_step(scheduler: Scheduler, teaching: Teaching) -> list[Decision]:
+    """One step as ``LLMEngine._run_step`` takes it, every sampled token 5; returns the step's decisions."""
+    decisions = scheduler.decisions
+    decisions.clear()  # what transaction.checkpoint does before every step
+    batch = scheduler.schedule()
+    num_scheduling_decisions = len(decisions)
+    teaching.scheduled(batch, decisions, scheduler)
+    scheduler.postprocess(batch, [5] * len(batch.seqs))
+    teaching.postprocessed(decisions[num_scheduling_decisions:])
+    return list(decisions)
+
+
+def said(rec: TraceRecorder, *names: str) -> list[tuple[str, str, str, dict]]:
+    return [(e.event, e.phase, e.reason, e.stats) for e in rec.events if e.event in names]
+
+
+def test_the_trace_says_each_admission_and_its_cached_prefix():
+    """A prefill's ``Allocated`` records become BLOCK_ALLOCATE (reason admit_sequence), preceded by
+    PREFIX_CACHE_HIT when it shares cached blocks, with the record's blocks and free count."""
+    scheduler, teaching, rec = make_scheduler(8)
+    params = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
+    scheduler.add(Sequence(0, PROMPT, params, BS))
+    (first,) = engine_step(scheduler, teaching)
+    assert first == Allocated(0, [0, 1, 2], [], 0, 5)
+    scheduler.add(Sequence(1, PROMPT[:8] + [7, 7], params, BS))
+    (second,) = engine_step(scheduler, teaching)
+    assert second == Allocated(1, [3], [0, 1], 8, 4)
+    assert said(rec, "BLOCK_ALLOCATE", "PREFIX_CACHE_HIT") == [
+        ("BLOCK_ALLOCATE", "prefill", "admit_sequence",
+         dict(seq_id=0, block_ids=[0, 1, 2], shared_block_ids=[], num_free_blocks=5)),
+        ("PREFIX_CACHE_HIT", "prefill", "prefix_blocks_reused",
+         dict(seq_id=1, num_cached_blocks=2, num_cached_tokens=8, block_ids=[0, 1])),
+        ("BLOCK_ALLOCATE", "prefill", "admit_sequence",
+         dict(seq_id=1, block_ids=[3], shared_block_ids=[0, 1], num_free_blocks=4))]
+
+
+def test_the_trace_says_a_decode_block_and_the_blocks_a_finish_frees():
+    """A decode's new block is BLOCK_ALLOCATE (reason decode_needs_new_block); a finish is RUNNING →
+    FINISHED, then BLOCK_FREE (phase postprocess, reason finished) listing the ``Freed`` record's blocks."""
+    scheduler, teaching, rec = make_scheduler(2)
+    scheduler.add(Sequence(0, [1, 2, 3, 4], SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True), BS))
+    engine_step(scheduler, teaching)  # the prefill: block 0, then 5 tokens, so the decode needs block 1
+    decisions = engine_step(scheduler, teaching)
+    assert [type(d).__name__ for d in decisions] == ["Allocated", "Finished", "Freed"]
+    assert decisions[0] == Allocated(0, [1], [], 0, 0)
+    assert decisions[2] == Freed(0, [0, 1], [1, 0], 2)
+    assert said(rec, "BLOCK_ALLOCATE", "BLOCK_FREE")[1:] == [
+        ("BLOCK_ALLOCATE", "decode", "decode_needs_new_block",
+         dict(seq_id=0, block_ids=[1], shared_block_ids=[], num_free_blocks=0)),
+        ("BLOCK_FREE", "postprocess", "finished",
+         dict(seq_id=0, block_ids=[0, 1], freed_block_ids=[1, 0], num_free_blocks=2))]
+    assert [e.event for e in rec.events][-2:] == ["STATE_TRANSITION", "BLOCK_FREE"]
+    assert rec.events[-2].stats["to"] == "FINISHED" and rec.events[-2].reason == "finished_length"
+    assert scheduler.is_finished() and scheduler.block_manager.num_free_blocks == 2
 
 
 # ---- interrupts: an exception at any line of an operation ----------------------------------------------
@@ -412,7 +500,7 @@ def _interrupted_operations():
         return bm, [a], a
 
     return [("allocate", shared_prefix, lambda bm, seq: admit(bm, seq)),
-            ("deallocate", two_holders, lambda bm, seq: bm.deallocate(seq, "finished")),
+            ("deallocate", two_holders, lambda bm, seq: bm.deallocate(seq)),
             ("may_append", full_last_block, lambda bm, seq: bm.may_append(seq))]
 
 
@@ -420,7 +508,8 @@ def _interrupted_operations():
                          ids=["allocate", "deallocate", "may_append"])
 def test_an_interrupt_at_any_line_leaves_no_negative_count_and_no_half_table(name, set_up, operation):
     """The operation either did not happen or happened, as far as the sequence's table is concerned; the
-    worst an interrupt leaves is a block out of every list, and ``recount`` gives it back."""
+    worst an interrupt leaves is a block out of every list, and ``transaction.recount`` (what undoing the
+    step does) gives it back."""
     from faults import InjectedFault, LineFault  # tests/faults.py: KeyboardInterrupt at the k-th engine line
 
     with LineFault() as counter:
@@ -442,5 +531,5 @@ def test_an_interrupt_at_any_line_leaves_no_negative_count_and_no_half_table(nam
         assert all(block.ref_count >= 0 for block in bm.blocks), f"a negative count after {fault.where}"
         assert seq.block_table in (before, after), f"half a table after {fault.where}: {seq.block_table}"
         holders = [s for s in live + [seq] if s.block_table and (s is not seq or name != "deallocate")]
-        bm.recount(s.block_table for s in dict.fromkeys(holders))
+        recount(bm, (s.block_table for s in dict.fromkeys(holders)))
         assert_consistent(bm, *dict.fromkeys(holders))

@@ -10,7 +10,7 @@ import pytest
 
 from nanovllm_teach import LLM, SamplingParams
 from nanovllm_teach.sim.cost_model import load_shape
-from nanovllm_teach.sim.workload import AtOnce, Fixed, Poisson, Replay, Request, SharedPrefix, Uniform, make_workload
+from nanovllm_teach.workload.requests import AtOnce, Fixed, Poisson, Replay, Request, SharedPrefix, Uniform, make_workload
 from nanovllm_teach.trace.reader import Trace, load_trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.consistency import check_consistency
@@ -141,11 +141,13 @@ def test_a_workload_refused_or_interrupted_leaves_the_engine_empty(monkeypatch):
     llm = _engine(num_kvcache_blocks=4)
     with pytest.raises(ValueError, match="could never fit"):
         llm.run_workload([Request(0.0, [5] * 20, output_len=5), Request(0.0, [5] * 20, output_len=5000)])
-    assert llm.is_finished() and not llm.model_runner._target_lens, "the lengths of a refused workload are forgotten"
+    answers = llm.model_runner.answers  # the AnswerLengths the workload tells the simulated model
+    assert answers is llm.answers
+    assert llm.is_finished() and not answers._lengths, "the lengths of a refused workload are forgotten"
     calls = []
 
     def stop(*args):
-        calls.append(1)
+        calls.append(dict(answers._lengths))
         if len(calls) == 3:
             raise KeyboardInterrupt
         return real_run(*args)
@@ -156,6 +158,8 @@ def test_a_workload_refused_or_interrupted_leaves_the_engine_empty(monkeypatch):
         llm.run_workload([Request(0.0, [5] * 20, output_len=50)])
     bm = llm.scheduler.block_manager
     assert llm.is_finished() and bm.num_free_blocks == bm.num_blocks
+    assert calls[0], "the workload told the model its lengths while it ran"
+    assert not answers._lengths, "the lengths of an interrupted workload are forgotten"
 
 
 @pytest.mark.parametrize("settings, error, match", [

@@ -85,25 +85,31 @@ def _decode(*lengths):
 
 def test_run_advances_the_clock_and_emits_eos_at_the_target_length():
     runner, rec = _runner()
-    runner.expect_length(0, 302)
+    runner.answers.expect(0, 302)
     first = runner.run(_prefill(0, 300))
-    t1 = runner.clock.now_s
+    t1 = runner.clock.now_s()
     assert t1 > 0 and first != [runner.eos_token_id]
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "prefill"
     assert runner.run(_decode(301)) == [runner.eos_token_id]
-    assert runner.clock.now_s > t1
+    assert runner.clock.now_s() > t1
     replay = _event(rec, "CUDAGRAPH_REPLAY").stats
     assert replay["graph_batch_size"] == 1 and replay["bound"] in ("memory", "compute")
-    assert replay["predicted_ms"] == pytest.approx((runner.clock.now_s - t1) * 1e3, abs=1e-3)
+    assert replay["predicted_ms"] == pytest.approx((runner.clock.now_s() - t1) * 1e3, abs=1e-3)
+    stats = runner.step_stats()  # what STEP_DONE carries: the same prediction
+    assert stats.keys() == {"predicted_ms", "bound"} and stats["bound"] == replay["bound"]
+    assert stats["predicted_ms"] == pytest.approx(replay["predicted_ms"], abs=1e-3)
     assert runner.run(_decode(301)) == [runner.eos_token_id], "a step run again (after a rollback) answers the same"
+    runner.answers.forget([0])
+    assert runner.answers.get(0) is None
+    assert runner.run(_decode(301)) == [runner.placeholder_token_id], "a forgotten length ends nothing"
 
 
 def test_a_prompt_chunk_never_ends_a_sequence():
     runner, _ = _runner()
-    runner.expect_length(0, 601)
+    runner.answers.expect(0, 601)
     assert runner.run(_prefill(0, 600, num_tokens=256)) == [runner.placeholder_token_id]  # the first chunk
     with pytest.raises(ValueError, match="sequence length"):
-        runner.expect_length(1, 1)
+        runner.answers.expect(1, 1)
 
 
 def test_eager_decode_says_why():
@@ -116,16 +122,32 @@ def test_eager_decode_says_why():
 
 
 def test_built_from_an_engine_config_on_a_shared_clock():
-    from nanovllm_teach.config import Config
-    from nanovllm_teach.sim.cost_model import shape_dir
-    from nanovllm_teach.sim.runner import SimClock
+    """The simulated engine's parts (``sim/engine.py``) build the runner from the engine's config, on the
+    clock and the answer lengths the engine shares with it."""
+    from nanovllm_teach.settings import Settings
+    from nanovllm_teach.sim.engine import simulated_parts
 
-    clock = SimClock(now_s=5.0)
-    config = Config.from_kwargs(str(shape_dir("qwen3-1.7b")), dict(
-        max_num_batched_tokens=16384, kvcache_block_size=256, runner="simulated", hardware="a100-80gb"))
-    runner = SimulatedRunner.from_config(config, DEVICES["a100-80gb"], TraceRecorder(), clock=clock)
+    parts = simulated_parts("qwen3-1.7b", Settings.from_kwargs(dict(
+        max_num_batched_tokens=16384, kvcache_block_size=256, runner="simulated", hardware="a100-80gb")))
+    parts.clock.wait_until(5.0)
+    runner = parts.make_runner(parts.config, TraceRecorder())
     direct = SimulatedRunner(load_shape("qwen3-1.7b"), DEVICES["a100-80gb"], max_num_batched_tokens=16384)
     assert runner.num_kvcache_blocks == direct.num_kvcache_blocks
-    assert runner.shape == direct.shape and runner.eos_token_id == 151645
+    assert runner.shape == direct.shape and runner.eos_token_id == parts.eos_token_id == 151645
+    assert runner.clock is parts.clock and runner.answers is parts.answers
     runner.run(_prefill(0, 100))
-    assert clock.now_s > 5.0
+    assert parts.clock.now_s() > 5.0
+
+
+def test_the_clock_moves_only_forward():
+    from nanovllm_teach.sim.runner import SimClock
+
+    clock = SimClock()
+    assert clock.now_s() == clock.t_s == 0.0
+    clock.advance(1.5)
+    clock.wait_until(1.0)  # already past it: time does not run backwards
+    assert clock.now_s() == 1.5
+    clock.wait_until(4.0)
+    assert clock.now_s() == 4.0
+    with pytest.raises(AssertionError):
+        clock.advance(-1.0)
