@@ -17,7 +17,7 @@ Three systems run it, one after the other, in this process, with the same weight
    (``--max-num-seqs 256 --max-num-batched-tokens 8192 --block-size 256``, the *tuned* settings) let the
    whole workload's prompts go in one prefill step and all 64 requests decode together, as in nano-vllm's
    bench; ``--defaults`` builds ``LLM(model)`` with nothing set instead. ``--compile`` runs decode steps
-   through ``CompiledDecode`` (``nanovllm_teach/utils/compiled_decode.py``; compiled during the warm-up,
+   through ``CompiledDecode`` (``nanovllm_teach/engine/compiled_decode.py``; compiled during the warm-up,
    its compile time printed).
 2. **HF generate (static batches)**: ``transformers`` ``model.generate`` on padded batches of B requests
    taken in arrival order (left padding). A batch runs until its longest request's ``max_tokens``; the
@@ -39,7 +39,7 @@ The numbers printed:
   ``scheduler.postprocess``, ``prepare_prefill``/``prepare_decode``/``prepare_sample`` and the sampler.
   The wrappers cost two ``perf_counter`` calls each, a few microseconds per step.
 - **roofline of our decode steps**: every decode step's FLOPs and minimum bytes
-  (``nanovllm_teach/utils/step_cost.py``: weights once per token, attention over each context, weights and
+  (``nanovllm_teach/models/step_cost.py``: weights once per token, attention over each context, weights and
   K/V read once) summed over the run and divided by the time spent in decode forwards: GFLOP/s against
   this machine's float32 matmul peak and GB/s against its memory bandwidth, both measured at start-up.
   The peak is the faster of the two libraries the linear layers can use (``F.linear``'s BLAS and oneDNN
@@ -100,8 +100,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, 
 
 from nanovllm_teach import LLM, SamplingParams, default_model_path
 from nanovllm_teach.layers.onednn_linear import onednn_unusable_reason
-from nanovllm_teach.utils import step_cost
-from nanovllm_teach.utils.compiled_decode import CompiledDecode
+from nanovllm_teach.models import step_cost
+from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import get_context
 
 

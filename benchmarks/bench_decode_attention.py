@@ -21,7 +21,7 @@ import torch
 
 from nanovllm_teach.layers.attention_cpp import CppAttentionBackend, cpp_unusable_reason
 from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
-from nanovllm_teach.utils import step_cost
+from nanovllm_teach.models import step_cost
 from nanovllm_teach.utils.context import Context
 
 SHAPES = {"shipped (4 heads / 2 KV heads x 64)": (4, 2, 64), "Qwen3-0.6B (16 / 8 x 128)": (16, 8, 128)}

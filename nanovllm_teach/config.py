@@ -10,7 +10,7 @@ the memory left; the engine then takes ``with_kv_cache(num_blocks)``, the same c
 
 A bad value raises ``ValueError`` (or ``TypeError`` for a value of the wrong type) naming it before
 anything heavy is built. The checkpoint folder must hold a ``config.json`` and a tokenizer; its weights'
-shapes are checked against ``config.json`` by ``utils/loader.py``'s ``check_checkpoint``.
+shapes are checked against ``config.json`` by ``models/loader.py``'s ``check_checkpoint``.
 
 ``runner="simulated"`` runs the same engine on a device that is not there: the simulator resolves its
 own config (``sim/engine.py``) through ``Config.build``, the model only a shape, ``device`` the name of the

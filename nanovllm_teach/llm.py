@@ -31,7 +31,7 @@ from nanovllm_teach.engine.tp_workers import TensorParallelRunner
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.engine import simulated_parts
 from nanovllm_teach.trace.recorder import Recorder, make_recorder
-from nanovllm_teach.utils.loader import check_checkpoint
+from nanovllm_teach.models.loader import check_checkpoint
 from nanovllm_teach.workload.arrivals import serve_workload
 from nanovllm_teach.workload.metrics import WorkloadResult
 from nanovllm_teach.workload.requests import Request

@@ -18,7 +18,7 @@ from nanovllm_teach.layers.layernorm import RMSNorm, rms_norm_heads
 from nanovllm_teach.layers.rotary_embedding import apply_rotary
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import Context, reset_context, set_context
-from nanovllm_teach.utils.loader import load_model
+from nanovllm_teach.models.loader import load_model
 from paged_cache import random_paged_cache
 
 

@@ -13,9 +13,9 @@ from transformers import AutoConfig
 import nanovllm_teach
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
-from nanovllm_teach.utils.compiled_decode import CompiledDecode
+from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, reset_context, set_context
-from nanovllm_teach.utils.loader import load_model
+from nanovllm_teach.models.loader import load_model
 
 BLOCK = 16
 

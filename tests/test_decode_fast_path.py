@@ -19,8 +19,8 @@ from nanovllm_teach.layers.layernorm import RMSNorm
 from nanovllm_teach.layers.rotary_embedding import RotaryEmbedding, apply_rotary
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import Context
-from nanovllm_teach.utils.loader import load_model
-from nanovllm_teach.utils.step_cost import count_ops, decode_step, make_decode_batch
+from nanovllm_teach.models.loader import load_model
+from nanovllm_teach.models.step_cost import count_ops, decode_step, make_decode_batch
 
 
 def _shipped_model() -> Qwen3ForCausalLM:

@@ -9,7 +9,7 @@ from transformers import Qwen3ForCausalLM as HFQwen3
 
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import Context, reset_context, set_context
-from nanovllm_teach.utils.loader import load_model
+from nanovllm_teach.models.loader import load_model
 
 SHAPES = {
     "gqa4_tied": dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=2, head_dim=16,

@@ -21,7 +21,6 @@ import pytest
 
 from checkpoints import make_random_checkpoint
 from nanovllm_teach import LLM, SamplingParams, default_model_path
-from nanovllm_teach.config import Config
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.engine.tp_workers import ExitCall, RunCall, read_message, write_message

@@ -5,18 +5,13 @@ Paging: a sequence's K/V lives in fixed-size blocks listed in its ``block_table`
 cache slots ``b * block_size … b * block_size + block_size - 1``.
 
 Prefix caching: once a block is full, its content is named by a chained hash,
-``hash(block_i) = xxh64(hash(block_{i-1}) || tokens_i)``, so equal hashes mean equal *prefixes*, not
-only equal blocks. A new sequence whose leading blocks hash to known blocks reuses them (reference count
-+1) after checking the tokens really match. A freed block keeps its hash and content until it is handed
-out again, so a later request can still hit it.
+``hash(block_i) = xxh64(hash(block_{i-1}) || tokens_i)``, so equal hashes mean equal *prefixes*. A new
+sequence whose leading blocks hash to known blocks reuses them (reference count +1) after checking the
+tokens really match. A freed block keeps its hash and content until it is handed out again.
 
-Every hand-out and every release is returned as a record (``Allocated``, ``Freed``:
-``engine/decisions.py``), which ``logged`` writes down in ``decisions``, the log the scheduler shares.
-
-Interrupts: every operation changes a sequence's ``block_table`` in one operation (a sequence never holds
-half a table) and detaches a table *before* dropping its references, so an exception at any line can
-leave at worst a block out of every list (a leak), never a reference count below 0; undoing a step
-(``engine/transaction.py``) rebuilds the counts from the block tables.
+Every hand-out and release is returned as a record (``engine/decisions.py``) and written to ``decisions``,
+the log it shares with the scheduler. A ``block_table`` changes in one assignment and is detached *before*
+its references are dropped, so an interrupt can leak a block, never leave a count below 0.
 
 Emits no events (the orchestration layer reports its records).
 """

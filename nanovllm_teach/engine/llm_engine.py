@@ -1,25 +1,17 @@
 """Orchestration layer: ``LLMEngine`` turns prompts into sequences, runs the step loop and hands back
 outputs. It knows nothing of tensors or heads, nor which runner it drives.
 
-It is built from parts chosen for it (``nanovllm_teach/llm.py`` chooses them): the resolved ``Config``,
-the tokenizer (None: token ids only), a function that builds the runner once the trace is open (the model
-runner, a tensor-parallel group, or the simulator: anything that fits ``engine/runner.py``'s ``Runner``),
-and the ``Clock`` the steps are timed on. The runner sizes the KV cache before the scheduler exists,
-because the block manager is built with that many blocks; once it has, ``self.config`` holds that size
-too. ``close()`` closes the runner and the trace.
+It is built from parts chosen for it (``nanovllm_teach/llm.py``): the resolved ``Config``, the tokenizer
+(None: token ids only), a function that builds the runner once the trace is open (anything that fits
+``engine/runner.py``'s ``Runner``) and the ``Clock`` steps are timed on. The runner sizes the KV cache
+before the scheduler exists, because the block manager is built with that many blocks.
 
-``step()`` is one engine iteration: the scheduler's ``schedule()`` gives the step's ``ScheduledBatch``
-(``engine/batch.py``), the runner's ``run(batch)`` one token per sequence, and the scheduler's
-``postprocess(batch, token_ids)`` takes them in; what the scheduler decided on the way is said as TEACHING
-events by ``engine/teaching.py``. The step is a transaction (``engine/transaction.py``): if anything in it
-raises (Ctrl-C, a failing trace sink, a full disk), the scheduler is rolled back to its checkpoint from
-before the step and the exception goes on, so calling ``step()`` again resumes as if nothing had happened.
-``generate()`` is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises, it
-aborts its requests first, so the engine is left empty with every KV block free. ``abort_request`` takes
-one request out. Requests queued with ``add_request`` belong to the caller's own ``step()`` loop:
-``generate()`` refuses to start while there are any, rather than run them and drop their outputs.
-
-Requests that arrive in time are served on top of this public API (``workload/arrivals.py``).
+``step()`` is one iteration: ``schedule()`` gives the step's ``ScheduledBatch``, the runner's ``run(batch)``
+one token per sequence, ``postprocess(batch, token_ids)`` takes them in; ``engine/teaching.py`` says what
+the scheduler decided on the way as TEACHING events. The step is a transaction (``engine/transaction.py``):
+if anything in it raises, the scheduler is rolled back, so calling ``step()`` again resumes. ``generate()``
+is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises, it aborts its
+requests first. Requests that arrive in time are served on this public API (``workload/arrivals.py``).
 
 Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
 through ``teaching`` and the runner, everything else).
@@ -50,12 +42,11 @@ Prompt = str | list[int]
 
 
 class StepResult(NamedTuple):
-    """One step's outcome. ``num_tokens`` is nano-vllm's statistic (see ``LLMEngine.step``);
-    ``num_batched_tokens`` the tokens the model actually computed, which throughput is measured in."""
+    """One step's outcome (``num_tokens``: nano-vllm's statistic, see ``LLMEngine.step``)."""
 
     finished: list[tuple[int, list[int]]]
     num_tokens: int
-    num_batched_tokens: int
+    num_batched_tokens: int  # the tokens the model computed: throughput is measured in these
     seqs: list[Sequence]  # the batch, in order
     runner_stats: dict[str, Any]  # what the runner added to STEP_DONE
 
@@ -95,10 +86,6 @@ class LLMEngine:
             self.rec.record("init", "engine_ready", EngineReady(
                 num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=eos_token_id,
                 attention_backend=config.attention_backend, device=config.device))
-
-    def now_s(self) -> float:
-        """The engine's clock in seconds (simulated time for a simulated runner)."""
-        return self.clock.now_s()
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -170,14 +157,10 @@ class LLMEngine:
     # ---- the loop -------------------------------------------------------------------------------
 
     def step(self) -> tuple[list[tuple[int, list[int]]], int]:
-        """One iteration. Returns the ``(seq_id, completion_token_ids)`` of sequences that finished in it,
-        and ``num_tokens`` as in nano-vllm: positive for a prefill (the total length of its sequences after
-        their new token, cached prefix and earlier chunks included), negative for a decode (minus the number
-        of sequences that each got one token). It is nano-vllm's statistic, kept for comparison; the tokens
-        the step actually computed are STEP_DONE's ``num_batched_tokens``, and throughput uses those.
-
-        If it raises, nothing happened: the step is rolled back, and calling ``step()`` again resumes.
-        ``last_step`` then holds the whole ``StepResult``, ``num_batched_tokens`` included."""
+        """One iteration. Returns the ``(seq_id, completion_token_ids)`` of sequences that finished in it, and
+        nano-vllm's ``num_tokens``: positive for a prefill (the total length of its sequences after their new
+        token), negative for a decode (minus its batch size); the tokens it computed are
+        ``last_step.num_batched_tokens``. If it raises, the step is undone, and calling it again resumes."""
         if self.is_finished():
             raise RuntimeError("step() called with no request waiting or running")
         return self._step()[:2]  # (finished, num_tokens), with no line left to interrupt after the step
@@ -196,7 +179,7 @@ class LLMEngine:
             raise
 
     def _run_step(self) -> StepResult:
-        start = self.now_s()
+        start = self.clock.now_s()
         decisions = self.scheduler.decisions
         batch = self.scheduler.schedule()
         num_scheduling_decisions = len(decisions)
@@ -205,7 +188,7 @@ class LLMEngine:
         seqs = self.scheduler.postprocess(batch, token_ids)
         self.teaching.postprocessed(decisions[num_scheduling_decisions:])
         is_prefill, num_batched_tokens = batch.is_prefill, batch.num_batched_tokens
-        latency_ms = (self.now_s() - start) * 1e3
+        latency_ms = (self.clock.now_s() - start) * 1e3
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
         runner_stats = self.model_runner.step_stats()
@@ -232,15 +215,10 @@ class LLMEngine:
         ``{"seq_id", "text", "token_ids", "finish_reason"}``.
 
         ``arrival_steps``: request ``i`` arrives once ``arrival_steps[i]`` engine steps of this call have run
-        (0 = at once). If the engine runs dry before the next arrival, it arrives at once: time is counted in
-        steps, and an idle engine takes none.
-
-        It returns exactly its own prompts' outputs, so it refuses (``ValueError`` naming their seq_ids) to
-        start while requests queued with ``add_request`` are unfinished: run those with ``step()`` or
-        ``abort_request`` them first. If it raises (Ctrl-C included), its requests are aborted first: the
-        engine is left empty, every KV block free.
+        (0 = at once; an idle engine takes no steps, so the next request then arrives at once). It refuses
+        to start while requests queued with ``add_request`` are unfinished; if it raises (Ctrl-C included),
+        its requests are aborted first: the engine is left empty, every KV block free.
         """
-        self.refuse_while_busy("generate()")
         if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
             raise TypeError("prompts must be a list of prompts (str or list of token ids)")
         if isinstance(sampling_params, list):
@@ -257,7 +235,7 @@ class LLMEngine:
         seqs = [self.make_sequence(p, sp) for p, sp in zip(prompts, params)]
         # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
         pending = deque(sorted(zip(arrivals, seqs), key=lambda pair: pair[0]))
-        with self.serving(seqs), self.rec.flushing_deferred():
+        with self.serving(seqs, "generate()"), self.rec.flushing_deferred():
             self._run_until_done(pending, len(seqs), use_tqdm)
         return [{"seq_id": seq.seq_id, "text": self._text(seq), "token_ids": seq.completion_token_ids,
                  "finish_reason": seq.finish_reason} for seq in seqs]
@@ -267,19 +245,17 @@ class LLMEngine:
             return None  # placeholder ids spell nothing
         return self.tokenizer.decode(seq.completion_token_ids, skip_special_tokens=seq.skip_special_tokens)
 
-    def refuse_while_busy(self, caller: str) -> None:
-        """A call that returns its own requests' outputs (``caller``) cannot share the engine with requests
-        queued by ``add_request``: ``ValueError`` naming them."""
+    @contextmanager
+    def serving(self, seqs: list[Sequence], caller: str) -> Iterator[None]:
+        """The frame of a call (``caller``) that feeds ``seqs`` to the engine and steps until they are done
+        (``generate``, a workload's arrivals): GENERATE_START, then GENERATE_FINISH once the block completes;
+        if it raises, every one of ``seqs`` is aborted first, so no request is left queued and no block held.
+        It returns its own requests' outputs, so it refuses (``ValueError``) to start while requests queued
+        with ``add_request`` are unfinished."""
         if not self.is_finished():
             raise ValueError(
                 f"{caller} cannot start while requests added with add_request are unfinished (seq_ids "
                 f"{sorted(self.scheduler.accepted)}): finish them with step() or abort_request() them first")
-
-    @contextmanager
-    def serving(self, seqs: list[Sequence]) -> Iterator[None]:
-        """The frame of a call that feeds ``seqs`` to the engine and steps until they are done (``generate``,
-        a workload's arrivals): GENERATE_START, then GENERATE_FINISH once the block completes; if it raises,
-        every one of ``seqs`` is aborted first, so no request is left queued and no block held."""
         if self.rec.enabled:
             self.rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=len(seqs)))
         before = self.num_steps, self.num_prefill_steps, self.num_decode_steps
@@ -300,9 +276,9 @@ class LLMEngine:
             while pending or not self.is_finished():
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
                     self.enqueue(pending.popleft()[1])
-                start = self.now_s()
+                start = self.clock.now_s()
                 finished, num_tokens = self.step()
-                elapsed = self.now_s() - start
+                elapsed = self.clock.now_s() - start
                 steps_run += 1
                 # The tokens computed, not nano-vllm's num_tokens (which counts cached prefixes and earlier chunks).
                 if num_tokens > 0:

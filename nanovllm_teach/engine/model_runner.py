@@ -1,31 +1,23 @@
 """Execution layer: ``ModelRunner`` turns a scheduled batch (``engine/batch.py``) into one token id per sequence.
 
-Start-up: build Qwen3 and load its weights (with ``linear_backend="onednn"``, the CPU default on x86-64,
-pack the linear layers' weights for oneDNN: ``layers/onednn_linear.py``); warm up with the largest prefill the configuration allows and
-a sampling of ``max_num_seqs`` rows of logits at temperature 1, so the peak memory of any step is seen; on
-a GPU, capture the largest decode graph once on a one-block stand-in cache, so the memory its pool takes is
-counted as used; size the KV cache from what is left (``KV_BUDGET_ESTIMATE``), bind each attention layer to
-its slice of it, and capture the decode graphs for real (their addresses are the cache's).
+Start-up: build Qwen3 and load its weights (packed for oneDNN with ``linear_backend="onednn"``); warm up
+with the largest prefill the limits allow, and a sampling of ``max_num_seqs`` rows, so the peak memory of
+any step is seen; on a GPU hold the largest decode graph's pool while memory is read; size the KV cache
+from what is left (``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice; capture the decode
+graphs (their addresses are the cache's).
 
 Every step, ``run(batch)``:
 
-- ``prepare_prefill``: flatten the new tokens of every sequence into one 1-D batch with their absolute
-  positions; ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer than ``q`` when part of
-  the prompt is already cached); ``slot_mapping`` says where each new token's K/V goes in the cache.
-- ``prepare_decode``: one token per sequence (its newest), ``context_lens`` and ``block_tables`` to read
-  everything before it back from the cache.
-- run the model, keep the hidden state of each sequence's last token, compute logits, sample.
+- ``prepare_prefill``: the new tokens of every sequence flattened into one batch with absolute positions;
+  ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer when part of the prompt is cached);
+  ``slot_mapping`` says where each new token's K/V goes in the cache.
+- ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back.
+- run the model (decode replays a CUDA graph, ``engine/cuda_graphs.py``, or with ``compile=True`` the
+  compiled step, ``engine/compiled_decode.py``), keep each sequence's last hidden state, sample.
 
-It knows nothing of scheduling policy, and sees no ``Sequence``: it runs exactly the batch it is given.
-
-On a GPU, decode steps replay CUDA graphs captured at start-up (``engine/cuda_graphs.py``); with
-``compile=True`` they run the compiled step of ``utils/compiled_decode.py`` instead (compiled at start-up
-once the KV cache is bound, DECODE_COMPILE; no graphs then). Prefill and the rest run eagerly, and
-RUN_MODEL's ``eager_reason`` says why no graph ran.
-
-With tensor parallelism every rank builds one of these (``engine/tp_workers.py`` spawns ranks 1…N−1): each
-joins the process group first (the layers read their shard from it), start-up facts are gathered so that
-rank 0 reports every rank, the ranks agree on the smallest KV block count, and only rank 0 samples.
+It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor parallelism every rank builds
+one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
+count, and only rank 0 samples.
 
 Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, DECODE_COMPILE, CUDAGRAPH_CAPTURE,
 PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
@@ -47,6 +39,7 @@ from nanovllm_teach.config import Config
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.runner import RunnerDefaults
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.onednn_linear import pack_linear_weights
 from nanovllm_teach.layers.sampler import Sampler
@@ -55,11 +48,10 @@ from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, Deco
                                          ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
                                          Sample, TpRuntimeInit, Warmup)
 from nanovllm_teach.trace.recorder import Recorder
-from nanovllm_teach.utils.compiled_decode import CompiledDecode
+from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
-from nanovllm_teach.utils.loader import load_model
-from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget,
-                                         read_memory, reset_peak)
+from nanovllm_teach.models.loader import load_model
+from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache
 
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
 # so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
@@ -67,18 +59,15 @@ TP_TIMEOUT = timedelta(seconds=60)
 
 
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
-    """The cache slot of ``seq``'s newest token, whose K/V a decode step stores: in its last block, right
-    after the tokens already there."""
+    """The cache slot a decode step stores ``seq``'s newest token's K/V in: in its last block, after the others."""
     return seq.block_table[-1] * block_size + (seq.num_tokens - 1) % block_size
 
 
-class ModelRunner:
+class ModelRunner(RunnerDefaults):
     def __init__(self, config: Config, rank: int, recorder: Recorder, dist_init: str | None = None) -> None:
         """``dist_init``: the ``tcp://host:port`` where the ranks of a tensor-parallel group meet (chosen by
         rank 0, see ``engine/tp_workers.py``); unused when ``tensor_parallel_size`` is 1."""
-        if dist.is_initialized():
-            # The layers take their shard from the process-wide default group: a model built now would be
-            # sharded like the engine that is already running.
+        if dist.is_initialized():  # the layers take their shard from the process-wide default group
             raise RuntimeError("a tensor-parallel engine is already running in this process: close() it first")
         self.config = config
         self.rank = rank
@@ -87,8 +76,7 @@ class ModelRunner:
         hf_config = config.hf_config
         self.block_size = config.kvcache_block_size
         self.device = bind_cuda_device(torch.device(config.device), rank, self.world_size)
-        # Resolved once, in Config: the header, the events and every rank read the same choices.
-        self.dtype: torch.dtype = getattr(torch, config.dtype)
+        self.dtype: torch.dtype = getattr(torch, config.dtype)  # resolved once, in Config, for every rank
         self.attention_backend = config.attention_backend
         backend = self._init_process_group(dist_init) if self.world_size > 1 else "none"
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
@@ -144,8 +132,6 @@ class ModelRunner:
                     batch_sizes=self.decode_graphs.batch_sizes, seconds=round(time.perf_counter() - start, 4),
                     memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0],
                     reserved_bytes=graph_reserve_bytes))
-
-    # ---- start-up -------------------------------------------------------------------------------
 
     def _init_process_group(self, dist_init: str | None) -> str:
         if dist_init is None:
@@ -224,42 +210,33 @@ class ModelRunner:
     def allocate_kv_cache(self, reading: MemoryReading, graph_reserve_bytes: int | None = None) -> int:
         """Size the KV cache from ``reading`` (or take the configured number), allocate it and bind it to every
         layer. ``graph_reserve_bytes``: what the decode graphs' pool took, already inside ``reading.used``."""
-        hf = self.config.hf_config
         layer = self.attention_layers[0]
         num_layers = len(self.attention_layers)
         elem_bytes = torch.tensor([], dtype=self.dtype).element_size()
         block_bytes = kv_block_bytes(num_layers, self.block_size, layer.num_kv_heads, layer.head_dim, elem_bytes)
-        utilization = self.config.gpu_memory_utilization
         cpu_cap = int(self.config.cpu_kvcache_gib * 2**30) if self.device.type == "cpu" else None
-        budget = kv_cache_budget(reading, utilization, cpu_cap)
-        memory_budget = reading.available(utilization)  # the formula alone, before any CPU cap
-        estimated = kv_cache_blocks(reading, utilization, block_bytes, cpu_cap)
-        explicit = self.config.num_kvcache_blocks
+        sizing = size_kv_cache(reading, self.config.gpu_memory_utilization, block_bytes, cpu_cap,
+                               self.config.num_kvcache_blocks)
         # Every rank holds its shard of every block, so the group has as many blocks as its tightest rank.
-        by_rank = self._all_ranks((explicit or estimated, memory_budget))
+        by_rank = self._all_ranks((sizing.num_blocks, sizing.room))
         num_blocks_by_rank = [blocks for blocks, _ in by_rank]
         num_blocks, room = min(num_blocks_by_rank), min(room for _, room in by_rank)
-        if explicit is not None and explicit * block_bytes > room:
-            raise ValueError(f"num_kvcache_blocks={explicit} asks for {explicit * block_bytes / 2**30:.2f} GiB "
-                             f"({block_bytes} bytes per block), but only {max(room, 0) / 2**30:.2f} GiB are left "
-                             f"for the KV cache on {self.device} at gpu_memory_utilization={utilization}: at most "
-                             f"{max(room, 0) // block_bytes} blocks fit")
+        if sizing.explicit is not None and sizing.explicit * block_bytes > room:
+            raise ValueError(f"num_kvcache_blocks={sizing.explicit} asks for {sizing.explicit * block_bytes / 2**30:.2f} "
+                             f"GiB ({block_bytes} bytes per block), but only {max(room, 0) / 2**30:.2f} GiB are left "
+                             f"for the KV cache on {self.device} at gpu_memory_utilization={sizing.utilization}: at "
+                             f"most {max(room, 0) // block_bytes} blocks fit")
         if num_blocks < 1:
-            raise RuntimeError(f"no memory left for the KV cache: budget {budget} bytes, one block needs "
+            raise RuntimeError(f"no memory left for the KV cache: budget {sizing.budget} bytes, one block needs "
                                f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
-        limited_by = ("num_kvcache_blocks" if explicit is not None else
-                      "cpu_kvcache_gib" if cpu_cap is not None and cpu_cap < memory_budget else "memory")
         self._bind_kv_cache(torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
                                         layer.head_dim, dtype=self.dtype, device=self.device))
-        reason = "size_kv_cache_cpu_cap" if limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
         if self.rec.enabled:
-            self.rec.record("init", reason, KvBudgetEstimate(
-                **reading.as_stats(), utilization=utilization, budget=budget, block_bytes=block_bytes,
-                uncapped_num_blocks=max(memory_budget, 0) // block_bytes, cap_bytes=cpu_cap, limited_by=limited_by,
-                graph_reserve_bytes=graph_reserve_bytes, estimated_num_blocks=estimated, num_blocks=num_blocks,
-                explicit=explicit is not None, block_size=self.block_size, num_layers=num_layers,
-                num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim, dtype_bytes=elem_bytes,
-                vocab_size=hf.vocab_size, num_blocks_by_rank=num_blocks_by_rank if self.world_size > 1 else UNSET))
+            self.rec.record("init", sizing.reason, KvBudgetEstimate(
+                **sizing.stats(num_blocks), graph_reserve_bytes=graph_reserve_bytes, block_size=self.block_size,
+                num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
+                dtype_bytes=elem_bytes, vocab_size=self.config.hf_config.vocab_size,
+                num_blocks_by_rank=num_blocks_by_rank if self.world_size > 1 else UNSET))
         return num_blocks
 
     # ---- one step -------------------------------------------------------------------------------
@@ -346,12 +323,6 @@ class ModelRunner:
                                      num_tokens=input_ids.size(0), graph_batch_size=None,
                                      eager_reason=eager_reason(is_prefill, self.graph_skip)))
         return self.model.compute_logits(hidden_states)
-
-    def step_stats(self) -> dict[str, Any]:
-        return {}  # a real step's time is what the engine's clock measured
-
-    def close(self) -> None:
-        """Nothing to release: the model and the KV cache go with this object."""
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int]:

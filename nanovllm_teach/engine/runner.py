@@ -35,6 +35,16 @@ class Runner(Protocol):
         """Release what the runner holds (worker processes, say)."""
 
 
+class RunnerDefaults:
+    """What a runner that adds nothing to STEP_DONE and holds nothing to release inherits."""
+
+    def step_stats(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 class Clock(Protocol):
     def now_s(self) -> float:
         """Seconds on this clock (only differences count)."""

@@ -4,26 +4,18 @@ prefill or a decode. This is where continuous batching happens. Pure Python, no 
 ``schedule()`` returns the step as a ``ScheduledBatch`` (``engine/batch.py``), plain data for the model
 runner; ``postprocess(batch, token_ids)`` takes the runner's answer back:
 
-1. Prefill first (``schedule_prefill``). Admit sequences from the head of ``waiting`` while the step's
-   token budget (``max_num_batched_tokens``), the sequence cap (``max_num_seqs``) and the free KV blocks
-   allow. Who is next is the scheduling policy's choice, ``choose_next`` (first come, first served: the
-   head). Only the queue head may be *chunked*: if its prompt does not fit in the remaining budget it
-   computes part of it now and stays at the head for the next step.
-2. Otherwise decode every running sequence one token (``schedule_decode``). When a sequence needs a new
-   block and none is free, preempt from the tail of ``running`` (the newest arrivals give way) by
-   recompute: its blocks are freed and it goes back to the head of ``waiting``.
+1. Prefill first (``schedule_prefill``): admit sequences from the head of ``waiting`` while the token
+   budget, the sequence cap and the free KV blocks allow; who is next is the policy's choice
+   (``choose_next``). Only the queue head may be *chunked*: what does not fit waits for the next step.
+2. Otherwise decode every running sequence one token (``schedule_decode``); when blocks run out, the newest
+   arrivals give way (preemption by recompute: their blocks are freed, they wait to be prefilled again).
+3. ``postprocess()`` appends each sampled token and finishes a sequence on EOS (unless ``ignore_eos``),
+   ``max_tokens`` or ``max_model_len``, freeing its blocks.
 
-``postprocess()`` appends each sampled token, finishes a sequence on EOS (unless ``ignore_eos``), on
-``max_tokens`` or at ``max_model_len``, and frees its blocks.
-
-What was decided besides the batch (blocks handed out and taken back, preemptions, finishes) is written
-to ``decisions`` as plain records (``engine/decisions.py``), in the order it happened; the engine starts
-the log afresh before each step (``transaction.checkpoint``), so it holds that step's. ``accepted`` holds every sequence added and
-not yet finished or aborted, wherever it is: in a queue, or in the middle of moving between them. Undoing
-an interrupted step and aborting requests work on these from outside (``engine/transaction.py``).
-
-A ``static`` policy is available for comparison: a batch is admitted together and nobody joins until all
-of it has finished — the static batching that continuous batching replaces.
+What was decided besides the batch (blocks handed out and taken back, preemptions, finishes) is written to
+``decisions`` as plain records (``engine/decisions.py``), in order; the engine starts the log afresh
+before each step. ``accepted`` holds every sequence added and not yet finished or aborted. A ``static``
+policy, for comparison, admits a batch together and lets nobody join until all of it has finished.
 
 Emits no events (the orchestration layer reports the batch and the decisions).
 """
@@ -51,8 +43,7 @@ def choose_next(waiting: deque[Sequence]) -> int:
 class Scheduler:
     def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int, eos: int,
                  num_kvcache_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 policy: str = "continuous") -> None:
-        """``policy``: ``continuous`` or ``static`` (validated with the other settings, ``settings.py``)."""
+                 policy: str = "continuous") -> None:  # continuous or static, checked in settings.py
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len

@@ -60,7 +60,6 @@ import sys
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,8 +69,9 @@ import torch.distributed as dist
 
 import nanovllm_teach
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
 from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
+from nanovllm_teach.engine.runner import RunnerDefaults
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
@@ -272,7 +272,7 @@ class WorkerPool:
         torch.set_num_threads(self.rank0_threads)
 
 
-class TensorParallelRunner:
+class TensorParallelRunner(RunnerDefaults):
     """The engine's model runner when ``tensor_parallel_size > 1``: rank 0's ``ModelRunner`` plus the
     workers. It answers the same narrow call, ``run(batch)``, so the other layers do not notice."""
 
@@ -311,9 +311,6 @@ class TensorParallelRunner:
                 raise RuntimeError(f"tensor-parallel {self.failure} during a "
                                    f"{'prefill' if batch.is_prefill else 'decode'} step; create a new LLM") from exc
             raise
-
-    def step_stats(self) -> dict:
-        return {}
 
     def _stop(self, failure: str) -> list[str]:
         """Shut the group down after a failure; returns the workers that died, if any did (they, with the

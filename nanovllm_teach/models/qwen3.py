@@ -136,7 +136,7 @@ class Qwen3ForCausalLM(nn.Module):
 
 def checkpoint_shapes(config) -> dict[str, tuple[int, ...]]:
     """Every tensor a Hugging Face Qwen3 checkpoint of this ``config`` holds, by name, with its shape: what
-    ``utils/loader.py`` checks a checkpoint's headers against before anything is built. (The test suite
+    ``models/loader.py`` checks a checkpoint's headers against before anything is built. (The test suite
     checks these against transformers' own Qwen3 model.)"""
     hidden, vocab = config.hidden_size, config.vocab_size
     head_dim = head_dim_of(config)

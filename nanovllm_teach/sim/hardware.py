@@ -115,7 +115,7 @@ def measure_this_cpu(copy_mib: int = 256, repeats: int = 5) -> Device:
     copying a ``copy_mib`` MiB tensor (each copy reads and writes every byte once). Takes about a second."""
     import torch  # only this measurement needs torch: the datasheet devices are plain data
 
-    from nanovllm_teach.utils.step_cost import matmul_peak_gflops, memory_bandwidth_gbs
+    from nanovllm_teach.models.step_cost import matmul_peak_gflops, memory_bandwidth_gbs
 
     flops = matmul_peak_gflops(repeats=repeats) * 1e9
     bandwidth = memory_bandwidth_gbs(copy_mib, repeats) * 1e9

@@ -29,11 +29,12 @@ from msgspec import UNSET
 
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.runner import RunnerDefaults
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
 from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
-from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, kv_cache_blocks, kv_cache_budget
+from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, size_kv_cache
 
 # What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
 # datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
@@ -81,7 +82,7 @@ class AnswerLengths:
         return self._lengths.get(seq_id)
 
 
-class SimulatedRunner:
+class SimulatedRunner(RunnerDefaults):
     def __init__(self, shape: ModelShape, device: Device, *, block_size: int = 256,
                  max_num_batched_tokens: int | None = None, max_num_seqs: int = 512, max_model_len: int = 4096,
                  gpu_memory_utilization: float = 0.9, cpu_kvcache_gib: float = 0.25,
@@ -152,29 +153,17 @@ class SimulatedRunner:
         dtype_bytes = self.cost_model.dtype_bytes
         block_bytes = kv_block_bytes(shape.num_layers, self.block_size, num_kv_heads, shape.head_dim, dtype_bytes)
         cap = int(cpu_kvcache_gib * 2**30) if dev.kind == "cpu" else None
-        budget = kv_cache_budget(reading, utilization, cap)
-        estimated = kv_cache_blocks(reading, utilization, block_bytes, cap)
-        uncapped = kv_cache_blocks(reading, utilization, block_bytes)
-        num_blocks = explicit_blocks or estimated
-        if num_blocks < 1:
-            raise ValueError(f"no memory left for the KV cache of {shape.name} on {dev.name}: budget {budget} "
+        sizing = size_kv_cache(reading, utilization, block_bytes, cap, explicit_blocks)
+        if sizing.num_blocks < 1:
+            raise ValueError(f"no memory left for the KV cache of {shape.name} on {dev.name}: budget {sizing.budget} "
                              f"bytes, one block needs {block_bytes}; raise gpu_memory_utilization or "
                              f"tensor_parallel_size, or lower max_num_batched_tokens")
-        if explicit_blocks is not None:
-            limited_by = "num_kvcache_blocks"
-        elif cap is not None and estimated < uncapped:
-            limited_by = "cpu_kvcache_gib"
-        else:
-            limited_by = "memory"
-        reason = "size_kv_cache_cpu_cap" if limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
         if self.rec.enabled:
-            self.rec.record("init", reason, KvBudgetEstimate(
-                **reading.as_stats(), utilization=utilization, budget=budget, block_bytes=block_bytes,
-                uncapped_num_blocks=uncapped, cap_bytes=cap, limited_by=limited_by,
-                estimated_num_blocks=estimated, num_blocks=num_blocks, explicit=explicit_blocks is not None,
-                block_size=self.block_size, num_layers=shape.num_layers, num_kv_heads=num_kv_heads,
-                head_dim=shape.head_dim, dtype_bytes=dtype_bytes, vocab_size=shape.vocab_size))
-        return num_blocks
+            self.rec.record("init", sizing.reason, KvBudgetEstimate(
+                **sizing.stats(sizing.num_blocks), block_size=self.block_size, num_layers=shape.num_layers,
+                num_kv_heads=num_kv_heads, head_dim=shape.head_dim, dtype_bytes=dtype_bytes,
+                vocab_size=shape.vocab_size))
+        return sizing.num_blocks
 
     # ---- one step -------------------------------------------------------------------------------
 
@@ -214,9 +203,6 @@ class SimulatedRunner:
         """The last step's prediction, for STEP_DONE."""
         cost = self.last_cost
         return {} if cost is None else {"predicted_ms": round(cost.total_s * 1e3, 3), "bound": cost.bound}
-
-    def close(self) -> None:
-        """Nothing to release."""
 
     def _eager_reason(self, is_prefill: bool) -> str:
         if is_prefill:

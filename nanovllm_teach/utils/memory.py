@@ -25,6 +25,7 @@ import os
 import resource
 import sys
 from dataclasses import asdict, dataclass
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -127,3 +128,47 @@ def kv_cache_blocks(reading: MemoryReading, utilization: float, block_bytes: int
                     cpu_cap_bytes: int | None = None) -> int:
     """How many whole KV blocks of ``block_bytes`` fit in the budget (0 when nothing is left)."""
     return max(kv_cache_budget(reading, utilization, cpu_cap_bytes), 0) // block_bytes
+
+
+@dataclass(frozen=True)
+class KvSizing:
+    """One rank's KV cache sized from a memory reading, and why it has that size (KV_BUDGET_ESTIMATE)."""
+
+    reading: MemoryReading
+    utilization: float
+    block_bytes: int
+    cap_bytes: int | None  # the CPU cap (None on a GPU)
+    room: int  # bytes the reading leaves at ``utilization``, before the cap
+    budget: int  # bytes the cache may take, the cap applied
+    estimated_num_blocks: int
+    explicit: int | None  # num_kvcache_blocks, when it was given
+
+    @property
+    def num_blocks(self) -> int:
+        return self.explicit or self.estimated_num_blocks
+
+    @property
+    def limited_by(self) -> str:
+        if self.explicit is not None:
+            return "num_kvcache_blocks"
+        return "cpu_kvcache_gib" if self.cap_bytes is not None and self.cap_bytes < self.room else "memory"
+
+    @property
+    def reason(self) -> str:
+        return "size_kv_cache_cpu_cap" if self.limited_by == "cpu_kvcache_gib" else "size_kv_cache_from_memory"
+
+    def stats(self, num_blocks: int) -> dict[str, Any]:
+        """KV_BUDGET_ESTIMATE's fields for a cache of ``num_blocks`` (the group's, under tensor parallelism)."""
+        return {**self.reading.as_stats(), "utilization": self.utilization, "budget": self.budget,
+                "block_bytes": self.block_bytes, "uncapped_num_blocks": max(self.room, 0) // self.block_bytes,
+                "cap_bytes": self.cap_bytes, "limited_by": self.limited_by,
+                "estimated_num_blocks": self.estimated_num_blocks, "num_blocks": num_blocks,
+                "explicit": self.explicit is not None}
+
+
+def size_kv_cache(reading: MemoryReading, utilization: float, block_bytes: int, cap_bytes: int | None,
+                  explicit: int | None) -> KvSizing:
+    """The KV cache this reading allows (``kv_cache_blocks``), or the ``explicit`` number asked for."""
+    return KvSizing(reading, utilization, block_bytes, cap_bytes, reading.available(utilization),
+                    kv_cache_budget(reading, utilization, cap_bytes),
+                    kv_cache_blocks(reading, utilization, block_bytes, cap_bytes), explicit)

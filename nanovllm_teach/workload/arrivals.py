@@ -36,13 +36,12 @@ def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_e
                    answers: AnswerLengths | None = None) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
     and aborts as ``generate`` does."""
-    engine.refuse_while_busy("run_workload()")
     seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
     if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
         for seq, request in zip(seqs, workload):
             answers.expect(seq.seq_id, seq.num_prompt_tokens + request.output_len)
     try:
-        with engine.serving(seqs):
+        with engine.serving(seqs, "run_workload()"):
             result = _arrive_and_step(engine, sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
     finally:
         if answers is not None:

@@ -41,5 +41,5 @@ EXERCISE = EngineExercise(
      "what this process holds (peak - current). Make it an int, cap it on a CPU, divide by whole blocks, "
      "and never go below 0."),
     (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes),
-     Piece("kv_cache_blocks", "nanovllm_teach.engine.model_runner:kv_cache_blocks", _check_num_blocks)),
+     Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION))
