@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
+from unittest import mock
 
 from nanovllm_teach.sampling_params import SamplingParams
 
@@ -75,12 +76,11 @@ def record_run(workload: Workload, recorder: Recorder | str | Path | None, model
                metadata: dict[str, Any] | None = None, max_steps: int | None = None) -> list[dict[str, Any]]:
     """Run ``workload`` on the engine as it is now, recording into ``recorder``; returns ``generate()``'s
     outputs. ``max_steps``: refuse to run more steps than this (``StepLimitExceeded``)."""
-    from nanovllm_teach.exercises.points import READ_MEMORY, replaced
     from nanovllm_teach.llm import LLM
     from nanovllm_teach.utils.memory import MemoryReading
 
     reading = MemoryReading(**workload.memory) if workload.memory is not None else None
-    fixed_memory = (replaced(READ_MEMORY, lambda device: reading)
+    fixed_memory = (mock.patch("nanovllm_teach.engine.model_runner.read_memory", lambda device: reading)
                     if reading is not None else nullcontext())
     with fixed_memory:
         llm = LLM(model, trace=recorder, trace_metadata={"workload": workload.name, **(metadata or {})},

@@ -1,7 +1,10 @@
 """Plugging a student's functions into the engine (in the grading child process only).
 
-A ``Piece`` names a student function and the engine's exercise point it replaces (``points``). ``installed()`` puts the guarded functions in place for the
-length of one run. The guard:
+A ``Piece`` names a student function and the engine's exercise point it replaces, ``"module:attribute"``
+(``"nanovllm_teach.engine.scheduler:Scheduler.schedule_decode"``, a method; ``"nanovllm_teach.engine.
+block_manager:compute_block_hash"``, a function): renaming the attribute or changing its arguments breaks
+the exercise, which ``tests/test_exercises.py`` checks. ``installed()`` puts the guarded functions in place
+for the length of one run (``unittest.mock.patch``). The guard:
 
 - turns whatever the function raises (``SystemExit`` and ``KeyboardInterrupt`` included) into a
   ``StudentError``, so the verdict blames the right function and line;
@@ -12,13 +15,14 @@ length of one run. The guard:
 
 from __future__ import annotations
 
+import pkgutil
 import traceback
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
+from unittest import mock
 
-from nanovllm_teach.exercises.points import replaced
 from nanovllm_teach.exercises.base import Solution
 
 
@@ -39,11 +43,16 @@ class Piece:
     """
 
     function: str
-    point: str  # "module:attribute" (see points.py)
+    point: str  # "module:attribute"
     check: Callable[[tuple[Any, ...], Any], str | None] | None = None
     # What the engine's own definition is wrapped in, which the learner's function gets too (the block
     # manager's ``logged``, which writes the record a method returns into the decision log).
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+
+
+def resolve(point: str) -> Any:
+    """What stands at the exercise point ``point`` now."""
+    return pkgutil.resolve_name(point)
 
 
 def is_int(value: Any) -> bool:
@@ -90,7 +99,8 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> It
     """The student's functions in place of the engine's, for the length of the block."""
     with ExitStack() as stack:
         for piece in pieces:
-            stack.enter_context(replaced(piece.point, _guarded(piece, solution[piece.function], watch)))
+            stack.enter_context(mock.patch(piece.point.replace(":", "."),
+                                           _guarded(piece, solution[piece.function], watch)))
         yield
 
 
