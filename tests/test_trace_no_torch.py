@@ -75,7 +75,7 @@ def test_the_blocker_really_blocks():
 # The trace layer's modules, bottom up: a module may import only modules of earlier layers, so there is no
 # import (or call) cycle, and the interpreter of events (``state``) never depends on what reads it.
 LAYERS = [
-    {"payload"}, {"events"}, {"schema", "reasons"}, {"state", "recorder"}, {"tables"}, {"reader"},
+    {"payload"}, {"events"}, {"schema", "reasons"}, {"state", "recorder"}, {"steps", "tables"}, {"reader"},
     {"consistency", "replay", "segments", "perfetto", "console"}, {"diff", "docs"},
 ]
 
