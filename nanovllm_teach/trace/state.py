@@ -41,6 +41,12 @@ from nanovllm_teach.trace.schema import TraceEvent
 STATE_EVENTS = frozenset(events_where(lambda payload: payload.changes_state))
 
 
+def ends_a_step(e: TraceEvent) -> bool:
+    """Whether ``e`` completes an engine step (a STEP_DONE that names its step): a step's state, its row in
+    the tables and its events (``steps.cut_steps``) end there."""
+    return e.event == "STEP_DONE" and e.step is not None
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """The engine settings a replay needs."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from nanovllm_teach.trace.schema import TraceEvent
-from nanovllm_teach.trace.state import EngineSettings, EngineState, walk
+from nanovllm_teach.trace.state import EngineSettings, EngineState, ends_a_step, walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +30,6 @@ class StepCut:
         """The events of ``step`` in ``events`` (the list this cut was made from)."""
         span = self.spans[step]
         return events[span.start:span.stop]
-
-
-def ends_a_step(e: TraceEvent) -> bool:
-    """Whether ``e`` completes an engine step (a STEP_DONE that names its step)."""
-    return e.event == "STEP_DONE" and e.step is not None
 
 
 def cut_steps(events: Sequence[TraceEvent]) -> StepCut:
