@@ -1,13 +1,14 @@
 """The building blocks of the event contract (``events.py``): the ``Payload`` base every event's record
-derives from, ``Field`` (a type with its meaning, unit and volatility), the constrained number types, and
-``ContractError``.
+derives from (with the attributes in which each event's type says what the event means, and their
+defaults), ``Field`` (a type with its meaning, unit and volatility), the constrained number types,
+``ContractError``, and ``show`` (how a stat's value reads in a sentence).
 
 Part of the torch-free trace layer (msgspec only).
 """
 
 import re
 import sys
-from typing import Annotated, Any, ClassVar, Iterator, get_type_hints
+from typing import Annotated, Any, ClassVar, Iterator, Literal, get_type_hints
 
 import msgspec
 from msgspec import UNSET
@@ -38,7 +39,7 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     decision: ClassVar[bool] = False  # a decision of the scheduler or the block manager (diff_decisions)
     acts_on_sequence: ClassVar[bool] = False  # done to one sequence or its blocks: diff says who did it
     carries_tensors: ClassVar[bool] = False  # has tensor fields (``x_shape`` always, ``x`` on budget)
-    shown_from: ClassVar[str] = "normal"  # the least console verbosity that prints it: quiet, normal, detail
+    shown_from: ClassVar[Literal["quiet", "normal", "detail"]] = "normal"  # the least console verbosity showing it
     told_by: ClassVar[frozenset[str]] = frozenset()  # the stats keys ``did`` shows: a difference there reads as it
 
     def did(self, reason: str) -> str:
