@@ -179,7 +179,9 @@ def test_unknown_keys_and_events_fall_back_visibly():
     assert stream.getvalue() == ("TEACHING/SOMETHING_NEW | phase=decode | reason=brand_new_reason | "
                                  "stats={engine_step=4, x=1}\n")
     assert explain("brand_new_reason", "en") == "brand_new_reason"
-    assert explain("finished", "en", event="BLOCK_FREE") != explain("finished", "en")
+    # A key that means one thing per event is said with its event; without one it shows as itself.
+    assert explain("preempted", "en", event="BLOCK_FREE") != explain("preempted", "en", event="STATE_TRANSITION")
+    assert explain("preempted", "en") == "preempted"
 
 
 def test_formatting_of_values():

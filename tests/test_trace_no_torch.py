@@ -75,7 +75,7 @@ def test_the_blocker_really_blocks():
 # The trace layer's modules, bottom up: a module may import only modules of earlier layers, so there is no
 # import (or call) cycle, and the interpreter of events (``state``) never depends on what reads it.
 LAYERS = [
-    {"reasons", "payload"}, {"events"}, {"schema"}, {"state", "recorder"}, {"tables"}, {"reader"},
+    {"payload"}, {"events"}, {"schema", "reasons"}, {"state", "recorder"}, {"steps", "tables"}, {"reader"},
     {"consistency", "replay", "segments", "perfetto", "console"}, {"diff", "docs"},
 ]
 
@@ -93,3 +93,33 @@ def test_the_trace_layer_imports_only_downwards():
                      and node.module == "nanovllm_teach.trace" for alias in node.names}
         for other in imported:
             assert level[other] < n, f"trace/{name}.py imports trace/{other}.py, which is not below it"
+
+
+# What importing one module of the trace layer loads of the package: only the modules it imports (the
+# package's ``__init__`` loads its names on use), so the engine's ``import ...trace.recorder`` stays small.
+ONLY_WHAT_IT_NEEDS = {
+    "events": {"payload", "events"},
+    "recorder": {"payload", "events", "schema", "recorder"},
+    "reasons": {"payload", "events", "reasons"},
+}
+
+
+def test_importing_one_module_loads_only_what_it_needs():
+    for name, needed in ONLY_WHAT_IT_NEEDS.items():
+        code = (f"import sys, nanovllm_teach.trace.{name}\n"
+                "print(' '.join(m.rsplit('.', 1)[-1] for m in sys.modules if m.startswith('nanovllm_teach.trace.')))")
+        result = _python(code)
+        assert result.returncode == 0, result.stderr
+        assert set(result.stdout.split()) == needed, name
+
+
+def test_the_package_gives_every_name_it_lists_and_no_other():
+    import pytest
+
+    import nanovllm_teach.trace as trace
+
+    assert trace.__all__ == sorted(trace.__all__) and set(trace.__all__) <= set(dir(trace))
+    for name in trace.__all__:
+        assert getattr(trace, name) is not None
+    with pytest.raises(AttributeError):
+        trace.NOT_A_NAME

@@ -7,7 +7,7 @@ Part of the torch-free trace layer. The block holders come from the one interpre
 from __future__ import annotations
 
 from nanovllm_teach.trace.reader import Trace
-from nanovllm_teach.trace.state import walk
+from nanovllm_teach.trace.state import ends_a_step, walk
 
 
 def check_consistency(trace: Trace) -> list[str]:
@@ -26,7 +26,7 @@ def check_consistency(trace: Trace) -> list[str]:
     used_after_step: dict[int, int] = {}
     for e, state in walk(trace.events, trace.settings):
         s = e.stats
-        if e.event == "STEP_DONE" and e.step is not None:
+        if ends_a_step(e):
             used_after_step[e.step] = len(state.holders)
             continue
         if e.event not in ("BLOCK_ALLOCATE", "BLOCK_FREE"):

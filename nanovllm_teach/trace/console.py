@@ -10,7 +10,7 @@ Part of the torch-free trace layer. The same ``ConsoleRenderer`` prints a live r
 Printing goes through a private structlog pipeline (filter by verbosity, render, ``PrintLogger``); the
 global structlog configuration is left alone.
 
-Verbosity:
+Verbosity (each event's payload type says from which level it shows: ``Payload.shown_from``):
 
 - ``quiet``: lifecycle only: start-up, generate() start/finish, state transitions, preemptions, aborts;
 - ``normal``: + enqueues, scheduling decisions, KV block events, one summary line per step;
@@ -29,22 +29,23 @@ from typing import IO, TYPE_CHECKING, Any, Iterable
 
 import structlog
 
+from nanovllm_teach.trace.events import PAYLOADS
+from nanovllm_teach.trace.payload import Payload
 from nanovllm_teach.trace.reasons import LANGS, explain
-from nanovllm_teach.trace.schema import TraceEvent
+from nanovllm_teach.trace.schema import TENSOR_EVENTS, TraceEvent
 
 if TYPE_CHECKING:
     from nanovllm_teach.trace.reader import Trace
 
 VERBOSITIES = ("quiet", "normal", "detail", "all")
 
-_LIFECYCLE = frozenset({
-    "ENGINE_INIT", "TP_RUNTIME_INIT", "MODEL_WEIGHTS_LOADED", "WARMUP", "KV_BUDGET_ESTIMATE", "CUDAGRAPH_CAPTURE",
-    "DECODE_COMPILE", "ENGINE_READY", "GENERATE_START", "GENERATE_FINISH", "STATE_TRANSITION", "PREEMPT",
-    "REQUEST_ABORT",
-})
-_EXECUTION = frozenset({"PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS", "RUN_MODEL", "CUDAGRAPH_REPLAY",
-                        "SAMPLE"})
-# Every other event (enqueue, schedule, blocks, STEP_DONE, and any event added later) shows from "normal".
+
+def shown_from(event: str) -> str:
+    """The least verbosity that prints ``event``, as its payload type declares it (``Payload.shown_from``):
+    "quiet" for the lifecycle, "detail" for execution; any other event, one unknown to this version too,
+    from "normal"."""
+    return PAYLOADS.get(event, Payload).shown_from
+
 
 # Lists longer than this are cut in the console: a 4096-token input_ids would drown the step.
 _MAX_LIST_ITEMS = 16
@@ -159,9 +160,10 @@ class ConsoleRenderer:
         """The console lines for ``event`` at this renderer's verbosity (often none)."""
         if event.event == "SCHEDULE_DECODE":
             self._decode_steps += 1
-        if event.event in _LIFECYCLE:
+        level = shown_from(event.event)
+        if level == "quiet":
             return [format_event(event, self.lang)]
-        if event.event in _EXECUTION:
+        if level == "detail":
             return self._execution_lines(event)
         if self._level < VERBOSITIES.index("normal"):
             return []
@@ -179,7 +181,7 @@ class ConsoleRenderer:
         if in_decode and self.verbosity != "all" and self._decode_steps > self.decode_details:
             return []
         lines = [format_event(event, self.lang)]
-        if event.event in ("PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS"):
+        if event.event in TENSOR_EVENTS:
             lines.append(format_tensor_detail(event, self.lang, self._decode_steps if in_decode else None,
                                               self.decode_details))
         return lines

@@ -15,17 +15,20 @@ against the reference engine this way, in its voice ("you", "the reference"); ``
 does it for any two trace files and names them instead (``Voice.named``: "run_a.jsonl had ..., run_b.jsonl
 had ...").
 
-Part of the torch-free trace layer: standard library only. The volatile fields come from the event
-contract (``events.py``).
+Part of the torch-free trace layer: standard library only; emits no event. What the sentences know about
+each event comes from the event contract (``events.py``): its volatile fields, what the engine did in it
+(``Payload.did`` and the stats it shows, ``told_by``), whether it was done to a sequence
+(``acts_on_sequence``) and whether it is a decision (``decision``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from nanovllm_teach.trace.events import volatile_fields
+from nanovllm_teach.trace.events import events_where, volatile_fields
+from nanovllm_teach.trace.payload import MAX_SHOWN, show
 from nanovllm_teach.trace.reader import Trace, load_trace
 from nanovllm_teach.trace.schema import HEADER_VOLATILE, TraceEvent
 
@@ -36,13 +39,6 @@ from nanovllm_teach.trace.schema import HEADER_VOLATILE, TraceEvent
 # dicts).
 VOLATILE: frozenset[str] = frozenset({"t_ns", *volatile_fields(), *(f"header.{key}" for key in HEADER_VOLATILE)})
 
-# Events that are something the engine *did* to a sequence or a block: when only one run did it, the
-# sentence says so ("the reference preempted seq 4, you did not").
-_ACTIONS = frozenset({"PREEMPT", "BLOCK_ALLOCATE", "BLOCK_FREE", "PREFIX_CACHE_HIT", "STATE_TRANSITION",
-                      "REQUEST_ABORT"})
-
-# Lists longer than this show a window around their first difference.
-_MAX_SHOWN = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +154,7 @@ def _header_divergence(a: dict[str, Any], b: dict[str, Any], ignore: frozenset[s
         mine, ref = flat_a.get(path, "(nothing)"), flat_b.get(path, "(nothing)")
         if mine != ref:
             message = (f"before the first event, the trace headers differ at {path[len('header.'):]}: {voice.a} "
-                       f"had {_show(mine)}, {voice.b} {_show(ref)} (the runs used different settings)")
+                       f"had {show(mine)}, {voice.b} {show(ref)} (the runs used different settings)")
             return Divergence(message, None, None, "in the header", None, (path,), None, None)
     return None
 
@@ -171,82 +167,23 @@ def _where(e: TraceEvent) -> str:
     return "at start-up" if e.phase in ("bootstrap", "init") else "between steps"
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, list) and len(value) > _MAX_SHOWN:
-        return "[" + ", ".join(map(_show, value[:_MAX_SHOWN])) + f", … ({len(value)} in all)]"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(_show, value)) + "]"
-    return repr(value) if isinstance(value, str) else str(value)
-
-
 def _show_pair(a: Any, b: Any) -> tuple[str, str]:
     """Both values; two long lists of one length show only a window around their first difference."""
-    if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b) > _MAX_SHOWN):
-        return _show(a), _show(b)
+    if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b) > MAX_SHOWN):
+        return show(a), show(b)
     first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
     lo, hi = max(0, first - 3), min(len(a), first + 4)
 
     def window(values: list[Any]) -> str:
-        return ("[" + ("…, " if lo > 0 else "") + ", ".join(map(_show, values[lo:hi]))
+        return ("[" + ("…, " if lo > 0 else "") + ", ".join(map(show, values[lo:hi]))
                 + (", …" if hi < len(values) else "") + "]")
     return window(a), window(b) + f" (first difference at position {first} of {len(a)})"
 
 
-def _free_clause(s: dict[str, Any]) -> str:
-    if s.get("reason_key") == "preempted":
-        return f"preempted seq {s.get('seq_id')} (freeing blocks {_show(s.get('block_ids'))})"
-    return f"freed the blocks {_show(s.get('block_ids'))} of seq {s.get('seq_id')}"
-
-
-def _allocate_clause(s: dict[str, Any]) -> str:
-    shared = s.get("shared_block_ids") or []
-    extra = f" (and shared the cached blocks {_show(shared)})" if shared else ""
-    return f"allocated blocks {_show(s.get('block_ids'))} to seq {s.get('seq_id')}{extra}"
-
-
-# Event -> (what it did, as a verb phrase; the stats keys that phrase shows). A difference in one of those
-# keys is told with the phrase; any other difference field by field.
-_CLAUSES: dict[str, tuple[Callable[[dict[str, Any]], str], frozenset[str]]] = {
-    "SCHEDULE_PREFILL": (lambda s: f"scheduled seqs {_show(s.get('seq_ids'))} for prefill "
-                                   f"({_show(s.get('num_scheduled_tokens'))} tokens)",
-                         frozenset({"seq_ids", "num_scheduled_tokens"})),
-    "SCHEDULE_DECODE": (lambda s: f"scheduled seqs {_show(s.get('seq_ids'))} for decode", frozenset({"seq_ids"})),
-    "PREEMPT": (lambda s: f"preempted seq {s.get('seq_id')}", frozenset({"seq_id"})),
-    "BLOCK_FREE": (_free_clause, frozenset({"seq_id", "block_ids", "reason"})),
-    "BLOCK_ALLOCATE": (_allocate_clause, frozenset({"seq_id", "block_ids", "shared_block_ids"})),
-    "PREFIX_CACHE_HIT": (lambda s: f"reused the cached blocks {_show(s.get('block_ids'))} for seq "
-                                   f"{s.get('seq_id')} ({s.get('num_cached_tokens')} tokens)",
-                         frozenset({"seq_id", "block_ids", "num_cached_blocks", "num_cached_tokens"})),
-    "SAMPLE": (lambda s: f"sampled tokens {_show(s.get('token_ids'))} for seqs {_show(s.get('seq_ids'))}",
-               frozenset({"seq_ids", "token_ids"})),
-    "STATE_TRANSITION": (lambda s: f"moved seq {s.get('seq_id')} from {s.get('from')} to {s.get('to')}",
-                         frozenset({"seq_id", "from", "to"})),
-    "KV_BUDGET_ESTIMATE": (lambda s: f"sized the KV cache at {s.get('num_blocks')} blocks of "
-                                     f"{s.get('block_bytes')} bytes",
-                           frozenset({"num_blocks", "block_bytes"})),
-    "REQUEST_ENQUEUE": (lambda s: f"enqueued seq {s.get('seq_id')} ({s.get('prompt_len')} prompt tokens)",
-                        frozenset({"seq_id", "prompt_len"})),
-    "REQUEST_ABORT": (lambda s: f"aborted seq {s.get('seq_id')}", frozenset({"seq_id"})),
-    "PREPARE_PREFILL_TENSORS": (lambda s: f"prepared the prefill tensors of {s.get('n_seqs')} seqs "
-                                          f"({s.get('flat_tokens')} tokens)", frozenset()),
-    "PREPARE_DECODE_TENSORS": (lambda s: f"prepared the decode tensors of {s.get('batch_size')} seqs",
-                               frozenset()),
-    "STEP_DONE": (lambda s: f"ended the step with {s.get('batch_size')} seqs run and "
-                            f"{s.get('used_blocks')} blocks used", frozenset()),
-}
-
-
-def _stats_for_clause(e: TraceEvent) -> dict[str, Any]:
-    # BLOCK_FREE says why in its reason key; the phrase needs it alongside the stats.
-    return {**e.stats, "reason_key": e.reason}
-
-
 def describe_event(e: TraceEvent) -> str:
-    """What the engine did in event ``e``, as a verb phrase: "preempted seq 4 (freeing blocks [9, 10])"."""
-    phrase = _CLAUSES.get(e.event)
-    if phrase is None:
-        return f"recorded {e.event} ({e.reason})"
-    return phrase[0](_stats_for_clause(e))
+    """What the engine did in event ``e``, as a verb phrase: "preempted seq 4 (freeing blocks [9, 10])"
+    (the phrase is the event's own: ``Payload.did``)."""
+    return e.stats.did(e.reason)
 
 
 # ---- the sentences --------------------------------------------------------------------------------------
@@ -284,9 +221,9 @@ def _different_kinds(index: int, mine: TraceEvent, ref: TraceEvent, following: t
         message = f"{where}: {v.a} {did_mine}, {v.b} did not"
     elif _is_preemption(mine) and not _is_preemption(ref):
         message = f"{where}: {v.a} {did_mine}, {v.b} did not ({v.b_it} {did_ref} instead)"
-    elif ref.event in _ACTIONS:
+    elif ref.stats.acts_on_sequence:
         message = f"{where}: {v.b} {did_ref}, {v.a} did not ({v.a} {did_mine} instead)"
-    elif mine.event in _ACTIONS:
+    elif mine.stats.acts_on_sequence:
         message = f"{where}: {v.a} {did_mine}, {v.b} did not ({v.b_it} {did_ref} instead)"
     else:
         message = f"{where}: {v.b} {did_ref}, {v.a} {did_mine} instead"
@@ -306,11 +243,10 @@ def _first_sample_difference(mine: dict[str, Any], ref: dict[str, Any], voice: V
 def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str, ...],
                voice: Voice) -> Divergence:
     where = _where(ref)
-    phrase = _CLAUSES.get(ref.event)
     sentence = None
     if ref.event == "SAMPLE":
         sentence = _first_sample_difference(mine.stats, ref.stats, voice)
-    if sentence is None and phrase is not None and set(fields) & phrase[1]:
+    if sentence is None and set(fields) & ref.stats.told_by:
         yours_text, ref_text = describe_event(mine), describe_event(ref)
         if yours_text != ref_text:
             sentence = f"{voice.a} {yours_text}, {voice.b} {ref_text}"
@@ -329,9 +265,9 @@ def _same_kind(index: int, mine: TraceEvent, ref: TraceEvent, fields: tuple[str,
 
 # ---- decisions only -----------------------------------------------------------------------------------
 
-# What the scheduler and the block manager decided: who runs each step, which blocks, preemptions, cache hits.
-DECISION_EVENTS: tuple[str, ...] = ("SCHEDULE_PREFILL", "SCHEDULE_DECODE", "PREEMPT", "PREFIX_CACHE_HIT",
-                                    "BLOCK_ALLOCATE", "BLOCK_FREE", "STATE_TRANSITION")
+# What the scheduler and the block manager decided: who runs each step, which blocks, preemptions, cache hits
+# (the events whose payload type declares ``decision``).
+DECISION_EVENTS: tuple[str, ...] = events_where(lambda payload: payload.decision)
 # A request that the real model ended at max_tokens and the simulated one ended at the same token with EOS
 # finishes in the same step for another reason: finishing transitions are compared without it and its token.
 _DECISION_IGNORE = VOLATILE | {"reason", "STATE_TRANSITION.token_id", "STATE_TRANSITION.finish_reason"}

@@ -11,17 +11,25 @@ machine ran (clocks, memory, device, paths), not what the engine decided: ``diff
 A field that is ``| UnsetType = UNSET`` may be absent (newer fields, which older traces lack, and tensor
 values the recorder's detail budget dropped); an absent field is not a key of the payload.
 
+Each event's class also says what the event *means*, in class attributes above its fields (the defaults
+are in ``payload.Payload``): ``changes_state`` (the state interpreter, ``state.py``, applies it),
+``decision`` (a scheduling or block decision: ``diff_decisions`` compares these), ``acts_on_sequence``
+(done to one sequence or its blocks), ``carries_tensors``, ``shown_from`` (the least console verbosity that
+prints it), and ``did``, what the engine did, as the verb phrase diff's sentences are made of. Every reader
+asks the class; ``events_where`` lists the events that share a meaning.
+
 Adding a field: one ``Field`` line here plus the emit site. Adding an event: one ``Payload`` class here
-(its ``event`` name in the class statement), one emit line, and a case in ``state.py`` if it changes state.
+(with what it means), its entry in ``PAYLOADS``, its reason sentences in ``reasons.py``, one emit line, and
+a case in ``state.py`` if it changes state.
 """
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from nanovllm_teach.trace.payload import (
-    ContractError, Count, Duration, Field, Finite, Ids, Payload, explain_error, field_meta,
+    ContractError, Count, Duration, Field, Finite, Ids, Payload, explain_error, field_meta, show,
 )
 
 SeqStatus = Literal["WAITING", "RUNNING", "FINISHED"]
@@ -32,6 +40,8 @@ _DEVICE = Field(str, "the device this ran on (cpu, cuda:0, ...)", volatile=True)
 
 
 class EngineInit(Payload, kw_only=True):
+    shown_from = "quiet"
+
     max_num_batched_tokens: Field(Count, "token budget of one step", unit="tokens")
     max_num_seqs: Field(Count, "most sequences in one batch", unit="seqs")
     max_model_len: Field(Count, "longest prompt + completion", unit="tokens")
@@ -45,6 +55,8 @@ class EngineInit(Payload, kw_only=True):
 
 
 class TpRuntimeInit(Payload, kw_only=True):
+    shown_from = "quiet"
+
     device: _DEVICE
     rank: Field(Count, "this rank's index")
     world_size: Field(Count, "number of ranks")
@@ -56,6 +68,8 @@ class TpRuntimeInit(Payload, kw_only=True):
 
 
 class ModelWeightsLoaded(Payload, kw_only=True):
+    shown_from = "quiet"
+
     num_files: Field(Count, "safetensors files read", unit="files")
     num_keys: Field(Count, "tensors read", unit="tensors")
     dtype: Field(str, "dtype the weights were loaded in")
@@ -65,6 +79,8 @@ class ModelWeightsLoaded(Payload, kw_only=True):
 
 
 class Warmup(Payload, kw_only=True):
+    shown_from = "quiet"
+
     num_seqs: Field(Count, "sequences in the warm-up batch", unit="seqs")
     seq_len: Field(Count, "tokens per warm-up sequence", unit="tokens")
     sample_rows: Field(Count | UnsetType, "rows of logits the warm-up sampled (max_num_seqs, temperature > 0), "
@@ -79,6 +95,9 @@ _MEMORY = "memory reading after warm-up:"
 
 
 class KvBudgetEstimate(Payload, kw_only=True):
+    shown_from = "quiet"
+    told_by = frozenset({"num_blocks", "block_bytes"})
+
     device: _DEVICE
     total: Field(Count, f"{_MEMORY} total", unit="bytes", volatile=True)
     free: Field(Count, f"{_MEMORY} free", unit="bytes", volatile=True)
@@ -108,8 +127,13 @@ class KvBudgetEstimate(Payload, kw_only=True):
     num_blocks_by_rank: Field(Ids | UnsetType, "blocks each rank could hold (tensor parallelism only)",
                               unit="blocks") = UNSET
 
+    def did(self, reason: str) -> str:
+        return f"sized the KV cache at {self.num_blocks} blocks of {self.block_bytes} bytes"
+
 
 class CudagraphCapture(Payload, kw_only=True):
+    shown_from = "quiet"
+
     batch_sizes: Field(Ids, "the batch sizes a decode graph was captured for", unit="seqs")
     seconds: Field(Duration, "wall time of the capture", unit="s", volatile=True)
     memory_bytes: Field(int, "device memory the graphs took", unit="bytes", volatile=True)
@@ -118,11 +142,15 @@ class CudagraphCapture(Payload, kw_only=True):
 
 
 class DecodeCompile(Payload, kw_only=True):
+    shown_from = "quiet"
+
     seconds: Field(Duration, "wall time of torch.compile on the decode forward", unit="s", volatile=True)
     batch_sizes: Field(Ids, "batch sizes compiled at start-up (other sizes reuse the dynamic graph)", unit="seqs")
 
 
 class EngineReady(Payload, kw_only=True):
+    shown_from = "quiet"
+
     num_kvcache_blocks: Field(Count, "KV blocks in the cache", unit="blocks")
     eos_token_id: Field(int | None, "the tokenizer's end-of-sequence id")
     attention_backend: Field(str, "attention implementation running", volatile=True)
@@ -132,10 +160,14 @@ class EngineReady(Payload, kw_only=True):
 # ---- generate() and requests ------------------------------------------------------------------------------
 
 class GenerateStart(Payload, kw_only=True):
+    shown_from = "quiet"
+
     n_prompts: Field(Count, "prompts in this generate() call", unit="requests")
 
 
 class GenerateFinish(Payload, kw_only=True):
+    shown_from = "quiet"
+
     total_steps: Field(Count, "engine steps this call ran", unit="steps")
     prefill_steps: Field(Count, "of which prefill steps", unit="steps")
     decode_steps: Field(Count, "of which decode steps", unit="steps")
@@ -143,6 +175,9 @@ class GenerateFinish(Payload, kw_only=True):
 
 
 class RequestEnqueue(Payload, kw_only=True):
+    changes_state = True
+    told_by = frozenset({"seq_id", "prompt_len"})
+
     seq_id: Field(Count, "the new sequence")
     prompt_len: Field(Count, "prompt length", unit="tokens")
     max_tokens: Field(Count, "most completion tokens", unit="tokens")
@@ -152,10 +187,20 @@ class RequestEnqueue(Payload, kw_only=True):
     waiting_len: Field(Count, "waiting queue length after it joined", unit="seqs")
     prompt: Field(str | UnsetType, "the prompt's text, in traces made to show it (the engine does not write it)") = UNSET
 
+    def did(self, reason: str) -> str:
+        return f"enqueued seq {self.seq_id} ({self.prompt_len} prompt tokens)"
+
 
 class RequestAbort(Payload, kw_only=True):
+    shown_from = "quiet"
+    acts_on_sequence = True
+    told_by = frozenset({"seq_id"})
+
     seq_id: Field(Count, "the aborted sequence")
     num_completion_tokens: Field(Count, "tokens it had generated", unit="tokens")
+
+    def did(self, reason: str) -> str:
+        return f"aborted seq {self.seq_id}"
 
 
 # ---- scheduling and the KV cache --------------------------------------------------------------------------
@@ -164,6 +209,9 @@ _QUEUES = "queue length after scheduling"
 
 
 class SchedulePrefill(Payload, kw_only=True):
+    changes_state = decision = True
+    told_by = frozenset({"seq_ids", "num_scheduled_tokens"})
+
     seq_ids: Field(Ids, "the batch, in order")
     num_scheduled_tokens: Field(Ids, "prompt tokens each computes this step", unit="tokens")
     chunked: Field(list[bool], "whether each computes only a chunk of its prompt and continues next step")
@@ -172,8 +220,14 @@ class SchedulePrefill(Payload, kw_only=True):
     waiting_len: Field(Count, f"waiting {_QUEUES}", unit="seqs")
     running_len: Field(Count, f"running {_QUEUES}", unit="seqs")
 
+    def did(self, reason: str) -> str:
+        return f"scheduled seqs {show(self.seq_ids)} for prefill ({show(self.num_scheduled_tokens)} tokens)"
+
 
 class ScheduleDecode(Payload, kw_only=True):
+    changes_state = decision = True
+    told_by = frozenset({"seq_ids"})
+
     seq_ids: Field(Ids, "the batch, in order")
     num_batched_tokens: Field(Count, "tokens computed this step (one per sequence)", unit="tokens")
     scheduled: Field(Count, "batch size", unit="seqs")
@@ -181,37 +235,73 @@ class ScheduleDecode(Payload, kw_only=True):
     waiting_len: Field(Count, f"waiting {_QUEUES}", unit="seqs")
     running_len: Field(Count, f"running {_QUEUES}", unit="seqs")
 
+    def did(self, reason: str) -> str:
+        return f"scheduled seqs {show(self.seq_ids)} for decode"
+
 
 class PrefixCacheHit(Payload, kw_only=True):
+    changes_state = decision = acts_on_sequence = True
+    told_by = frozenset({"seq_id", "block_ids", "num_cached_blocks", "num_cached_tokens"})
+
     seq_id: Field(Count, "the admitted sequence")
     num_cached_blocks: Field(Count, "prompt blocks found by their hash", unit="blocks")
     num_cached_tokens: Field(Count, "prompt tokens whose K/V need no computing", unit="tokens")
     block_ids: Field(Ids, "the reused blocks")
 
+    def did(self, reason: str) -> str:
+        return (f"reused the cached blocks {show(self.block_ids)} for seq {self.seq_id} "
+                f"({self.num_cached_tokens} tokens)")
+
 
 class BlockAllocate(Payload, kw_only=True):
+    changes_state = decision = acts_on_sequence = True
+    told_by = frozenset({"seq_id", "block_ids", "shared_block_ids"})
+
     seq_id: Field(Count, "the sequence given the blocks")
     block_ids: Field(Ids, "fresh blocks taken from the free list")
     shared_block_ids: Field(Ids, "cached prefix blocks it now shares (one more holder each)") = []
     num_free_blocks: Field(Count, "free blocks after", unit="blocks")
 
+    def did(self, reason: str) -> str:
+        shared = f" (and shared the cached blocks {show(self.shared_block_ids)})" if self.shared_block_ids else ""
+        return f"allocated blocks {show(self.block_ids)} to seq {self.seq_id}{shared}"
+
 
 class BlockFree(Payload, kw_only=True):
+    changes_state = decision = acts_on_sequence = True
+    told_by = frozenset({"seq_id", "block_ids", "reason"})
+
     seq_id: Field(Count, "the sequence giving its blocks back")
     block_ids: Field(Ids, "its whole block table")
     freed_block_ids: Field(Ids, "the blocks no sequence holds any more (now free)")
     num_free_blocks: Field(Count, "free blocks after", unit="blocks")
 
+    def did(self, reason: str) -> str:
+        if reason == "preempted":
+            return f"preempted seq {self.seq_id} (freeing blocks {show(self.block_ids)})"
+        return f"freed the blocks {show(self.block_ids)} of seq {self.seq_id}"
+
 
 class Preempt(Payload, kw_only=True):
+    changes_state = decision = acts_on_sequence = True
+    shown_from = "quiet"
+    told_by = frozenset({"seq_id"})
+
     seq_id: Field(Count, "the preempted sequence (recomputed later)")
     freed_blocks: Field(Count, "blocks it gave back", unit="blocks")
     needed_by: Field(Count, "the sequence that needed a block")
     num_tokens: Field(Count, "its length when preempted", unit="tokens")
     num_free_blocks: Field(Count, "free blocks after", unit="blocks")
 
+    def did(self, reason: str) -> str:
+        return f"preempted seq {self.seq_id}"
+
 
 class StateTransition(Payload, kw_only=True):
+    changes_state = decision = acts_on_sequence = True
+    shown_from = "quiet"
+    told_by = frozenset({"seq_id", "from", "to"})
+
     seq_id: Field(Count, "the sequence")
     from_: Field(SeqStatus, "state before") = msgspec.field(name="from")
     to: Field(SeqStatus, "state after")
@@ -219,6 +309,9 @@ class StateTransition(Payload, kw_only=True):
     max_tokens: Field(Count, "most completion tokens", unit="tokens")
     token_id: Field(int | UnsetType, "the last sampled token (finishing only)") = UNSET
     finish_reason: Field(str | UnsetType, "eos, length, max_model_len or aborted (finishing only)") = UNSET
+
+    def did(self, reason: str) -> str:
+        return f"moved seq {self.seq_id} from {self.from_} to {self.to}"
 
 
 # ---- execution --------------------------------------------------------------------------------------------
@@ -236,6 +329,9 @@ def _shape(name: str) -> Any:
 
 
 class PreparePrefillTensors(Payload, kw_only=True):
+    carries_tensors = True
+    shown_from = "detail"
+
     n_seqs: Field(Count, "sequences in the batch", unit="seqs")
     flat_tokens: Field(Count, "tokens flattened into one row", unit="tokens")
     max_seqlen_q: Field(Count, "longest query (new tokens) of a sequence", unit="tokens")
@@ -254,8 +350,14 @@ class PreparePrefillTensors(Payload, kw_only=True):
     block_tables_shape: _shape("block_tables (when there are any)") = UNSET
     block_tables: _values(list[list[int]] | None, "each sequence's block table (None: no cached prefix)") = UNSET
 
+    def did(self, reason: str) -> str:
+        return f"prepared the prefill tensors of {self.n_seqs} seqs ({self.flat_tokens} tokens)"
+
 
 class PrepareDecodeTensors(Payload, kw_only=True):
+    carries_tensors = True
+    shown_from = "detail"
+
     batch_size: Field(Count, "sequences in the batch", unit="seqs")
     input_ids_shape: _shape("input_ids") = UNSET
     input_ids: _values(Ids, "each sequence's last token") = UNSET
@@ -267,6 +369,9 @@ class PrepareDecodeTensors(Payload, kw_only=True):
     slot_mapping: _values(list[int], "cache slot of each new token's K/V") = UNSET
     block_tables_shape: _shape("block_tables") = UNSET
     block_tables: _values(list[list[int]], "each sequence's block table (-1: padding)") = UNSET
+
+    def did(self, reason: str) -> str:
+        return f"prepared the decode tensors of {self.batch_size} seqs"
 
 
 # A simulated step (``runner="simulated"``) carries its predicted cost on RUN_MODEL and CUDAGRAPH_REPLAY.
@@ -294,6 +399,8 @@ class _Cost(Payload, kw_only=True):
 
 
 class RunModel(_Cost, kw_only=True):
+    shown_from = "detail"
+
     mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: torch.compile, compile=True)")
     batch_size: Field(Count, "sequences whose logits are computed", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
@@ -304,6 +411,8 @@ class RunModel(_Cost, kw_only=True):
 
 
 class CudagraphReplay(_Cost, kw_only=True):
+    shown_from = "detail"
+
     mode: Field(Literal["graph"], "how the forward pass ran")
     batch_size: Field(Count, "sequences in the batch", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
@@ -311,12 +420,20 @@ class CudagraphReplay(_Cost, kw_only=True):
 
 
 class Sample(Payload, kw_only=True):
+    told_by = frozenset({"seq_ids", "token_ids"})
+    shown_from = "detail"
+
     seq_ids: Field(Ids, "the batch, in order")
     temperatures: Field(list[Finite], "each sequence's temperature")
     token_ids: Field(list[int], "the token sampled for each")
 
+    def did(self, reason: str) -> str:
+        return f"sampled tokens {show(self.token_ids)} for seqs {show(self.seq_ids)}"
+
 
 class StepDone(Payload, kw_only=True):
+    changes_state = True
+
     phase: Field(Literal["prefill", "decode"] | UnsetType, "the kind of step") = UNSET
     latency_ms: Field(Duration, "wall time of the step", unit="ms", volatile=True)
     num_tokens_stat: Field(int, "nano-vllm's signed count: prefill = total length of its sequences after their "
@@ -333,6 +450,9 @@ class StepDone(Payload, kw_only=True):
     predicted_ms: _cost("step time", "ms") = UNSET
     bound: _BOUND = UNSET
 
+    def did(self, reason: str) -> str:
+        return f"ended the step with {self.batch_size} seqs run and {self.used_blocks} blocks used"
+
 
 # Every event, in the order a run emits them, with its payload type.
 PAYLOADS: dict[str, type[Payload]] = {
@@ -348,6 +468,12 @@ PAYLOADS: dict[str, type[Payload]] = {
 for _name, _cls in PAYLOADS.items():
     _cls.event = _name
 EVENTS = tuple(PAYLOADS)
+
+
+def events_where(means: Callable[[type[Payload]], bool]) -> tuple[str, ...]:
+    """The events whose payload type ``means`` holds for, in ``EVENTS`` order:
+    ``events_where(lambda p: p.changes_state)``."""
+    return tuple(name for name, cls in PAYLOADS.items() if means(cls))
 
 
 def check_payload(event: str, stats: dict[str, Any]) -> Payload:

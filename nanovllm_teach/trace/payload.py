@@ -1,13 +1,14 @@
 """The building blocks of the event contract (``events.py``): the ``Payload`` base every event's record
-derives from, ``Field`` (a type with its meaning, unit and volatility), the constrained number types, and
-``ContractError``.
+derives from (with the attributes in which each event's type says what the event means, and their
+defaults), ``Field`` (a type with its meaning, unit and volatility), the constrained number types,
+``ContractError``, and ``show`` (how a stat's value reads in a sentence).
 
 Part of the torch-free trace layer (msgspec only).
 """
 
 import re
 import sys
-from typing import Annotated, Any, ClassVar, Iterator, get_type_hints
+from typing import Annotated, Any, ClassVar, Iterator, Literal, get_type_hints
 
 import msgspec
 from msgspec import UNSET
@@ -30,6 +31,21 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     absent (UNSET) fields are not keys, and a dict key that is not a field is a KeyError."""
 
     event: ClassVar[str] = ""  # each payload type's event name (set in events.py, with PAYLOADS)
+
+    # What the event means. Each event's class in events.py declares what differs from these defaults;
+    # every reader of a trace (the state interpreter, diff, the console, the recorder) asks the class, so
+    # no list of event names says it a second time.
+    changes_state: ClassVar[bool] = False  # the state interpreter (state.py) applies it to the engine state
+    decision: ClassVar[bool] = False  # a decision of the scheduler or the block manager (diff_decisions)
+    acts_on_sequence: ClassVar[bool] = False  # done to one sequence or its blocks: diff says who did it
+    carries_tensors: ClassVar[bool] = False  # has tensor fields (``x_shape`` always, ``x`` on budget)
+    shown_from: ClassVar[Literal["quiet", "normal", "detail"]] = "normal"  # the least console verbosity showing it
+    told_by: ClassVar[frozenset[str]] = frozenset()  # the stats keys ``did`` shows: a difference there reads as it
+
+    def did(self, reason: str) -> str:
+        """What the engine did in this event, as an English verb phrase ("preempted seq 4"): diff's
+        sentences are made of it. ``reason`` is the event's reason key."""
+        return f"recorded {self.event} ({reason})"
 
     def _names(self) -> Iterator[tuple[str, str]]:
         return zip(self.__struct_fields__, self.__struct_encode_fields__)
@@ -77,6 +93,19 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.items())
+
+
+# Lists longer than this show their first items and their length in ``show``.
+MAX_SHOWN = 12
+
+
+def show(value: Any) -> str:
+    """A stat's value as a sentence writes it: strings quoted, long lists cut to their first items."""
+    if isinstance(value, list) and len(value) > MAX_SHOWN:
+        return "[" + ", ".join(map(show, value[:MAX_SHOWN])) + f", … ({len(value)} in all)]"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(show, value)) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 # Field names that are Python keywords: the attribute gets a trailing underscore, the file keeps the name.

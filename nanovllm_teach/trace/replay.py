@@ -1,8 +1,8 @@
 """Random access to the engine state of a trace, step by step: the block grid and the player read it.
 
-Part of the torch-free trace layer. The state is the one interpreter's (``state.walk``); this module keeps
-copies of it along the way so that any step's state is cheap to rebuild, and says what the KV cache and the
-queues held at the end of a step.
+Part of the torch-free trace layer; emits nothing. The state is the one interpreter's (``state.walk``), the
+steps are cut as everywhere (``steps``); this module keeps copies of the state along the way so that any
+step's state is cheap to rebuild, and says what the KV cache and the queues held at the end of a step.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import bisect
 from dataclasses import dataclass
 
 from nanovllm_teach.trace.reader import Trace
-from nanovllm_teach.trace.state import STATE_EVENTS, EngineState, walk
+from nanovllm_teach.trace.state import STATE_EVENTS, EngineState
+from nanovllm_teach.trace.steps import cut_steps, step_ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +62,16 @@ class EngineReplay:
         self.trace = trace
         self.num_blocks = settings.num_blocks
         self._events = [e for e in trace.events if e.event in STATE_EVENTS]
-        # Position (in ``_events``) of each completed step's STEP_DONE.
-        self._done_at: dict[int, int] = {}
+        # Position (in ``_events``) of each completed step's STEP_DONE: the last of its events.
+        self._done_at: dict[int, int] = {step: span[-1] for step, span in cut_steps(self._events).spans.items()}
         # (state after the step, the position of its STEP_DONE); the first is the state before any event.
         self._keyframe_steps: list[float] = [float("-inf")]
         self._keyframes: list[tuple[EngineState, int]] = [
             (EngineState(settings.block_size, settings.enable_prefix_caching), -1)]
-        for pos, (e, state) in enumerate(walk(self._events, settings)):
-            if e.event == "STEP_DONE" and e.step is not None:
-                self._done_at[e.step] = pos
-                if len(self._done_at) % keyframe_every == 0:
-                    self._keyframe_steps.append(e.step)
-                    self._keyframes.append((state.copy(), pos))
+        for count, (step, state) in enumerate(step_ends(self._events, settings), start=1):
+            if count % keyframe_every == 0:
+                self._keyframe_steps.append(step)
+                self._keyframes.append((state.copy(), self._done_at[step]))
         self.steps: list[int] = sorted(self._done_at)
 
     def state_at(self, step: int) -> EngineState:
@@ -114,8 +113,5 @@ def replay_blocks(trace: Trace) -> dict[int, dict[int, list[int]]]:
     A block listed with several sequences is a shared prefix block; each step's dict has as many entries as
     the step ended with used blocks.
     """
-    snapshots: dict[int, dict[int, list[int]]] = {}
-    for e, state in walk(trace.events, trace.settings):
-        if e.event == "STEP_DONE" and e.step is not None:
-            snapshots[e.step] = {b: sorted(seqs) for b, seqs in sorted(state.holders.items())}
-    return snapshots
+    return {step: {b: sorted(seqs) for b, seqs in sorted(state.holders.items())}
+            for step, state in step_ends(trace.events, trace.settings)}

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from nanovllm_teach.trace.events import EVENTS, PAYLOADS
+from nanovllm_teach.trace.events import EVENTS, PAYLOADS, events_where
 from nanovllm_teach.trace.payload import Payload
 
 SCHEMA_NAME = "nanovllm_teach.trace"
@@ -30,7 +30,7 @@ HEADER_VOLATILE = ("recorded_at", "versions", "device", "config.device", "config
 
 # Events whose stats carry tensors: the recorder keeps their shapes always and their values only while the
 # detail budget lasts.
-TENSOR_EVENTS = frozenset({"PREPARE_PREFILL_TENSORS", "PREPARE_DECODE_TENSORS"})
+TENSOR_EVENTS = frozenset(events_where(lambda payload: payload.carries_tensors))
 
 __all__ = ["EVENTS", "HEADER_VOLATILE", "PAYLOADS", "PHASES", "READABLE_VERSIONS", "SCHEMA_NAME",
            "SCHEMA_VERSION", "TENSOR_EVENTS", "Phase", "TraceEvent"]

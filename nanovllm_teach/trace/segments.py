@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nanovllm_teach.trace.reader import Trace
-from nanovllm_teach.trace.state import walk
+from nanovllm_teach.trace.state import ends_a_step, walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ def request_segments(trace: Trace) -> list[Segment]:
             if e.step is None or e.reason == "aborted":  # aborted: it leaves now, not at a step's end
                 close(e.stats.seq_id)
             continue
-        if e.event != "STEP_DONE" or e.step is None:
+        if not ends_a_step(e):
             continue
         # The step is over: classify every request that was in the engine during it (the ones finishing
         # in it have already left the queues).

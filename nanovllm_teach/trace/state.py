@@ -33,11 +33,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from nanovllm_teach.trace.events import events_where
 from nanovllm_teach.trace.schema import TraceEvent
 
-# The only events that change the state; the rest (tensors, sampling, ...) are skipped.
-STATE_EVENTS = frozenset({"REQUEST_ENQUEUE", "PREFIX_CACHE_HIT", "BLOCK_ALLOCATE", "BLOCK_FREE", "PREEMPT",
-                          "SCHEDULE_PREFILL", "SCHEDULE_DECODE", "STATE_TRANSITION", "STEP_DONE"})
+# The only events that change the state, as their payload types declare (``changes_state``); the rest
+# (tensors, sampling, ...) are skipped. ``EngineState.apply`` has one case for each.
+STATE_EVENTS = frozenset(events_where(lambda payload: payload.changes_state))
+
+
+def ends_a_step(e: TraceEvent) -> bool:
+    """Whether ``e`` completes an engine step (a STEP_DONE that names its step): a step's state, its row in
+    the tables and its events (``steps.cut_steps``) end there."""
+    return e.event == "STEP_DONE" and e.step is not None
 
 
 @dataclass(frozen=True, slots=True)

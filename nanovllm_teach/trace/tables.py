@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from nanovllm_teach.trace.schema import TraceEvent
-from nanovllm_teach.trace.state import EngineSettings, EngineState, walk
+from nanovllm_teach.trace.state import EngineSettings, EngineState, ends_a_step, walk
 
 
 @dataclass(slots=True)
@@ -168,7 +168,7 @@ def derive_tables(events: list[TraceEvent], settings: EngineSettings) -> Tables:
     for e, state in walk(events, settings):
         name = e.event
         s = e.stats
-        if name == "STEP_DONE" and e.step is not None:
+        if ends_a_step(e):
             _step_done(b, e, state)
         elif name == "REQUEST_ENQUEUE":
             b.requests[s.seq_id] = RequestRow(

@@ -14,8 +14,8 @@ Chinese (switchable). The browser draws everything (SVG and a canvas) from data 
 ``page_assets/`` holds the markup, the style and the script (in parts), this module the data. No network,
 no external file.
 
-Part of the torch-free viz layer: it reads the trace layer's tables, segments, state walk and console lines,
-and emits no event.
+Part of the torch-free viz layer: it reads the trace layer's tables, segments, steps (cut and state at their
+ends) and console lines, and emits no event.
 
 Step convention (as everywhere): the state at the end of step N is drawn over step N.
 
@@ -41,7 +41,7 @@ from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.reasons import LANGS
 from nanovllm_teach.trace.replay import queues
 from nanovllm_teach.trace.segments import held_segments, request_segments
-from nanovllm_teach.trace.state import walk
+from nanovllm_teach.trace.steps import cut_steps, step_ends
 from nanovllm_teach.viz.compare import trace_label
 from nanovllm_teach.viz.style import CACHED_COLOR, CURSOR_COLOR, FREE_COLOR, PHASE_COLORS, SEQ_PALETTE, STATE_COLORS
 
@@ -56,9 +56,7 @@ def _walk_steps(trace: Trace) -> tuple[list[list[int]], list[list[int]], list[li
     codes: dict[int, int] = {}  # block -> code at the last step (absent: free)
     deltas: list[list[int]] = []
     step_queues: list[list[list[int]]] = []
-    for e, state in walk(trace.events, trace.settings):
-        if e.event != "STEP_DONE" or e.step is None:
-            continue
+    for _, state in step_ends(trace.events, trace.settings):
         now: dict[int, int] = {b: _CACHED for b in state.hashed if b not in state.holders}
         for block, seqs in state.holders.items():
             key = tuple(sorted(seqs))
@@ -76,18 +74,15 @@ def _walk_steps(trace: Trace) -> tuple[list[list[int]], list[list[int]], list[li
 
 
 def _step_lines(trace: Trace, verbosity: str) -> list[list[Any]]:
-    """Per completed step, ``[en_lines, zh_lines]`` (zh is null where it equals en): every line logged from
-    just after the previous step's STEP_DONE to this step's, as the console printed the run."""
+    """Per completed step, ``[en_lines, zh_lines]`` (zh is null where it equals en): the lines of the step's
+    events (``steps.cut_steps``), as the console printed the run."""
     renderers = {lang: ConsoleRenderer(lang, verbosity=verbosity) for lang in LANGS}
+    cut = cut_steps(trace.events)
     out: list[list[Any]] = []
-    pending: dict[str, list[str]] = {lang: [] for lang in LANGS}
-    for e in trace.events:
-        for lang, renderer in renderers.items():
-            pending[lang] += renderer.lines(e)
-        if e.event == "STEP_DONE" and e.step is not None:
-            en, zh = pending["en"], pending["zh"]
-            out.append([en, None if zh == en else zh])
-            pending = {lang: [] for lang in LANGS}
+    for step in cut.spans:
+        en, zh = ([line for e in cut.events(trace.events, step) for line in renderers[lang].lines(e)]
+                  for lang in ("en", "zh"))
+        out.append([en, None if zh == en else zh])
     return out
 
 

@@ -40,7 +40,7 @@ from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.reasons import LANGS
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
-from nanovllm_teach.trace.schema import TraceEvent
+from nanovllm_teach.trace.steps import cut_steps
 from nanovllm_teach.trace.tables import StepRow
 from nanovllm_teach.viz.blockgrid import BlockGrid, freed_at_step_end, grid_layout, group_summary, summary_line
 from nanovllm_teach.viz.render import BlitPicture, CursorPicture
@@ -73,7 +73,10 @@ class Player:
         self._rows: dict[int, StepRow] = {row.step: row for row in trace.steps}
         self.steps: list[int] = [row.step for row in trace.steps]
         self._lang, self._verbosity = lang, verbosity
-        self._span, self._decode_positions = _index_steps(trace.events)
+        # Each step's lines are those of its events: from just after the previous step's STEP_DONE to its own.
+        self._cut = cut_steps(trace.events)
+        # The positions of the SCHEDULE_DECODE events, for the decode detail numbering.
+        self._decode_positions = [pos for pos, e in enumerate(trace.events) if e.event == "SCHEDULE_DECODE"]
         first = self.steps[0]
 
         # Timelines and Gantt chart in one figure: one column of axes, so one x axis and one cursor.
@@ -190,15 +193,14 @@ class Player:
 
     def step_lines(self, step: int) -> list[str]:
         """The TEACHING lines of ``step`` in the current language and verbosity."""
-        start, end = self._span[step]
         renderer = ConsoleRenderer(self._lang, io.StringIO(), self._verbosity)
         # The renderer numbers decode details ("decode detail #k/3") by counting the SCHEDULE_DECODE events
         # it has seen; show it the earlier ones first (past ``decode_details`` the exact count no longer
         # matters, so at most that many + 1).
-        earlier = bisect.bisect_left(self._decode_positions, start)
+        earlier = bisect.bisect_left(self._decode_positions, self._cut.spans[step].start)
         for pos in self._decode_positions[:min(earlier, renderer.decode_details + 1)]:
             renderer.lines(self.trace.events[pos])
-        return [line for e in self.trace.events[start:end] for line in renderer.lines(e)]
+        return [line for e in self._cut.events(self.trace.events, step) for line in renderer.lines(e)]
 
     def _on_slider(self, change: dict[str, Any]) -> None:
         value = change["new"]
@@ -281,18 +283,3 @@ def wrap_html(line: str) -> str:
     return ('<div style="padding-left:2em; text-indent:-2em; word-break:normal; overflow-wrap:normal">'
             f'{fields}</div>')
 
-
-def _index_steps(events: list[TraceEvent]) -> tuple[dict[int, tuple[int, int]], list[int]]:
-    """Where each step's lines come from: ``{step: (start, end)}``, the event positions from just after
-    the previous step's STEP_DONE (so arrivals between steps show with the step they join) to its own;
-    and the positions of the SCHEDULE_DECODE events (for the decode detail numbering)."""
-    spans: dict[int, tuple[int, int]] = {}
-    decode_positions: list[int] = []
-    start = 0
-    for pos, e in enumerate(events):
-        if e.event == "SCHEDULE_DECODE":
-            decode_positions.append(pos)
-        elif e.event == "STEP_DONE" and e.step is not None:
-            spans[e.step] = (start, pos + 1)
-            start = pos + 1
-    return spans, decode_positions
