@@ -44,7 +44,7 @@ def test_a_freed_hit_left_in_the_free_list(tmp_path):
     late = _events("PREFIX_CACHE_HIT")[-1]
     right = _events("BLOCK_ALLOCATE", reason="admit_sequence", seq_id=late.stats["seq_id"])[0]
     assert not result.passed and result.workload == "prefix_reuse"
-    assert f"(BLOCK_ALLOCATE, step {right.step})" in result.message
+    assert f"in step {right.step} (BLOCK_ALLOCATE)" in result.message
     assert (f"BLOCK_ALLOCATE.num_free_blocks: you had {right.stats['num_free_blocks'] + len(late.stats['block_ids'])}, "
             f"the reference {right.stats['num_free_blocks']}") in result.message
 
@@ -54,7 +54,7 @@ def test_a_reference_count_set_instead_of_raised(tmp_path):
                                       "        block.ref_count = 1\n"))
     first_free = _events("BLOCK_FREE", reason="finished")[0]
     assert not result.passed
-    assert f"(BLOCK_FREE, step {first_free.step})" in result.message
+    assert f"in step {first_free.step} (BLOCK_FREE)" in result.message
     assert f"BLOCK_FREE.freed_block_ids: you had [" in result.message
     assert f"the reference {first_free.stats['freed_block_ids']}" in result.message
 

@@ -7,9 +7,11 @@
    modules only, so that each child starts warm); then a forked child (``sandbox``) loads the student's
    file, plugs the functions in (``pieces``) and runs every workload, writing one trace file per workload
    and a small outcome record.
-3. The parent reads those files and judges each workload in order (``verdict``): the first that differs
-   from its reference fails the exercise; PASS needs every workload to match and the child to have ended
-   normally.
+3. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
+   (the exercise's ``decisions`` events: what was scheduled, which blocks, preemptions, finishes, and for
+   an execution-layer piece the slots or the KV budget) are compared with the reference's in order; the
+   first workload that differs fails the exercise; PASS needs every workload to match and the child to
+   have ended normally.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from nanovllm_teach.exercises.solution_files import (
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
+from nanovllm_teach.trace.diff import DECISION_EVENTS
 
 OUTCOME = "outcome.json"
 
@@ -69,6 +72,9 @@ class EngineExercise(Exercise):
 
     pieces: tuple[Piece, ...]
     workloads: tuple[GradedWorkload, ...]
+    # The events that say what the learner's function decided, compared with the reference's in order: the
+    # scheduling and block decisions, and for an execution-layer piece the event its result shows in.
+    decisions: tuple[str, ...] = DECISION_EVENTS
 
     def _run_student(self, watch: Watch, source: SolutionSource, folder: Path, model: str | Path | None) -> None:
         """The child: every workload with the student's pieces in, one trace file each, then the outcome."""
@@ -133,11 +139,10 @@ class EngineExercise(Exercise):
                             run_failure(end, outcome, workload.name), references[workload.name])
             if verdict is not None:
                 return verdict
-            events += len(references[workload.name].events)
+            events += sum(e.event in self.decisions for e in references[workload.name].events)
         if not outcome.get("finished") or end.exitcode != 0:
             return self.fail(f"the grading process ended (exit code {end.exitcode}) after all the runs matched, "
                              f"before it finished: does your code end the process?")
         names = " and ".join(self.functions)
-        return GradeResult(self.name, True, f"PASS {self.name}: with your {names} the engine's trace matches the "
-                                            f"reference event for event on all {len(self.workloads)} workloads "
-                                            f"({events} events)")
+        return GradeResult(self.name, True, f"PASS {self.name}: with your {names} the engine decides as the reference "
+                                            f"does on all {len(self.workloads)} workloads ({events} decisions)")

@@ -1,7 +1,8 @@
 """The verdict on one graded run, computed in the parent from the child's trace and outcome record only.
 
-A run either matches the reference event for event, or the first difference is said in plain words (what
-you did, what the reference did, at which step and event) — the values, never the reference's formula. A
+A run's decisions (the exercise's ``decisions`` events) either match the reference's one for one, or the
+first difference is said in plain words (what you did, what the reference did, at which step) — the values,
+never the reference's formula. A
 run that failed (the student's function raised, returned something unusable, did not return in time, or
 the engine tripped over what it returned) is judged the same way: if everything matched up to the
 failure, the failure is the first difference.
@@ -10,12 +11,15 @@ failure, the failure is the first difference.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
 from nanovllm_teach.runs import Workload
-from nanovllm_teach.trace.diff import describe_event, diff_traces
+from nanovllm_teach.trace.diff import VOLATILE, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
+
+if TYPE_CHECKING:
+    from nanovllm_teach.exercises.engine_grading import EngineExercise
 
 
 def _is_cleanup(event_name: str, reason: str) -> bool:
@@ -68,7 +72,7 @@ def failure_sentence(failure: dict[str, Any], where: str) -> str:
     return f"{where}, the engine failed on what your code gave it: {failure['type']}: {failure['message']}"
 
 
-def judge(exercise: Exercise, workload: Workload, run: Trace | None, failure: dict[str, Any] | None,
+def judge(exercise: EngineExercise, workload: Workload, run: Trace | None, failure: dict[str, Any] | None,
           reference: Trace) -> GradeResult | None:
     """A failing verdict for a run that differs from the reference, else None."""
     if failure is not None and failure.get("not_implemented"):
@@ -78,7 +82,7 @@ def judge(exercise: Exercise, workload: Workload, run: Trace | None, failure: di
         sentence = failure_sentence(failure or {"type": "no trace", "message": "", "function": None},
                                     where_it_stopped(None))
         return exercise.fail(f"{context}:\n  {sentence}", workload.name)
-    divergence = diff_traces(run, reference)
+    divergence = diff_decisions(run, reference, exercise.decisions, ignore=VOLATILE)
     if failure is not None and (divergence is None or divergence.yours is None):
         # The run matched the reference right up to the failure: the failure is the first difference.
         message = f"{context}:\n  {failure_sentence(failure, where_it_stopped(run))}"
@@ -88,9 +92,9 @@ def judge(exercise: Exercise, workload: Workload, run: Trace | None, failure: di
         return exercise.fail(message, workload.name, divergence)
     if divergence is None:
         return None
-    where = ("the trace headers" if divergence.index is None
-             else f"event #{divergence.index} ({divergence.event}, {divergence.where})")
-    message = f"{context}:\n  your run first differs from the reference at {where}:\n  {divergence.message}"
+    place = f"in {divergence.where}" if divergence.step is not None else divergence.where
+    message = (f"{context}:\n  your run's decisions first differ from the reference's {place} "
+               f"({divergence.event}):\n  {divergence.message}")
     if failure is not None:
         message += f"\n  (later, {failure_sentence(failure, where_it_stopped(run))})"
     return exercise.fail(message, workload.name, divergence)

@@ -274,15 +274,16 @@ _DECISION_IGNORE = VOLATILE | {"reason", "STATE_TRANSITION.token_id", "STATE_TRA
 
 
 def diff_decisions(yours: Trace | str | Path, reference: Trace | str | Path,
-                   events: tuple[str, ...] = DECISION_EVENTS) -> Divergence | None:
+                   events: tuple[str, ...] = DECISION_EVENTS, ignore: frozenset[str] = _DECISION_IGNORE,
+                   voice: Voice = GRADER) -> Divergence | None:
     """The first divergence between two runs' decisions (``events``, in order), whatever else differs:
-    headers, times, the model's tokens and every other event are left out. A simulated run and a real run
-    of one workload (given the real run's output lengths) agree here. The divergence's ``index`` counts
-    the kept events only."""
+    headers, times and every other event are left out. By default finish reasons are too (``ignore``), so a
+    simulated run and a real run of one workload (given the real run's output lengths) agree here; the
+    grader compares them (``ignore=VOLATILE``). The divergence's ``index`` counts the kept events only."""
     kept = []
     for trace in (yours, reference):
         loaded = trace if isinstance(trace, Trace) else load_trace(trace)
         chosen = [e for e in loaded.events if e.event in events]
         kept.append(Trace({}, [TraceEvent(i, 0, e.event, e.phase, e.step, e.reason, e.stats)
                                for i, e in enumerate(chosen)]))
-    return diff_traces(kept[0], kept[1], ignore=_DECISION_IGNORE)
+    return diff_traces(kept[0], kept[1], ignore=ignore, voice=voice)

@@ -12,6 +12,7 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
+from nanovllm_teach.trace.diff import DECISION_EVENTS
 
 
 def _check_slot(args: tuple[Any, ...], result: Any) -> str | None:
@@ -27,4 +28,5 @@ EXERCISE = EngineExercise(
      "Logical block position // block_size is physical block seq.block_table[that]; the slot is that "
      "block's first slot plus the offset position % block_size."),
     (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot),),
-    (TIGHT_CACHE, LATE_ARRIVALS))
+    (TIGHT_CACHE, LATE_ARRIVALS),
+    ("PREPARE_DECODE_TENSORS",) + DECISION_EVENTS)

@@ -12,6 +12,7 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMORY_BOUND
+from nanovllm_teach.trace.diff import DECISION_EVENTS
 
 
 def _check_block_bytes(args: tuple[Any, ...], result: Any) -> str | None:
@@ -42,4 +43,5 @@ EXERCISE = EngineExercise(
      "and never go below 0."),
     (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes),
      Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks)),
-    (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION))
+    (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION),
+    ("KV_BUDGET_ESTIMATE", "ENGINE_READY") + DECISION_EVENTS)
