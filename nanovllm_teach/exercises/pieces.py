@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 from unittest import mock
 
+from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
 
 
@@ -53,6 +54,13 @@ class Piece:
 def resolve(point: str) -> Any:
     """What stands at the exercise point ``point`` now."""
     return pkgutil.resolve_name(point)
+
+
+def not_sequences(result: Any) -> str | None:
+    """What is wrong with a result that must be a list of ``Sequence`` objects (None: nothing)."""
+    if not isinstance(result, list) or not all(isinstance(seq, Sequence) for seq in result):
+        return f"returned {type(result).__name__} {result!r}: it must return a list of Sequence objects"
+    return None
 
 
 def is_int(value: Any) -> bool:

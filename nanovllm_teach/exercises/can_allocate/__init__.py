@@ -1,8 +1,6 @@
 """Exercise ``can_allocate``: may a waiting sequence be admitted now, and how much of it is cached?
 
-The folder is the whole exercise: this definition (what the learner writes, the engine point it replaces,
-the checks on what it returns, the hints, the graded workloads), ``template.py`` to start from and
-``solution.py``, the reference.
+Beside this definition: ``template.py`` to start from, ``solution.py`` the reference.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Exercise ``decode_slot``: Where a decode token's K/V goes, the slot mapping.
+"""Exercise ``decode_slot``: where a decode token's K/V goes, the slot mapping.
 
-The folder is the whole exercise: this definition (what the learner writes, the engine point it replaces,
-the checks on what it returns, the hints, the graded workloads), ``template.py`` to start from and
-``solution.py``, the reference.
+Beside this definition: ``template.py`` to start from, ``solution.py`` the reference.
 """
 
 from __future__ import annotations

@@ -1,29 +1,20 @@
-"""Exercise ``postprocess``: Taking in the sampled tokens: caching, appending, finishing.
+"""Exercise ``postprocess``: taking in the sampled tokens: caching, appending, finishing.
 
-The folder is the whole exercise: this definition (what the learner writes, the engine point it replaces,
-the checks on what it returns, the hints, the graded workloads), ``template.py`` to start from and
-``solution.py``, the reference.
+Beside this definition: ``template.py`` to start from, ``solution.py`` the reference.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
-
-
-def _check_scheduled(args: tuple[Any, ...], result: Any) -> str | None:
-    if not isinstance(result, list) or not all(isinstance(seq, Sequence) for seq in result):
-        return f"returned {type(result).__name__} {result!r}: it must return a list of Sequence objects"
-    return None
 
 
 def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
     _scheduler, batch, _token_ids = args
-    problem = _check_scheduled(args, result)
+    problem = not_sequences(result)
     if problem is None and [seq.seq_id for seq in result] != batch.seq_ids:
         return (f"returned the sequences {[seq.seq_id for seq in result]}: it must return the batch's sequences "
                 f"{batch.seq_ids}, in the batch's order")

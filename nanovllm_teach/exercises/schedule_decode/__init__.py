@@ -1,27 +1,23 @@
-"""Exercise ``schedule_decode``: Decode scheduling with preemption.
+"""Exercise ``schedule_decode``: decode scheduling with preemption.
 
-The folder is the whole exercise: this definition (what the learner writes, the engine point it replaces,
-the checks on what it returns, the hints, the graded workloads), ``template.py`` to start from and
-``solution.py``, the reference.
+Beside this definition: ``template.py`` to start from, ``solution.py`` the reference.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, SEQ_CAP, TIGHT_CACHE
 
 
 def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
-    if not isinstance(result, list) or not all(isinstance(seq, Sequence) for seq in result):
-        return f"returned {type(result).__name__} {result!r}: it must return a list of Sequence objects"
-    if not result:
+    problem = not_sequences(result)
+    if problem is None and not result:
         return ("returned an empty list: a decode step must run at least one sequence (when every other one "
                 "is preempted, the last one left runs)")
-    return None
+    return problem
 
 
 EXERCISE = EngineExercise(

@@ -1,24 +1,19 @@
-"""Exercise ``schedule_prefill``: Admitting prompts: the token budget, chunking and the prefix cache.
+"""Exercise ``schedule_prefill``: admitting prompts: the token budget, chunking and the prefix cache.
 
-The folder is the whole exercise: this definition (what the learner writes, the engine point it replaces,
-the checks on what it returns, the hints, the graded workloads), ``template.py`` to start from and
-``solution.py``, the reference.
+Beside this definition: ``template.py`` to start from, ``solution.py`` the reference.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 
 
 def _check_scheduled(args: tuple[Any, ...], result: Any) -> str | None:
-    if not isinstance(result, list) or not all(isinstance(seq, Sequence) for seq in result):
-        return f"returned {type(result).__name__} {result!r}: it must return a list of Sequence objects"
-    return None
+    return not_sequences(result)
 
 
 EXERCISE = EngineExercise(

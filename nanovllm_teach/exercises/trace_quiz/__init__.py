@@ -1,8 +1,6 @@
 """Exercise ``trace_quiz``: reading a trace, a quiz on a recorded run.
 
-The folder is the whole exercise: this definition (the question set is ``quiz_grading.QUESTIONS``, the run
-it asks about ``quiz_grading.QUIZ_WORKLOAD``), ``template.py`` to start from and ``solution.py``, the
-reference.
+Beside this definition: ``template.py`` to start from, ``solution.py`` the reference.
 """
 
 from __future__ import annotations
