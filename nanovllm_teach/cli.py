@@ -21,12 +21,13 @@ Outputs are checked before any work starts. A picture's format follows its suffi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.i18n import ENV_VAR, LANGS, say, speaking
 from nanovllm_teach.sim.cli import add_simulate_parser
-from nanovllm_teach.trace.reasons import LANGS
 
 PROG = "nanovllm-teach"
 PICTURE_FORMATS = (".png", ".svg", ".pdf")
@@ -223,7 +224,7 @@ def _exercises(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES
 
     for number, ex in enumerate(EXERCISES.values(), 1):
-        print(f"{number}. {ex.name:<16} {ex.title}  [{ex.replaces}]\n   template: {ex.template_path}")
+        print(f"{number}. {ex.name:<16} {say(ex.title)}  [{ex.replaces}]\n   template: {ex.template_path}")
     print("\nCopy a template, fill it in, then: nanovllm-teach grade EXERCISE your_file.py")
     print("Stuck? nanovllm-teach hint EXERCISE 1 (then 2) gives a hint.")
     return 0
@@ -291,7 +292,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--log", choices=["quiet", "normal", "detail", "all"], default=None,
                       help="stream the TEACHING log while it runs, at this level (default: none, only the "
                            "account at the end)")
-    demo.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the log's reasons")
     demo.add_argument("--temperature", type=_number_at_least_zero, default=0.6, help="0 is greedy (default: 0.6)")
     demo.add_argument("--max-tokens", type=_positive_int, default=64,
                       help="per request (default: 64: one answer ends on EOS, the other is cut)")
@@ -310,7 +310,6 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (.png, .svg, .pdf)")
     rep.add_argument("--html", default=None, help="write a self-contained replay page (step slider, timelines, Gantt "
                      "chart, KV blocks, TEACHING lines) that opens in any browser, no Python needed")
-    rep.add_argument("--lang", choices=LANGS, default="en", help="first language of the page's TEACHING lines")
     rep.add_argument("--report", default=None, help="write a static HTML report (pictures and tables)")
     rep.add_argument("--text", action="store_true", help="print the step and request tables (the default)")
     rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
@@ -346,13 +345,20 @@ def build_parser() -> argparse.ArgumentParser:
     grd.set_defaults(func=_grade)
 
     add_simulate_parser(sub)
+    for command in sub.choices.values():  # every command speaks the learner's language
+        command.add_argument("--lang", choices=LANGS, default=None,
+                             help=f"language of what it writes (default: ${ENV_VAR}, else the locale, else en)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with speaking(args.lang):
+            return args.func(args)
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except UsageError as error:
         message = str(error)
     except (ValueError, TypeError) as error:  # a bad value, named by whoever refused it

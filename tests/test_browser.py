@@ -262,7 +262,7 @@ _KERNEL_READY = """() => {
 
 def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, tmp_path):
     base, token = jupyterlab
-    page, errors = _open(browser, f"{base}/lab/tree/notebooks/01_quickstart.ipynb?token={token}", 1400)
+    page, errors = _open(browser, f"{base}/lab/tree/notebooks/en/01_quickstart.ipynb?token={token}", 1400)
     # Run the cells only once the notebook's kernel is connected and idle. Started earlier (while the kernel
     # is still "initializing", the first second after the page loads), "run all" executes nothing and
     # resolves at once, and the wait for the Player below could only time out: that was the hang.

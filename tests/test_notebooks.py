@@ -1,5 +1,6 @@
-"""Notebooks are tests: each one runs top to bottom in a real Jupyter kernel, and none is stored with
-outputs (so diffs stay readable)."""
+"""Notebooks are tests: each one, in each language, runs top to bottom in a real Jupyter kernel, and none is
+stored with outputs (so diffs stay readable). The notebooks are built from one source each
+(``notebooks/src/``, see ``nanovllm_teach.i18n.notebooks``; ``tests/test_i18n.py`` checks the build)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(FOLDER.glob("en/*.ipynb")) + sorted(FOLDER.glob("zh/*.ipynb"))
+IDS = [f"{p.parent.name}/{p.stem}" for p in NOTEBOOKS]
 # The kernel gets the environment a learner's Jupyter gives it: conftest.py's TRITON_INTERPRET=1 is for the
 # test process, and a notebook that needs Triton's interpreter must switch it on itself.
 LEARNER_ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_is_stored_without_outputs(path):
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
@@ -25,7 +28,7 @@ def test_notebook_is_stored_without_outputs(path):
             assert not cell.outputs and cell.execution_count is None, f"{path.name} cell {i} has stored output"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_runs_top_to_bottom(path):
     nb = nbformat.read(path, as_version=4)
     # A failing cell raises CellExecutionError naming the cell and its traceback.
@@ -33,10 +36,10 @@ def test_notebook_runs_top_to_bottom(path):
                    resources={"metadata": {"path": str(path.parent)}}).execute(env=LEARNER_ENV)
 
 
-def test_the_readme_lists_every_notebook():
-    readme = (NOTEBOOKS[0].parent / "README.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"\]\(([\w.-]+\.ipynb)\)", readme))
-    assert listed == {p.name for p in NOTEBOOKS}
+def test_the_readme_lists_every_notebook_in_both_languages():
+    readme = (FOLDER / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"\]\(((?:en|zh)/[\w.-]+\.ipynb)\)", readme))
+    assert NOTEBOOKS and listed == {f"{p.parent.name}/{p.name}" for p in NOTEBOOKS}
 
 
 def test_a_picture_is_a_cell_value(tmp_path):

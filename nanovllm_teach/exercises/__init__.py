@@ -66,9 +66,10 @@ def get_exercise(name: str) -> Exercise:
     return EXERCISES[name]
 
 
-def hint(exercise: str, level: int = 1) -> str:
-    """Hint ``level`` of ``exercise``: 1 says where to look, 2 says how; none of them is the code."""
-    return get_exercise(exercise).hint(level)
+def hint(exercise: str, level: int = 1, lang: str | None = None) -> str:
+    """Hint ``level`` of ``exercise``: 1 says where to look, 2 says how; none of them is the code. In
+    ``lang`` (None: the chosen language, see ``nanovllm_teach.i18n``)."""
+    return get_exercise(exercise).hint(level, lang)
 
 
 def grade(exercise: str, solution: str | Path | dict[str, Any], model: str | Path | None = None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import Divergence
 
 # The names a solution defines (its functions, or the quiz's answers), or the file that defines them.
@@ -65,10 +66,10 @@ class Exercise:
     solution, ``hints`` revealed one level at a time, and a grader (``grade``)."""
 
     name: str
-    title: str
+    title: Text
     replaces: str  # the piece of the engine the student rewrites, as a learner finds it in the code
     functions: tuple[str, ...]
-    hints: tuple[str, ...]
+    hints: tuple[Text, ...]  # in both languages, from the gentlest to the strongest
 
     @property
     def folder(self) -> Path:
@@ -82,11 +83,12 @@ class Exercise:
     def solution_path(self) -> Path:
         return self.folder / SOLUTION_FILE
 
-    def hint(self, level: int) -> str:
-        """Hint number ``level`` (1 = the gentlest); each one says a little more than the one before."""
+    def hint(self, level: int, lang: str | None = None) -> str:
+        """Hint number ``level`` (1 = the gentlest), in ``lang`` (None: the chosen language, ``i18n``); each
+        one says a little more than the one before."""
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(self.hints):
             raise ValueError(f"{self.name} has hints 1 to {len(self.hints)}, not {level!r}")
-        return self.hints[level - 1]
+        return say(self.hints[level - 1], lang)
 
     def fail(self, message: str, workload: str | None = None, divergence: Divergence | None = None) -> GradeResult:
         return GradeResult(self.name, False, f"FAIL {self.name}: {message}", workload, divergence)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import string
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import msgspec
 
@@ -60,6 +62,19 @@ def set_lang(lang: str | None) -> None:
     """The language for the rest of this process (None: back to the environment and the locale)."""
     global _chosen
     _chosen = None if lang is None else check_lang(lang)
+
+
+@contextmanager
+def speaking(lang: str | None) -> Iterator[None]:
+    """``lang`` inside the block (None: no change), the language before it after."""
+    global _chosen
+    before = _chosen
+    if lang is not None:
+        set_lang(lang)
+    try:
+        yield
+    finally:
+        _chosen = before
 
 
 def resolve_lang(lang: str | None = None) -> str:

@@ -31,7 +31,8 @@ import structlog
 
 from nanovllm_teach.trace.events import PAYLOADS
 from nanovllm_teach.trace.payload import Payload
-from nanovllm_teach.trace.reasons import LANGS, explain
+from nanovllm_teach.i18n import resolve_lang
+from nanovllm_teach.trace.reasons import explain
 from nanovllm_teach.trace.schema import TENSOR_EVENTS, TraceEvent
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def format_stats(stats: dict[str, Any], step: int | None = None, skip: frozenset
     return "{" + ", ".join(parts) + "}"
 
 
-def format_event(event: TraceEvent, lang: str = "en") -> str:
+def format_event(event: TraceEvent, lang: str | None = None) -> str:
     """The TEACHING line of one event. Tensor values are left to the detail line; shapes stay."""
     stats = event.stats
     skip = frozenset(_tensor_names(stats))
@@ -100,7 +101,7 @@ def format_step_summary(event: TraceEvent) -> str:
             f"num_tokens_stat={s['num_tokens_stat']} finished_this_step={_format_value(s['finished'])}")
 
 
-def format_tensor_detail(event: TraceEvent, lang: str = "en", index: int | None = None,
+def format_tensor_detail(event: TraceEvent, lang: str | None = None, index: int | None = None,
                          total: int | None = None) -> str:
     """The detail line of a PREPARE_*_TENSORS event: tensor values where the trace kept them, else shapes.
 
@@ -108,10 +109,10 @@ def format_tensor_detail(event: TraceEvent, lang: str = "en", index: int | None 
     stats = event.stats
     if event.event == "PREPARE_DECODE_TENSORS":
         of = f"/{total}" if total is not None and index is not None and index <= total else ""
-        label = _DETAIL_LABEL[lang]["decode"].format(k=index if index is not None else "", of=of)
+        label = _DETAIL_LABEL[resolve_lang(lang)]["decode"].format(k=index if index is not None else "", of=of)
         parts = [f"bs={stats.get('batch_size')}"]
     else:
-        label = _DETAIL_LABEL[lang]["prefill"]
+        label = _DETAIL_LABEL[resolve_lang(lang)]["prefill"]
         parts = [f"n_seqs={stats.get('n_seqs')}"]
     for name in _tensor_names(stats):
         if name in stats:
@@ -130,13 +131,11 @@ class ConsoleRenderer:
     The renderer counts decode steps itself, so it must be given the events in order.
     """
 
-    def __init__(self, lang: str = "en", stream: IO[str] | None = None, verbosity: str = "normal",
+    def __init__(self, lang: str | None = None, stream: IO[str] | None = None, verbosity: str = "normal",
                  decode_details: int = 3) -> None:
-        if lang not in LANGS:
-            raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
         if verbosity not in VERBOSITIES:
             raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
-        self.lang = lang
+        self.lang = resolve_lang(lang)
         self.verbosity = verbosity
         self.decode_details = decode_details
         self._level = VERBOSITIES.index(verbosity)
@@ -187,7 +186,7 @@ class ConsoleRenderer:
         return lines
 
 
-def render_trace(trace: "Trace | Iterable[TraceEvent]", lang: str = "en", verbosity: str = "normal",
+def render_trace(trace: "Trace | Iterable[TraceEvent]", lang: str | None = None, verbosity: str = "normal",
                  stream: IO[str] | None = None, decode_details: int = 3) -> None:
     """Print a loaded trace, or any run of its events in order (one step's, ``recorder.events[mark:]``),
     exactly as a live ``ConsoleRenderer`` printed the run."""

@@ -11,6 +11,7 @@ A key with no sentence shows as itself, so a new engine event is never hidden, o
 
 from __future__ import annotations
 
+from nanovllm_teach.i18n import LANGS, resolve_lang
 from nanovllm_teach.trace.events import (
     BlockAllocate, BlockFree, CudagraphCapture, CudagraphReplay, DecodeCompile, EngineInit, EngineReady,
     GenerateFinish, GenerateStart, KvBudgetEstimate, ModelWeightsLoaded, PreparePrefillTensors,
@@ -18,8 +19,6 @@ from nanovllm_teach.trace.events import (
     ScheduleDecode, SchedulePrefill, StateTransition, StepDone, TpRuntimeInit, Warmup,
 )
 from nanovllm_teach.trace.payload import Payload
-
-LANGS = ("en", "zh")
 
 
 def _say(en: str, zh: str) -> dict[str, str]:
@@ -181,10 +180,9 @@ def has_sentence(reason: str, event: str | None = None) -> bool:
     return (event, reason) in EVENT_REASONS or reason in REASONS
 
 
-def explain(reason: str, lang: str = "en", event: str | None = None) -> str:
-    """The sentence for ``reason`` in ``lang`` ("en" or "zh"), as emitted with ``event`` (the event's name);
-    the key itself if there is none."""
-    if lang not in LANGS:
-        raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+def explain(reason: str, lang: str | None = None, event: str | None = None) -> str:
+    """The sentence for ``reason`` in ``lang`` ("en" or "zh"; None: the chosen language, ``i18n``), as
+    emitted with ``event`` (the event's name); the key itself if there is none."""
+    lang = resolve_lang(lang)
     sentences = EVENT_REASONS.get((event, reason)) or REASONS.get(reason)
     return sentences[lang] if sentences is not None else reason

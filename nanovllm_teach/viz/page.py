@@ -38,7 +38,7 @@ from typing import Any
 
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
-from nanovllm_teach.trace.reasons import LANGS
+from nanovllm_teach.i18n import LANGS, resolve_lang
 from nanovllm_teach.trace.replay import queues
 from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.trace.steps import cut_steps, step_ends
@@ -147,10 +147,10 @@ def _json_for_script(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def replay_page(trace: Trace, lang: str = "en", verbosity: str = "normal") -> str:
-    """The replay page of ``trace`` as one HTML string; ``lang`` is the language it opens in."""
-    if lang not in LANGS:
-        raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+def replay_page(trace: Trace, lang: str | None = None, verbosity: str = "normal") -> str:
+    """The replay page of ``trace`` as one HTML string; ``lang`` is the language it opens in (None: the
+    chosen language, ``i18n``)."""
+    lang = resolve_lang(lang)
     data = page_data(trace, verbosity)
     data["lang"] = lang
     title = html.escape(data["title"])
@@ -166,7 +166,7 @@ def replay_page(trace: Trace, lang: str = "en", verbosity: str = "normal") -> st
     ])
 
 
-def write_replay_page(trace: Trace, path: str | Path, lang: str = "en", verbosity: str = "normal") -> Path:
+def write_replay_page(trace: Trace, path: str | Path, lang: str | None = None, verbosity: str = "normal") -> Path:
     """Write ``replay_page(trace, lang, verbosity)`` to ``path`` (UTF-8); returns the path."""
     path = Path(path)
     text = replay_page(trace, lang, verbosity)

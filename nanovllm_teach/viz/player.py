@@ -36,9 +36,9 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from nanovllm_teach.i18n import LANGS, resolve_lang
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
-from nanovllm_teach.trace.reasons import LANGS
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.steps import cut_steps
 from nanovllm_teach.trace.tables import StepRow
@@ -60,12 +60,11 @@ class Player:
     ``dpi``: resolution of the pictures; ``interval_ms``: time between steps while playing.
     """
 
-    def __init__(self, trace: Trace, lang: str = "en", verbosity: str = "normal", dpi: float = 72,
+    def __init__(self, trace: Trace, lang: str | None = None, verbosity: str = "normal", dpi: float = 72,
                  interval_ms: int = 400) -> None:
         if not trace.steps:
             raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to play")
-        if lang not in LANGS:
-            raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
+        lang = resolve_lang(lang)
         if verbosity not in VERBOSITIES:
             raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
         self.trace = trace

@@ -11,6 +11,7 @@ from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 
 
 def _check_allocation(args: tuple[Any, ...], result: Any) -> str | None:
@@ -30,15 +31,31 @@ def _check_allocation(args: tuple[Any, ...], result: Any) -> str | None:
     return None
 
 
+TITLE = Text(en='Admitting a sequence: shared prefix blocks and fresh ones',
+             zh='接纳一个序列：共享的前缀块与新分配的块')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=("The first num_cached_blocks blocks are in the cache: which dict maps a block's hash to "
+             'its block, and which hash does block i have? Each reused block gets one more holder; '
+             'what must change for a block that had none (where does a freed block wait)?'),
+         zh=('前 num_cached_blocks 个块已经在缓存里：哪个 dict 把块的哈希映射到块本身？第 i '
+             '个块的哈希又是什么？每个被复用的块多了一个持有者；对一个原本没有持有者的块，'
+             '还有什么必须跟着改变（被释放的块在哪里等待）？')),
+    Text(en=('Walk i over the cached blocks with h = compute_block_hash(seq.block(i), h), from h = '
+             'NO_HASH, and look h up in bm.hash_to_block_id. A hit whose ref_count is 0 moves from '
+             "bm.free_block_ids to bm.used_block_ids; every hit's ref_count goes up by 1. The rest "
+             'come from bm.take_free_block(). Then the block table (hits + fresh), num_cached_tokens, '
+             'and return the Allocated record of it all.'),
+         zh=('用 h = compute_block_hash(seq.block(i), h) 依次遍历缓存命中的块（h 从 NO_HASH 开始），'
+             '在 bm.hash_to_block_id 里查 h。ref_count 为 0 的命中块要从 bm.free_block_ids 移到 '
+             'bm.used_block_ids；每个命中块的 ref_count 加 1。其余的块由 bm.take_free_block() 分配。'
+             '最后设置块表（命中块 + 新块）和 num_cached_tokens，并把这一切作为 Allocated 记录返回。')),
+)
+
+
 EXERCISE = EngineExercise(
-    "allocate", "Admitting a sequence: shared prefix blocks and fresh ones", "BlockManager.allocate",
+    "allocate", TITLE, "BlockManager.allocate",
     ("allocate",),
-    ("The first num_cached_blocks blocks are in the cache: which dict maps a block's hash to its block, and "
-     "which hash does block i have? Each reused block gets one more holder; what must change for a block "
-     "that had none (where does a freed block wait)?",
-     "Walk i over the cached blocks with h = compute_block_hash(seq.block(i), h), from h = NO_HASH, and look "
-     "h up in bm.hash_to_block_id. A hit whose ref_count is 0 moves from bm.free_block_ids to "
-     "bm.used_block_ids; every hit's ref_count goes up by 1. The rest come from bm.take_free_block(). Then "
-     "the block table (hits + fresh), num_cached_tokens, and return the Allocated record of it all."),
+    HINTS,
     (Piece("allocate", "nanovllm_teach.engine.block_manager:BlockManager.allocate", _check_allocation, logged),),
     (PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE))

@@ -11,6 +11,7 @@ from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import SHARED_PREFIXES, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 
 
 def _check_hash(args: tuple[Any, ...], result: Any) -> str | None:
@@ -21,12 +22,24 @@ def _check_hash(args: tuple[Any, ...], result: Any) -> str | None:
     return None
 
 
+TITLE = Text(en='The prefix-cache hash chain',
+             zh='前缀缓存的哈希链')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=('Equal tokens after different prefixes hold different K/V. What must go into the hash '
+             "besides this block's tokens?"),
+         zh=('同样的 token 跟在不同的前缀后面，存的是不同的 K/V。除了这个块自己的 token，'
+             '哈希里还必须放进什么？')),
+    Text(en=("Feed the hasher the previous block's hash first (as 8 bytes, unless it is NO_HASH), "
+             "then the token ids as bytes (array('q', token_ids).tobytes()); return h.intdigest()."),
+         zh=('先把上一个块的哈希喂给哈希器（8 个字节，除非它是 NO_HASH），再喂 token id '
+             "的字节（array('q', token_ids).tobytes()）；返回 h.intdigest()。")),
+)
+
+
 EXERCISE = EngineExercise(
-    "block_hash", "The prefix-cache hash chain", "block_manager.compute_block_hash",
+    "block_hash", TITLE, "block_manager.compute_block_hash",
     ("compute_block_hash",),
-    ("Equal tokens after different prefixes hold different K/V. What must go into the hash besides this "
-     "block's tokens?",
-     "Feed the hasher the previous block's hash first (as 8 bytes, unless it is NO_HASH), then the token "
-     "ids as bytes (array('q', token_ids).tobytes()); return h.intdigest()."),
+    HINTS,
     (Piece("compute_block_hash", "nanovllm_teach.engine.block_manager:compute_block_hash", _check_hash),),
     (SHARED_PREFIXES, TIGHT_CACHE))

@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 
 
 def _check_cached_blocks(args: tuple[Any, ...], result: Any) -> str | None:
@@ -21,16 +22,34 @@ def _check_cached_blocks(args: tuple[Any, ...], result: Any) -> str | None:
     return None
 
 
+TITLE = Text(en="Admission's question: does it fit, and how much of it is cached?",
+             zh='接纳前要回答的问题：放得下吗？其中多少已经缓存？')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=("Two questions in one: how many of the sequence's leading full blocks are already in the "
+             'cache (a hash names each full block, chained to the one before), and are enough blocks '
+             'free for the rest? Which token must always be computed, whatever the cache holds?'),
+         zh=('一个问题里有两个问题：这个序列开头的完整块里，'
+             '有几个已经在缓存中（每个完整块由一个哈希命名，并与前一个块串成链）'
+             '？剩下的部分有没有足够的空闲块？无论缓存里有什么，哪个 token 必须始终重新计算？')),
+    Text(en=('Walk i from 0 while i < (seq.num_tokens - 1) // bm.block_size: h = '
+             'compute_block_hash(seq.block(i), h) from h = NO_HASH; stop at the first block whose '
+             'hash is not in bm.hash_to_block_id or whose bm.blocks[...].token_ids differ from '
+             'seq.block(i). With prefix caching off, nothing is cached. The blocks needed are '
+             'seq.num_blocks minus the hits, plus each hit nobody holds (ref_count 0: it leaves the '
+             'free list); compare with bm.num_free_blocks.'),
+         zh=('当 i < (seq.num_tokens - 1) // bm.block_size 时，从 0 开始遍历 i：h = '
+             'compute_block_hash(seq.block(i), h)，h 从 NO_HASH 开始；遇到第一个哈希不在 '
+             'bm.hash_to_block_id 中、或 bm.blocks[...].token_ids 与 seq.block(i) 不同的块就停下。'
+             '关闭前缀缓存时，什么都不算命中。需要的块数是 seq.num_blocks 减去命中数，'
+             '再加上每个没有持有者的命中块（ref_count 为 0：它要离开空闲列表）；与 bm.num_free_blocks '
+             '比较。')),
+)
+
+
 EXERCISE = EngineExercise(
-    "can_allocate", "Admission's question: does it fit, and how much of it is cached?", "BlockManager.can_allocate",
+    "can_allocate", TITLE, "BlockManager.can_allocate",
     ("can_allocate",),
-    ("Two questions in one: how many of the sequence's leading full blocks are already in the cache (a hash "
-     "names each full block, chained to the one before), and are enough blocks free for the rest? Which "
-     "token must always be computed, whatever the cache holds?",
-     "Walk i from 0 while i < (seq.num_tokens - 1) // bm.block_size: h = compute_block_hash(seq.block(i), h) "
-     "from h = NO_HASH; stop at the first block whose hash is not in bm.hash_to_block_id or whose "
-     "bm.blocks[...].token_ids differ from seq.block(i). With prefix caching off, nothing is cached. The "
-     "blocks needed are seq.num_blocks minus the hits, plus each hit nobody holds (ref_count 0: it leaves "
-     "the free list); compare with bm.num_free_blocks."),
+    HINTS,
     (Piece("can_allocate", "nanovllm_teach.engine.block_manager:BlockManager.can_allocate", _check_cached_blocks),),
     (PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE))

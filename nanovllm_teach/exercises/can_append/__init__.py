@@ -11,19 +11,34 @@ from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 
 
 def _check_bool(args: tuple[Any, ...], result: Any) -> str | None:
     return None if isinstance(result, bool) else f"returned {result!r}: it must return True or False"
 
 
+TITLE = Text(en='Growing a sequence by one token: can_append / may_append',
+             zh='序列增长一个 token：can_append / may_append')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=("Only the token that starts a new block needs a free block. What tells you that seq's "
+             'tokens need more blocks than it holds?'),
+         zh=('只有开启一个新块的那个 token 才需要一个空闲块。什么能告诉你，seq 的 token '
+             '需要的块比它持有的多？')),
+    Text(en=('Compare seq.num_blocks with len(seq.block_table). may_append does the same test, then '
+             'takes a block with bm.take_free_block(), appends it and returns the Allocated record of '
+             'it (None when no block was needed).'),
+         zh=('比较 seq.num_blocks 和 len(seq.block_table)。may_append 做同样的判断，然后用 '
+             'bm.take_free_block() 取一个块，追加到块表，并返回它的 Allocated 记录（不需要新块时返回 '
+             'None）。')),
+)
+
+
 EXERCISE = EngineExercise(
-    "can_append", "Growing a sequence by one token: can_append / may_append", "BlockManager.can_append, may_append",
+    "can_append", TITLE, "BlockManager.can_append, may_append",
     ("can_append", "may_append"),
-    ("Only the token that starts a new block needs a free block. What tells you that seq's tokens need more "
-     "blocks than it holds?",
-     "Compare seq.num_blocks with len(seq.block_table). may_append does the same test, then takes a block "
-     "with bm.take_free_block(), appends it and returns the Allocated record of it (None when no block was "
-     "needed)."),
-    (Piece("can_append", "nanovllm_teach.engine.block_manager:BlockManager.can_append", _check_bool), Piece("may_append", "nanovllm_teach.engine.block_manager:BlockManager.may_append", wrap=logged)),
+    HINTS,
+    (Piece("can_append", "nanovllm_teach.engine.block_manager:BlockManager.can_append", _check_bool),
+     Piece("may_append", "nanovllm_teach.engine.block_manager:BlockManager.may_append", wrap=logged)),
     (TIGHT_CACHE, LATE_ARRIVALS))

@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 from nanovllm_teach.trace.diff import DECISION_EVENTS
 
 
@@ -19,12 +20,24 @@ def _check_slot(args: tuple[Any, ...], result: Any) -> str | None:
     return None
 
 
+TITLE = Text(en="Where a decode token's K/V goes: the slot mapping",
+             zh='解码 token 的 K/V 放在哪里：槽位映射')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=('Which position does the newest token have, counting from 0? Which logical block holds '
+             'that position?'),
+         zh='最新的 token 在序列中的位置是多少（从 0 数起）？哪个逻辑块包含这个位置？'),
+    Text(en=('Logical block position // block_size is physical block seq.block_table[that]; the slot '
+             "is that block's first slot plus the offset position % block_size."),
+         zh=('逻辑块 position // block_size 对应物理块 seq.block_table[该逻辑块]；'
+             '槽位是这个物理块的第一个槽位加上偏移 position % block_size。')),
+)
+
+
 EXERCISE = EngineExercise(
-    "decode_slot", "Where a decode token's K/V goes: the slot mapping", "model_runner.decode_slot",
+    "decode_slot", TITLE, "model_runner.decode_slot",
     ("decode_slot",),
-    ("Which position does the newest token have, counting from 0? Which logical block holds that position?",
-     "Logical block position // block_size is physical block seq.block_table[that]; the slot is that "
-     "block's first slot plus the offset position % block_size."),
+    HINTS,
     (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot),),
     (TIGHT_CACHE, LATE_ARRIVALS),
     ("PREPARE_DECODE_TENSORS",) + DECISION_EVENTS)

@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 
 
 def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
@@ -21,16 +22,31 @@ def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
     return problem
 
 
+TITLE = Text(en='Taking in the sampled tokens: caching, appending, finishing',
+             zh='接收采样出的 token：缓存、追加、结束')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=('Which sequences of the batch get a token this step, and which only finished a part of '
+             'their prompt? The order of the finish checks matters: what does ignore_eos change?'),
+         zh=('这一批里哪些序列在这一步得到了一个 token，哪些只是完成了 prompt '
+             '的一部分？结束条件的检查顺序很重要：ignore_eos 会改变什么？')),
+    Text(en=('hash_blocks(seq) first; then num_cached_tokens += num_scheduled_tokens and '
+             'num_scheduled_tokens = 0. Skip the rest while num_cached_tokens < num_tokens. Append '
+             'the token; the reason is eos (not ignore_eos and token == scheduler.eos), else length '
+             '(num_completion_tokens == max_tokens), else max_model_len (num_tokens >= '
+             'scheduler.max_model_len). A finished one goes to scheduler.finish(seq, reason).'),
+         zh=('先调用 hash_blocks(seq)；然后 num_cached_tokens += num_scheduled_tokens，并令 '
+             'num_scheduled_tokens = 0。只要 num_cached_tokens < num_tokens 就跳过后面的步骤。追加 '
+             'token；结束原因依次是 eos（not ignore_eos 且 token == scheduler.eos），否则 '
+             'length（num_completion_tokens == max_tokens），否则 max_model_len（num_tokens >= '
+             'scheduler.max_model_len）。已结束的序列交给 scheduler.finish(seq, reason)。')),
+)
+
+
 EXERCISE = EngineExercise(
-    "postprocess", "Taking in the sampled tokens: caching, appending, finishing", "Scheduler.postprocess",
+    "postprocess", TITLE, "Scheduler.postprocess",
     ("postprocess",),
-    ("Which sequences of the batch get a token this step, and which only finished a part of their prompt? "
-     "The order of the finish checks matters: what does ignore_eos change?",
-     "hash_blocks(seq) first; then num_cached_tokens += num_scheduled_tokens and num_scheduled_tokens = 0. "
-     "Skip the rest while num_cached_tokens < num_tokens. Append the token; the reason is eos (not "
-     "ignore_eos and token == scheduler.eos), else length (num_completion_tokens == max_tokens), else "
-     "max_model_len (num_tokens >= scheduler.max_model_len). A finished one goes to scheduler.finish(seq, "
-     "reason)."),
+    HINTS,
     (Piece("postprocess", "nanovllm_teach.engine.scheduler:Scheduler.postprocess", _check_postprocessed),),
     (FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE))
 

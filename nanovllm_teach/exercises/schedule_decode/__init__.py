@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, SEQ_CAP, TIGHT_CACHE
+from nanovllm_teach.i18n import Text
 
 
 def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
@@ -20,13 +21,27 @@ def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
     return problem
 
 
+TITLE = Text(en='Decode scheduling with preemption',
+             zh='带抢占的解码调度')
+# Hints from the gentlest to the strongest; none of them is the code.
+HINTS = (
+    Text(en=("Two queues' ends matter: which end of scheduler.running do you take the next sequence "
+             'from, and which end gives way when blocks run out? Read Scheduler.preempt to see what '
+             'preempting does.'),
+         zh=('两个队列的两端很关键：下一个序列从 scheduler.running 的哪一端取？块用完时，'
+             '哪一端让路？读一读 Scheduler.preempt，看看抢占做了什么。')),
+    Text(en=('Loop while running is not empty and you have fewer than max_num_seqs; inside, loop '
+             'while can_append(seq) says no: preempt running.pop() if anyone is left, else seq itself '
+             '(and skip it). Scheduled sequences go back to the head of running, in order.'),
+         zh=('当 running 不为空且已调度的序列少于 max_num_seqs 时循环；在循环里，只要 can_append(seq) '
+             '返回 False 就继续：如果还有别的序列，就抢占 running.pop()，否则抢占 seq 自己（并跳过它）'
+             '。已调度的序列按原顺序放回 running 的队首。')),
+)
+
+
 EXERCISE = EngineExercise(
-    "schedule_decode", "Decode scheduling with preemption", "Scheduler.schedule_decode",
+    "schedule_decode", TITLE, "Scheduler.schedule_decode",
     ("schedule_decode",),
-    ("Two queues' ends matter: which end of scheduler.running do you take the next sequence from, and which "
-     "end gives way when blocks run out? Read Scheduler.preempt to see what preempting does.",
-     "Loop while running is not empty and you have fewer than max_num_seqs; inside, loop while "
-     "can_append(seq) says no: preempt running.pop() if anyone is left, else seq itself (and skip it). "
-     "Scheduled sequences go back to the head of running, in order."),
+    HINTS,
     (Piece("schedule_decode", "nanovllm_teach.engine.scheduler:Scheduler.schedule_decode", _check_schedule),),
     (TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS))

@@ -1,0 +1,157 @@
+"""Two languages from one source: how the language is chosen, text in both, the glossary, the exercises'
+texts, and the notebooks built from their sources."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import jupytext
+import pytest
+
+from nanovllm_teach import i18n
+from nanovllm_teach.cli import main
+from nanovllm_teach.exercises import EXERCISES, hint
+from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang, speaking
+from nanovllm_teach.i18n.glossary import TERMS, term
+from nanovllm_teach.i18n.notebooks import ROOT, build, problems_in, sources, stale
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture(autouse=True)
+def no_language_chosen(monkeypatch):
+    for name in (i18n.ENV_VAR, "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    set_lang(None)
+    yield
+    set_lang(None)
+
+
+def test_the_language_is_asked_for_then_chosen_then_the_environment_then_the_locale(monkeypatch):
+    assert resolve_lang() == "en"
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert resolve_lang() == "zh"
+    monkeypatch.setenv(i18n.ENV_VAR, "en")
+    assert resolve_lang() == "en"
+    set_lang("zh")
+    assert resolve_lang() == "zh" and resolve_lang("en") == "en"
+    with speaking("en"):
+        assert resolve_lang() == "en"
+    assert resolve_lang() == "zh"
+
+
+def test_a_bad_language_is_refused_with_its_name(monkeypatch):
+    with pytest.raises(ValueError, match="'fr'"):
+        resolve_lang("fr")
+    monkeypatch.setenv(i18n.ENV_VAR, "jp")
+    with pytest.raises(ValueError, match=f"{i18n.ENV_VAR} must be one of en, zh, got 'jp'"):
+        resolve_lang()
+
+
+def test_a_text_has_the_same_fields_in_both_languages():
+    text = Text(en="{n} blocks free", zh="空闲块 {n} 个")
+    assert say(text, "zh", n=3) == "空闲块 3 个" and say(text, "en", n=3) == "3 blocks free"
+    with pytest.raises(ValueError, match="same fields"):
+        Text(en="{n} blocks", zh="空闲块")
+
+
+def test_the_glossary_is_consistent():
+    assert len({t.name for t in TERMS}) == len(TERMS)
+    for entry in TERMS:
+        assert CJK.search(entry.zh) or entry.zh.isascii(), entry
+        assert entry.en == tuple(form.lower() for form in entry.en), entry
+        assert not any(avoided in entry.zh for avoided in entry.avoid), f"{entry.name}: it contains an avoided form"
+    assert term("prefill").zh == "预填充" and term("prefill").in_english("a Prefill step")
+    assert not term("decode").in_english("prepare_decode")  # a name, not the term
+
+
+def test_every_exercise_title_and_hint_is_in_both_languages():
+    for ex in EXERCISES.values():
+        assert isinstance(ex.title, Text) and CJK.search(ex.title.zh) and not CJK.search(ex.title.en), ex.name
+        for level in range(1, len(ex.hints) + 1):
+            en, zh = ex.hint(level, "en"), ex.hint(level, "zh")
+            assert CJK.search(zh) and not CJK.search(en) and en != zh, (ex.name, level)
+
+
+def test_hint_and_the_cli_follow_the_language(monkeypatch, capsys):
+    assert hint("decode_slot", 1, "zh") == EXERCISES["decode_slot"].hints[0].zh
+    assert main(["hint", "decode_slot", "1", "--lang", "zh"]) == 0
+    assert capsys.readouterr().out.strip() == EXERCISES["decode_slot"].hints[0].zh
+    monkeypatch.setenv(i18n.ENV_VAR, "zh")
+    assert main(["exercises"]) == 0
+    assert EXERCISES["can_allocate"].title.zh in capsys.readouterr().out
+    assert resolve_lang() == "zh"  # the environment's, untouched by the command
+    assert main(["hint", "decode_slot", "1", "--lang", "en"]) == 0
+    assert capsys.readouterr().out.strip() == EXERCISES["decode_slot"].hints[0].en
+    assert i18n._chosen is None  # --lang lasts for the command only
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    done = subprocess.run(f"{sys.executable} -m nanovllm_teach.cli exercises | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("1. ") and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+# ---- the notebooks ------------------------------------------------------------------------------------
+
+def test_every_notebook_is_built_from_its_source_and_up_to_date():
+    assert sources(), "no notebook sources"
+    assert stale() == []
+
+
+def test_the_two_languages_of_a_notebook_have_the_same_code():
+    for source in sources():
+        built = build(source)
+        code = {lang: [c.source for c in nb.cells if c.cell_type == "code"] for lang, nb in built.items()}
+        assert code["en"][0] != code["zh"][0] and "set_lang" in code["zh"][0]  # the language cell
+        assert code["en"][1:] == code["zh"][1:], source.name
+        markdown = {lang: [c.source for c in nb.cells if c.cell_type == "markdown"] for lang, nb in built.items()}
+        assert len(markdown["en"]) == len(markdown["zh"]) > 0, source.name
+
+
+def test_the_check_catches_a_missing_translation_a_copy_and_a_glossary_slip(tmp_path):
+    def problems(text: str) -> list[str]:
+        path = tmp_path / "x.md"
+        path.write_text(text, encoding="utf-8")
+        return problems_in(jupytext.read(path), "x.md")
+
+    en = '<!-- #region lang="en" -->\nThe prefill step.\n<!-- #endregion -->\n\n'
+    assert any("not followed by its Chinese cell" in p for p in problems(en))
+    copy = en + '<!-- #region lang="zh" -->\nThe prefill step.\n<!-- #endregion -->\n'
+    assert any("is not in Chinese" in p for p in problems(copy))
+    slip = en + '<!-- #region lang="zh" -->\n预先填充这一步。\n<!-- #endregion -->\n'
+    found = problems(slip)
+    assert any("lacks the glossary's '预填充'" in p for p in found) and any("'预先填充'" in p for p in found)
+    unbracketed = en + '<!-- #region lang="zh" -->\n预填充这一步。\n<!-- #endregion -->\n'
+    assert any("needs the English term in brackets" in p for p in problems(unbracketed))
+    right = en + '<!-- #region lang="zh" -->\n预填充（prefill）这一步。\n<!-- #endregion -->\n'
+    assert problems(right) == []
+    untagged = "Some prose.\n"
+    assert any("has no language" in p for p in problems(untagged))
+
+
+def test_the_built_notebooks_are_where_the_readme_says():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for source in sources():
+        for lang in ("en", "zh"):
+            assert f"({lang}/{source.stem}.ipynb)" in readme, (lang, source.stem)
+
+
+def test_chinese_is_drawn_with_a_cjk_font(tmp_path):
+    """Debian's fonts-noto-cjk (installed by .ci/run) is found, so a Chinese label is no row of empty boxes."""
+    import warnings
+
+    from matplotlib import rcParams
+
+    from nanovllm_teach.viz.fonts import add_cjk_fallback
+    from nanovllm_teach.viz.render import NotebookFigure, figure_png
+
+    name = add_cjk_fallback()
+    assert name is not None and rcParams["font.family"][-1] == name
+    figure = NotebookFigure(figsize=(4, 2))
+    figure.add_subplot().set_title("预填充（prefill）与解码（decode）")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns for every glyph its fonts lack
+        assert figure_png(figure)[:4] == b"\x89PNG"
