@@ -37,7 +37,7 @@ TERMS: tuple[Term, ...] = (
     Term(("decode", "decodes", "decoding"), "解码", ("译码",)),
     Term(("continuous batching",), "连续批处理", ("持续批处理", "连续批量")),
     Term(("static batching",), "静态批处理", ("静态批量",)),
-    Term(("paged kv cache", "paged attention"), "分页", ("页式", "分页式")),
+    Term(("paged kv cache",), "分页 KV 缓存", ("页式 KV", "分页式")),
     Term(("kv cache",), "KV 缓存", ("KV 快取", "键值缓存")),
     Term(("prefix caching", "prefix cache"), "前缀缓存", ("前缀快取", "前置缓存")),
     Term(("chunked prefill",), "分块预填充", ("分段预填充", "块状预填充")),

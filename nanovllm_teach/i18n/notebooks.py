@@ -41,7 +41,7 @@ from nanovllm_teach.i18n.glossary import TERMS
 ROOT = Path(__file__).resolve().parents[2] / "notebooks"
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)  # code blocks and spans: names, not prose
-_BRACKETED = r"\s*[（(]\s*{}\s*[）)]"
+_BRACKETED = r"\s*[（(][^）)]*?{}[^）)]*[）)]"  # the English term inside the brackets right after
 
 
 def language_cell(lang: str) -> nbformat.NotebookNode:
@@ -86,7 +86,7 @@ def _pair_problems(en: str, zh: str, where: str, first_use: set[str]) -> list[st
         for avoided in term.avoid:
             if avoided in prose_zh:
                 problems.append(f"{where}: {avoided!r} is not the glossary's term; write {term.zh!r}")
-        if term.zh in prose_zh and term.name not in first_use and term.zh != term.name:
+        if term.zh in prose_zh and term.name not in first_use and term.zh.lower() != term.name:
             first_use.add(term.name)
             forms = "|".join(re.escape(form) for form in term.en)
             if not re.search(re.escape(term.zh) + _BRACKETED.format(f"(?:{forms})"), prose_zh, re.IGNORECASE):
