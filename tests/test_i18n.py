@@ -113,9 +113,9 @@ def test_the_two_languages_of_a_notebook_have_the_same_code():
 
 def test_the_check_catches_a_missing_translation_a_copy_and_a_glossary_slip(tmp_path):
     def problems(text: str) -> list[str]:
-        path = tmp_path / "x.md"
+        path = tmp_path / "01_quickstart.md"  # a source's name, in a folder of its own
         path.write_text(text, encoding="utf-8")
-        return problems_in(jupytext.read(path), "x.md")
+        return problems_in(jupytext.read(path), path.name)
 
     en = '<!-- #region lang="en" -->\nThe prefill step.\n<!-- #endregion -->\n\n'
     assert any("not followed by its Chinese cell" in p for p in problems(en))

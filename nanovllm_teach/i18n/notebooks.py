@@ -1,5 +1,5 @@
-"""The notebooks in two languages from one source: ``notebooks/src/NN_name.md`` → ``notebooks/en/NN_name.ipynb``
-and ``notebooks/zh/NN_name.ipynb``.
+"""The notebooks in two languages from one source each: ``notebooks/src/01_quickstart.md`` builds
+``notebooks/en/01_quickstart.ipynb`` and ``notebooks/zh/01_quickstart.ipynb``, and so on for every source.
 
 A source is a Jupytext Markdown notebook. Code cells are fenced ```` ```python ```` blocks, shared by both
 languages; every Markdown cell is written twice, English then Chinese, each in a region tagged with its
