@@ -7,7 +7,8 @@ grader computes the right answers from the same trace, so they hold on any machi
 with ``ignore_eos`` the schedule depends only on the workload.
 
 A wrong answer gets a hint that says where in the trace to look, and whether the answer is too high or too
-low — never the answer itself.
+low — never the answer itself. Questions, hints and verdicts are ``Text`` in both languages, said in the
+chosen one (``i18n.resolve_lang``); the verdict's ``PASS``/``FAIL trace_quiz:`` prefix stays in English.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.sandbox import LOADING, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.solution_files import borrowed_from_solutions, imports_reference_solutions
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.reader import Trace
 
 QUIZ_WORKLOAD = LATE_ARRIVALS
@@ -32,8 +34,8 @@ QUIZ_WORKLOAD = LATE_ARRIVALS
 @dataclass(frozen=True)
 class Question:
     key: str  # the key of the answer in the student's dict
-    text: str
-    hint: str  # where to look, shown with a wrong or missing answer
+    text: Text
+    hint: Text  # where to look, shown with a wrong or missing answer
     answer: Callable[[Trace], int]
 
 
@@ -44,31 +46,87 @@ def _first_preemption(trace: Trace) -> tuple[int, int]:
 
 
 QUESTIONS: tuple[Question, ...] = (
-    Question("num_steps", "How many engine steps did the run take?",
-             "trace.steps has one row per completed step (one STEP_DONE event each)",
+    Question("num_steps",
+             Text(en="How many engine steps did the run take?",
+                  zh="这次运行一共走了多少个引擎步？"),
+             Text(en="trace.steps has one row per completed step (one STEP_DONE event each)",
+                  zh="trace.steps 中每个完成的步占一行（每步对应一个 STEP_DONE 事件）"),
              lambda t: len(t.steps)),
-    Question("num_decode_steps", "How many of those steps were decode steps?",
-             "StepRow.phase is 'prefill' or 'decode'",
+    Question("num_decode_steps",
+             Text(en="How many of those steps were decode steps?",
+                  zh="其中有多少步是解码（decode）步？"),
+             Text(en="StepRow.phase is 'prefill' or 'decode'",
+                  zh="StepRow.phase 的值是 'prefill' 或 'decode'"),
              lambda t: sum(row.phase == "decode" for row in t.steps)),
-    Question("max_decode_batch", "What was the largest batch a decode step ran?",
-             "StepRow.batch_size, over the rows whose phase is 'decode'",
+    Question("max_decode_batch",
+             Text(en="What was the largest batch a decode step ran?",
+                  zh="解码（decode）步运行过的最大 batch 有多大？"),
+             Text(en="StepRow.batch_size, over the rows whose phase is 'decode'",
+                  zh="看 phase 为 'decode' 的那些行的 StepRow.batch_size"),
              lambda t: max(row.batch_size for row in t.steps if row.phase == "decode")),
-    Question("peak_used_blocks", "What is the largest number of KV blocks in use at the end of a step?",
-             "StepRow.used_blocks (STEP_DONE.used_blocks)",
+    Question("peak_used_blocks",
+             Text(en="What is the largest number of KV blocks in use at the end of a step?",
+                  zh="在某一步结束时，正在使用的 KV 块最多有多少个？"),
+             Text(en="StepRow.used_blocks (STEP_DONE.used_blocks)",
+                  zh="StepRow.used_blocks（即 STEP_DONE.used_blocks）"),
              lambda t: max(row.used_blocks for row in t.steps)),
-    Question("first_preemption_step", "In which step was a sequence preempted for the first time?",
-             "the first row of trace.steps whose `preempted` list is not empty (or the first PREEMPT event)",
+    Question("first_preemption_step",
+             Text(en="In which step was a sequence preempted for the first time?",
+                  zh="序列第一次被抢占（preempted）是在哪一步？"),
+             Text(en="the first row of trace.steps whose `preempted` list is not empty (or the first PREEMPT event)",
+                  zh="trace.steps 中第一个 `preempted` 列表不为空的行（或第一个 PREEMPT 事件）"),
              lambda t: _first_preemption(t)[0]),
-    Question("first_preempted_seq", "Which seq_id was preempted first?",
-             "the `preempted` list of that row, or PREEMPT.seq_id",
+    Question("first_preempted_seq",
+             Text(en="Which seq_id was preempted first?",
+                  zh="最先被抢占（preempted）的是哪个 seq_id？"),
+             Text(en="the `preempted` list of that row, or PREEMPT.seq_id",
+                  zh="那一行的 `preempted` 列表，或 PREEMPT.seq_id"),
              lambda t: _first_preemption(t)[1]),
-    Question("num_preemptions", "How many preemptions happened in all?",
-             "sum RequestRow.num_preemptions over trace.requests, or count the PREEMPT events",
+    Question("num_preemptions",
+             Text(en="How many preemptions happened in all?",
+                  zh="一共发生了多少次抢占（preemption）？"),
+             Text(en="sum RequestRow.num_preemptions over trace.requests, or count the PREEMPT events",
+                  zh="把 trace.requests 中各行的 RequestRow.num_preemptions 加起来，或者数一数 PREEMPT 事件"),
              lambda t: len(t.events_named("PREEMPT"))),
-    Question("last_finish_step", "In which step did the last request finish?",
-             "RequestRow.finish_step (or the last STATE_TRANSITION to FINISHED)",
+    Question("last_finish_step",
+             Text(en="In which step did the last request finish?",
+                  zh="最后一个请求在哪一步完成？"),
+             Text(en="RequestRow.finish_step (or the last STATE_TRANSITION to FINISHED)",
+                  zh="RequestRow.finish_step（或最后一个转到 FINISHED 的 STATE_TRANSITION）"),
              lambda t: max(req.finish_step for req in t.requests)),
 )
+
+# What the grader says, in both languages (``say`` picks the chosen one).
+NO_ANSWER_QUIZ = Text(
+    en="your solution defines no answer_quiz: write a function answer_quiz(trace) that returns your answers dict",
+    zh="你的解答没有定义 answer_quiz：请写一个函数 answer_quiz(trace)，返回你的答案 dict")
+LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s: the grader stopped it",
+                        zh="你的文件在 {limit:g} 秒内没有加载完：评分器已将它停止")
+ANSWERING_TOO_LONG = Text(en="your answer_quiz did not return within {limit:g} s: the grader stopped it",
+                          zh="你的 answer_quiz 在 {limit:g} 秒内没有返回：评分器已将它停止")
+RAISED = Text(en="your answer_quiz raised {type}: {message}",
+              zh="你的 answer_quiz 抛出了 {type}：{message}")
+NO_ANSWERS = Text(en=("the grading process ended (exit code {code}) without your answers: does your code end the "
+                      "process?"),
+                  zh="评分进程结束了（退出码 {code}），却没有交回你的答案：你的代码是否结束了这个进程？")
+NOT_A_DICT = Text(en="answer_quiz must be a dict of answers (or a function of the trace returning one), got {name}",
+                  zh="answer_quiz 必须是由答案组成的 dict（或一个接收 trace、返回这样一个 dict 的函数），"
+                     "而你给出的是 {name}")
+NO_SUCH_QUESTION = Text(en="  {key}: there is no such question (the questions are: {keys})",
+                        zh="  {key}：没有这道题（题目的键是：{keys}）")
+KEY_SEPARATOR = Text(en=", ", zh="、")
+NO_ANSWER_YET = Text(en="  {key}: no answer yet. {question} Hint: {hint}.",
+                     zh="  {key}：还没有作答。{question}提示：{hint}。")
+NOT_AN_INT = Text(en="  {key}: answer with an int, not {type} {text}.",
+                  zh="  {key}：请用 int 作答，而不是 {type} {text}。")
+WRONG = Text(en="  {key}: {answer} is {direction}. {question} Hint: {hint}.",
+             zh="  {key}：{answer} {direction}。{question}提示：{hint}。")
+TOO_HIGH = Text(en="too high", zh="偏大")
+TOO_LOW = Text(en="too low", zh="偏小")
+SOME_RIGHT = Text(en="{right} of {total} answers are right",
+                  zh="{total} 个答案中有 {right} 个正确")
+ALL_RIGHT = Text(en="all {total} answers are right",
+                 zh="{total} 个答案全部正确")
 
 
 def quiz_trace(model: str | Path | None = None) -> Trace:
@@ -120,8 +178,7 @@ class QuizExercise(Exercise):
         trace = quiz_trace(model)
         if isinstance(solution, dict):
             if "answer_quiz" not in solution:
-                return self.fail("your solution defines no answer_quiz: write a function answer_quiz(trace) "
-                                 "that returns your answers dict")
+                return self.fail(say(NO_ANSWER_QUIZ))
             problem = borrowed_from_solutions(solution)
             if problem is None and not callable(solution["answer_quiz"]):
                 return self._mark(solution["answer_quiz"], trace)
@@ -134,18 +191,17 @@ class QuizExercise(Exercise):
             end = run_in_child(_answer_in_child, self, solution, trace, path, time_limit=time_limit)
             outcome = read_outcome(path)
         if end.exitcode is None:
-            what = "your file did not finish loading" if end.running == LOADING else "your answer_quiz did not return"
-            return self.fail(f"{what} within {end.limit:g} s: the grader stopped it")
+            too_long = LOADING_TOO_LONG if end.running == LOADING else ANSWERING_TOO_LONG
+            return self.fail(say(too_long, limit=end.limit))
         if "unusable" in outcome:
             return self.fail(outcome["unusable"])
         if "raised" in outcome:
             raised = outcome["raised"]
             if raised["not_implemented"]:
                 return not_implemented(self, "answer_quiz")
-            return self.fail(f"your answer_quiz raised {raised['type']}: {raised['message']}")
+            return self.fail(say(RAISED, type=raised["type"], message=raised["message"]))
         if "answers" not in outcome:
-            return self.fail(f"the grading process ended (exit code {end.exitcode}) without your answers: "
-                             f"does your code end the process?")
+            return self.fail(say(NO_ANSWERS, code=end.exitcode))
         answers = outcome["answers"]
         if "not_a_dict" in answers:
             return self._mark(_Described(answers["not_a_dict"]), trace)
@@ -155,26 +211,28 @@ class QuizExercise(Exercise):
     def _mark(self, given: Any, trace: Trace) -> GradeResult:
         if not isinstance(given, dict):
             name = given.type_name if isinstance(given, _Described) else type(given).__name__
-            return self.fail(f"answer_quiz must be a dict of answers (or a function of the trace returning "
-                             f"one), got {name}")
+            return self.fail(say(NOT_A_DICT, name=name))
         known = {q.key for q in self.questions}
-        unknown = [f"  {key}: there is no such question (the questions are: {', '.join(sorted(known))})"
-                   for key in given if key not in known]
+        keys = say(KEY_SEPARATOR).join(sorted(known))
+        unknown = [say(NO_SUCH_QUESTION, key=key, keys=keys) for key in given if key not in known]
         wrong: list[str] = []
         for q in self.questions:
             answer, right = given.get(q.key), q.answer(trace)
             if answer is None:
-                wrong.append(f"  {q.key}: no answer yet. {q.text} Hint: {q.hint}.")
+                wrong.append(say(NO_ANSWER_YET, key=q.key, question=say(q.text), hint=say(q.hint)))
             elif not _is_int(answer):
                 shown = answer if isinstance(answer, _Described) else _Described(type(answer).__name__, repr(answer))
-                wrong.append(f"  {q.key}: answer with an int, not {shown.type_name} {shown.text}.")
+                wrong.append(say(NOT_AN_INT, key=q.key, type=shown.type_name, text=shown.text))
             elif answer != right:
-                direction = "too high" if answer > right else "too low"
-                wrong.append(f"  {q.key}: {answer} is {direction}. {q.text} Hint: {q.hint}.")
+                direction = say(TOO_HIGH if answer > right else TOO_LOW)
+                wrong.append(say(WRONG, key=q.key, answer=answer, direction=direction, question=say(q.text),
+                                 hint=say(q.hint)))
         if wrong or unknown:
             right_count = len(self.questions) - len(wrong)
-            return self.fail(f"{right_count} of {len(self.questions)} answers are right\n" + "\n".join(wrong + unknown))
-        return GradeResult(self.name, True, f"PASS {self.name}: all {len(self.questions)} answers are right")
+            summary = say(SOME_RIGHT, right=right_count, total=len(self.questions))
+            return self.fail(summary + "\n" + "\n".join(wrong + unknown))
+        # The PASS prefix stays in English in every language: graders parse it.
+        return GradeResult(self.name, True, f"PASS {self.name}: " + say(ALL_RIGHT, total=len(self.questions)))
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ from nanovllm_teach.i18n.glossary import TERMS
 
 ROOT = Path(__file__).resolve().parents[2] / "notebooks"
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)  # code blocks and spans: names, not prose
+# Code blocks and spans (Markdown's `x`, reStructuredText's ``x``): names, not prose.
+_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`", re.S)
 _BRACKETED = r"\s*[（(][^）)]*?{}[^）)]*[）)]"  # the English term inside the brackets right after
 
 
@@ -67,13 +68,15 @@ def problems_in(source: nbformat.NotebookNode, name: str) -> list[str]:
             if partner is None or partner.cell_type != "markdown" or partner.metadata.get("lang") != "zh":
                 problems.append(f"{where} (English) is not followed by its Chinese cell")
             else:
-                problems += _pair_problems(cell.source, partner.source, where, first_use)
+                problems += pair_problems(cell.source, partner.source, where, first_use)
         elif i == 0 or cells[i - 1].metadata.get("lang") != "en":
             problems.append(f"{where} (Chinese) does not follow an English cell")
     return problems
 
 
-def _pair_problems(en: str, zh: str, where: str, first_use: set[str]) -> list[str]:
+def pair_problems(en: str, zh: str, where: str, first_use: set[str]) -> list[str]:
+    """What is wrong with a pair of texts, English ``en`` and its Chinese ``zh``, held to the glossary;
+    ``first_use``: the terms already met in the same document (updated)."""
     problems = []
     prose_en, prose_zh = _CODE.sub(" ", en), _CODE.sub(" ", zh)
     if _CJK.search(en):

@@ -28,6 +28,39 @@ Grade it: ``nanovllm-teach grade postprocess this_file.py``. The grader runs the
 function in place of ``Scheduler.postprocess`` and compares its decisions, as TEACHING
 events, with the reference's.
 Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)`` how.
+
+中文说明：
+
+练习 ``postprocess``——模型运行之后：已缓存的 K/V、新 token，以及请求何时结束。
+
+模型运行器已经算完了这一步的 batch，并为每个序列采样了一个 token。
+``Scheduler.postprocess``（``nanovllm_teach/engine/scheduler.py``）负责接收这个结果：
+它是每个引擎步的最后三分之一。
+
+对 batch 中的每个序列，按顺序执行以下操作（``scheduler.accepted[entry.seq_id]`` 是 batch 条目 ``entry`` 对应
+的序列；``token_ids`` 中每个条目对应一个 token）：
+
+1. 它刚算出的 ``seq.num_scheduled_tokens`` 个 token 的 K/V 现在已在缓存中：
+   先让块管理器（block manager）为刚变满的块命名（``bm.hash_blocks(seq)``，
+   必须在其他任何状态改变*之前*调用），再把这些 token 计为已缓存，并把已调度的 token 数清零。
+2. 如果序列还没有算完它的整个 prompt，这一步就只是 prompt 的一个分块：采样出的 token 没有意义，直接丢弃。
+   否则，把这个 token 追加到序列中（``seq.append_token``）。
+3. 然后判断序列是否结束以及结束的原因（``seq.finish_reason``），按以下顺序检查：
+   如果这个 token 是序列结束 token ``scheduler.eos``，且请求没有要求忽略它（``seq.ignore_eos``），
+   原因是 ``"eos"``；一旦它有了 ``seq.max_tokens`` 个补全 token，原因是 ``"length"``；
+   一旦它持有 ``scheduler.max_model_len`` 个 token，原因是 ``"max_model_len"``。
+4. 结束的序列离开引擎：``scheduler.finish(seq, reason)`` 设置它的状态和原因，
+   把它从 ``scheduler.accepted`` 和 ``scheduler.running`` 中移除，并归还它的块。
+
+按 batch 的顺序返回 batch 中的序列。``bm`` 即 ``scheduler.block_manager``。
+
+例：``max_tokens=3``，``ignore_eos=False``；请求已有 2 个补全 token，这一步采样到了 EOS token：
+它以 ``"eos"`` 结束。同一个请求若设置 ``ignore_eos=True``，则以 ``"length"`` 结束：EOS token 被保留下来，
+成为它的第三个补全 token。
+
+评分：``nanovllm-teach grade postprocess this_file.py``。评分器运行真实的引擎，
+用你的函数替换 ``Scheduler.postprocess``，并把它的决策（以 TEACHING 事件的形式）与参考实现的决策进行比较。
+卡住了？``hint("postprocess", 1)`` 告诉你该看哪里，``hint("postprocess", 2)`` 告诉你该怎么做。
 """
 
 from __future__ import annotations

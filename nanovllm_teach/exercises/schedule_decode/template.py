@@ -24,6 +24,34 @@ Grade it: ``nanovllm-teach grade schedule_decode this_file.py``. The grader runs
 function in place of ``Scheduler.schedule_decode`` and compares its decisions, as TEACHING
 events, with the reference's.
 Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decode", 2)`` how.
+
+中文说明：
+
+练习 ``schedule_decode``——带抢占（preemption）的解码（decode）调度。
+
+当没有等待预填充（prefill）的序列时，每个引擎步都是*解码*步：每个运行中的序列恰好再计算一个 token。
+你的任务是选出这些序列，并在 KV 缓存（KV cache）满了的时候腾出空间。
+这是 ``Scheduler.schedule`` 的后半部分（``nanovllm_teach/engine/scheduler.py`` 中的 ``schedule_decode``）。
+
+规则如下，按顺序执行：
+
+1. 从 ``scheduler.running`` 的*队头*（最早的序列）开始取序列，直到它为空，
+   或者你已经取了 ``scheduler.max_num_seqs`` 个。
+2. 只有当 ``scheduler.block_manager.can_append(seq)`` 为真时，一个序列才可以运行：
+   它最新的 token 可能开启一个新的 KV 块，这时必须有一个空闲块。只要它还不能运行，就*抢占*最新的序列，
+   即 ``running`` *队尾*的那个，来释放块：``scheduler.preempt(victim, needed_by=seq)``。
+   （这是通过重计算（recompute）实现的抢占：被抢占者归还它的块，回到等待队列。）如果已经没有可以抢占的序列，
+   就抢占 ``seq`` 自己，然后继续处理下一个。
+3. 可以运行的序列被调度计算一个 token（即它的 ``num_scheduled_tokens``），如果需要新块，
+   就通过 ``scheduler.block_manager.may_append`` 获得。
+4. 最后，被调度的序列按取出时的顺序回到 ``running`` 的队头，你也按这个顺序返回它们。
+
+``scheduler.running`` 是一个 ``collections.deque``：``popleft()`` 取出最早的序列，``pop()`` 取出最新的序列。
+
+评分：``nanovllm-teach grade schedule_decode this_file.py``。评分器运行真实的引擎，
+用你的函数替换 ``Scheduler.schedule_decode``，
+并把它的决策（以 TEACHING 事件的形式）与参考实现的决策进行比较。
+卡住了？``hint("schedule_decode", 1)`` 告诉你该看哪里，``hint("schedule_decode", 2)`` 告诉你该怎么做。
 """
 
 from __future__ import annotations

@@ -26,6 +26,38 @@ Answer each question with an int, under its key:
 Return the numbers you read off (``return {"num_steps": 42, ...}``), or compute them from ``trace`` — both
 are reading the trace. Grade it: ``nanovllm-teach grade trace_quiz this_file.py``.
 Stuck? ``hint("trace_quiz", 1)`` says where to look, ``hint("trace_quiz", 2)`` how.
+
+中文说明：
+
+练习 ``trace_quiz``——读 trace。
+
+trace 是一次运行的完整记录：引擎做出的每一个决策（以 TEACHING 事件的形式），
+以及由这些事件导出的表（``trace.steps``：每个引擎步一个 ``StepRow``；``trace.requests``：
+每个请求一个 ``RequestRow``；``trace.events``：全部事件）。这个测验问的是一次录制好的运行：
+8 个请求在 12 步内陆续到达，进入一个有 20 个块、每块 4 个 token 的 KV 缓存（KV cache），
+每步最多运行 4 个序列。
+
+获取这个 trace 并查看它（在 notebook 中，或用 ``python -i``）::
+
+    from nanovllm_teach.exercises.quiz_grading import quiz_trace
+    from nanovllm_teach.trace import format_request_table, format_step_table
+    trace = quiz_trace()
+    print(format_step_table(trace.steps)); print(format_request_table(trace.requests))
+
+每道题用一个 int 作答，放在该题的键下：
+
+- ``num_steps``：这次运行一共走了多少个引擎步？
+- ``num_decode_steps``：其中有多少步是解码（decode）步？
+- ``max_decode_batch``：解码步运行过的最大 batch 有多大？
+- ``peak_used_blocks``：在某一步结束时，正在使用的 KV 块最多有多少个？
+- ``first_preemption_step``：序列第一次被抢占（preempted）是在哪一步？
+- ``first_preempted_seq``：最先被抢占的是哪个 seq_id？
+- ``num_preemptions``：一共发生了多少次抢占？
+- ``last_finish_step``：最后一个请求在哪一步完成？
+
+返回你读出的数（``return {"num_steps": 42, ...}``），或者从 ``trace`` 把它们算出来——两种做法都是在读 trace。
+评分：``nanovllm-teach grade trace_quiz this_file.py``。
+卡住了？``hint("trace_quiz", 1)`` 告诉你该看哪里，``hint("trace_quiz", 2)`` 告诉你该怎么做。
 """
 
 from __future__ import annotations
