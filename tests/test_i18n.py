@@ -155,3 +155,15 @@ def test_chinese_is_drawn_with_a_cjk_font(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib warns for every glyph its fonts lack
         assert figure_png(figure)[:4] == b"\x89PNG"
+
+
+def test_the_teaching_sentences_keep_to_the_glossary():
+    """The console, the player and the page say these in Chinese: the same terms as the notebooks (a
+    one-line sentence needs no English in brackets)."""
+    from nanovllm_teach.i18n.notebooks import pair_problems
+    from nanovllm_teach.trace.reasons import SENTENCES
+
+    problems = [p for payload, table in SENTENCES.items() for key, sentence in table.items()
+                for p in pair_problems(sentence["en"], sentence["zh"], f"{payload.event}.{key}", set())
+                if "in brackets" not in p]
+    assert problems == []

@@ -117,7 +117,7 @@ def test_lines_have_the_teaching_log_shape(live):
     assert schedule.startswith("TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求 | "
                                "stats={engine_step=1, seq_ids=[0, 1, 2], ")
     decode = next(line for line in lines if line.startswith("TEACHING/SCHEDULE_DECODE"))
-    assert "reason=无可 prefill 请求，转入 decode 连续批" in decode and "decode_step_index=0" in decode
+    assert "reason=没有可预填充的请求：对运行中的 batch 做解码（连续批处理）" in decode and "decode_step_index=0" in decode
     first = trace.steps[0]
     assert f"step#1 prefill done in {first.latency_ms:.2f}ms num_tokens_stat=278 finished_this_step=[]" in lines
     assert lines[-1].startswith("TEACHING/GENERATE_FINISH | phase=egress | reason=waiting/running 均为空 | "

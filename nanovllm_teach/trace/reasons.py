@@ -49,22 +49,22 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     },
     KvBudgetEstimate: {
         "size_kv_cache_from_memory": _say("KV cache sized from the memory left after warm-up",
-                                          "按预热后剩余内存（GPU 上即显存）估算 KV cache 块数"),
+                                          "按预热后剩余内存（GPU 上即显存）估算 KV 缓存的块数"),
         "size_kv_cache_cpu_cap": _say("KV cache sized by the CPU cap cpu_kvcache_gib, below what the memory left "
                                       "after warm-up allows",
-                                      "KV cache 块数由 CPU 上限 cpu_kvcache_gib 决定，小于预热后剩余内存所允许的"),
+                                      "KV 缓存的块数由 CPU 上限 cpu_kvcache_gib 决定，小于预热后剩余内存所允许的"),
     },
     CudagraphCapture: {
         "capture_decode_graphs": _say("decode CUDA graphs captured, one per batch-size bucket",
-                                      "按 batch size 档位逐个录制 decode 的 CUDA Graph"),
+                                      "按 batch size 档位逐个录制解码的 CUDA Graph"),
     },
     DecodeCompile: {
         "compile_decode_step": _say("decode forward compiled with torch.compile",
-                                    "用 torch.compile 编译 decode 前向"),
+                                    "用 torch.compile 编译解码的前向计算"),
     },
     EngineReady: {
         "engine_ready": _say("engine ready: KV cache allocated, scheduler built",
-                             "引擎就绪：KV cache 已分配，调度器已建立"),
+                             "引擎就绪：KV 缓存已分配，调度器已建立"),
     },
     GenerateStart: {
         "batch_enters_engine": _say("a batch of requests enters the engine",
@@ -88,11 +88,11 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     },
     ScheduleDecode: {
         "no_prefill_ready": _say("nothing to prefill: decode the running batch (continuous batching)",
-                                 "无可 prefill 请求，转入 decode 连续批"),
+                                 "没有可预填充的请求：对运行中的 batch 做解码（连续批处理）"),
     },
     Preempt: {
         "no_free_block_for_decode": _say("no free KV block for decode: preempt the newest running sequence",
-                                         "decode 时没有空闲 KV 块，抢占 running 队尾最新的序列"),
+                                         "解码时没有空闲 KV 块：抢占 running 队尾最新的序列"),
     },
     PrefixCacheHit: {
         "prefix_blocks_reused": _say("leading blocks found in the prefix cache are reused",
@@ -126,11 +126,11 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
         "eager_forward": _say("eager forward pass",
                               "eager 模式前向"),
         "compiled_forward": _say("decode step through the torch.compile'd forward (compile=True)",
-                                 "decode 走 torch.compile 编译后的前向（compile=True）"),
+                                 "解码步走 torch.compile 编译后的前向计算（compile=True）"),
     },
     CudagraphReplay: {
         "replay_decode_graph": _say("decode replays the CUDA graph of the smallest bucket that holds the batch",
-                                    "decode 重放不小于当前 batch 的最小档位的 CUDA Graph"),
+                                    "解码重放能容纳当前 batch 的最小档位的 CUDA Graph"),
     },
     Sample: {
         "sample_next_tokens": _say("sample each sequence's next token at its temperature",
@@ -138,7 +138,7 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     },
     StateTransition: {
         "prefill_scheduled": _say("scheduled for prefill: waiting -> running",
-                                  "准入 prefill：从 waiting 进入 running"),
+                                  "准入预填充：从 waiting 进入 running"),
         "finished_eos": _say("hit eos: the sequence is done",
                              "命中 eos，序列结束"),
         "finished_length": _say("reached max_tokens: the sequence is done",
