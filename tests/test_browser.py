@@ -144,7 +144,11 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     page.locator(".langs button[data-lang=zh]").click()
     lines_zh = page.locator("#lines").inner_text()
     assert lines_zh != lines_en and any("\u4e00" <= ch <= "\u9fff" for ch in lines_zh), "中文 shows the zh lines"
+    assert "已用 KV 块" in page.locator("#timelines").inner_text(), "the charts' labels follow the language"
+    assert "解码" in page.locator("#gantt-legend").inner_text(), "and so do the legends"
     page.locator(".langs button[data-lang=en]").click()
+    assert "KV blocks used" in page.locator("#timelines").inner_text() and \
+        "decode" in page.locator("#gantt-legend").inner_text()
     page.locator("#play").click()
     page.wait_for_function(f"() => window.replay.step > {row.step + 1}", timeout=10_000)
     page.locator("#play").click()

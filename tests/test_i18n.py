@@ -167,3 +167,30 @@ def test_the_teaching_sentences_keep_to_the_glossary():
                 for p in pair_problems(sentence["en"], sentence["zh"], f"{payload.event}.{key}", set())
                 if "in brackets" not in p]
     assert problems == []
+
+
+def test_the_pictures_speak_the_chosen_language():
+    """Axis labels, titles and legends of the timelines and the Gantt chart follow ``set_lang``."""
+    from pathlib import Path
+
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.viz import labels, plot_gantt, plot_timelines
+
+    trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "preemption.jsonl")
+
+    def words(figure) -> str:
+        texts = [t.get_text() for ax in figure.get_axes() for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+        for ax in figure.get_axes():
+            legend = ax.get_legend()
+            if legend is not None:
+                texts += [t.get_text() for t in legend.get_texts()] + [legend.get_title().get_text()]
+        return "\n".join(texts + [t.get_text() for t in figure.texts] + [figure.get_suptitle()])
+
+    for lang in ("en", "zh"):
+        with speaking(lang):
+            timelines, gantt = words(plot_timelines(trace)), words(plot_gantt(trace))
+        other = "zh" if lang == "en" else "en"
+        for label in (labels.BATCH_SIZE, labels.ENGINE_STEP, labels.PHASE["decode"]):
+            assert say(label, lang) in timelines and say(label, other) not in timelines, (lang, label)
+        assert say(labels.GANTT_TITLE, lang) in gantt and say(labels.STATE["decode"], lang) in gantt
+        assert bool(CJK.search(timelines + gantt)) == (lang == "zh")

@@ -38,8 +38,10 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 
+from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot
+from nanovllm_teach.viz import labels
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.style import CACHED_COLOR, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
@@ -151,7 +153,7 @@ class BlockGrid:
         self.legend = legend
         ax.set_xticks([])
         ax.set_aspect("equal")
-        ax.set_ylabel("first block id of the row", fontsize=8)
+        ax.set_ylabel(say(labels.FIRST_BLOCK_OF_ROW), fontsize=8)
 
     def changing_artists(self) -> list[Artist]:
         """What ``update`` changes: the cells, the labels and the title."""
@@ -235,14 +237,14 @@ class BlockGrid:
 
     def _legend(self, layout: GridLayout) -> None:
         if layout.group == 1:
-            handles = [Patch(facecolor=seq_color(0), label="used (colour: its seq)"),
-                       Patch(facecolor=to_rgba(seq_color(0), _FREED_ALPHA), label="freed at the step's end"),
-                       Patch(facecolor="white", edgecolor="black", linewidth=1.6, label="shared (×refs)")]
+            handles = [Patch(facecolor=seq_color(0), label=say(labels.USED_BY_SEQ)),
+                       Patch(facecolor=to_rgba(seq_color(0), _FREED_ALPHA), label=say(labels.FREED_AT_STEP_END)),
+                       Patch(facecolor="white", edgecolor="black", linewidth=1.6, label=say(labels.SHARED))]
         else:
-            handles = [Patch(facecolor=_OCCUPANCY(1.0), label=f"{layout.group} blocks, all used"),
-                       Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label="one of them used")]
-        handles += [Patch(facecolor=CACHED_COLOR, label="cached (free, hashed)"),
-                    Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label="free")]
+            handles = [Patch(facecolor=_OCCUPANCY(1.0), label=say(labels.GROUP_ALL_USED, group=layout.group)),
+                       Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label=say(labels.GROUP_ONE_USED))]
+        handles += [Patch(facecolor=CACHED_COLOR, label=say(labels.CACHED)),
+                    Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label=say(labels.FREE))]
         self.ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
 
     def _lay_out(self, layout: GridLayout) -> None:

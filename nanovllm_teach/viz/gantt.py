@@ -24,8 +24,10 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import Segment, held_segments, request_segments
+from nanovllm_teach.viz import labels
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.style import CURSOR_COLOR, FINISH_MARKERS, PREEMPT_COLOR, STATE_COLORS
 
@@ -68,7 +70,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
             style = dict(facecolors=color, edgecolors="none", linewidths=0.0)
         collection = PolyCollection(_rects(segs, row_of), gid=f"gantt-{state}", **style)
         ax.add_collection(collection, autolim=False)  # the limits are set below, from the steps and rows
-        label = "held (finished, slot not released)" if state == "held" else state
+        label = say(labels.STATE[state])
         handles.append(Patch(facecolor=style["facecolors"], edgecolor="#7f7f7f" if state == "held" else color,
                              hatch=style.get("hatch"), label=label))
 
@@ -77,7 +79,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
     if preempts:
         xs, ys = zip(*preempts)
         ax.scatter(xs, ys, marker="v", s=40 * marker_scale, color=PREEMPT_COLOR, zorder=3, gid="preempt")
-        handles.append(Line2D([], [], marker="v", linestyle="none", color=PREEMPT_COLOR, label="preempted"))
+        handles.append(Line2D([], [], marker="v", linestyle="none", color=PREEMPT_COLOR, label=say(labels.PREEMPTED)))
 
     # A request ends at the right edge of its finish step; one aborted between steps (no finish step)
     # at the right edge of the last step it was seen in.
@@ -86,7 +88,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
         last_seen[seg.seq_id] = max(last_seen.get(seg.seq_id, seg.step_end), seg.step_end)
     end_x = {r.seq_id: r.finish_step + 0.5 if r.finish_step is not None else last_seen.get(r.seq_id, 1) - 0.5
              for r in requests if r.finish_reason is not None}
-    for reason, (marker, label) in FINISH_MARKERS.items():
+    for reason, marker in FINISH_MARKERS.items():
         ends = [(end_x[r.seq_id], row_of[r.seq_id]) for r in requests if r.finish_reason == reason]
         if ends:
             xs, ys = zip(*ends)
@@ -95,7 +97,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
             ax.scatter(xs, ys, marker=marker, s=size, color="black", linewidths=2.0 * marker_scale, zorder=4,
                        gid=f"finish-{reason}", clip_on=False)
             handles.append(Line2D([], [], marker=marker, linestyle="none", color="black", markeredgewidth=1.8,
-                                  label=label))
+                                  label=say(labels.FINISH[reason])))
 
     rows = trace.steps
     if rows:
@@ -104,7 +106,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
     every = max(1, len(requests) // 40)  # at most ~40 labels, whatever the number of requests
     ax.set_yticks(range(0, len(requests), every))
     ax.set_yticklabels([f"seq {requests[i].seq_id}" for i in range(0, len(requests), every)], fontsize=8)
-    ax.set_xlabel("engine step")
+    ax.set_xlabel(say(labels.ENGINE_STEP))
     if cursor_step is not None:
         ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
     if legend and handles:
@@ -121,5 +123,5 @@ def plot_gantt(trace: Trace, cursor_step: int | None = None,
     fig.clear()
     ax = fig.subplots()
     draw_gantt(ax, trace, cursor_step)
-    ax.set_title("requests over engine steps", fontsize=10)
+    ax.set_title(say(labels.GANTT_TITLE), fontsize=10)
     return fig

@@ -21,13 +21,9 @@ STATE_COLORS = {
     "held": "#ffffff",  # static batching: finished, its slot held until the batch ends (drawn dotted)
 }
 
-# How a request ended -> (marker, label). EOS and the token limit must be told apart at a glance.
-FINISH_MARKERS = {
-    "eos": ("o", "finished: EOS"),
-    "length": ("|", "finished: max_tokens"),
-    "max_model_len": (">", "finished: max_model_len"),
-    "aborted": ("x", "aborted"),
-}
+# How a request ended -> its marker (the words: ``labels.FINISH``). EOS and the token limit must be told apart
+# at a glance.
+FINISH_MARKERS = {"eos": "o", "length": "|", "max_model_len": ">", "aborted": "x"}
 
 # KV block grid.
 FREE_COLOR = "#ffffff"

@@ -44,10 +44,10 @@
   const PANEL_H = 72, PANEL_GAP = 22;
   const logLatency = Math.max(...S.latency) > 20 * Math.max(Math.min(...S.latency), 1e-3);
   const PANELS = [
-    {label: 'batch size', kind: 'bars', values: S.batch},
-    {label: `KV blocks used (of ${NB})`, kind: 'area', values: S.used, capacity: NB},
-    {label: 'step latency (ms)' + (logLatency ? ', log' : ''), kind: 'bars', values: S.latency, log: logLatency},
-    {label: 'queues: waiting / running', kind: 'queues'},
+    {label: () => t('batchSize'), kind: 'bars', values: S.batch},
+    {label: () => t('kvUsed', {n: NB}), kind: 'area', values: S.used, capacity: NB},
+    {label: () => t('latency') + (logLatency ? t('log') : ''), kind: 'bars', values: S.latency, log: logLatency},
+    {kind: 'queues'},
   ];
   let cursors = [];
 
@@ -55,7 +55,7 @@
     const box = $('timelines');
     box.textContent = '';
     const height = PANELS.length * (PANEL_H + PANEL_GAP) + 36;
-    const svg = svgEl('svg', {width: axis.width, height, 'aria-label': 'timelines'}, box);
+    const svg = svgEl('svg', {width: axis.width, height, 'aria-label': t('timelinesAria')}, box);
     PANELS.forEach((p, n) => drawPanel(svg, p, n * (PANEL_H + PANEL_GAP) + 18));
     const bottom = PANELS.length * (PANEL_H + PANEL_GAP) - PANEL_GAP + 18;
     xTicks(svg, bottom);
@@ -80,12 +80,12 @@
     svgEl('text', {x: axis.left - 4, y: bottom, 'text-anchor': 'end'}, svg).textContent = p.log ? fmt(lo) : 0;
     const label = svgEl('text', {x: axis.left, y: top - 5, 'font-weight': 'bold'}, svg);
     if (p.kind === 'queues') {
-      svgEl('tspan', {fill: '#777'}, label).textContent = 'queues: waiting';
+      svgEl('tspan', {fill: '#777'}, label).textContent = t('queuesLabel');
       svgEl('tspan', {}, label).textContent = ' / ';
       svgEl('tspan', {fill: C.phase.decode}, label).textContent = 'running';
-      svgEl('tspan', {fill: '#7570b3'}, label).textContent = '  ▼ preemption';
+      svgEl('tspan', {fill: '#7570b3'}, label).textContent = `  ${t('preemption')}`;
     } else {
-      label.textContent = p.label;
+      label.textContent = p.label();
     }
     if (p.kind === 'bars') {
       const d = {1: [], 0: []};
@@ -128,7 +128,7 @@
     const rows = D.requests.length;
     const rh = Math.max(2, Math.min(18, Math.floor(420 / Math.max(rows, 1))));
     const top = 4, bottom = top + rows * rh;
-    const svg = svgEl('svg', {width: axis.width, height: bottom + 22, 'aria-label': 'request Gantt chart'}, box);
+    const svg = svgEl('svg', {width: axis.width, height: bottom + 22, 'aria-label': t('ganttAria')}, box);
     const paths = D.states.map(() => []);
     const half = Math.max(1, rh * 0.38);
     for (const [row, state, a, b] of D.segments) {
@@ -156,8 +156,8 @@
     svg.addEventListener('click', (ev) => setStep(stepAtX(ev.offsetX)));
     const used = new Set(D.segments.map((seg) => seg[1]));
     $('gantt-legend').textContent = '';
-    D.states.forEach((name, k) => { if (used.has(k)) legendItem($('gantt-legend'), C.state[name], name); });
-    legendItem($('gantt-legend'), null, '● EOS   | max_tokens');
+    D.states.forEach((name, k) => { if (used.has(k)) legendItem($('gantt-legend'), C.state[name], t('state')[name]); });
+    legendItem($('gantt-legend'), null, t('finishes'));
     return addCursor(svg, top, bottom);
   }
   function legendItem(box, color, label) {

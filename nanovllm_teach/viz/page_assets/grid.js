@@ -140,7 +140,7 @@
     }
     let text = `${used} ${t('used')} (${shared} ${t('shared')}${shared ? `, max ×${maxRefs}` : ''}), ` +
                `${cached} ${t('cached')}, ${NB - used - cached} ${t('free')} · ${NB} ${t('blocksOf')}`;
-    if (grid.group > 1) text += ` · ${t('cell').replace('{g}', grid.group)}`;
+    if (grid.group > 1) text += ` · ${t('cell', {g: grid.group})}`;
     return text;
   }
   function cellInfo(c, g) {

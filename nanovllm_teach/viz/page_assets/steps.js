@@ -83,14 +83,14 @@
     for (const node of document.querySelectorAll('[data-ui]')) node.textContent = t(node.dataset.ui);
     for (const b of document.querySelectorAll('.langs button')) b.setAttribute('aria-pressed', String(b.dataset.lang === value));
     $('play').textContent = timer !== null ? t('pause') : t('play');
-    show(current);
+    drawAll();  // the charts' labels and legends are in the language too
   }
   function gridLegend() {
     const box = $('grid-legend');
     box.textContent = '';
-    legendItem(box, C.seq[0], `${t('used')}: seq colour`);
+    legendItem(box, C.seq[0], `${t('used')}: ${t('seqColour')}`);
     legendItem(box, null, `▣ ${t('shared')} (×refs)`);
-    legendItem(box, C.cached, `${t('cached')} (free, hashed)`);
+    legendItem(box, C.cached, `${t('cached')} ${t('freeHashed')}`);
     legendItem(box, C.free, t('free'));
   }
   function drawAll() {
@@ -122,5 +122,4 @@
   canvas.addEventListener('click', (ev) => { const g = cellAt(ev); grid.selected = grid.selected === g ? null : g; show(current); });
   let resizeTimer = null;
   window.addEventListener('resize', () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawAll, 100); });
-  setLang(lang);
-  drawAll();
+  setLang(lang);  // draws everything
