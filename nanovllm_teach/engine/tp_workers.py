@@ -189,7 +189,7 @@ class WorkerPool:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "nanovllm_teach.engine.tp_workers", json.dumps(spec)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
-                process.name = f"nanovllm-tp-rank{rank}"  # a name to show (notebook 07 prints it)
+                process.name = f"nanovllm-tp-rank{rank}"  # a name to show (notebook 09 prints it)
                 self.processes.append(process)
             self._wait_until_ready()
         except BaseException:
