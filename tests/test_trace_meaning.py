@@ -131,3 +131,15 @@ def test_every_reason_a_shipped_trace_holds_has_its_events_sentence(path):
             pairs.add((event["event"], event["reason"]))
     missing = sorted(pair for pair in pairs if pair not in EVENT_REASONS)
     assert not missing, f"{path.name}: (event, reason) without sentences: {missing}"
+
+
+def test_every_event_says_whose_work_it_reports_and_the_decisions_are_the_resources_layers():
+    """The architecture notebook and its picture put each event in a layer by its payload type's ``actor``."""
+    from nanovllm_teach.trace.payload import LAYERS
+
+    assert {cls.actor for cls in PAYLOADS.values()} == set(LAYERS)
+    for name, cls in PAYLOADS.items():
+        if cls.decision:
+            assert LAYERS[cls.actor] == "resources", name
+        if cls.carries_tensors or name in ("RUN_MODEL", "CUDAGRAPH_REPLAY", "SAMPLE", "KV_BUDGET_ESTIMATE"):
+            assert cls.actor == "ModelRunner", name

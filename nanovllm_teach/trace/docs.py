@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from nanovllm_teach.trace.events import PAYLOADS
-from nanovllm_teach.trace.payload import Payload, field_meta
+from nanovllm_teach.trace.payload import LAYERS, Payload, field_meta
 from nanovllm_teach.trace.reasons import SENTENCES
 from nanovllm_teach.trace.schema import HEADER_VOLATILE, PHASES, READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION
 
@@ -96,6 +96,7 @@ def meaning_of(cls: type[Payload]) -> str:
         (cls.acts_on_sequence, "is done to one sequence or its blocks"),
         (cls.carries_tensors, "carries tensors (`x_shape` always, `x` while the detail budget lasts)"),
     ) if declared]
+    said.append(f"reports the work of `{cls.actor}` (the {LAYERS[cls.actor]} layer)")
     said.append(f"shows in the console from verbosity `{cls.shown_from}`")
     return "It " + ", ".join(said) + "."
 

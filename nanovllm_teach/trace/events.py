@@ -15,7 +15,8 @@ Each event's class also says what the event *means*, in class attributes above i
 are in ``payload.Payload``): ``changes_state`` (the state interpreter, ``state.py``, applies it),
 ``decision`` (a scheduling or block decision: ``diff_decisions`` compares these), ``acts_on_sequence``
 (done to one sequence or its blocks), ``carries_tensors``, ``shown_from`` (the least console verbosity that
-prints it), and ``did``, what the engine did, as the verb phrase diff's sentences are made of. Every reader
+prints it), ``actor`` (whose work it reports: ``LAYERS`` gives the class's layer),
+and ``did``, what the engine did, as the verb phrase diff's sentences are made of. Every reader
 asks the class; ``events_where`` lists the events that share a meaning.
 
 Adding a field: one ``Field`` line here plus the emit site. Adding an event: one ``Payload`` class here
@@ -55,6 +56,7 @@ class EngineInit(Payload, kw_only=True):
 
 
 class TpRuntimeInit(Payload, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "quiet"
 
     device: _DEVICE
@@ -68,6 +70,7 @@ class TpRuntimeInit(Payload, kw_only=True):
 
 
 class ModelWeightsLoaded(Payload, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "quiet"
 
     num_files: Field(Count, "safetensors files read", unit="files")
@@ -79,6 +82,7 @@ class ModelWeightsLoaded(Payload, kw_only=True):
 
 
 class Warmup(Payload, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "quiet"
 
     num_seqs: Field(Count, "sequences in the warm-up batch", unit="seqs")
@@ -95,6 +99,7 @@ _MEMORY = "memory reading after warm-up:"
 
 
 class KvBudgetEstimate(Payload, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "quiet"
     told_by = frozenset({"num_blocks", "block_bytes"})
 
@@ -132,6 +137,7 @@ class KvBudgetEstimate(Payload, kw_only=True):
 
 
 class CudagraphCapture(Payload, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "quiet"
 
     batch_sizes: Field(Ids, "the batch sizes a decode graph was captured for", unit="seqs")
@@ -142,6 +148,7 @@ class CudagraphCapture(Payload, kw_only=True):
 
 
 class DecodeCompile(Payload, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "quiet"
 
     seconds: Field(Duration, "wall time of torch.compile on the decode forward", unit="s", volatile=True)
@@ -175,6 +182,7 @@ class GenerateFinish(Payload, kw_only=True):
 
 
 class RequestEnqueue(Payload, kw_only=True):
+    actor = "Scheduler"
     changes_state = True
     told_by = frozenset({"seq_id", "prompt_len"})
 
@@ -209,6 +217,7 @@ _QUEUES = "queue length after scheduling"
 
 
 class SchedulePrefill(Payload, kw_only=True):
+    actor = "Scheduler"
     changes_state = decision = True
     told_by = frozenset({"seq_ids", "num_scheduled_tokens"})
 
@@ -225,6 +234,7 @@ class SchedulePrefill(Payload, kw_only=True):
 
 
 class ScheduleDecode(Payload, kw_only=True):
+    actor = "Scheduler"
     changes_state = decision = True
     told_by = frozenset({"seq_ids"})
 
@@ -240,6 +250,7 @@ class ScheduleDecode(Payload, kw_only=True):
 
 
 class PrefixCacheHit(Payload, kw_only=True):
+    actor = "BlockManager"
     changes_state = decision = acts_on_sequence = True
     told_by = frozenset({"seq_id", "block_ids", "num_cached_blocks", "num_cached_tokens"})
 
@@ -254,6 +265,7 @@ class PrefixCacheHit(Payload, kw_only=True):
 
 
 class BlockAllocate(Payload, kw_only=True):
+    actor = "BlockManager"
     changes_state = decision = acts_on_sequence = True
     told_by = frozenset({"seq_id", "block_ids", "shared_block_ids"})
 
@@ -268,6 +280,7 @@ class BlockAllocate(Payload, kw_only=True):
 
 
 class BlockFree(Payload, kw_only=True):
+    actor = "BlockManager"
     changes_state = decision = acts_on_sequence = True
     told_by = frozenset({"seq_id", "block_ids", "reason"})
 
@@ -283,6 +296,7 @@ class BlockFree(Payload, kw_only=True):
 
 
 class Preempt(Payload, kw_only=True):
+    actor = "Scheduler"
     changes_state = decision = acts_on_sequence = True
     shown_from = "quiet"
     told_by = frozenset({"seq_id"})
@@ -298,6 +312,7 @@ class Preempt(Payload, kw_only=True):
 
 
 class StateTransition(Payload, kw_only=True):
+    actor = "Scheduler"
     changes_state = decision = acts_on_sequence = True
     shown_from = "quiet"
     told_by = frozenset({"seq_id", "from", "to"})
@@ -329,6 +344,7 @@ def _shape(name: str) -> Any:
 
 
 class PreparePrefillTensors(Payload, kw_only=True):
+    actor = "ModelRunner"
     carries_tensors = True
     shown_from = "detail"
 
@@ -355,6 +371,7 @@ class PreparePrefillTensors(Payload, kw_only=True):
 
 
 class PrepareDecodeTensors(Payload, kw_only=True):
+    actor = "ModelRunner"
     carries_tensors = True
     shown_from = "detail"
 
@@ -399,6 +416,7 @@ class _Cost(Payload, kw_only=True):
 
 
 class RunModel(_Cost, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "detail"
 
     mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: torch.compile, compile=True)")
@@ -411,6 +429,7 @@ class RunModel(_Cost, kw_only=True):
 
 
 class CudagraphReplay(_Cost, kw_only=True):
+    actor = "ModelRunner"
     shown_from = "detail"
 
     mode: Field(Literal["graph"], "how the forward pass ran")
@@ -420,6 +439,7 @@ class CudagraphReplay(_Cost, kw_only=True):
 
 
 class Sample(Payload, kw_only=True):
+    actor = "ModelRunner"
     told_by = frozenset({"seq_ids", "token_ids"})
     shown_from = "detail"
 

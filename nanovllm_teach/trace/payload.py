@@ -20,6 +20,14 @@ Ids = list[Count]
 Duration = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]  # a finite time span, never negative
 
 
+# The classes whose work the events report, and the layer each belongs to: orchestration drives the step,
+# resources decide who runs and which blocks they hold (pure Python), execution runs the model.
+Actor = Literal["LLMEngine", "Scheduler", "BlockManager", "ModelRunner"]
+LAYERS: dict[str, Literal["orchestration", "resources", "execution"]] = {
+    "LLMEngine": "orchestration", "Scheduler": "resources", "BlockManager": "resources", "ModelRunner": "execution",
+}
+
+
 def Field(type_: Any, meaning: str, *, unit: str = "", volatile: bool = False) -> Any:
     """A payload field's type annotated with what it means (``unit``: e.g. "ms", "bytes", "tokens")."""
     return Annotated[type_, msgspec.Meta(description=meaning, extra={"unit": unit, "volatile": volatile})]
@@ -41,6 +49,10 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     carries_tensors: ClassVar[bool] = False  # has tensor fields (``x_shape`` always, ``x`` on budget)
     shown_from: ClassVar[Literal["quiet", "normal", "detail"]] = "normal"  # the least console verbosity showing it
     told_by: ClassVar[frozenset[str]] = frozenset()  # the stats keys ``did`` shows: a difference there reads as it
+    # Whose work the event reports (``LAYERS`` gives its layer). The resources layer returns its decisions as
+    # records and orchestration writes their events, so a scheduling event is the Scheduler's though
+    # ``LLMEngine`` emits it.
+    actor: ClassVar["Actor"] = "LLMEngine"
 
     def did(self, reason: str) -> str:
         """What the engine did in this event, as an English verb phrase ("preempted seq 4"): diff's
