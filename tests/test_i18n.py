@@ -3,11 +3,14 @@ texts, and the notebooks built from their sources."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
+import types
 
 import jupytext
+import msgspec
 import pytest
 
 from nanovllm_teach import i18n
@@ -194,3 +197,73 @@ def test_the_pictures_speak_the_chosen_language():
             assert say(label, lang) in timelines and say(label, other) not in timelines, (lang, label)
         assert say(labels.GANTT_TITLE, lang) in gantt and say(labels.STATE["decode"], lang) in gantt
         assert bool(CJK.search(timelines + gantt)) == (lang == "zh")
+
+
+def _texts_of(value, seen: set[int]):
+    """Every ``Text`` in a module-level value: the value itself, or inside tables and classes."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, Text):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts_of(item, seen)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _texts_of(item, seen)
+    elif isinstance(value, type) and value.__module__.startswith("nanovllm_teach"):
+        for item in vars(value).values():
+            yield from _texts_of(item, seen)
+    elif dataclasses.is_dataclass(value) or isinstance(value, msgspec.Struct):
+        names = ([f.name for f in dataclasses.fields(value)] if dataclasses.is_dataclass(value)
+                 else value.__struct_fields__)
+        for name in names:
+            yield from _texts_of(getattr(value, name), seen)
+
+
+def _package_texts() -> dict[str, list[Text]]:
+    import importlib
+    import pkgutil
+
+    import nanovllm_teach
+
+    found: dict[str, list[Text]] = {}
+    for info in pkgutil.walk_packages(nanovllm_teach.__path__, "nanovllm_teach."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError as error:  # an optional GPU dependency (flash-attn): nothing a learner reads
+            assert "flash" in str(error).lower() or "cuda" in str(error).lower(), (info.name, error)
+            continue
+        seen: set[int] = set()
+        # What the module defines (not what it imported: that is found in its own module).
+        texts = [t for name, value in vars(module).items() if not name.startswith("__")
+                 and not isinstance(value, types.ModuleType)
+                 and (not isinstance(value, type) or value.__module__ == module.__name__)
+                 for t in _texts_of(value, seen)]
+        if texts:
+            found[info.name] = texts
+    return found
+
+
+def test_every_text_in_the_package_is_in_both_languages_and_keeps_to_the_glossary():
+    """Whatever a learner reads is a ``Text`` somewhere in the package: each one's English is English, its
+    Chinese is Chinese (not a copy), and both use the glossary's terms."""
+    from nanovllm_teach.i18n.notebooks import pair_problems
+
+    found = _package_texts()
+    # The walk finds the tables where the learner's words live (a walk that finds nothing passes nothing).
+    assert {"nanovllm_teach.viz.labels", "nanovllm_teach.exercises.quiz_grading",
+            "nanovllm_teach.exercises.trace_quiz"} <= set(found)
+    problems = []
+    for module, texts in found.items():
+        for text in texts:
+            if not re.search(r"[A-Za-z]{3}", re.sub(r"\{[^}]*\}|`[^`]*`", "", text.en)):
+                continue  # a name or a number in both languages, not a sentence
+            if text.en == text.zh:
+                problems.append(f"{module}: {text.en!r} is the same in both languages")
+            problems += [p for p in pair_problems(text.en, text.zh, f"{module}: {text.en[:60]!r}", set())
+                         if "in brackets" not in p]
+    assert problems == []

@@ -40,8 +40,10 @@ from nanovllm_teach.i18n.glossary import TERMS
 
 ROOT = Path(__file__).resolve().parents[2] / "notebooks"
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-# Code blocks and spans (Markdown's `x`, reStructuredText's ``x``): names, not prose.
-_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`", re.S)
+# Code blocks and spans (Markdown's `x`, reStructuredText's ``x``), and in one-line texts the names a
+# sentence quotes without them (a dotted name such as scheduler.running, a literal such as 'decode'): names,
+# not prose.
+_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`|\b\w+(?:\.\w+)+\b|(?<![\w.])\.\w+|'\w+'", re.S)
 _BRACKETED = r"\s*[（(][^）)]*?{}[^）)]*[）)]"  # the English term inside the brackets right after
 
 

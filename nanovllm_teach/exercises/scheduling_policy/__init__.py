@@ -29,7 +29,7 @@ HINTS = (
              'waits. Which requests cost the others the least when they go first? Then look at the '
              'steady_stream row: who waits the longest under your policy, and why does nobody ever '
              'let it in?'),
-         zh=('平均 TTFT 是等待时间之和：一个请求做预填充时，排在它后面的请求都在等。哪些请求先走，'
+         zh=('平均首 token 延迟（TTFT）是等待时间之和：一个请求做预填充时，排在它后面的请求都在等。哪些请求先走，'
              '对其他请求的代价最小？然后看 steady_stream 那一行：'
              '在你的策略下谁等得最久？为什么始终没人让它进去？')),
     Text(en=('Admit the waiting sequence with the fewest prompt tokens (num_prompt_tokens) first, and '
