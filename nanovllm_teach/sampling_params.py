@@ -35,5 +35,7 @@ class SamplingParams:
             raise TypeError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise TypeError(f"seed must be an int or None, got {self.seed!r}")
+        if self.seed is not None and not 0 <= self.seed < 2**64:  # torch.Generator takes 64 bits, unsigned
+            raise ValueError(f"seed must be between 0 and 2**64 - 1, got {self.seed}")
         if not isinstance(self.skip_special_tokens, bool):
             raise TypeError(f"skip_special_tokens must be a bool, got {self.skip_special_tokens!r}")

@@ -31,6 +31,7 @@ def _assert_clean(llm):
     ([1, 2.5], SamplingParams(), TypeError, "list of int"),
     (42, SamplingParams(), TypeError, "str or a list"),
     ([1, 2], "greedy", TypeError, "SamplingParams"),
+    ("caf\udce9 au lait", SamplingParams(), ValueError, "character 3 is '\\\\udce9', a lone surrogate"),
 ])
 def test_bad_request_is_rejected_and_nothing_is_enqueued(llm, prompt, params, error, match):
     with pytest.raises(error, match=match):
@@ -43,6 +44,8 @@ def test_bad_request_is_rejected_and_nothing_is_enqueued(llm, prompt, params, er
     (dict(max_tokens=-5), "max_tokens"),
     (dict(temperature=-0.1), "temperature"),
     (dict(temperature=float("nan")), "temperature"),
+    (dict(seed=-1), r"seed must be between 0 and 2\*\*64 - 1, got -1"),
+    (dict(seed=2**64), "seed must be between"),
 ])
 def test_bad_sampling_params(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -41,6 +41,16 @@ from nanovllm_teach.trace.recorder import Recorder
 Prompt = str | list[int]
 
 
+def _check_unicode(prompt: str) -> None:
+    """A prompt must be text the tokenizer can encode: a lone surrogate (what a bad decode with
+    ``errors="surrogateescape"`` leaves behind) is not, and the tokenizer's own error does not say so."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"prompt is not valid Unicode: character {error.start} is {prompt[error.start]!r}, a lone "
+                         f"surrogate (was the text decoded with the wrong codec?)") from None
+
+
 class StepResult(NamedTuple):
     """One step's outcome (``num_tokens``: nano-vllm's statistic, see ``LLMEngine.step``)."""
 
@@ -97,6 +107,7 @@ class LLMEngine:
             raise TypeError("this engine has no tokenizer (a simulated model has no vocabulary): give token id "
                             "lists or a workload")
         if isinstance(prompt, str):
+            _check_unicode(prompt)
             token_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
             token_ids = list(prompt)

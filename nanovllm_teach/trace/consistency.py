@@ -19,9 +19,10 @@ def check_consistency(trace: Trace) -> list[str]:
     - each step's ``finished`` ids are the sequences that moved to FINISHED in it;
     - each finished request's token count (one per completed step that ran it, chunks excepted) equals the
       ``num_completion_tokens`` its FINISHED transition reports;
-    - the steps between GENERATE_START and GENERATE_FINISH are as many as GENERATE_FINISH says.
+    - the steps between GENERATE_START and GENERATE_FINISH are as many as GENERATE_FINISH says;
+    - the events are in the order a run writes them (``order_problems``).
     """
-    problems: list[str] = []
+    problems: list[str] = order_problems(trace)
     total_blocks = next((e.stats.num_kvcache_blocks for e in trace.events_named("ENGINE_READY")), None)
     used_after_step: dict[int, int] = {}
     for e, state in walk(trace.events, trace.settings):
@@ -77,3 +78,46 @@ def check_consistency(trace: Trace) -> list[str]:
                                 f"the trace has {got} STEP_DONE events in that generate() call")
             window = None
     return problems
+
+
+def order_problems(trace: Trace) -> list[str]:
+    """Where the events are not in the order an engine writes them: the clock never goes back, each
+    STEP_DONE's step is one more than the last one's, every event of step N comes after step N-1 ended, and
+    each sequence's state transitions follow one another (WAITING from its REQUEST_ENQUEUE on). Only the
+    first break of each rule is said, with how many more there are: one shuffled line breaks them all."""
+    broken: dict[str, list[str]] = {}
+
+    def note(rule: str, sentence: str) -> None:
+        broken.setdefault(rule, []).append(sentence)
+
+    last_t: int | None = None
+    last_done: int | None = None  # the step of the last STEP_DONE
+    state_of: dict[int, str] = {}  # each sequence's state after its last transition
+    for e in trace.events:
+        if last_t is not None and e.t_ns < last_t:
+            note("clock", f"event {e.i} ({e.event}): its clock reads {e.t_ns} ns, before the {last_t} ns of "
+                          f"the event ahead of it")
+        last_t = e.t_ns
+        if e.step is not None and last_done is not None and e.step != last_done + (0 if ends_a_step(e) else 1):
+            if not ends_a_step(e):
+                note("step", f"event {e.i} ({e.event}): it says step {e.step}, but step {last_done} ended "
+                             f"just before it, so step {last_done + 1} is running")
+        if ends_a_step(e):
+            if last_done is not None and e.step != last_done + 1:
+                note("steps", f"event {e.i}: STEP_DONE for step {e.step} after step {last_done}: "
+                              f"steps are numbered one after another")
+            last_done = e.step
+        if e.event == "REQUEST_ENQUEUE":
+            if e.stats.seq_id in state_of:
+                note("seq", f"event {e.i}: seq {e.stats.seq_id} is enqueued a second time")
+            state_of[e.stats.seq_id] = "WAITING"
+        elif e.event == "STATE_TRANSITION":
+            sid, before = e.stats.seq_id, state_of.get(e.stats.seq_id)
+            if before is None:
+                note("seq", f"event {e.i}: seq {sid} moves from {e.stats.from_} before it was enqueued")
+            elif before != e.stats.from_:
+                note("seq", f"event {e.i}: seq {sid} moves from {e.stats.from_} to {e.stats.to}, but it was "
+                            f"{before}")
+            state_of[sid] = e.stats.to
+    return [sentences[0] + (f" (and {len(sentences) - 1} more like it)" if len(sentences) > 1 else "")
+            for sentences in broken.values()]

@@ -214,7 +214,7 @@ def _parse_events_at_once(body: bytes, has_lines: bool) -> list[_Line] | None:
         return []
     try:
         lines = _LINE_DECODER.decode_lines(body)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return None
     # decode_lines skips blank lines, which the format does not allow: count the lines to catch them.
     if len(lines) != body.count(b"\n") + 1:
@@ -247,9 +247,28 @@ def _parse_line_by_line(path: Path, body: bytes, ends_with_newline: bool, strict
     return lines
 
 
+# How deeply a header may nest (the recorder writes 2 levels): a hand-made trace nested thousands of levels
+# deep would make every recursive reader after this one (diff, the page, the report) fail.
+MAX_HEADER_DEPTH = 16
+_TOO_DEEP = "nested too deeply to be a trace line (the JSON decoder gave up before reaching its end)"
+
+
+def _depth(value: Any) -> int:
+    """How many levels of objects and arrays ``value`` nests (0 for a scalar), counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level + 1)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _decode(path: Path, line_no: int, raw: bytes, truncated: bool, type: Any = Any) -> Any:
     try:
         return msgspec.json.decode(raw, type=type)
+    except RecursionError:  # msgspec's own depth limit, raised in C before Python's stack is at risk
+        raise TraceFormatError(path, line_no, _TOO_DEEP) from None
     except msgspec.ValidationError as error:  # valid JSON, but not an object (or a number out of range)
         raise TraceFormatError(path, line_no, f"not a trace line ({error})") from None
     except msgspec.DecodeError as error:
@@ -264,6 +283,9 @@ def _parse_header(path: Path, raw: bytes, is_last: bool) -> dict[str, Any]:
     header = _decode(path, 1, raw, truncated=is_last)
     if not isinstance(header, dict):
         raise TraceFormatError(path, 1, f"expected a header object, got {type(header).__name__}")
+    if _depth(header) > MAX_HEADER_DEPTH:
+        raise TraceFormatError(path, 1, f"the header nests {_depth(header)} levels deep; a trace header "
+                                        f"nests at most {MAX_HEADER_DEPTH}")
     if "event" in header and "schema" not in header:
         raise TraceFormatError(path, 1, "missing header: the first line is an event; "
                                         "a trace file starts with its header line")
@@ -299,6 +321,8 @@ def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncate
                                event=name, field=field) from None
     except msgspec.DecodeError as error:  # bad bytes inside a value the name check skipped over
         raise TraceFormatError(path, line_no, f"not valid JSON ({error})", event=name) from None
+    except RecursionError:
+        raise TraceFormatError(path, line_no, _TOO_DEEP, event=name) from None
     if line.i != expected_i:
         raise TraceFormatError(path, line_no, f"event index i={line.i}, expected {expected_i} "
                                               "(events are numbered densely from 0)", event=name, field="i")

@@ -1,0 +1,87 @@
+"""A trace is a file someone else hands you: nesting too deep to read, and events in an order no engine
+writes, are found and said in one sentence, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from nanovllm_teach.trace.consistency import check_consistency, order_problems
+from nanovllm_teach.trace.reader import MAX_HEADER_DEPTH, Trace, TraceEvent, TraceFormatError, load_trace
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+SHIPPED = sorted(TRACES.glob("*.jsonl"))
+
+
+def _lines() -> list[str]:
+    return (TRACES / "preemption.jsonl").read_text().splitlines()
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [100_000, MAX_HEADER_DEPTH + 4])
+def test_a_header_nested_too_deep_is_refused_with_its_line(tmp_path, depth):
+    lines = _lines()
+    lines[0] = lines[0][:-1] + f', "extra": {_nested(depth)}}}'
+    with pytest.raises(TraceFormatError, match="line 1: .*(nested too deeply|levels deep)"):
+        load_trace(_write(tmp_path / "deep.jsonl", lines))
+
+
+def test_an_event_nested_too_deep_is_refused_or_skipped_when_lenient(tmp_path):
+    lines = _lines()
+    lines[6] = lines[6][:-1] + f', "extra": {_nested(100_000)}}}'
+    path = _write(tmp_path / "deep.jsonl", lines)
+    with pytest.raises(TraceFormatError, match="line 7: nested too deeply"):
+        load_trace(path)
+    with pytest.warns(UserWarning, match="line 7: nested too deeply"):
+        trace = load_trace(path, strict=False)
+    assert len(trace.events) == len(lines) - 2  # the header and the one bad line
+
+
+def _impossible(kind: str) -> Trace:
+    events = [TraceEvent(e.i, e.t_ns, e.event, e.phase, e.step, e.reason, e.stats)
+              for e in load_trace(TRACES / "preemption.jsonl").events]
+    stepped = [e for e in events if e.step is not None]
+    if kind == "duplicated step":
+        done = [e for e in events if e.event == "STEP_DONE"]
+        done[5].step = done[4].step
+    elif kind == "identical steps":
+        for e in stepped:
+            e.step = 1
+    elif kind == "steps descending":
+        last = max(e.step for e in stepped)
+        for e in stepped:
+            e.step = last + 1 - e.step
+    elif kind == "shuffled and renumbered":
+        random.Random(0).shuffle(events)
+        for i, e in enumerate(events):
+            e.i = i
+    return Trace(load_trace(TRACES / "preemption.jsonl").header, events)
+
+
+@pytest.mark.parametrize("kind", ["duplicated step", "identical steps", "steps descending", "shuffled and renumbered"])
+def test_an_impossible_order_is_found(kind):
+    problems = order_problems(_impossible(kind))
+    assert problems and problems == check_consistency(_impossible(kind))[:len(problems)]
+    assert all(len(p) < 300 for p in problems)  # the first break of each rule, with a count, not thousands
+
+
+def test_the_shuffled_trace_is_caught_by_each_rule():
+    said = " / ".join(order_problems(_impossible("shuffled and renumbered")))
+    assert "its clock reads" in said and "is running" in said and "before it was enqueued" in said
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_trace_is_in_order(path):
+    assert order_problems(load_trace(path)) == []
+
