@@ -85,3 +85,18 @@ def test_the_shuffled_trace_is_caught_by_each_rule():
 def test_every_shipped_trace_is_in_order(path):
     assert order_problems(load_trace(path)) == []
 
+
+
+def test_a_dollar_in_a_scenario_name_is_drawn_as_written(tmp_path):
+    """Matplotlib reads "$...$" as mathematics, and a malformed formula fails the drawing."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from nanovllm_teach.viz import plot_timelines
+
+    lines = _lines()
+    header = json.loads(lines[0])
+    header["scenario"] = "a$\\invalid{$"
+    lines[0] = json.dumps(header)
+    figure = plot_timelines(load_trace(_write(tmp_path / "math.jsonl", lines)))
+    FigureCanvasAgg(figure).draw()
+    assert figure.get_suptitle().startswith("a$\\invalid{$")

@@ -148,7 +148,7 @@ def plot_timelines(trace: Trace, cursor_step: int | None = None,
     fig = figure if figure is not None else NotebookFigure(figsize=(11, 9), layout="constrained")
     fig.clear()
     draw_timelines(list(fig.subplots(len(PANELS), 1, sharex=True)), trace, cursor_step)
-    fig.suptitle(timeline_title(trace))
+    fig.suptitle(timeline_title(trace), parse_math=False)  # a scenario name is text, even with a "$" in it
     return fig
 
 
