@@ -16,6 +16,10 @@
 A mistake in what was asked (a missing or damaged file, a folder where a file belongs, an output that
 cannot be written, a bad value) ends with one line, ``nanovllm-teach: error: ...``, and exit status 2.
 Outputs are checked before any work starts. A picture's format follows its suffix: .png, .svg or .pdf.
+
+What a command prints for a learner is in the chosen language (``--lang``, else ``NANOVLLM_TEACH_LANG``,
+else the locale): the texts below, as ``Text`` constants. The ``--help`` texts and argparse's own messages
+about the command line stay English.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.i18n import ENV_VAR, LANGS, say, speaking
+from nanovllm_teach.i18n import ENV_VAR, LANGS, Text, say, speaking
 from nanovllm_teach.sim.cli import add_simulate_parser
 
 PROG = "nanovllm-teach"
@@ -37,16 +41,65 @@ class UsageError(Exception):
     """A mistake in the command line or its files: reported as one line, exit status 2."""
 
 
+# ---- what the commands say ------------------------------------------------------------------------------
+
+IS_A_FOLDER_GIVE_A_FILE = Text(en="{option} {path} is a folder: give a file name",
+                               zh="{option} {path} 是一个文件夹：请给出文件名")
+PICTURE_SUFFIX = Text(en="{option} {path}: the picture format follows the suffix; use one of {formats}",
+                      zh="{option} {path}：图片格式由后缀决定，请用 {formats} 之一")
+CANNOT_BE_WRITTEN = Text(en="{option} {path} cannot be written: {why}", zh="{option} {path} 无法写入：{why}")
+IS_A_FILE_NOT_A_FOLDER = Text(en="{option} {path} is a file, not a folder", zh="{option} {path} 是文件，不是文件夹")
+CANNOT_BE_CREATED = Text(en="{option} {path} cannot be created: {why}", zh="{option} {path} 无法创建：{why}")
+NO_MODEL_FOLDER = Text(en="--model {path}: no such folder (give a checkpoint folder with a config.json)",
+                       zh="--model {path}：没有这个文件夹（请给出含 config.json 的 checkpoint 文件夹）")
+TRACE_IS_A_FOLDER = Text(en="{path} is a folder, not a trace file (a .jsonl file written by a run)",
+                         zh="{path} 是文件夹，不是 trace 文件（一次运行写下的 .jsonl 文件）")
+NO_TRACE_FILE = Text(en="no such trace file: {path}", zh="没有这个 trace 文件：{path}")
+CANNOT_READ_TRACE = Text(en="cannot read trace {path}: {why}", zh="无法读取 trace {path}：{why}")
+CANNOT_REPLAY = Text(en="cannot replay {error}{hint}", zh="无法回放：{error}{hint}")
+LENIENT_HINT = Text(en=" (--lenient keeps the events before a damaged line)",
+                    zh="（加 --lenient 可保留损坏行之前的事件）")
+NO_STEP_TO = {"replay": Text(en="{path}: no completed engine step to replay", zh="{path}：没有可回放的已完成引擎步"),
+              "compare": Text(en="{path}: no completed engine step to compare", zh="{path}：没有可比较的已完成引擎步")}
+RECORD_NEEDS = Text(en="record needs a SCENARIO or --all (not both)", zh="record 需要 SCENARIO 或 --all（二者选一）")
+UNKNOWN_SCENARIO = Text(en="unknown scenario {name!r}; choose from: {names}", zh="没有场景 {name!r}；可选：{names}")
+UNKNOWN_EXERCISE = Text(en="unknown exercise {name!r}; choose from: {names}", zh="没有练习 {name!r}；可选：{names}")
+SOLUTION_IS_A_FOLDER = Text(en="{path} is a folder: give your solution's .py file",
+                            zh="{path} 是文件夹：请给出你的解答 .py 文件")
+NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
+SEE_HELP = Text(en="(see {prog} --help)", zh="（见 {prog} --help）")
+
+DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id}, {tokens} tokens, finished on {reason})\n"
+                      "Completion: {text!r}\n",
+                   zh="Prompt：{prompt!r}  （seq_id={seq_id}，{tokens} 个 token，结束原因：{reason}）\n"
+                      "回答：{text!r}\n")
+DEMO_FILES = Text(en="\ntrace:    {trace}  (nanovllm-teach replay {trace} --text: every step)\ntimeline: {picture}",
+                  zh="\ntrace：    {trace}  （nanovllm-teach replay {trace} --text：逐步列出）\n时间线图：{picture}")
+DEMO_FULL_LOG = Text(en="the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)",
+                     zh="每个决策的完整 TEACHING 日志：nanovllm-teach demo --log normal（或 detail、all）")
+RECORDED = Text(en="{name}: {n} requests -> {path} ({mb:.2f} MB)", zh="{name}：{n} 个请求 -> {path}（{mb:.2f} MB）")
+WROTE = {"picture": Text(en="picture: {path}", zh="图片：{path}"), "page": Text(en="page:    {path}", zh="回放页：{path}"),
+         "report": Text(en="report:  {path}", zh="报告：{path}")}
+IDENTICAL = Text(en="identical: {n} events agree (timing and machine fields aside)",
+                 zh="完全一致：{n} 个事件都相同（计时和机器相关的字段除外）")
+DIFF_EVENT = Text(en="  {label} event #{i}: {line}", zh="  {label} 的第 #{i} 个事件：{line}")
+EXERCISE_LINE = Text(en="{number}. {name:<16} {title}  [{replaces}]\n   template: {template}",
+                     zh="{number}. {name:<16} {title}  [{replaces}]\n   模板：{template}")
+EXERCISES_NEXT = Text(en="\nCopy a template, fill it in, then: nanovllm-teach grade EXERCISE your_file.py\n"
+                         "Stuck? nanovllm-teach hint EXERCISE 1 (then 2) gives a hint.",
+                      zh="\n复制一份模板，填好，然后运行：nanovllm-teach grade EXERCISE your_file.py\n"
+                         "卡住了？nanovllm-teach hint EXERCISE 1（再 2）会给出提示。")
+
+
 # ---- checks made before any work ------------------------------------------------------------------------
 
 def _writable_file(path: str, option: str, picture: bool = False) -> Path:
     """``path`` as a file this command can write (created and removed again to find out)."""
     out = Path(path)
     if out.is_dir():
-        raise UsageError(f"{option} {path} is a folder: give a file name")
+        raise UsageError(say(IS_A_FOLDER_GIVE_A_FILE, option=option, path=path))
     if picture and out.suffix.lower() not in PICTURE_FORMATS:
-        raise UsageError(f"{option} {path}: the picture format follows the suffix; use one of "
-                         f"{', '.join(PICTURE_FORMATS)}")
+        raise UsageError(say(PICTURE_SUFFIX, option=option, path=path, formats=", ".join(PICTURE_FORMATS)))
     existed = out.exists()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -55,25 +108,25 @@ def _writable_file(path: str, option: str, picture: bool = False) -> Path:
         if not existed:
             out.unlink()
     except OSError as error:
-        raise UsageError(f"{option} {path} cannot be written: {error.strerror or error}") from None
+        raise UsageError(say(CANNOT_BE_WRITTEN, option=option, path=path, why=error.strerror or error)) from None
     return out
 
 
 def _writable_folder(path: str, option: str) -> Path:
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{option} {path} is a file, not a folder")
+        raise UsageError(say(IS_A_FILE_NOT_A_FOLDER, option=option, path=path))
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"{option} {path} cannot be created: {error.strerror or error}") from None
+        raise UsageError(say(CANNOT_BE_CREATED, option=option, path=path, why=error.strerror or error)) from None
     _writable_file(str(folder / ".nanovllm_teach_write_check"), option)
     return folder
 
 
 def _model_folder(path: str | None) -> str | None:
     if path is not None and not Path(path).is_dir():
-        raise UsageError(f"--model {path}: no such folder (give a checkpoint folder with a config.json)")
+        raise UsageError(say(NO_MODEL_FOLDER, path=path))
     return path
 
 
@@ -82,16 +135,15 @@ def _load(path: str, lenient: bool):
     from nanovllm_teach.trace import load_trace
 
     if Path(path).is_dir():
-        raise UsageError(f"{path} is a folder, not a trace file (a .jsonl file written by a run)")
+        raise UsageError(say(TRACE_IS_A_FOLDER, path=path))
     try:
         return load_trace(path, strict=not lenient)
     except FileNotFoundError:
-        raise UsageError(f"no such trace file: {path}") from None
+        raise UsageError(say(NO_TRACE_FILE, path=path)) from None
     except OSError as error:
-        raise UsageError(f"cannot read trace {path}: {error.strerror or error}") from None
+        raise UsageError(say(CANNOT_READ_TRACE, path=path, why=error.strerror or error)) from None
     except ValueError as error:  # the loader's TraceFormatError and its kin: a damaged or foreign file
-        hint = "" if lenient else " (--lenient keeps the events before a damaged line)"
-        raise UsageError(f"cannot replay {error}{hint}") from None
+        raise UsageError(say(CANNOT_REPLAY, error=error, hint="" if lenient else say(LENIENT_HINT))) from None
 
 
 def _save_picture(figure: Any, path: Path, dpi: float) -> Path:
@@ -129,16 +181,14 @@ def _demo(args: argparse.Namespace) -> int:
     if args.log:
         print()
     for prompt, output in zip(WALKTHROUGH_PROMPTS, outputs):
-        print(f"Prompt: {prompt!r}  (seq_id={output['seq_id']}, {len(output['token_ids'])} tokens, "
-              f"finished on {output['finish_reason']})")
-        print(f"Completion: {output['text']!r}\n")
+        print(say(DEMO_ANSWER, prompt=prompt, seq_id=output["seq_id"], tokens=len(output["token_ids"]),
+                  reason=output["finish_reason"], text=output["text"]))
     trace = load_trace(trace_path)
     picture = _save_picture(plot_timelines(trace), picture_path, dpi=110)
     print("\n".join(format_run_account(trace)))
-    print(f"\ntrace:    {trace_path}  (nanovllm-teach replay {trace_path} --text: every step)\n"
-          f"timeline: {picture}")
+    print(say(DEMO_FILES, trace=trace_path, picture=picture))
     if not args.log:
-        print("the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)")
+        print(say(DEMO_FULL_LOG))
     return 0
 
 
@@ -146,16 +196,16 @@ def _record(args: argparse.Namespace) -> int:
     from nanovllm_teach.scenarios import SCENARIOS, record
 
     if args.all == (args.scenario is not None):
-        raise UsageError("record needs a SCENARIO or --all (not both)")
+        raise UsageError(say(RECORD_NEEDS))
     if not args.all and args.scenario not in SCENARIOS:
-        raise UsageError(f"unknown scenario {args.scenario!r}; choose from: {', '.join(SCENARIOS)}")
+        raise UsageError(say(UNKNOWN_SCENARIO, name=args.scenario, names=", ".join(SCENARIOS)))
     names = list(SCENARIOS) if args.all else [args.scenario]
     model = _model_folder(args.model)
     folder = _writable_folder(args.out_dir, "--out-dir")
     for name in names:
         path = _writable_file(str(folder / f"{name}.jsonl"), "--out-dir")
         outputs = record(name, path, model=model)
-        print(f"{name}: {len(outputs)} requests -> {path} ({path.stat().st_size / 1e6:.2f} MB)")
+        print(say(RECORDED, name=name, n=len(outputs), path=path, mb=path.stat().st_size / 1e6))
     return 0
 
 
@@ -165,22 +215,25 @@ def _replay(args: argparse.Namespace) -> int:
     report = _writable_file(args.report, "--report") if args.report else None
     trace = _load(args.trace, args.lenient)
     if not trace.steps:
-        raise UsageError(f"{args.trace}: no completed engine step to replay")
+        raise UsageError(say(NO_STEP_TO["replay"], path=args.trace))
 
     from nanovllm_teach.trace import format_request_table, format_step_table
     from nanovllm_teach.viz.page import write_replay_page
-    from nanovllm_teach.viz.report import plot_overview, write_html_report
+    from nanovllm_teach.viz.report import REQUEST_COLUMNS, STEP_COLUMNS, plot_overview, write_html_report
 
     if args.text or not (picture or page or report):
+        # The tables' columns are the trace's field names; a line under each says them in words.
         print(format_step_table(trace.steps))
+        print(say(STEP_COLUMNS))
         print()
         print(format_request_table(trace.requests))
+        print(say(REQUEST_COLUMNS))
     if picture:
-        print(f"picture: {_save_picture(plot_overview(trace), picture, dpi=100)}")
+        print(say(WROTE["picture"], path=_save_picture(plot_overview(trace), picture, dpi=100)))
     if page:
-        print(f"page:    {write_replay_page(trace, page, lang=args.lang)}")
+        print(say(WROTE["page"], path=write_replay_page(trace, page, lang=args.lang)))
     if report:
-        print(f"report:  {write_html_report(trace, report)}")
+        print(say(WROTE["report"], path=write_html_report(trace, report, lang=args.lang)))
     return 0
 
 
@@ -189,14 +242,14 @@ def _compare(args: argparse.Namespace) -> int:
     traces = [_load(path, args.lenient) for path in (args.a, args.b)]
     for path, trace in zip((args.a, args.b), traces):
         if not trace.steps:
-            raise UsageError(f"{path}: no completed engine step to compare")
+            raise UsageError(say(NO_STEP_TO["compare"], path=path))
 
     from nanovllm_teach.viz.compare import compare
 
     comparison = compare(traces[0], traces[1])
     print(comparison.table())
     if picture:
-        print(f"picture: {_save_picture(comparison.figure, picture, dpi=90)}")
+        print(say(WROTE["picture"], path=_save_picture(comparison.figure, picture, dpi=90)))
     return 0
 
 
@@ -211,12 +264,12 @@ def _diff(args: argparse.Namespace) -> int:
         names = (args.a, args.b)
     divergence = diff_traces(traces[0], traces[1], voice=Voice.named(*names))
     if divergence is None:
-        print(f"identical: {len(traces[0].events)} events agree (timing and machine fields aside)")
+        print(say(IDENTICAL, n=len(traces[0].events)))
         return 0
     print(divergence.message)
     for label, event in zip(names, (divergence.yours, divergence.reference)):
         if event is not None:
-            print(f"  {label} event #{event.i}: {format_event(event)}")
+            print(say(DIFF_EVENT, label=label, i=event.i, line=format_event(event)))
     return 1
 
 
@@ -224,9 +277,9 @@ def _exercises(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES
 
     for number, ex in enumerate(EXERCISES.values(), 1):
-        print(f"{number}. {ex.name:<16} {say(ex.title)}  [{ex.replaces}]\n   template: {ex.template_path}")
-    print("\nCopy a template, fill it in, then: nanovllm-teach grade EXERCISE your_file.py")
-    print("Stuck? nanovllm-teach hint EXERCISE 1 (then 2) gives a hint.")
+        print(say(EXERCISE_LINE, number=number, name=ex.name, title=say(ex.title), replaces=ex.replaces,
+                  template=ex.template_path))
+    print(say(EXERCISES_NEXT))
     return 0
 
 
@@ -234,7 +287,7 @@ def _hint(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES, hint
 
     if args.exercise not in EXERCISES:
-        raise UsageError(f"unknown exercise {args.exercise!r}; choose from: {', '.join(EXERCISES)}")
+        raise UsageError(say(UNKNOWN_EXERCISE, name=args.exercise, names=", ".join(EXERCISES)))
     print(hint(args.exercise, args.level))
     return 0
 
@@ -243,11 +296,11 @@ def _grade(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES, grade
 
     if args.exercise not in EXERCISES:
-        raise UsageError(f"unknown exercise {args.exercise!r}; choose from: {', '.join(EXERCISES)}")
+        raise UsageError(say(UNKNOWN_EXERCISE, name=args.exercise, names=", ".join(EXERCISES)))
     if Path(args.solution).is_dir():
-        raise UsageError(f"{args.solution} is a folder: give your solution's .py file")
+        raise UsageError(say(SOLUTION_IS_A_FOLDER, path=args.solution))
     if not Path(args.solution).is_file():
-        raise UsageError(f"no such solution file: {args.solution}")
+        raise UsageError(say(NO_SOLUTION_FILE, path=args.solution))
     result = grade(args.exercise, args.solution, model=_model_folder(args.model), time_limit=args.time_limit)
     print(result.message)
     return 0 if result.passed else 1
@@ -259,7 +312,7 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes as one line, like every other mistake."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{PROG}: error: {message} {say(SEE_HELP, prog=self.prog)}\n")
 
 
 def _positive_int(text: str) -> int:

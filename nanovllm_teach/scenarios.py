@@ -5,6 +5,11 @@ seeds, arrival steps) that makes one lesson visible: the two-request walkthrough
 prefix-cache hits, chunked prefill, the CPU benchmark workload, and the same workload under static and
 continuous batching. ``record(name, path)`` runs one on the shipped model through ``runs.record_run`` and
 writes its trace; running it again gives the same events, timings and memory readings aside.
+
+Each scenario's lesson is written in both languages (``LESSONS``). A trace's header carries it as
+``lesson`` in English, which every reader of a trace can show as it is; ``trace_lesson(header)`` gives it
+in the chosen language where a learner reads it (the HTML report), so the shipped traces stay as they were
+recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Chat, Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 
@@ -80,6 +86,49 @@ def poisson_arrivals(n: int, mean_gap_steps: float, seed: int, at_start: int = 0
     return arrivals
 
 
+LESSONS: dict[str, Text] = {
+    "walkthrough": Text(
+        en="two requests, one prefill, decode until one finishes on EOS, then the other is cut at max_tokens",
+        zh="两个请求：一步预填充，然后解码，直到其中一个遇到 EOS 结束，另一个在 max_tokens 处被截断"),
+    "preemption": Text(
+        en="a KV cache too small for everyone: the newest sequences are preempted and recomputed",
+        zh="KV 缓存装不下所有序列：最新的序列被抢占，之后重计算"),
+    "prefix_cache": Text(
+        en="a shared system prompt: later requests reuse the first one's KV blocks",
+        zh="共用同一段 system prompt：后到的请求复用第一个请求的 KV 块"),
+    "chunked_prefill": Text(
+        en="a prompt longer than the step's token budget is prefilled in chunks",
+        zh="prompt 比一步的 token 预算还长，于是分块预填充"),
+    "cpu_benchmark": Text(
+        en="the CPU benchmark workload: 64 random requests, continuous batching at scale",
+        zh="CPU 基准测试的负载：64 个随机请求，成规模的连续批处理"),
+    "continuous_arrivals": Text(
+        en="requests arriving over time, continuous batching: late arrivals join at once",
+        zh="请求陆续到达，连续批处理：后到的请求立即加入"),
+    "static_arrivals": Text(
+        en="the same arrivals under static batching: late arrivals wait for the batch to drain",
+        zh="同样的到达过程，换成静态批处理：后到的请求要等当前 batch 全部跑完"),
+}
+
+
+def lesson(name: str, lang: str | None = None) -> str:
+    """Scenario ``name``'s lesson in ``lang`` (None: the chosen language)."""
+    if name not in LESSONS:
+        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(LESSONS)}")
+    return say(LESSONS[name], lang)
+
+
+def trace_lesson(header: dict[str, Any], lang: str | None = None) -> str | None:
+    """The lesson a trace's header carries, in ``lang``: the scenario's own words when the header holds a
+    shipped scenario's English lesson, else the header's text as it is (a run of one's own, another
+    version's words); None without one."""
+    text = header.get("lesson")
+    scenario = LESSONS.get(str(header.get("scenario")))
+    if scenario is not None and text == scenario.en:
+        return say(scenario, lang)
+    return None if text is None else str(text)
+
+
 def _scenarios() -> list[Workload]:
     long_system = " ".join([SYSTEM_PROMPT] * 12)
     chunked = [Chat("list all prime numbers within 50", long_system), Chat("introduce yourself"),
@@ -88,26 +137,22 @@ def _scenarios() -> list[Workload]:
     arrival_steps = poisson_arrivals(12, mean_gap_steps=8, seed=3, at_start=4)
     bench = bench_workload(64, SHIPPED_PLAIN_IDS, seed=0)
     return [
-        Workload("walkthrough", "two requests, one prefill, decode until one finishes on EOS, then the other "
-                 "is cut at max_tokens", dict(num_kvcache_blocks=64),
+        Workload("walkthrough", LESSONS["walkthrough"].en, dict(num_kvcache_blocks=64),
                  [Chat(p) for p in WALKTHROUGH_PROMPTS], walkthrough_params()),
-        Workload("preemption", "a KV cache too small for everyone: the newest sequences are preempted and "
-                 "recomputed", dict(kvcache_block_size=16, num_kvcache_blocks=12),
+        Workload("preemption", LESSONS["preemption"].en, dict(kvcache_block_size=16, num_kvcache_blocks=12),
                  _mixed_chat(8, random.Random(1)), _greedy(8, 96)),
         # The first request arrives alone; the rest arrive once its blocks are cached and hashed.
-        Workload("prefix_cache", "a shared system prompt: later requests reuse the first one's KV blocks",
-                 dict(kvcache_block_size=16, num_kvcache_blocks=128),
+        Workload("prefix_cache", LESSONS["prefix_cache"].en, dict(kvcache_block_size=16, num_kvcache_blocks=128),
                  _mixed_chat(8, random.Random(2), SYSTEM_PROMPT), _greedy(8, 64), arrival_steps=[0] + [2] * 7),
-        Workload("chunked_prefill", "a prompt longer than the step's token budget is prefilled in chunks",
+        Workload("chunked_prefill", LESSONS["chunked_prefill"].en,
                  dict(kvcache_block_size=16, num_kvcache_blocks=128, max_num_batched_tokens=128),
                  chunked, _greedy(3, 64)),
-        Workload("cpu_benchmark", "the CPU benchmark workload: 64 random requests, continuous batching at scale",
-                 dict(kvcache_block_size=16, num_kvcache_blocks=2048), bench.prompts, bench.params),
-        Workload("continuous_arrivals", "requests arriving over time, continuous batching: late arrivals join "
-                 "at once", dict(kvcache_block_size=16, num_kvcache_blocks=256),
-                 arrivals, _greedy(12, 96), arrival_steps),
-        Workload("static_arrivals", "the same arrivals under static batching: late arrivals wait for the batch "
-                 "to drain", dict(kvcache_block_size=16, num_kvcache_blocks=256, scheduling_policy="static"),
+        Workload("cpu_benchmark", LESSONS["cpu_benchmark"].en, dict(kvcache_block_size=16, num_kvcache_blocks=2048),
+                 bench.prompts, bench.params),
+        Workload("continuous_arrivals", LESSONS["continuous_arrivals"].en,
+                 dict(kvcache_block_size=16, num_kvcache_blocks=256), arrivals, _greedy(12, 96), arrival_steps),
+        Workload("static_arrivals", LESSONS["static_arrivals"].en,
+                 dict(kvcache_block_size=16, num_kvcache_blocks=256, scheduling_policy="static"),
                  arrivals, _greedy(12, 96), arrival_steps),
     ]
 

@@ -53,8 +53,9 @@ def test_demo_log_streams_the_teaching_log(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求" in out
     assert "step#1 prefill done in" in out
-    # The log comes as it happens, before the answers; the account still ends the output.
-    assert out.index("TEACHING/") < out.index("Completion:") < out.index("What the engine did")
+    # The log comes as it happens, before the answers; the account, in Chinese, still ends the output.
+    assert out.index("TEACHING/") < out.index("回答：") < out.index("引擎做了什么")
+    assert "Completion:" not in out and "What the engine did" not in out
     assert "PREPARE_DECODE_TENSORS" not in out  # execution events only from --log detail
 
 

@@ -1,4 +1,6 @@
-"""The README is the front door: its commands and Python examples must keep working."""
+"""The README is the front door, in English and in Chinese: its commands and Python examples must keep
+working, and the Chinese README (``README.zh-CN.md``) shows the same code, says the same in Chinese and
+keeps to the glossary."""
 
 from __future__ import annotations
 
@@ -11,22 +13,29 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+README_ZH = README.with_name("README.zh-CN.md")
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+def _blocks(lang: str, readme: Path = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", readme.read_text(encoding="utf-8"), flags=re.S)
 
 
-@pytest.mark.parametrize("index", range(len(_blocks("python"))))
+def _examples(lang: str) -> list[str]:
+    """Every distinct ``lang`` block of either README, in order: the Chinese README's run too (once, where
+    they are the same code, as ``test_the_chinese_readme_shows_the_same_code`` requires)."""
+    return list(dict.fromkeys(_blocks(lang, README) + _blocks(lang, README_ZH)))
+
+
+@pytest.mark.parametrize("index", range(len(_examples("python"))))
 def test_python_examples_run(index, capsys, tmp_path, monkeypatch):
     # Run where a reader would (the repository root, seen through a scratch folder for written files).
     (tmp_path / "traces").symlink_to(README.parent / "traces")
     monkeypatch.chdir(tmp_path)
-    exec(compile(_blocks("python")[index], f"README.md python block {index}", "exec"), {})
+    exec(compile(_examples("python")[index], f"README python block {index}", "exec"), {})
     assert capsys.readouterr().out.strip(), "an example should show the reader something"
 
 
-@pytest.mark.parametrize("index", range(len(_blocks("shell"))))
+@pytest.mark.parametrize("index", range(len(_examples("shell"))))
 def test_shell_examples_run(index, tmp_path):
     """The README's shell examples, run as written, with ``nanovllm-teach`` meaning this checkout's CLI."""
     shim = tmp_path / "bin" / "nanovllm-teach"
@@ -34,7 +43,7 @@ def test_shell_examples_run(index, tmp_path):
     shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m nanovllm_teach.cli "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _blocks("shell")[index]], cwd=tmp_path, env=env,
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _examples("shell")[index]], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
@@ -47,3 +56,32 @@ def test_ci_runs_the_readme_test_command():
     demo, tests = commands
     assert "nanovllm-teach demo" in demo and "pytest" in tests
     assert "torch==2.13.0" in demo and "torch==2.13.0" in tests  # never a multi-GB CUDA build on CPU
+
+
+def test_the_chinese_readme_shows_the_same_code():
+    """The same commands and examples, block for block, and the test command in the same marked block
+    (``.ci/run`` reads README.md's only)."""
+    for lang in ("bash", "python", "shell"):
+        assert _blocks(lang, README_ZH) == _blocks(lang, README), f"the two READMEs' {lang} blocks differ"
+    marked = r"<!-- test-command -->\n```bash\n(.*?)```\n<!-- /test-command -->"
+    assert re.findall(marked, README_ZH.read_text(encoding="utf-8"), flags=re.S) == \
+        re.findall(marked, README.read_text(encoding="utf-8"), flags=re.S) != []
+
+
+def test_the_two_readmes_point_at_each_other():
+    assert "(README.zh-CN.md)" in README.read_text(encoding="utf-8").splitlines()[1]
+    assert "(README.md)" in README_ZH.read_text(encoding="utf-8").split("\n\n")[1]
+
+
+def test_the_chinese_readme_is_the_whole_readme_in_chinese():
+    """Section for section, every term of the glossary the English uses said the glossary's way, with
+    the English in brackets the first time; the quick start shows the demo in Chinese."""
+    from nanovllm_teach.i18n.notebooks import pair_problems
+
+    en, zh = README.read_text(encoding="utf-8"), README_ZH.read_text(encoding="utf-8")
+    assert len(re.findall(r"^## ", zh, flags=re.M)) == len(re.findall(r"^## ", en, flags=re.M))
+    # The English README names the language it links to ("中文"): not a slip.
+    problems = [p for p in pair_problems(en, zh, "README.zh-CN.md", set()) if "English cell has Chinese" not in p]
+    assert problems == []
+    quick_start = zh.split("\n## ")[1]
+    assert "nanovllm-teach demo --lang zh" in quick_start

@@ -4,6 +4,11 @@
 repository, ``example.py``) on Qwen3-0.6B: the prompts' lengths, the step latencies, how each request
 finished, the KV-cache sizing and the CUDA-graph buckets. Our engine runs the same two prompts on the small
 checkpoint it ships; the notebooks put the two side by side. Torch-free, like ``nanovllm_teach.trace``.
+
+The file's words (its ``description`` and each kept step's ``note``) are written in both languages,
+``{"en": ..., "zh": ...}``; ``load_reference_run()`` gives them in the chosen language (``note``,
+``description``) and keeps both (``note_text``, ``description_text``). The file is checked as it is read:
+a damaged one is refused with a ``ReferenceFormatError`` naming the bad field.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import msgspec
+
+from nanovllm_teach.i18n import Text, resolve_lang
 
 REFERENCE_FILE = Path(__file__).resolve().parent / "nano_vllm_qwen3_0_6b.json"
 
@@ -76,12 +85,14 @@ class ReferenceStep:
     num_tokens_stat: int
     latency_ms: float
     finished: list[int]
-    note: str
+    note: str  # in the language the run was loaded in
+    note_text: Text  # both languages
 
 
 @dataclass(frozen=True)
 class ReferenceRun:
-    description: str
+    description: str  # in the language the run was loaded in
+    description_text: Text  # both languages
     source: str
     model: ModelShape
     settings: dict[str, Any]
@@ -107,11 +118,53 @@ class ReferenceRun:
         raise KeyError(f"step {number} is not among the reference steps {[row.step for row in self.steps]}")
 
 
+class ReferenceFormatError(ValueError):
+    """The reference file is damaged: the message names the file and the bad field."""
+
+
+def _bilingual(value: Any, where: str, path: Path) -> Text:
+    """``value`` as a ``Text``: an object with a string ``en`` and a string ``zh`` and nothing else."""
+    shape = '{"en": "...", "zh": "..."}'
+    if not isinstance(value, dict) or set(value) != {"en", "zh"}:
+        found = sorted(value) if isinstance(value, dict) else type(value).__name__
+        raise ReferenceFormatError(f"{path.name}: {where} must be {shape}, got {found}")
+    try:
+        return msgspec.convert(value, Text)
+    except (msgspec.ValidationError, ValueError) as error:  # not a string, or the two use other fields
+        raise ReferenceFormatError(f"{path.name}: {where} must be {shape} ({error})") from None
+
+
+def read_reference_run(path: Path = REFERENCE_FILE, lang: str | None = None) -> ReferenceRun:
+    """The reference run in ``path``, its words in ``lang`` (None: the chosen language), after checking
+    every field; a damaged file raises ``ReferenceFormatError`` naming the field."""
+    lang = resolve_lang(lang)
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ReferenceFormatError(f"{Path(path).name}: not JSON ({error})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
+        raise ReferenceFormatError(f"{Path(path).name}: expected an object with a list of steps")
+    description = _bilingual(raw.get("description"), "description", Path(path))
+    steps = []
+    for i, step in enumerate(raw["steps"]):
+        if not isinstance(step, dict):
+            raise ReferenceFormatError(f"{Path(path).name}: steps[{i}] must be an object")
+        note = _bilingual(step.get("note"), f"steps[{i}].note", Path(path))
+        steps.append({**step, "note": note.in_lang(lang), "note_text": step["note"]})
+    chosen = {**raw, "description": description.in_lang(lang), "description_text": raw["description"],
+              "steps": steps}
+    try:
+        return msgspec.convert(chosen, ReferenceRun)
+    except msgspec.ValidationError as error:  # it names the field: "... - at `$.steps[0].latency_ms`"
+        raise ReferenceFormatError(f"{Path(path).name}: {error}") from None
+
+
+def load_reference_run(lang: str | None = None) -> ReferenceRun:
+    """The reference nano-vllm run (Qwen3-0.6B on a GPU), read from the package's data file, its words in
+    ``lang`` (None: the chosen language, as a notebook's first cell sets it)."""
+    return _load(resolve_lang(lang))
+
+
 @cache
-def load_reference_run() -> ReferenceRun:
-    """The reference nano-vllm run (Qwen3-0.6B on a GPU), read from the package's data file."""
-    raw = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))
-    return ReferenceRun(**{**raw,
-                           "model": ModelShape(**raw["model"]),
-                           "requests": [ReferenceRequest(**r) for r in raw["requests"]],
-                           "steps": [ReferenceStep(**s) for s in raw["steps"]]})
+def _load(lang: str) -> ReferenceRun:
+    return read_reference_run(REFERENCE_FILE, lang)

@@ -19,19 +19,22 @@ Verbosity (each event's payload type says from which level it shows: ``Payload.s
 - ``all``: + the execution events of every decode step.
 
 ``format_run_account`` is the short version a run ends with: one line per stretch of alike steps and the
-decisions between them (what ``nanovllm-teach demo`` prints unless asked for ``--log``).
+decisions between them (what ``nanovllm-teach demo`` prints unless asked for ``--log``), in English or
+Chinese from the ``Text`` constants above it, its columns padded to terminal width (``pad``: a Chinese
+character takes two columns).
 """
 
 from __future__ import annotations
 
 import sys
+import unicodedata
 from typing import IO, TYPE_CHECKING, Any, Iterable
 
 import structlog
 
 from nanovllm_teach.trace.events import PAYLOADS
 from nanovllm_teach.trace.payload import Payload
-from nanovllm_teach.i18n import resolve_lang
+from nanovllm_teach.i18n import Text, resolve_lang, say
 from nanovllm_teach.trace.reasons import explain
 from nanovllm_teach.trace.schema import TENSOR_EVENTS, TraceEvent
 
@@ -197,14 +200,69 @@ def render_trace(trace: "Trace | Iterable[TraceEvent]", lang: str | None = None,
 
 # ---- the account of a whole run: what the demo prints instead of the full stream --------------------------
 
-def format_run_account(trace: "Trace", max_groups: int = 12) -> list[str]:
-    """A short account of what the engine did in a run: one line per stretch of alike steps (a prefill
-    step, or decode steps over the same batch), each followed by the decisions that ended it (admissions,
-    preemptions, prefix-cache hits, finishes), and a last line on KV use. At most ``max_groups`` stretches
-    are listed (the first and last ones); ``nanovllm-teach replay TRACE --text`` shows every step."""
+NO_STEP = Text(en="the engine completed no step", zh="引擎一步也没有完成")
+ACCOUNT_HEAD = Text(en="What the engine did: {steps} steps ({prefill} prefill, {decode} decode), {tokens} tokens out "
+                       "in {seconds:.2f} s",
+                    zh="引擎做了什么：共 {steps} 步（{prefill} 步预填充，{decode} 步解码），{seconds:.2f} 秒内输出 {tokens} 个 token")
+ACCOUNT_KV = Text(en="  KV cache: {blocks} blocks of {block_size} tokens; {policy}; {prefix}",
+                  zh="  KV 缓存：{blocks} 个块，每块 {block_size} 个 token；{policy}；{prefix}")
+POLICY = {"continuous": Text(en="continuous batching", zh="连续批处理"),
+          "static": Text(en="static batching", zh="静态批处理")}
+PREFIX_CACHING = {True: Text(en="prefix caching on", zh="前缀缓存开启"),
+                  False: Text(en="prefix caching off", zh="前缀缓存关闭")}
+HIDDEN_STRETCHES = Text(en="  ... {hidden} more stretches of steps (nanovllm-teach replay TRACE --text lists them)",
+                        zh="  …… 还有 {hidden} 段（nanovllm-teach replay TRACE --text 会逐步列出）")
+KV_USE = Text(en="  KV use: peak {peak} of {blocks} blocks at step {step}; {held} held after the last step",
+              zh="  KV 使用：第 {step} 步达到峰值，占用 {peak} 块（共 {blocks} 块）；最后一步之后仍占用 {held} 块")
+ONE_STEP = Text(en="step {first}", zh="第 {first} 步")
+STEPS = Text(en="steps {first}-{last}", zh="第 {first}-{last} 步")
+PROMPT_TOKENS = Text(en="{n} prompt tokens", zh="{n} 个 prompt token")
+TOKENS_PER_STEP = {1: Text(en="1 token per step", zh="每步 1 个 token"),
+                   2: Text(en="{n} tokens per step", zh="每步 {n} 个 token")}
+STRETCH = Text(en="batch {batch} {what} KV {kv} {blocks} held  {ms:.1f} ms/step",
+               zh="batch {batch} {what} 占用 KV {kv} {blocks}  {ms:.1f} ms/步")
+BLOCKS = {1: Text(en="block", zh="块"), 2: Text(en="blocks", zh="块")}
+SEQS = {1: Text(en="seq {ids}", zh="序列 {ids}"), 2: Text(en="seqs {ids}", zh="序列 {ids}")}
+LIST_SEPARATOR = Text(en=", ", zh="、")
+PHASE_NAME = {"prefill": Text(en="prefill", zh="预填充"), "decode": Text(en="decode", zh="解码")}
+PREEMPTED_AT = Text(en="preempted {seqs} at step {step}: no free block for the decode; they wait to be prefilled again",
+                    zh="第 {step} 步抢占了{seqs}：解码没有空闲块可用；它们回到队列，等待重新预填充")
+ADMITTED = Text(en="admitted {seqs}", zh="准入{seqs}")
+FROM_PREFIX_CACHE = Text(en=" ({n} prompt tokens from the prefix cache)", zh="（其中 {n} 个 prompt token 来自前缀缓存）")
+LAST_CHUNK = Text(en="{seqs}: the last chunk of the prompt", zh="{seqs}：prompt 的最后一块")
+PREFILLED_AGAIN = Text(en="prefilled {seqs} again (preempted before, so the K/V is computed anew)",
+                       zh="再次预填充{seqs}（之前被抢占，K/V 要重新计算）")
+CHUNK_ONLY = Text(en="{seqs}: only a chunk of the prompt (chunked prefill), more next step",
+                  zh="{seqs}：只算了 prompt 的一块（分块预填充），下一步继续")
+FINISHED_AT = {1: Text(en="{seqs} finished at step {step} ({reasons}) and freed its blocks{then}",
+                       zh="{seqs} 在第 {step} 步结束（{reasons}），释放了它的块{then}"),
+               2: Text(en="{seqs} finished at step {step} ({reasons}) and freed their blocks{then}",
+                       zh="{seqs} 在第 {step} 步结束（{reasons}），释放了它们的块{then}")}
+SHRINKS_TO = Text(en="; the batch shrinks to {n}", zh="；batch 缩小到 {n}")
+NOTHING_LEFT = Text(en="; nothing left to run", zh="；已没有序列在运行")
+
+
+def text_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: a wide (CJK) character takes two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (``right``: aligned right)."""
+    fill = " " * max(0, width - text_width(text))
+    return fill + text if right else text + fill
+
+
+def format_run_account(trace: "Trace", max_groups: int = 12, lang: str | None = None) -> list[str]:
+    """A short account of what the engine did in a run, in ``lang`` (None: the chosen language): one line
+    per stretch of alike steps (a prefill step, or decode steps over the same batch), each followed by the
+    decisions that ended it (admissions, preemptions, prefix-cache hits, finishes), and a last line on KV
+    use. At most ``max_groups`` stretches are listed (the first and last ones); ``nanovllm-teach replay
+    TRACE --text`` shows every step."""
+    lang = resolve_lang(lang)
     rows, settings = trace.steps, trace.settings
     if not rows:
-        return ["the engine completed no step"]
+        return [say(NO_STEP, lang)]
     requests = {r.seq_id: r for r in trace.requests}
     groups: list[list[Any]] = []  # runs of alike steps
     for row in rows:
@@ -218,67 +276,67 @@ def format_run_account(trace: "Trace", max_groups: int = 12) -> list[str]:
     tokens_out = sum(r.num_completion_tokens for r in trace.requests)
     seconds = (rows[-1].t_end_ns - rows[0].t_start_ns) / 1e9
     prefill = sum(r.phase == "prefill" for r in rows)
-    lines = [f"What the engine did: {len(rows)} steps ({prefill} prefill, {len(rows) - prefill} decode), "
-             f"{tokens_out} tokens out in {seconds:.2f} s",
-             f"  KV cache: {settings.num_blocks} blocks of {settings.block_size} tokens; {settings.policy} "
-             f"batching; prefix caching {'on' if settings.enable_prefix_caching else 'off'}"]
+    policy = POLICY.get(settings.policy, settings.policy)
+    lines = [say(ACCOUNT_HEAD, lang, steps=len(rows), prefill=prefill, decode=len(rows) - prefill, tokens=tokens_out,
+                 seconds=seconds),
+             say(ACCOUNT_KV, lang, blocks=settings.num_blocks, block_size=settings.block_size,
+                 policy=say(policy, lang), prefix=say(PREFIX_CACHING[bool(settings.enable_prefix_caching)], lang))]
     chunked_before: set[int] = set()  # sequences whose prompt was chunked in a step listed already
     shown = groups if len(groups) <= max_groups else groups[:max_groups // 2] + [None] + groups[-(max_groups // 2):]
     for group in shown:
         if group is None:
-            hidden = len(groups) - 2 * (max_groups // 2)
-            lines.append(f"  ... {hidden} more stretches of steps (nanovllm-teach replay TRACE --text lists them)")
+            lines.append(say(HIDDEN_STRETCHES, lang, hidden=len(groups) - 2 * (max_groups // 2)))
             continue
-        lines += _group_lines(group, requests, chunked_before)
+        lines += _group_lines(group, requests, chunked_before, lang)
         chunked_before.update(sid for row in group for sid in row.chunked)
     peak = max(rows, key=lambda r: r.held_blocks)
-    lines.append(f"  KV use: peak {peak.held_blocks} of {settings.num_blocks} blocks at step {peak.step}; "
-                 f"{rows[-1].used_blocks} held after the last step")
+    lines.append(say(KV_USE, lang, peak=peak.held_blocks, blocks=settings.num_blocks, step=peak.step,
+                     held=rows[-1].used_blocks))
     return lines
 
 
-def _ids_text(ids: list[int]) -> str:
-    return ("seq " if len(ids) == 1 else "seqs ") + ", ".join(map(str, ids))
+def _ids_text(ids: list[int], lang: str) -> str:
+    return say(SEQS[min(len(ids), 2)], lang, ids=say(LIST_SEPARATOR, lang).join(map(str, ids)))
 
 
-def _group_lines(group: list[Any], requests: dict[int, Any], chunked_before: set[int]) -> list[str]:
+def _group_lines(group: list[Any], requests: dict[int, Any], chunked_before: set[int], lang: str) -> list[str]:
     """The line of a stretch of alike steps, and the decisions made in it."""
     first, last = group[0], group[-1]
-    where = f"step {first.step}" if len(group) == 1 else f"steps {first.step}-{last.step}"
+    where = say(ONE_STEP if len(group) == 1 else STEPS, lang, first=first.step, last=last.step)
     mean_ms = sum(r.latency_ms for r in group) / len(group)
     if first.phase == "prefill":
-        what = f"{first.num_batched_tokens or 0} prompt tokens"
+        what = say(PROMPT_TOKENS, lang, n=first.num_batched_tokens or 0)
     else:
-        what = f"{first.batch_size} token{'s' if first.batch_size > 1 else ''} per step"
+        what = say(TOKENS_PER_STEP[min(first.batch_size, 2)], lang, n=first.batch_size)
     low, high = min(r.held_blocks for r in group), max(r.held_blocks for r in group)
     kv = f"{low}" if low == high else f"{low}-{high}"
-    lines = [f"  {where:<12} {first.phase:<7} batch {first.batch_size:<3} {what:<20} "
-             f"KV {kv} block{'s' if high != 1 else ''} held  {mean_ms:.1f} ms/step"]
+    phase = say(PHASE_NAME.get(first.phase, first.phase), lang)
+    # Padded to terminal columns, so that the English and the Chinese line up alike.
+    stretch = say(STRETCH, lang, batch=pad(str(first.batch_size), 3), what=pad(what, 20), kv=kv,
+                  blocks=say(BLOCKS[1 if high == 1 else 2], lang), ms=mean_ms)
+    lines = [f"  {pad(where, 12)} {pad(phase, 7)} {stretch}"]
     notes = []
     for row in group:
         if row.preempted:
-            notes.append(f"preempted {_ids_text(row.preempted)} at step {row.step}: no free block for the "
-                         "decode; they wait to be prefilled again")
+            notes.append(say(PREEMPTED_AT, lang, seqs=_ids_text(row.preempted, lang), step=row.step))
         if row.phase == "prefill":
             admitted = [sid for sid in row.seq_ids
                         if sid in requests and requests[sid].first_scheduled_step == row.step]
             again = [sid for sid in row.seq_ids if sid not in admitted and sid not in row.chunked]
             if admitted:
-                notes.append(f"admitted {_ids_text(admitted)}"
-                             + (f" ({row.num_cached_tokens} prompt tokens from the prefix cache)"
-                                if row.num_cached_tokens else ""))
+                notes.append(say(ADMITTED, lang, seqs=_ids_text(admitted, lang))
+                             + (say(FROM_PREFIX_CACHE, lang, n=row.num_cached_tokens) if row.num_cached_tokens else ""))
             ends = [sid for sid in again if sid in chunked_before or any(sid in r.chunked for r in group)]
             if ends:
-                notes.append(f"{_ids_text(ends)}: the last chunk of the prompt")
+                notes.append(say(LAST_CHUNK, lang, seqs=_ids_text(ends, lang)))
             if len(ends) < len(again):
-                notes.append(f"prefilled {_ids_text([sid for sid in again if sid not in ends])} again "
-                             "(preempted before, so the K/V is computed anew)")
+                anew = [sid for sid in again if sid not in ends]
+                notes.append(say(PREFILLED_AGAIN, lang, seqs=_ids_text(anew, lang)))
             if row.chunked:
-                notes.append(f"{_ids_text(row.chunked)}: only a chunk of the prompt (chunked prefill), "
-                             "more next step")
+                notes.append(say(CHUNK_ONLY, lang, seqs=_ids_text(row.chunked, lang)))
         if row.finished:
             reasons = sorted({requests[sid].finish_reason for sid in row.finished if sid in requests})
-            shrink = (f"; the batch shrinks to {row.running_len}" if row.running_len else "; nothing left to run")
-            notes.append(f"{_ids_text(row.finished)} finished at step {row.step} ({', '.join(map(str, reasons))})"
-                         f" and freed {'its' if len(row.finished) == 1 else 'their'} blocks{shrink}")
+            then = say(SHRINKS_TO, lang, n=row.running_len) if row.running_len else say(NOTHING_LEFT, lang)
+            notes.append(say(FINISHED_AT[min(len(row.finished), 2)], lang, seqs=_ids_text(row.finished, lang),
+                             step=row.step, reasons=say(LIST_SEPARATOR, lang).join(map(str, reasons)), then=then))
     return lines + [f"{'':15}-> {note}" for note in notes]

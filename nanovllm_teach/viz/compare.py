@@ -7,6 +7,9 @@ step axis, same y scales) and sums each up (``TraceSummary``). Every number come
 The two wastes of static batching, "early-finished" and
 "late-joining", are counted in *slot-steps* (one request slot kept from useful work for one engine step);
 ``early_finished_waste`` and ``late_joining_waste`` define them exactly.
+
+The summary's words, printed (``format_summaries``) and drawn (``compare``), are in the chosen language
+(``viz/labels.py``); the numbers are the same in both. No torch. Emits no events.
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ from math import ceil
 from statistics import mean
 
 from matplotlib.figure import Figure
+from matplotlib.table import Table
 
+from nanovllm_teach.i18n import resolve_lang, say, speaking
+from nanovllm_teach.trace.console import pad, text_width
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.viz.gantt import draw_gantt
+from nanovllm_teach.viz.labels import COMPARE_TITLE, POLICY_NAME, SUMMARY_ROW
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.timeline import draw_batch_size, draw_kv_blocks, draw_queues, mark_preemptions, phase_legend
 
@@ -119,31 +126,41 @@ def summarize(trace: Trace, label: str | None = None) -> TraceSummary:
         early_finished_waste=early_finished_waste(trace), late_joining_waste=late_joining_waste(trace))
 
 
-_ROWS = [
-    ("policy", "policy", "{}"), ("requests", "num_requests", "{}"), ("steps", "steps", "{}"),
-    ("  prefill / decode", None, ""), ("output tokens", "output_tokens", "{}"),
-    ("tokens / step", "tokens_per_step", "{:.2f}"), ("wall time (s)", "wall_s", "{:.3f}"),
-    ("tokens / s", "tokens_per_s", "{:.1f}"), ("mean TTFT (ms)", "mean_ttft_ms", "{:.1f}"),
-    ("mean TTFT (steps)", "mean_ttft_steps", "{:.1f}"),
-    ("early-finished waste (slot-steps)", "early_finished_waste", "{}"),
-    ("late-joining waste (slot-steps)", "late_joining_waste", "{}"),
-]
+# The summary's rows: the ``TraceSummary`` field each shows, and how its number is written.
+_ROWS = [("policy", "{}"), ("num_requests", "{}"), ("steps", "{}"), ("prefill_decode", ""),
+         ("output_tokens", "{}"), ("tokens_per_step", "{:.2f}"), ("wall_s", "{:.3f}"), ("tokens_per_s", "{:.1f}"),
+         ("mean_ttft_ms", "{:.1f}"), ("mean_ttft_steps", "{:.1f}"), ("early_finished_waste", "{}"),
+         ("late_joining_waste", "{}")]
 
 
-def format_summaries(summaries: list[TraceSummary]) -> str:
-    """The summaries as a fixed-width table, one column per trace."""
+def policy_name(policy: str, lang: str | None = None) -> str:
+    """A scheduling policy as the learner reads it (an unknown one by its own name)."""
+    return say(POLICY_NAME.get(policy, policy), lang)
+
+
+def summary_rows(summaries: list[TraceSummary], lang: str | None = None) -> list[list[str]]:
+    """The summaries as rows of cells: a header row of labels, then one row per measure, in ``lang``."""
     table = [["", *(s.label for s in summaries)]]
-    for name, key, fmt in _ROWS:
+    for key, fmt in _ROWS:
         cells = []
         for s in summaries:
-            if key is None:
+            if key == "prefill_decode":
                 cells.append(f"{s.prefill_steps} / {s.decode_steps}")
+            elif key == "policy":
+                cells.append(policy_name(s.policy, lang))
             else:
                 value = asdict(s)[key]
                 cells.append("-" if value is None else fmt.format(value))
-        table.append([name, *cells])
-    widths = [max(len(line[c]) for line in table) for c in range(len(table[0]))]
-    return "\n".join("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
+        table.append([say(SUMMARY_ROW[key], lang), *cells])
+    return table
+
+
+def format_summaries(summaries: list[TraceSummary], lang: str | None = None) -> str:
+    """The summaries as a fixed-width table, one column per trace, in ``lang`` (None: the chosen language);
+    Chinese characters count two columns, as a terminal draws them."""
+    table = summary_rows(summaries, lang)
+    widths = [max(text_width(line[c]) for line in table) for c in range(len(table[0]))]
+    return "\n".join("  ".join(pad(cell, w, right=c > 0)
                                for c, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in table)
 
 
@@ -155,12 +172,22 @@ class Comparison:
     a: TraceSummary
     b: TraceSummary
 
+    lang: str = "en"  # the language it was drawn in, which ``table`` prints in too
+
     def table(self) -> str:
-        return format_summaries([self.a, self.b])
+        return format_summaries([self.a, self.b], self.lang)
 
 
-def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = None) -> Comparison:
-    """Draw ``trace_a`` (left) and ``trace_b`` (right) on shared axes and sum both up."""
+def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = None,
+            lang: str | None = None) -> Comparison:
+    """Draw ``trace_a`` (left) and ``trace_b`` (right) on shared axes and sum both up; the words in
+    ``lang`` (None: the chosen language)."""
+    lang = resolve_lang(lang)
+    with speaking(lang):  # the panels' own labels (viz/labels.py) follow the chosen language
+        return _compare(trace_a, trace_b, labels, lang)
+
+
+def _compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None, lang: str) -> Comparison:
     traces = (trace_a, trace_b)
     summaries = [summarize(t, labels[i] if labels else None) for i, t in enumerate(traces)]
     num_requests = max(len(t.requests) for t in traces)
@@ -180,13 +207,24 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = Non
             mark_preemptions(axes[f"{panel}{i}"], rows)
         phase_legend(axes[f"bs{i}"], rows)
         draw_gantt(axes[f"gantt{i}"], trace, legend=i == 1)
-        axes[f"bs{i}"].set_title(f"{summary.label} ({summary.policy}): {summary.steps} steps, "
-                                 f"{summary.tokens_per_step:.2f} tokens/step", fontsize=10)
+        axes[f"bs{i}"].set_title(say(COMPARE_TITLE, lang, label=summary.label, policy=policy_name(summary.policy, lang),
+                                     steps=summary.steps, tokens_per_step=summary.tokens_per_step), fontsize=10)
     # The panels set their own limits from their own trace; the shared ones must fit both.
     axes["gantt0"].set_xlim(min(t.steps[0].step for t in traces) - 0.5, max(t.steps[-1].step for t in traces) + 1.0)
     axes["kv0"].set_ylim(0, 1.25 * max(r.held_blocks for t in traces for r in t.steps) + 1)
     axes["gantt0"].set_ylim(num_requests - 0.5, -0.5)
     axes["table"].axis("off")
-    axes["table"].text(0.0, 1.0, format_summaries(summaries), family="monospace", fontsize=9, va="top",
-                       gid="summary")
-    return Comparison(fig, *summaries)
+    # A table of cells rather than monospace text: a Chinese character is not two Latin columns wide in
+    # any font the picture can count on, so only cells keep the numbers lined up.
+    rows = summary_rows(summaries, lang)
+    table = Table(axes["table"], loc="upper left")
+    height = 1 / len(rows)
+    for r, line in enumerate(rows):
+        for c, cell in enumerate(line):
+            table.add_cell(r, c, width=0.34 if c == 0 else 0.14, height=height, text=cell,
+                           loc="left" if c == 0 else "right", edgecolor="none")
+    table.auto_set_font_size(False)
+    table.set_fontsize(9)
+    table.set_gid("summary")
+    axes["table"].add_table(table)
+    return Comparison(fig, *summaries, lang)

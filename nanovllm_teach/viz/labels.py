@@ -43,3 +43,23 @@ GROUP_ALL_USED = Text(en="{group} blocks, all used", zh="{group} 个块，全部
 GROUP_ONE_USED = Text(en="one of them used", zh="其中一个已用")
 CACHED = Text(en="cached (free, hashed)", zh="已缓存（空闲，仍有哈希）")
 FREE = Text(en="free", zh="空闲")
+
+# The side-by-side comparison (viz/compare.py): each half's title, and the summary's rows, printed by
+# ``nanovllm-teach compare`` and drawn under the pictures.
+POLICY_NAME = {"continuous": Text(en="continuous", zh="连续批处理"), "static": Text(en="static", zh="静态批处理")}
+COMPARE_TITLE = Text(en="{label} ({policy}): {steps} steps, {tokens_per_step:.2f} tokens/step",
+                     zh="{label}（{policy}）：{steps} 步，每步 {tokens_per_step:.2f} 个 token")
+SUMMARY_ROW = {
+    "policy": Text(en="policy", zh="调度策略"),
+    "num_requests": Text(en="requests", zh="请求数"),
+    "steps": Text(en="steps", zh="步数"),
+    "prefill_decode": Text(en="  prefill / decode", zh="  其中预填充 / 解码"),
+    "output_tokens": Text(en="output tokens", zh="输出 token 数"),
+    "tokens_per_step": Text(en="tokens / step", zh="每步 token 数"),
+    "wall_s": Text(en="wall time (s)", zh="总用时（秒）"),
+    "tokens_per_s": Text(en="tokens / s", zh="每秒 token 数"),
+    "mean_ttft_ms": Text(en="mean TTFT (ms)", zh="平均首 token 延迟（ms）"),
+    "mean_ttft_steps": Text(en="mean TTFT (steps)", zh="平均首 token 延迟（步）"),
+    "early_finished_waste": Text(en="early-finished waste (slot-steps)", zh="提前结束的浪费（名额·步）"),
+    "late_joining_waste": Text(en="late-joining waste (slot-steps)", zh="迟迟未加入的浪费（名额·步）"),
+}

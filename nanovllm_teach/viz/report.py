@@ -3,6 +3,11 @@
 The HTML report is self-contained (pictures inlined as base64 PNG, no script, no external file) and
 treats every string that comes from the trace as untrusted: header values, scenario and lesson texts,
 prompt texts and finish reasons are all HTML-escaped, so a trace cannot inject markup into the page.
+
+The report is written in one language (``lang``, else the chosen one; ``<html lang=...>`` says which):
+its headings and the pictures' words (``viz/labels.py``), and a shipped scenario's lesson
+(``scenarios.trace_lesson``). The tables' columns are the trace's field names, the same in both.
+No torch. Emits no events.
 """
 
 from __future__ import annotations
@@ -15,14 +20,38 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from nanovllm_teach.i18n import Text, resolve_lang, say, speaking
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay
 from nanovllm_teach.trace.tables import RequestRow, format_step_table
 from nanovllm_teach.viz.blockgrid import plot_block_grid
-from nanovllm_teach.viz.compare import format_summaries, summarize, trace_label
+from nanovllm_teach.viz.compare import summarize, summary_rows, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
+
+
+PAGE_TITLE = Text(en="nanovllm_teach trace: {name}", zh="nanovllm_teach trace 报告：{name}")
+HEADING = Text(en="Trace: {name}", zh="Trace 报告：{name}")
+SUMMARY = Text(en="Summary", zh="概要")
+TIMELINES = Text(en="Timelines and requests", zh="时间线与请求")
+TIMELINES_ALT = Text(en="timelines and request Gantt chart", zh="时间线与请求甘特图")
+BLOCKS_AT_PEAK = Text(en="KV blocks at the end of step {step} (peak use)", zh="第 {step} 步结束时的 KV 块（占用最多的一步）")
+BLOCKS_ALT = Text(en="KV block grid at step {step}", zh="第 {step} 步的 KV 块网格")
+REQUESTS = Text(en="Requests", zh="请求")
+STEPS = Text(en="Steps", zh="每一步")
+HEADER = Text(en="Trace header", zh="Trace 头部信息")
+# The tables' columns are the trace's field names (``trace/tables.py``); these say them in words, here and
+# under ``nanovllm-teach replay --text``.
+STEP_COLUMNS = Text(
+    en="bs: batch size; tokens: tokens computed; stat: num_tokens_stat (> 0 prefill, < 0 decode); "
+       "held: KV blocks held while the step ran; used / free: KV blocks after it; wait / run: the queues after it",
+    zh="bs：batch 大小；tokens：本步计算的 token 数；stat：num_tokens_stat（> 0 为预填充，< 0 为解码）；"
+       "held：本步运行时占用的 KV 块；used / free：本步之后已用 / 空闲的 KV 块；wait / run：本步之后两个队列的长度")
+REQUEST_COLUMNS = Text(
+    en="@: the engine step of enqueue, first schedule, first token and finish; ttft: time to first token; "
+       "tpot: time per output token",
+    zh="@：入队、首次调度、产出首个 token、结束各在第几个引擎步；ttft：首 token 延迟；tpot：每个输出 token 的时间")
 
 
 def plot_overview(trace: Trace, cursor_step: int | None = None, panel_height: float = 1.8,
@@ -93,40 +122,57 @@ table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f0f0f0; }
 td:last-child { text-align: left; }
+table.summary td { border: none; padding: 1px 12px 1px 0; }
+table.summary td:first-child { text-align: left; }
+table.summary td:last-child { text-align: right; }
 pre { background: #f7f7f7; padding: 0.6em; font-size: 12px; overflow-x: auto; }
 img { max-width: 100%; }
 """
 
 
-def html_report(trace: Trace, max_step_rows: int = 2000) -> str:
-    """The report page of ``trace`` as one HTML string (see the module docstring)."""
+def html_report(trace: Trace, max_step_rows: int = 2000, lang: str | None = None) -> str:
+    """The report page of ``trace`` as one HTML string, in ``lang`` (see the module docstring)."""
+    from nanovllm_teach.scenarios import trace_lesson
+
     rows = trace.steps
     if not rows:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to report")
+    lang = resolve_lang(lang)
+    with speaking(lang):  # the pictures' words follow it too
+        return _html_report(trace, max_step_rows, lang, trace_lesson(trace.header, lang))
+
+
+def _html_report(trace: Trace, max_step_rows: int, lang: str, lesson: str | None) -> str:
+    rows = trace.steps
     title = trace_label(trace)
     header_rows = "".join(f"<tr><th>{_text(k)}</th><td>{_text(v)}</td></tr>" for k, v in trace.header.items())
-    summary = format_summaries([summarize(trace)])
+    # A table, not the console's fixed-width text: a browser draws a Chinese character in no fixed
+    # number of Latin columns, so only cells keep the numbers lined up.
+    summary = "".join("<tr>" + "".join(f"<td>{_text(cell)}</td>" for cell in row) + "</tr>"
+                      for row in summary_rows([summarize(trace)], lang))
     peak = max(rows, key=lambda r: r.used_blocks).step
     grid = plot_block_grid(EngineReplay(trace), peak)
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>nanovllm_teach trace: {html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>Trace: {html.escape(title)}</h1>",
-        f"<p>{_text(trace.header.get('lesson'))}</p>" if trace.header.get("lesson") else "",
-        f"<h2>Summary</h2><pre>{html.escape(summary)}</pre>",
-        "<h2>Timelines and requests</h2>", _img(plot_overview(trace), "timelines and request Gantt chart"),
-        f"<h2>KV blocks at the end of step {peak} (peak use)</h2>", _img(grid, f"KV block grid at step {peak}"),
-        "<h2>Requests</h2>", _request_table(trace.requests, _prompts(trace)),
-        "<h2>Steps</h2>", f"<pre>{html.escape(format_step_table(rows, limit=max_step_rows))}</pre>",
-        "<h2>Trace header</h2>", f"<table>{header_rows}</table>",
+        "<!DOCTYPE html>", f'<html lang="{lang}"><head><meta charset="utf-8">',
+        f"<title>{html.escape(say(PAGE_TITLE, name=title))}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(say(HEADING, name=title))}</h1>",
+        f"<p>{_text(lesson)}</p>" if lesson else "",
+        f"<h2>{say(SUMMARY)}</h2>", f'<table class="summary">{summary}</table>',
+        f"<h2>{say(TIMELINES)}</h2>", _img(plot_overview(trace), say(TIMELINES_ALT)),
+        f"<h2>{say(BLOCKS_AT_PEAK, step=peak)}</h2>", _img(grid, say(BLOCKS_ALT, step=peak)),
+        f"<h2>{say(REQUESTS)}</h2>", _request_table(trace.requests, _prompts(trace)),
+        f"<p>{html.escape(say(REQUEST_COLUMNS))}</p>",
+        f"<h2>{say(STEPS)}</h2>", f"<p>{html.escape(say(STEP_COLUMNS))}</p>",
+        f"<pre>{html.escape(format_step_table(rows, limit=max_step_rows))}</pre>",
+        f"<h2>{say(HEADER)}</h2>", f"<table>{header_rows}</table>",
         "</body></html>",
     ]
     return "\n".join(part for part in parts if part)
 
 
-def write_html_report(trace: Trace, path: str | Path) -> Path:
-    """Write ``html_report(trace)`` to ``path`` (UTF-8)."""
+def write_html_report(trace: Trace, path: str | Path, lang: str | None = None) -> Path:
+    """Write ``html_report(trace, lang=lang)`` to ``path`` (UTF-8)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(trace), encoding="utf-8")
+    path.write_text(html_report(trace, lang=lang), encoding="utf-8")
     return path
