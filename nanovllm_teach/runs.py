@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from unittest import mock
 
+from nanovllm_teach.i18n import Text
 from nanovllm_teach.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -47,10 +48,14 @@ class Workload:
 
     ``memory``: when set (the fields of a ``utils.memory.MemoryReading``), the engine reads this instead of
     the machine's memory, so that a KV cache sized "from memory" comes out the same on every machine.
+
+    ``description`` says what the run shows: a plain string, or a ``Text`` where a learner reads it in their
+    language (the graded workloads, named in a verdict). The trace header records only ``name`` (and what a
+    caller adds in ``metadata``), so a trace is the same in every language.
     """
 
     name: str
-    description: str
+    description: str | Text
     settings: dict[str, Any]
     prompts: list[Prompt]
     params: list[SamplingParams]

@@ -55,7 +55,7 @@ def test_each_payload_types_meaning_fits_its_fields(name):
     assert not payload.decision or payload.changes_state  # diff compares decisions the interpreter applies
     assert not payload.acts_on_sequence or "seq_id" in fields
     assert payload.told_by <= fields | {"reason"}
-    assert not payload.told_by or payload.did is not Payload.did  # what it shows, its own phrase says
+    assert not payload.told_by or payload.done is not Payload.done  # what it shows, its own phrase says
 
 
 def test_the_interpreter_has_a_case_for_every_state_changing_event():

@@ -34,10 +34,11 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, HERE, Exercise, GradeResult
+from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, HERE, NO_SOLUTION_FILE, Exercise, GradeResult
 from nanovllm_teach.exercises.quiz_grading import quiz_trace
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.solution_files import load_solution
+from nanovllm_teach.i18n import say
 
 # The order of a course: the scheduler's step, the block manager, the model runner, then reading and design.
 COURSE_ORDER = ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate",
@@ -84,7 +85,7 @@ def grade(exercise: str, solution: str | Path | dict[str, Any], model: str | Pat
     if isinstance(solution, (str, Path)):
         solution = Path(solution)
         if not solution.is_file():
-            raise FileNotFoundError(f"no such solution file: {solution}")
+            raise FileNotFoundError(say(NO_SOLUTION_FILE, path=solution))
     return ex.grade(solution, model, time_limit)
 
 

@@ -91,6 +91,7 @@ class Exercise:
         return say(self.hints[level - 1], lang)
 
     def fail(self, message: str, workload: str | None = None, divergence: Divergence | None = None) -> GradeResult:
+        # The FAIL prefix stays in English in every language: graders parse it.
         return GradeResult(self.name, False, f"FAIL {self.name}: {message}", workload, divergence)
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
@@ -98,7 +99,16 @@ class Exercise:
         raise NotImplementedError
 
 
+# Raised (as FileNotFoundError) when a solution is named by a path with no file there. The CLI says the same
+# words itself, before it imports the exercises (``cli.NO_SOLUTION_FILE``).
+NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
+
+NOT_IMPLEMENTED = Text(en="you have not implemented {function} yet (stuck? hint({name!r}, 1) gives a first hint, "
+                          "hint({name!r}, 2) a stronger one)",
+                       zh="你还没有实现 {function}（卡住了？hint({name!r}, 1) 给出第一条提示，hint({name!r}, 2) "
+                          "给出更具体的一条）")
+
+
 def not_implemented(exercise: Exercise, function: str) -> GradeResult:
     """The verdict on a function still raising ``NotImplementedError``: what to do next, no answer."""
-    return exercise.fail(f"you have not implemented {function} yet (stuck? hint({exercise.name!r}, 1) "
-                         f"gives a first hint, hint({exercise.name!r}, 2) a stronger one)")
+    return exercise.fail(say(NOT_IMPLEMENTED, function=function, name=exercise.name))

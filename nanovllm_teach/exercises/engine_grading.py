@@ -12,6 +12,8 @@
    an execution-layer piece the slots or the KV budget) are compared with the reference's in order; the
    first workload that differs fails the exercise; PASS needs every workload to match and the child to
    have ended normally.
+
+The verdict is said in the language chosen in the parent (``i18n``), which the child speaks too.
 """
 
 from __future__ import annotations
@@ -30,9 +32,27 @@ from nanovllm_teach.exercises.solution_files import (
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
 
 OUTCOME = "outcome.json"
+
+# What the grader says, in both languages (the PASS/FAIL prefix stays in English: graders parse it).
+NOT_LOADED = Text(en="your file could not be loaded: {type}: {message}", zh="你的文件无法加载：{type}：{message}")
+LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s (does it run something forever at "
+                           "the top level?): the grader stopped it",
+                        zh="你的文件在 {limit:g} 秒内没有加载完（它是否在顶层运行着永不结束的代码？）：评分器已将它停止")
+ENDED_WHILE_LOADING = Text(en="your file ended the grading process while it was loading (exit code {code}): does "
+                              "it call os._exit?",
+                           zh="你的文件在加载时结束了评分进程（退出码 {code}）：它是否调用了 os._exit？")
+ENDED_AFTER_THE_RUNS = Text(en="the grading process ended (exit code {code}) after all the runs matched, before it "
+                               "finished: does your code end the process?",
+                            zh="所有运行都与参考实现一致之后，评分进程没能正常收尾就结束了（退出码 {code}）：你的代码"
+                               "是否结束了这个进程？")
+ALL_MATCH = Text(en="with your {functions} the engine decides as the reference does on all {count} workloads "
+                    "({decisions} decisions)",
+                 zh="换上你的 {functions} 后，引擎在全部 {count} 个工作负载上的决策都与参考实现一致（共 {decisions} 个决策）")
+AND = Text(en=" and ", zh=" 和 ")
 
 
 def obtain_solution(exercise: Exercise, source: SolutionSource, watch: Watch, outcome: dict[str, Any]) -> dict | None:
@@ -43,7 +63,7 @@ def obtain_solution(exercise: Exercise, source: SolutionSource, watch: Watch, ou
     try:
         solution = load_solution(source)
     except BaseException as error:  # a syntax error, a failing import, sys.exit() at the top level...
-        outcome["unusable"] = f"your file could not be loaded: {type(error).__name__}: {error}"
+        outcome["unusable"] = say(NOT_LOADED, type=type(error).__name__, message=str(error))
         return None
     finally:
         watch.leave(previous)
@@ -120,11 +140,9 @@ class EngineExercise(Exercise):
     def _unusable(self, end: ChildEnd, outcome: dict[str, Any]) -> GradeResult | None:
         """The verdict on a solution that never ran: its file did not load, or lacks a function."""
         if end.running == LOADING and end.exitcode is None:
-            return self.fail(f"your file did not finish loading within {end.limit:g} s (does it run "
-                             f"something forever at the top level?): the grader stopped it")
+            return self.fail(say(LOADING_TOO_LONG, limit=end.limit))
         if end.running == LOADING:
-            return self.fail(f"your file ended the grading process while it was loading (exit code "
-                             f"{end.exitcode}): does it call os._exit?")
+            return self.fail(say(ENDED_WHILE_LOADING, code=end.exitcode))
         if "unusable" in outcome:
             return self.fail(outcome["unusable"])
         return None
@@ -141,8 +159,7 @@ class EngineExercise(Exercise):
                 return verdict
             events += sum(e.event in self.decisions for e in references[workload.name].events)
         if not outcome.get("finished") or end.exitcode != 0:
-            return self.fail(f"the grading process ended (exit code {end.exitcode}) after all the runs matched, "
-                             f"before it finished: does your code end the process?")
-        names = " and ".join(self.functions)
-        return GradeResult(self.name, True, f"PASS {self.name}: with your {names} the engine decides as the reference "
-                                            f"does on all {len(self.workloads)} workloads ({events} decisions)")
+            return self.fail(say(ENDED_AFTER_THE_RUNS, code=end.exitcode))
+        functions = say(AND).join(self.functions)
+        return GradeResult(self.name, True, f"PASS {self.name}: " + say(ALL_MATCH, functions=functions,
+                                                                       count=len(self.workloads), decisions=events))

@@ -25,6 +25,7 @@ from unittest import mock
 
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
+from nanovllm_teach.i18n import Text, say
 
 
 class Watch(Protocol):
@@ -56,10 +57,15 @@ def resolve(point: str) -> Any:
     return pkgutil.resolve_name(point)
 
 
+# Said after "your <function> " in the verdict (in the child, in the language the parent chose).
+NOT_SEQUENCES = Text(en="returned {type} {value}: it must return a list of Sequence objects",
+                     zh="返回了 {type} {value}：它必须返回由 Sequence 对象组成的 list")
+
+
 def not_sequences(result: Any) -> str | None:
     """What is wrong with a result that must be a list of ``Sequence`` objects (None: nothing)."""
     if not isinstance(result, list) or not all(isinstance(seq, Sequence) for seq in result):
-        return f"returned {type(result).__name__} {result!r}: it must return a list of Sequence objects"
+        return say(NOT_SEQUENCES, type=type(result).__name__, value=repr(result))
     return None
 
 
@@ -112,24 +118,24 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> It
         yield
 
 
-def student_line(error: BaseException, code_file: str | None) -> str:
-    """``" (your_file.py, line 12: running.popleft())"`` — the last line of the student's code that ran."""
+def student_line(error: BaseException, code_file: str | None) -> list[Any] | None:
+    """``[file name, line number, code]`` of the last line of the student's code that ran (``["mine.py",
+    12, "running.popleft()"]``; code "" when the source is not at hand), or None."""
     if code_file is None:
-        return ""
+        return None
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == code_file]
     if not frames:
-        return ""
+        return None
     frame = frames[-1]
-    code = f": {frame.line}" if frame.line else ""
-    return f" ({Path(frame.filename).name}, line {frame.lineno}{code})"
+    return [Path(frame.filename).name, frame.lineno, frame.line or ""]
 
 
 def describe_failure(error: BaseException) -> dict[str, Any]:
-    """What the parent needs to word the verdict on ``error``, as plain data."""
+    """What the parent needs to word the verdict on ``error``, as plain data (``at``: ``student_line``)."""
     if isinstance(error, StudentError):
         original = error.original
         return {"function": error.function, "type": type(original).__name__, "message": str(original),
-                "line": student_line(original, error.code_file), "refused": error.refused,
+                "at": student_line(original, error.code_file), "refused": error.refused,
                 "not_implemented": isinstance(original, NotImplementedError)}
-    return {"function": None, "type": type(error).__name__, "message": str(error), "line": "",
+    return {"function": None, "type": type(error).__name__, "message": str(error), "at": None,
             "refused": False, "not_implemented": False}

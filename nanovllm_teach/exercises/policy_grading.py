@@ -12,11 +12,13 @@ exactly as the other engine exercises are run (``engine_grading``), on the timed
 and every request must finish. TTFT is as the trace measures it: from the step boundary at which the
 request joined the queue to the end of the step that produced its first token, in simulated time. The
 verdict is a table per workload, FCFS against the student's policy (mean, p99 and max TTFT, mean time per
-output token, output tokens per second), with each check and why it failed.
+output token, output tokens per second), with each check and why it failed, in the chosen language
+(``i18n``; the ``PASS``/``FAIL scheduling_policy:`` prefix stays in English).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
@@ -26,12 +28,50 @@ from nanovllm_teach.exercises.base import GradeResult, not_implemented
 from nanovllm_teach.exercises.engine_grading import EngineExercise, run_failure
 from nanovllm_teach.exercises.policy_workloads import TimedWorkload
 from nanovllm_teach.exercises.sandbox import ChildEnd
-from nanovllm_teach.exercises.verdict import failure_sentence, load_run, where_it_stopped
+from nanovllm_teach.exercises.verdict import failure_sentence, in_context, load_run, where_it_stopped
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.workload.metrics import percentile
 from nanovllm_teach.trace.reader import Trace
 
 MEAN_TTFT_RATIO = 0.8  # the policy's mean TTFT may be at most this share of FCFS's
 MAX_TTFT_RATIO = 1.5  # no request's TTFT may exceed this multiple of FCFS's slowest request
+
+# What the grader says, in both languages (the PASS/FAIL prefix stays in English: graders parse it).
+UNFINISHED = Text(en="only {finished} of {total} requests finished", zh="{total} 个请求中只有 {finished} 个完成了")
+NOT_FASTER = Text(en="mean TTFT {mean:.1f} ms is {change}; it must be at least {lower:.0%} lower",
+                  zh="首 token 延迟的均值为 {mean:.1f} ms，{change}；它必须比 FCFS 的至少低 {lower:.0%}")
+BELOW = Text(en="{share:.0%} below FCFS's {fcfs:.1f} ms", zh="比 FCFS 的 {fcfs:.1f} ms 低 {share:.0%}")
+ABOVE = Text(en="{share:.0%} above FCFS's {fcfs:.1f} ms", zh="比 FCFS 的 {fcfs:.1f} ms 高 {share:.0%}")
+SAME = Text(en="the same as FCFS's {fcfs:.1f} ms", zh="与 FCFS 的 {fcfs:.1f} ms 相同")
+STARVED = Text(en="seq {seq} (a {prompt_len}-token prompt) waited {wait:.1f} ms for its first token, {ratio:.2f}x "
+                  "FCFS's slowest request ({fcfs_max:.1f} ms); more than {limit:g}x is starvation: it was passed over "
+                  "while others went ahead",
+               zh="序列 {seq}（prompt 长 {prompt_len} 个 token）等了 {wait:.1f} ms 才得到第一个 token，是 FCFS 中最慢"
+                  "请求（{fcfs_max:.1f} ms）的 {ratio:.2f} 倍；超过 {limit:g} 倍就是饥饿：别的请求一个个先走，它一直被跳过")
+WORKLOADS_FAIL = Text(en="your policy does not pass {failing} of {total} workloads",
+                      zh="你的策略在 {total} 个工作负载中有 {failing} 个没有通过")
+ALL_PASS = Text(en="against FCFS your policy cut the mean TTFT by {cuts} and kept every request within {limit:g}x "
+                   "FCFS's slowest, on all {total} workloads",
+                zh="与 FCFS 相比，你的策略在全部 {total} 个工作负载上把首 token 延迟的均值分别降低了 {cuts}，"
+                   "并让每个请求都不超过 FCFS 最慢请求的 {limit:g} 倍")
+CUT_SEPARATOR = Text(en=", ", zh="、")
+# measure's refusal: a trace it cannot take the latency of.
+NO_FIRST_TOKEN = Text(en="trace {path} has no request that got a first token",
+                      zh="trace {path} 中没有任何请求得到过第一个 token")
+NO_FIRST_TOKEN_IN_MEMORY = Text(en="trace (in memory) has no request that got a first token",
+                                zh="这份（内存中的）trace 中没有任何请求得到过第一个 token")
+
+# The leaderboard: each column's heading (two lines: the second is the unit, or the rest of the heading).
+COLUMNS: tuple[Text, ...] = (
+    Text(en="workload", zh="工作负载"), Text(en="policy", zh="策略"),
+    Text(en="mean TTFT\n(ms)", zh="首 token 延迟\n均值（ms）"), Text(en="p99 TTFT\n(ms)", zh="首 token 延迟\np99（ms）"),
+    Text(en="max TTFT\n(ms)", zh="首 token 延迟\n最大值（ms）"),
+    Text(en="mean TPOT\n(ms)", zh="每个输出 token 的时间\n均值（ms）"), Text(en="tokens/s", zh="每秒\ntoken 数"),
+    Text(en="mean <= {mean:g}x FCFS", zh="均值不超过\nFCFS 的 {mean:g} 倍"),
+    Text(en="max <= {max:g}x FCFS max", zh="最大值不超过\nFCFS 最大值的 {max:g} 倍"))
+YOURS_ROW = Text(en="yours", zh="你的")  # the policy's row (FCFS's is "FCFS" in both languages)
+PASSED_CHECK = Text(en="yes ({ratio:.2f}x)", zh="是（{ratio:.2f} 倍）")
+FAILED_CHECK = Text(en="NO ({ratio:.2f}x)", zh="否（{ratio:.2f} 倍）")
 
 
 @dataclass(frozen=True)
@@ -53,7 +93,7 @@ def measure(trace: Trace) -> PolicyMetrics:
     """The metrics of one run, from its trace alone (requests that never got a token count as unfinished)."""
     served = [r for r in trace.requests if r.ttft_ms is not None]
     if not served:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no request that got a first token")
+        raise ValueError(say(NO_FIRST_TOKEN, path=trace.path) if trace.path else say(NO_FIRST_TOKEN_IN_MEMORY))
     slowest = max(served, key=lambda r: r.ttft_ms)
     ttft = [r.ttft_ms for r in served]
     tpot = [r.tpot_ms for r in served if r.tpot_ms is not None]
@@ -100,46 +140,57 @@ class WorkloadScore:
         return self.finished and self.faster and self.fair
 
     def problems(self) -> list[str]:
-        """Why the workload fails, one sentence per check that does (empty when it passes)."""
+        """Why the workload fails, one sentence per check that does (empty when it passes), in the chosen
+        language."""
         out: list[str] = []
         y, f = self.yours, self.fcfs
         if not self.finished:
-            out.append(f"only {y.num_finished} of {f.num_requests} requests finished")
+            out.append(say(UNFINISHED, finished=y.num_finished, total=f.num_requests))
         if not self.faster:
-            out.append(f"mean TTFT {y.mean_ttft_ms:.1f} ms is {_change(self.mean_ratio)} FCFS's "
-                       f"{f.mean_ttft_ms:.1f} ms; it must be at least {1 - MEAN_TTFT_RATIO:.0%} lower")
+            out.append(say(NOT_FASTER, mean=y.mean_ttft_ms, change=_change(self.mean_ratio, f.mean_ttft_ms),
+                           lower=1 - MEAN_TTFT_RATIO))
         if not self.fair:
-            out.append(f"seq {y.slowest_seq} (a {y.slowest_prompt_len}-token prompt) waited {y.max_ttft_ms:.1f} ms "
-                       f"for its first token, {self.max_ratio:.2f}x FCFS's slowest request ({f.max_ttft_ms:.1f} "
-                       f"ms); more than {MAX_TTFT_RATIO:g}x is starvation: it was passed over while others went "
-                       f"ahead")
+            out.append(say(STARVED, seq=y.slowest_seq, prompt_len=y.slowest_prompt_len, wait=y.max_ttft_ms,
+                           ratio=self.max_ratio, fcfs_max=f.max_ttft_ms, limit=MAX_TTFT_RATIO))
         return out
 
 
-def _change(ratio: float) -> str:
+def _change(ratio: float, fcfs_ms: float) -> str:
     if ratio < 1:
-        return f"{1 - ratio:.0%} below"
-    return f"{ratio - 1:.0%} above" if ratio > 1 else "the same as"
+        return say(BELOW, share=1 - ratio, fcfs=fcfs_ms)
+    return say(ABOVE, share=ratio - 1, fcfs=fcfs_ms) if ratio > 1 else say(SAME, fcfs=fcfs_ms)
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _columns(cell: str) -> int:
+    """How many terminal columns ``cell`` takes (a Chinese character takes two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in cell)
+
+
+def _check(passed: bool, ratio: float) -> str:
+    return say(PASSED_CHECK if passed else FAILED_CHECK, ratio=ratio)
+
+
 def leaderboard(scores: list[WorkloadScore]) -> str:
-    """Per workload, FCFS and the policy side by side, with both checks, as a fixed-width table."""
-    head = ["workload", "policy", "mean TTFT", "p99 TTFT", "max TTFT", "mean TPOT", "tokens/s",
-            f"mean <= {MEAN_TTFT_RATIO:g}x FCFS", f"max <= {MAX_TTFT_RATIO:g}x FCFS max"]
-    table = [head, ["", "", "(ms)", "(ms)", "(ms)", "(ms)", "", "", ""]]
+    """Per workload, FCFS and the policy side by side, with both checks, as a fixed-width table in the
+    chosen language."""
+    heads = [say(text, mean=MEAN_TTFT_RATIO, max=MAX_TTFT_RATIO).split("\n") for text in COLUMNS]
+    table = [[head[line] if line < len(head) else "" for head in heads] for line in range(max(map(len, heads)))]
     for s in scores:
-        for label, m in (("FCFS", s.fcfs), ("yours", s.yours)):
-            checks = ["", ""] if label == "FCFS" else [
-                f"{'yes' if s.faster else 'NO'} ({s.mean_ratio:.2f}x)", f"{'yes' if s.fair else 'NO'} ({s.max_ratio:.2f}x)"]
-            table.append([s.workload.name if label == "FCFS" else "", label, _ms(m.mean_ttft_ms), _ms(m.p99_ttft_ms),
-                          _ms(m.max_ttft_ms), _ms(m.mean_tpot_ms), f"{m.tokens_per_s:.0f}", *checks])
-    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
-    return "\n".join("  ".join(cell.ljust(w) if c < 2 else cell.rjust(w)
-                               for c, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in table)
+        checks = [_check(s.faster, s.mean_ratio), _check(s.fair, s.max_ratio)]
+        for first, label, m, shown in ((s.workload.name, "FCFS", s.fcfs, ["", ""]),
+                                       ("", say(YOURS_ROW), s.yours, checks)):
+            table.append([first, label, _ms(m.mean_ttft_ms), _ms(m.p99_ttft_ms), _ms(m.max_ttft_ms),
+                          _ms(m.mean_tpot_ms), f"{m.tokens_per_s:.0f}", *shown])
+    widths = [max(_columns(row[c]) for row in table) for c in range(len(COLUMNS))]
+
+    def padded(cell: str, c: int) -> str:
+        gap = " " * (widths[c] - _columns(cell))
+        return cell + gap if c < 2 else gap + cell
+    return "\n".join("  ".join(padded(cell, c) for c, cell in enumerate(row)).rstrip() for row in table)
 
 
 @dataclass
@@ -168,9 +219,8 @@ class PolicyExercise(EngineExercise):
             if failure is not None and failure.get("not_implemented"):
                 return not_implemented(self, failure["function"])
             if failure is not None or run is None:
-                sentence = failure_sentence(failure or {"type": "no trace", "message": "", "function": None},
-                                            where_it_stopped(run))
-                return self.fail(f"workload {workload.name!r} ({workload.description}):\n  {sentence}", workload.name)
+                return self.fail(in_context(workload, failure_sentence(failure, where_it_stopped(run))),
+                                 workload.name)
             fcfs = references[workload.name]
             scores.append(WorkloadScore(workload, measure(fcfs), measure(run)))
             traces[workload.name] = (fcfs, run)
@@ -178,10 +228,10 @@ class PolicyExercise(EngineExercise):
         failing = [s for s in scores if not s.passed]
         if failing:
             lines = [f"  {s.workload.name}: {problem}" for s in failing for problem in s.problems()]
-            message = (f"FAIL {self.name}: your policy does not pass {len(failing)} of {len(scores)} workloads\n"
+            message = (f"FAIL {self.name}: " + say(WORKLOADS_FAIL, failing=len(failing), total=len(scores)) + "\n"
                        + "\n".join(lines) + "\n\n" + table)
             return PolicyGradeResult(self.name, False, message, failing[0].workload.name, None, scores, table, traces)
-        cuts = ", ".join(f"{1 - s.mean_ratio:.0%}" for s in scores)
-        message = (f"PASS {self.name}: against FCFS your policy cut the mean TTFT by {cuts} and kept every request "
-                   f"within {MAX_TTFT_RATIO:g}x FCFS's slowest, on all {len(scores)} workloads\n\n{table}")
+        cuts = say(CUT_SEPARATOR).join(f"{1 - s.mean_ratio:.0%}" for s in scores)
+        message = (f"PASS {self.name}: " + say(ALL_PASS, cuts=cuts, limit=MAX_TTFT_RATIO, total=len(scores))
+                   + f"\n\n{table}")
         return PolicyGradeResult(self.name, True, message, None, None, scores, table, traces)

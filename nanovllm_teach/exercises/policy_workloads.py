@@ -24,6 +24,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from nanovllm_teach.i18n import Text
 from nanovllm_teach.workload.requests import Request
 from nanovllm_teach.trace.recorder import Recorder
 
@@ -38,7 +39,7 @@ class TimedWorkload:
     """Requests with arrival times in seconds, served by ``LLM.run_workload`` on the simulated engine."""
 
     name: str
-    description: str
+    description: Text  # in both languages: the verdict says it
     requests: list[Request]
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS))
 
@@ -65,8 +66,11 @@ def _short(rng: random.Random, n: int, lo: int = 40, hi: int = 160) -> list[int]
 
 def _long_prompts_first() -> TimedWorkload:
     lens = [1500, 1800, 1200, 1600, 60, 90, 40, 120, 80, 50, 70, 100]
-    return TimedWorkload("long_prompts_first", "one burst of 12 requests, the 4 long prompts (1200-1800 tokens) "
-                         "in front of 8 short ones", _requests(1, [0.0] * len(lens), lens, (20, 60)))
+    return TimedWorkload("long_prompts_first",
+                         Text(en="one burst of 12 requests, the 4 long prompts (1200-1800 tokens) in front of 8 short "
+                                 "ones",
+                              zh="一波突发的 12 个请求，4 个 1200-1800 个 token 的长 prompt 排在 8 个短 prompt 前面"),
+                         _requests(1, [0.0] * len(lens), lens, (20, 60)))
 
 
 def _mixed_bursts() -> TimedWorkload:
@@ -77,16 +81,21 @@ def _mixed_bursts() -> TimedWorkload:
         one = [1400, *_short(rng, 5), 1700, *_short(rng, 5), 1500]
         lens += one
         arrivals += [0.25 * burst] * len(one)
-    return TimedWorkload("mixed_bursts", "3 bursts of 13 requests, 0.25 s apart, each with long prompts at its "
-                         "start, middle and end", _requests(2, arrivals, lens, (20, 60)))
+    return TimedWorkload("mixed_bursts",
+                         Text(en="3 bursts of 13 requests, 0.25 s apart, each with long prompts at its start, middle "
+                                 "and end",
+                              zh="3 波突发，每波 13 个请求，相隔 0.25 秒，每波的开头、中间和末尾都有长 prompt"),
+                         _requests(2, arrivals, lens, (20, 60)))
 
 
 def _steady_stream() -> TimedWorkload:
     rng = random.Random(3)
     lens = [1700, 1900, 1500, 1800, *_short(rng, 86, 50, 200)]
     arrivals = [0.0] * 16 + [0.004 * (i + 1) for i in range(len(lens) - 16)]
-    return TimedWorkload("steady_stream", "a burst of 16 (4 long prompts first), then a short prompt every 4 ms "
-                         "for 0.3 s", _requests(3, arrivals, lens, (10, 30)))
+    return TimedWorkload("steady_stream",
+                         Text(en="a burst of 16 (4 long prompts first), then a short prompt every 4 ms for 0.3 s",
+                              zh="先是一波 16 个请求，4 个长 prompt 在最前；然后 0.3 秒内每 4 ms 来一个短 prompt"),
+                         _requests(3, arrivals, lens, (10, 30)))
 
 
 LONG_PROMPTS_FIRST = _long_prompts_first()

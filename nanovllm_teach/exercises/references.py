@@ -27,10 +27,16 @@ from pathlib import Path
 
 from nanovllm_teach.exercises.provenance import replaced_definitions
 from nanovllm_teach.exercises.workloads import GRADED, GradedWorkload, record_graded
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.reader import Trace, load_trace
 
 # Recording every reference takes a few seconds; this is far more than it ever needs.
 REFERENCE_LIMIT_S = 300
+
+# Said if the untouched engine itself fails (no student's code runs there): a broken install, a bad model.
+REFERENCE_FAILED = Text(en="the reference engine failed on workload {names}: {message}",
+                        zh="参考引擎在工作负载 {names} 上运行失败：{message}")
+NAME_SEPARATOR = Text(en=", ", zh="、")
 
 _recorded: dict[tuple[str, str], Trace] = {}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +54,7 @@ def _record_here(names: list[str], model: str) -> None:
                 try:
                     record_graded(GRADED[name], path, model or None)
                 except Exception as error:
-                    raise RuntimeError(f"the reference engine failed on workload {name}: {error}") from error
+                    raise RuntimeError(say(REFERENCE_FAILED, names=name, message=error)) from error
                 _recorded[(name, model)] = load_trace(path)
     finally:
         torch.set_num_threads(threads)
@@ -92,7 +98,8 @@ class PendingReferences:
                 _, err = process.communicate(timeout=REFERENCE_LIMIT_S)
                 if process.returncode != 0:
                     tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["(no message)"]
-                    raise RuntimeError(f"the reference engine failed on workloads {self._missing}: {tail[0]}")
+                    raise RuntimeError(say(REFERENCE_FAILED, names=say(NAME_SEPARATOR).join(self._missing),
+                                           message=tail[0]))
                 for name in self._missing:
                     _recorded[(name, self.model)] = load_trace(Path(self._folder.name) / f"{name}.jsonl")
             finally:

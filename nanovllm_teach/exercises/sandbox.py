@@ -10,7 +10,10 @@ the trace files and the small outcome record the child leaves behind. The child:
 - reports through ``SharedWatch`` which student function is running and since when, so that the parent
   can stop one that does not return within ``time_limit`` seconds and say which it was;
 - runs torch on one thread: the shipped model is tiny, and a forked child must not reuse the parent's
-  OpenMP thread pool (it hangs).
+  OpenMP thread pool (it hangs);
+- speaks the parent's language (``i18n.resolve_lang`` in the parent, ``set_lang`` in the child): the few
+  sentences worded there (a refused import, a result a check refused, an unusable file) read as the
+  verdict around them does.
 
 Forking keeps functions defined in a notebook usable in the child as they are. A student who writes a
 fake trace file from inside the child is not something a grader running their code can stop; everything
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from nanovllm_teach.exercises.base import is_reference_module
+from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 
 # The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
 RUN_LIMIT_S = 120.0
@@ -42,11 +46,16 @@ class SolutionsImportRefused(ImportError):
     """The student's code imported the reference solutions while being graded."""
 
 
+IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported while grading: write your own code",
+                      zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
+NO_FORK = Text(en="the grader runs your code in a forked process, which this system cannot make (on Windows, use WSL)",
+               zh="评分器要在 fork 出的子进程里运行你的代码，而这个系统做不到（在 Windows 上请使用 WSL）")
+
+
 class _RefuseSolutions(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
         if is_reference_module(fullname):
-            raise SolutionsImportRefused(f"{fullname} (a reference solution) cannot be imported while grading: "
-                                         f"write your own code")
+            raise SolutionsImportRefused(say(IMPORT_REFUSED, module=fullname))
         return None
 
 
@@ -96,7 +105,8 @@ class ChildEnd:
     limit: float | None = None
 
 
-def _child_main(watch: SharedWatch, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+    set_lang(lang)  # the parent's language, whatever this process's environment says
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -110,11 +120,10 @@ def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> 
     """Run ``target(watch, *args)`` in a forked child; stop it if one student call outlasts ``time_limit``
     seconds or the whole run ``RUN_LIMIT_S``."""
     if "fork" not in multiprocessing.get_all_start_methods():
-        raise RuntimeError("the grader runs your code in a forked process, which this system cannot make "
-                           "(on Windows, use WSL)")
+        raise RuntimeError(say(NO_FORK))
     ctx = multiprocessing.get_context("fork")
     watch = SharedWatch(ctx)
-    child = ctx.Process(target=_child_main, args=(watch, target, args), daemon=True)
+    child = ctx.Process(target=_child_main, args=(watch, resolve_lang(), target, args), daemon=True)
     sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
     sys.stderr.flush()
     started = time.monotonic()

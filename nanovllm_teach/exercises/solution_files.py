@@ -2,7 +2,7 @@
 
 Before anything runs, a file is read for imports of the reference solutions (refused with a sentence);
 once loaded, functions that were borrowed from the reference solutions' files are refused too, however
-they were brought in.
+they were brought in. The sentences are ``Text`` in both languages, said in the chosen one.
 """
 
 from __future__ import annotations
@@ -14,10 +14,23 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.base import EXERCISES_PACKAGE, Solution, is_reference_file, is_reference_module
+from nanovllm_teach.exercises.base import (EXERCISES_PACKAGE, NO_SOLUTION_FILE, Solution, is_reference_file,
+                                          is_reference_module)
+from nanovllm_teach.i18n import Text, say
 
-REFUSED = (f"your solution uses the reference solutions ({EXERCISES_PACKAGE}.<exercise>.solution): the grader "
-           f"refuses it; write the code yourself")
+REFUSED = Text(en="your solution uses the reference solutions ({package}.<exercise>.solution): the grader refuses "
+                  "it; write the code yourself",
+               zh="你的解答用到了参考答案（{package}.<exercise>.solution）：评分器不接受；请自己写代码")
+MISSING_ONE = Text(en="your solution defines no function named {names}: write it with exactly that name",
+                   zh="你的解答没有定义名为 {names} 的函数：请用一模一样的名字写出它")
+MISSING_MANY = Text(en="your solution defines no function named {names}: write them with exactly those names",
+                    zh="你的解答没有定义名为 {names} 的函数：请用一模一样的名字写出它们")
+NAME_SEPARATOR = Text(en=", ", zh="、")
+
+
+def refused() -> str:
+    """The verdict's sentence on a solution that uses the reference solutions, in the chosen language."""
+    return say(REFUSED, package=EXERCISES_PACKAGE)
 
 _module_numbers = itertools.count()
 
@@ -26,7 +39,7 @@ def load_solution(path: str | Path) -> Solution:
     """Execute a solution file and return the names it defines (each load reads the file again)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no such solution file: {path}")
+        raise FileNotFoundError(say(NO_SOLUTION_FILE, path=path))
     spec = importlib.util.spec_from_file_location(f"_nanovllm_teach_solution_{next(_module_numbers)}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -46,13 +59,13 @@ def _names_solutions(node: ast.AST) -> bool:
 
 
 def imports_reference_solutions(path: Path) -> str | None:
-    """``REFUSED`` if the file at ``path`` names the reference solutions anywhere, else None (a file that
+    """``REFUSED`` (said) if the file at ``path`` names the reference solutions anywhere, else None (a file that
     does not parse is left to the loader, which says why)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
     except SyntaxError:
         return None
-    return REFUSED if any(_names_solutions(node) for node in ast.walk(tree)) else None
+    return refused() if any(_names_solutions(node) for node in ast.walk(tree)) else None
 
 
 def _source_file(value: Any) -> Path | None:
@@ -64,13 +77,13 @@ def _source_file(value: Any) -> Path | None:
 
 
 def borrowed_from_solutions(solution: Solution, own_file: Path | None = None) -> str | None:
-    """``REFUSED`` if a function or module among the solution's names comes from a reference solution's
+    """``REFUSED`` (said) if a function or module among the solution's names comes from a reference solution's
     file (other than ``own_file``, the file being graded), however it got there; else None."""
     own = own_file.resolve() if own_file is not None else None
     for value in list(solution.values()):
         where = _source_file(value)
         if where is not None and where != own and is_reference_file(where):
-            return REFUSED
+            return refused()
     return None
 
 
@@ -79,5 +92,4 @@ def missing_functions(solution: Solution, names: tuple[str, ...]) -> str | None:
     missing = [name for name in names if not callable(solution.get(name))]
     if not missing:
         return None
-    return (f"your solution defines no function named {', '.join(missing)}: write "
-            f"{'it' if len(missing) == 1 else 'them'} with exactly that name")
+    return say(MISSING_ONE if len(missing) == 1 else MISSING_MANY, names=say(NAME_SEPARATOR).join(missing))

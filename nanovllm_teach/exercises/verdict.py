@@ -6,6 +6,12 @@ never the reference's formula. A
 run that failed (the student's function raised, returned something unusable, did not return in time, or
 the engine tripped over what it returned) is judged the same way: if everything matched up to the
 failure, the failure is the first difference.
+
+Every sentence is a ``Text`` in both languages, said in the language chosen in this process. The child
+reports what happened as data (which function, what it raised, at which line, how it ended); the few
+sentences it words itself (what a check refused in a result, why a file is unusable) are in the same
+language, which the child is given (``sandbox``). The ``FAIL <exercise>:`` prefix stays in English, for
+the graders that parse it.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
+from nanovllm_teach.exercises.base import GradeResult, not_implemented
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Workload
 from nanovllm_teach.trace.diff import VOLATILE, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
 
 if TYPE_CHECKING:
     from nanovllm_teach.exercises.engine_grading import EngineExercise
+    from nanovllm_teach.exercises.policy_workloads import TimedWorkload
 
 
 def _is_cleanup(event_name: str, reason: str) -> bool:
@@ -42,34 +50,86 @@ def load_run(path: Path) -> Trace | None:
     return Trace(trace.header, trace.events[:cut])
 
 
+# Where the run stopped, read off its trace.
+WHILE_STARTING = Text(en="while the engine was starting", zh="引擎启动时")
+BEFORE_FIRST_STEP = Text(en="before the first step", zh="第一步之前")
+IN_STEP = Text(en="in step {step}", zh="在第 {step} 步")
+
+# What went wrong, from the child's description of the failure.
+RUN_TOO_LONG = Text(en="{where}, the grading run did not finish within {limit:g} s (the reference takes a few "
+                       "seconds): it was stopped",
+                    zh="{where}，评分运行没有在 {limit:g} 秒内结束（参考实现只需几秒）：已被停止")
+CALL_TOO_LONG = Text(en="{where}, your {function} did not return within {limit:g} s: the grader stopped it",
+                     zh="{where}，你的 {function} 在 {limit:g} 秒内没有返回：评分器已将它停止")
+ENDED_DURING = Text(en="{where}, the grading process ended while your {function} ran (exit code {code}) before "
+                       "the run finished: does your code end the process?",
+                    zh="{where}，评分进程在你的 {function} 运行时结束了（退出码 {code}），运行没能完成：你的代码"
+                       "是否结束了这个进程？")
+ENDED = Text(en="{where}, the grading process ended (exit code {code}) before the run finished: does your code "
+                "end the process?",
+             zh="{where}，评分进程在运行完成之前就结束了（退出码 {code}）：你的代码是否结束了这个进程？")
+REFUSED_RESULT = Text(en="{where}, your {function} {problem}", zh="{where}，你的 {function} {problem}")
+RAISED = Text(en="{where}, your {function} raised {type}: {message}{line}",
+              zh="{where}，你的 {function} 抛出了 {type}：{message}{line}")
+AT_LINE = Text(en=" ({file}, line {line}: {code})", zh="（{file} 第 {line} 行：{code}）")
+AT_LINE_NO_CODE = Text(en=" ({file}, line {line})", zh="（{file} 第 {line} 行）")
+ENGINE_FAILED = Text(en="{where}, the engine failed on what your code gave it: {type}: {message}",
+                     zh="{where}，引擎处理你的代码给出的结果时出错：{type}：{message}")
+NO_TRACE = Text(en="{where}, the run left no trace to read", zh="{where}，这次运行没有留下可读的 trace")
+
+# The verdict around it: which workload, where the decisions part ways.
+CONTEXT = Text(en="workload {name!r} ({description}):\n  {sentence}", zh="工作负载 {name!r}（{description}）：\n  {sentence}")
+FIRST_DIFFERENCE = Text(en="your run's decisions first differ from the reference's {place} ({event}):\n  {message}",
+                        zh="你的运行所做的决策最早在{place}与参考实现不同（{event}）：\n  {message}")
+PLACE_STEP = Text(en="in step {step}", zh="第 {step} 步")  # the place of a divergence in a step; else its ``where``
+WENT_ON = Text(en="\n  (there the reference went on: it {did}, {event})",
+               zh="\n  （参考实现在这里继续运行：它{did}，{event}）")
+LATER = Text(en="\n  (later, {sentence})", zh="\n  （之后，{sentence}）")
+
+
 def where_it_stopped(trace: Trace | None) -> str:
     """"while the engine was starting", "before the first step" or "in step N", read off the trace."""
     names = {e.event for e in trace.events} if trace is not None else set()
     if "ENGINE_READY" not in names:
-        return "while the engine was starting"
+        return say(WHILE_STARTING)
     if "GENERATE_START" not in names:
-        return "before the first step"
-    return f"in step {len(trace.events_named('STEP_DONE')) + 1}"
+        return say(BEFORE_FIRST_STEP)
+    return say(IN_STEP, step=len(trace.events_named("STEP_DONE")) + 1)
 
 
-def failure_sentence(failure: dict[str, Any], where: str) -> str:
+def _code_line(at: list[Any] | None) -> str:
+    """" (your_file.py, line 12: running.popleft())": the last line of the student's code that ran."""
+    if not at:
+        return ""
+    file, line, code = at
+    return say(AT_LINE, file=file, line=line, code=code) if code else say(AT_LINE_NO_CODE, file=file, line=line)
+
+
+def failure_sentence(failure: dict[str, Any] | None, where: str) -> str:
     """What went wrong, from the child's description of the failure (see ``pieces.describe_failure`` and
-    ``engine_grading``)."""
+    ``engine_grading``; None: the run left no trace and said nothing)."""
+    if failure is None:
+        return say(NO_TRACE, where=where)
     function = failure.get("function")
     if failure.get("timeout") is not None:
         if not function:
-            return (f"{where}, the grading run did not finish within {failure['timeout']:g} s "
-                    f"(the reference takes a few seconds): it was stopped")
-        return f"{where}, your {function} did not return within {failure['timeout']:g} s: the grader stopped it"
+            return say(RUN_TOO_LONG, where=where, limit=failure["timeout"])
+        return say(CALL_TOO_LONG, where=where, function=function, limit=failure["timeout"])
     if failure.get("exitcode") is not None:
-        during = f" while your {function} ran" if function else ""
-        return (f"{where}, the grading process ended{during} (exit code {failure['exitcode']}) before the run "
-                f"finished: does your code end the process?")
+        if function:
+            return say(ENDED_DURING, where=where, function=function, code=failure["exitcode"])
+        return say(ENDED, where=where, code=failure["exitcode"])
     if failure.get("refused"):
-        return f"{where}, your {function} {failure['message']}"
+        return say(REFUSED_RESULT, where=where, function=function, problem=failure["message"])
     if function:
-        return f"{where}, your {function} raised {failure['type']}: {failure['message']}{failure['line']}"
-    return f"{where}, the engine failed on what your code gave it: {failure['type']}: {failure['message']}"
+        return say(RAISED, where=where, function=function, type=failure["type"], message=failure["message"],
+                   line=_code_line(failure.get("at")))
+    return say(ENGINE_FAILED, where=where, type=failure["type"], message=failure["message"])
+
+
+def in_context(workload: Workload | TimedWorkload, sentence: str) -> str:
+    """``sentence`` under the name and description of the workload it is about."""
+    return say(CONTEXT, name=workload.name, description=say(workload.description), sentence=sentence)
 
 
 def judge(exercise: EngineExercise, workload: Workload, run: Trace | None, failure: dict[str, Any] | None,
@@ -77,24 +137,21 @@ def judge(exercise: EngineExercise, workload: Workload, run: Trace | None, failu
     """A failing verdict for a run that differs from the reference, else None."""
     if failure is not None and failure.get("not_implemented"):
         return not_implemented(exercise, failure["function"])
-    context = f"workload {workload.name!r} ({workload.description})"
     if run is None:
-        sentence = failure_sentence(failure or {"type": "no trace", "message": "", "function": None},
-                                    where_it_stopped(None))
-        return exercise.fail(f"{context}:\n  {sentence}", workload.name)
+        return exercise.fail(in_context(workload, failure_sentence(failure, where_it_stopped(None))), workload.name)
     divergence = diff_decisions(run, reference, exercise.decisions, ignore=VOLATILE)
     if failure is not None and (divergence is None or divergence.yours is None):
         # The run matched the reference right up to the failure: the failure is the first difference.
-        message = f"{context}:\n  {failure_sentence(failure, where_it_stopped(run))}"
+        message = in_context(workload, failure_sentence(failure, where_it_stopped(run)))
         if divergence is not None and divergence.reference is not None:
             ref = divergence.reference
-            message += f"\n  (there the reference went on: it {describe_event(ref)}, {ref.event})"
+            message += say(WENT_ON, did=describe_event(ref), event=ref.event)
         return exercise.fail(message, workload.name, divergence)
     if divergence is None:
         return None
-    place = f"in {divergence.where}" if divergence.step is not None else divergence.where
-    message = (f"{context}:\n  your run's decisions first differ from the reference's {place} "
-               f"({divergence.event}):\n  {divergence.message}")
+    place = say(PLACE_STEP, step=divergence.step) if divergence.step is not None else divergence.where
+    message = in_context(workload, say(FIRST_DIFFERENCE, place=place, event=divergence.event,
+                                       message=divergence.message))
     if failure is not None:
-        message += f"\n  (later, {failure_sentence(failure, where_it_stopped(run))})"
+        message += say(LATER, sentence=failure_sentence(failure, where_it_stopped(run)))
     return exercise.fail(message, workload.name, divergence)

@@ -16,8 +16,9 @@ are in ``payload.Payload``): ``changes_state`` (the state interpreter, ``state.p
 ``decision`` (a scheduling or block decision: ``diff_decisions`` compares these), ``acts_on_sequence``
 (done to one sequence or its blocks), ``carries_tensors``, ``shown_from`` (the least console verbosity that
 prints it), ``actor`` (whose work it reports: ``LAYERS`` gives the class's layer),
-and ``did``, what the engine did, as the verb phrase diff's sentences are made of. Every reader
-asks the class; ``events_where`` lists the events that share a meaning.
+and ``done``, what the engine did, as the verb phrase diff's sentences are made of: a ``Text`` of the
+event's fields in both languages, which ``did`` says. Every reader asks the class; ``events_where`` lists
+the events that share a meaning.
 
 Adding a field: one ``Field`` line here plus the emit site. Adding an event: one ``Payload`` class here
 (with what it means), its entry in ``PAYLOADS``, its reason sentences in ``reasons.py``, one emit line, and
@@ -29,6 +30,7 @@ from typing import Any, Callable, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.payload import (
     ContractError, Count, Duration, Field, Finite, Ids, Payload, explain_error, field_meta, show,
 )
@@ -132,8 +134,8 @@ class KvBudgetEstimate(Payload, kw_only=True):
     num_blocks_by_rank: Field(Ids | UnsetType, "blocks each rank could hold (tensor parallelism only)",
                               unit="blocks") = UNSET
 
-    def did(self, reason: str) -> str:
-        return f"sized the KV cache at {self.num_blocks} blocks of {self.block_bytes} bytes"
+    done = Text(en="sized the KV cache at {num_blocks} blocks of {block_bytes} bytes",
+                zh="把 KV 缓存定为 {num_blocks} 个 {block_bytes} 字节的块")
 
 
 class CudagraphCapture(Payload, kw_only=True):
@@ -195,8 +197,8 @@ class RequestEnqueue(Payload, kw_only=True):
     waiting_len: Field(Count, "waiting queue length after it joined", unit="seqs")
     prompt: Field(str | UnsetType, "the prompt's text, in traces made to show it (the engine does not write it)") = UNSET
 
-    def did(self, reason: str) -> str:
-        return f"enqueued seq {self.seq_id} ({self.prompt_len} prompt tokens)"
+    done = Text(en="enqueued seq {seq_id} ({prompt_len} prompt tokens)",
+                zh="让序列 {seq_id} 进入等待队列（prompt 有 {prompt_len} 个 token）")
 
 
 class RequestAbort(Payload, kw_only=True):
@@ -207,8 +209,7 @@ class RequestAbort(Payload, kw_only=True):
     seq_id: Field(Count, "the aborted sequence")
     num_completion_tokens: Field(Count, "tokens it had generated", unit="tokens")
 
-    def did(self, reason: str) -> str:
-        return f"aborted seq {self.seq_id}"
+    done = Text(en="aborted seq {seq_id}", zh="中止了序列 {seq_id}")
 
 
 # ---- scheduling and the KV cache --------------------------------------------------------------------------
@@ -229,8 +230,8 @@ class SchedulePrefill(Payload, kw_only=True):
     waiting_len: Field(Count, f"waiting {_QUEUES}", unit="seqs")
     running_len: Field(Count, f"running {_QUEUES}", unit="seqs")
 
-    def did(self, reason: str) -> str:
-        return f"scheduled seqs {show(self.seq_ids)} for prefill ({show(self.num_scheduled_tokens)} tokens)"
+    done = Text(en="scheduled seqs {seq_ids} for prefill ({num_scheduled_tokens} tokens)",
+                zh="把序列 {seq_ids} 调度去预填充（各算 {num_scheduled_tokens} 个 token）")
 
 
 class ScheduleDecode(Payload, kw_only=True):
@@ -245,8 +246,7 @@ class ScheduleDecode(Payload, kw_only=True):
     waiting_len: Field(Count, f"waiting {_QUEUES}", unit="seqs")
     running_len: Field(Count, f"running {_QUEUES}", unit="seqs")
 
-    def did(self, reason: str) -> str:
-        return f"scheduled seqs {show(self.seq_ids)} for decode"
+    done = Text(en="scheduled seqs {seq_ids} for decode", zh="把序列 {seq_ids} 调度去解码")
 
 
 class PrefixCacheHit(Payload, kw_only=True):
@@ -259,9 +259,8 @@ class PrefixCacheHit(Payload, kw_only=True):
     num_cached_tokens: Field(Count, "prompt tokens whose K/V need no computing", unit="tokens")
     block_ids: Field(Ids, "the reused blocks")
 
-    def did(self, reason: str) -> str:
-        return (f"reused the cached blocks {show(self.block_ids)} for seq {self.seq_id} "
-                f"({self.num_cached_tokens} tokens)")
+    done = Text(en="reused the cached blocks {block_ids} for seq {seq_id} ({num_cached_tokens} tokens)",
+                zh="为序列 {seq_id} 复用了已缓存的块 {block_ids}（{num_cached_tokens} 个 token）")
 
 
 class BlockAllocate(Payload, kw_only=True):
@@ -274,9 +273,14 @@ class BlockAllocate(Payload, kw_only=True):
     shared_block_ids: Field(Ids, "cached prefix blocks it now shares (one more holder each)") = []
     num_free_blocks: Field(Count, "free blocks after", unit="blocks")
 
-    def did(self, reason: str) -> str:
-        shared = f" (and shared the cached blocks {show(self.shared_block_ids)})" if self.shared_block_ids else ""
-        return f"allocated blocks {show(self.block_ids)} to seq {self.seq_id}{shared}"
+    done = Text(en="allocated blocks {block_ids} to seq {seq_id}", zh="为序列 {seq_id} 分配了块 {block_ids}")
+    done_sharing = Text(en="allocated blocks {block_ids} to seq {seq_id} (and shared the cached blocks "
+                           "{shared_block_ids})",
+                        zh="为序列 {seq_id} 分配了块 {block_ids}（并共享了已缓存的块 {shared_block_ids}）")
+
+    def did(self, reason: str, lang: str | None = None) -> str:
+        return say(self.done_sharing if self.shared_block_ids else self.done, lang, seq_id=self.seq_id,
+                   block_ids=show(self.block_ids), shared_block_ids=show(self.shared_block_ids))
 
 
 class BlockFree(Payload, kw_only=True):
@@ -289,10 +293,13 @@ class BlockFree(Payload, kw_only=True):
     freed_block_ids: Field(Ids, "the blocks no sequence holds any more (now free)")
     num_free_blocks: Field(Count, "free blocks after", unit="blocks")
 
-    def did(self, reason: str) -> str:
-        if reason == "preempted":
-            return f"preempted seq {self.seq_id} (freeing blocks {show(self.block_ids)})"
-        return f"freed the blocks {show(self.block_ids)} of seq {self.seq_id}"
+    done = Text(en="freed the blocks {block_ids} of seq {seq_id}", zh="释放了序列 {seq_id} 的块 {block_ids}")
+    done_preempting = Text(en="preempted seq {seq_id} (freeing blocks {block_ids})",
+                           zh="抢占了序列 {seq_id}（释放块 {block_ids}）")
+
+    def did(self, reason: str, lang: str | None = None) -> str:
+        return say(self.done_preempting if reason == "preempted" else self.done, lang, seq_id=self.seq_id,
+                   block_ids=show(self.block_ids))
 
 
 class Preempt(Payload, kw_only=True):
@@ -307,8 +314,7 @@ class Preempt(Payload, kw_only=True):
     num_tokens: Field(Count, "its length when preempted", unit="tokens")
     num_free_blocks: Field(Count, "free blocks after", unit="blocks")
 
-    def did(self, reason: str) -> str:
-        return f"preempted seq {self.seq_id}"
+    done = Text(en="preempted seq {seq_id}", zh="抢占了序列 {seq_id}")
 
 
 class StateTransition(Payload, kw_only=True):
@@ -325,8 +331,7 @@ class StateTransition(Payload, kw_only=True):
     token_id: Field(int | UnsetType, "the last sampled token (finishing only)") = UNSET
     finish_reason: Field(str | UnsetType, "eos, length, max_model_len or aborted (finishing only)") = UNSET
 
-    def did(self, reason: str) -> str:
-        return f"moved seq {self.seq_id} from {self.from_} to {self.to}"
+    done = Text(en="moved seq {seq_id} from {from_} to {to}", zh="把序列 {seq_id} 从 {from_} 转到 {to}")
 
 
 # ---- execution --------------------------------------------------------------------------------------------
@@ -366,8 +371,8 @@ class PreparePrefillTensors(Payload, kw_only=True):
     block_tables_shape: _shape("block_tables (when there are any)") = UNSET
     block_tables: _values(list[list[int]] | None, "each sequence's block table (None: no cached prefix)") = UNSET
 
-    def did(self, reason: str) -> str:
-        return f"prepared the prefill tensors of {self.n_seqs} seqs ({self.flat_tokens} tokens)"
+    done = Text(en="prepared the prefill tensors of {n_seqs} seqs ({flat_tokens} tokens)",
+                zh="为 {n_seqs} 条序列准备了预填充的张量（{flat_tokens} 个 token）")
 
 
 class PrepareDecodeTensors(Payload, kw_only=True):
@@ -387,8 +392,7 @@ class PrepareDecodeTensors(Payload, kw_only=True):
     block_tables_shape: _shape("block_tables") = UNSET
     block_tables: _values(list[list[int]], "each sequence's block table (-1: padding)") = UNSET
 
-    def did(self, reason: str) -> str:
-        return f"prepared the decode tensors of {self.batch_size} seqs"
+    done = Text(en="prepared the decode tensors of {batch_size} seqs", zh="为 {batch_size} 条序列准备了解码的张量")
 
 
 # A simulated step (``runner="simulated"``) carries its predicted cost on RUN_MODEL and CUDAGRAPH_REPLAY.
@@ -447,8 +451,7 @@ class Sample(Payload, kw_only=True):
     temperatures: Field(list[Finite], "each sequence's temperature")
     token_ids: Field(list[int], "the token sampled for each")
 
-    def did(self, reason: str) -> str:
-        return f"sampled tokens {show(self.token_ids)} for seqs {show(self.seq_ids)}"
+    done = Text(en="sampled tokens {token_ids} for seqs {seq_ids}", zh="为序列 {seq_ids} 采样了 token {token_ids}")
 
 
 class StepDone(Payload, kw_only=True):
@@ -470,8 +473,8 @@ class StepDone(Payload, kw_only=True):
     predicted_ms: _cost("step time", "ms") = UNSET
     bound: _BOUND = UNSET
 
-    def did(self, reason: str) -> str:
-        return f"ended the step with {self.batch_size} seqs run and {self.used_blocks} blocks used"
+    done = Text(en="ended the step with {batch_size} seqs run and {used_blocks} blocks used",
+                zh="结束了这一步：运行了 {batch_size} 条序列，占用 {used_blocks} 个块")
 
 
 # Every event, in the order a run emits them, with its payload type.

@@ -3,7 +3,7 @@ derives from (with the attributes in which each event's type says what the event
 defaults), ``Field`` (a type with its meaning, unit and volatility), the constrained number types,
 ``ContractError``, and ``show`` (how a stat's value reads in a sentence).
 
-Part of the torch-free trace layer (msgspec only).
+Part of the torch-free trace layer (msgspec and ``i18n`` only).
 """
 
 import re
@@ -12,6 +12,8 @@ from typing import Annotated, Any, ClassVar, Iterator, Literal, get_type_hints
 
 import msgspec
 from msgspec import UNSET
+
+from nanovllm_teach.i18n import Text, say
 
 # Constrained number types: a count is never negative, a float never infinite or NaN (JSON's 1e400).
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -54,10 +56,18 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # ``LLMEngine`` emits it.
     actor: ClassVar["Actor"] = "LLMEngine"
 
-    def did(self, reason: str) -> str:
-        """What the engine did in this event, as an English verb phrase ("preempted seq 4"): diff's
-        sentences are made of it. ``reason`` is the event's reason key."""
-        return f"recorded {self.event} ({reason})"
+    # What the engine did in the event, as a verb phrase in both languages: a template of the payload's
+    # fields (lists written as ``show`` writes them), ``event`` and ``reason``. Each event's class in
+    # events.py says its own; this one is for an event that does not.
+    done: ClassVar[Text] = Text(en="recorded {event} ({reason})", zh="记录了 {event}（{reason}）")
+
+    def did(self, reason: str, lang: str | None = None) -> str:
+        """What the engine did in this event, as a verb phrase in ``lang`` (None: the chosen language,
+        ``i18n``): "preempted seq 4" / "抢占了序列 4". diff's sentences are made of it. ``reason`` is the
+        event's reason key."""
+        values = {attr: show(value) if isinstance(value, list) else value
+                  for attr in self.__struct_fields__ if (value := getattr(self, attr)) is not UNSET}
+        return say(self.done, lang, event=self.event, reason=reason, **values)
 
     def _names(self) -> Iterator[tuple[str, str]]:
         return zip(self.__struct_fields__, self.__struct_encode_fields__)

@@ -11,23 +11,38 @@ from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your allocate " / "你的 allocate " in the verdict.
+NOT_BLOCK_IDS = Text(en="left seq {seq} a block table {table!r}: it must be a list of block ids (ints from 0 to "
+                        "{last})",
+                     zh="给序列 {seq} 留下的块表是 {table!r}：它必须是由块 id 组成的 list（0 到 {last} 的 int）")
+WRONG_BLOCKS = Text(en="gave seq {seq} the block table {table} for its {tokens} tokens, which need {blocks} different "
+                       "blocks of {size}",
+                    zh="给序列 {seq} 的块表是 {table}，但它的 {tokens} 个 token 需要 {blocks} 个互不相同的块"
+                       "（每块 {size} 个 token）")
+NO_HOLDER = Text(en="gave seq {seq} blocks {table} and left some of them with no holder (ref_count 0)",
+                 zh="给了序列 {seq} 块 {table}，却让其中一些块没有持有者（ref_count 为 0）")
+CACHED_TOKENS = Text(en="left seq.num_cached_tokens at {value!r}, but its {cached} cached block(s) already hold the "
+                        "K/V of {tokens} tokens",
+                     zh="把 seq.num_cached_tokens 留在了 {value!r}，但这个序列已缓存的 {cached} 个块里已经存着 "
+                        "{tokens} 个 token 的 K/V")
 
 
 def _check_allocation(args: tuple[Any, ...], result: Any) -> str | None:
     bm, seq, num_cached_blocks = args
     table = seq.block_table
     if not isinstance(table, list) or not all(is_int(b) and 0 <= b < bm.num_blocks for b in table):
-        return (f"left seq {seq.seq_id} a block table {table!r}: it must be a list of block ids (ints from 0 to "
-                f"{bm.num_blocks - 1})")
+        return say(NOT_BLOCK_IDS, seq=seq.seq_id, table=table, last=bm.num_blocks - 1)
     if len(table) != seq.num_blocks or len(set(table)) != len(table):
-        return (f"gave seq {seq.seq_id} the block table {table} for its {seq.num_tokens} tokens, which need "
-                f"{seq.num_blocks} different blocks of {bm.block_size}")
+        return say(WRONG_BLOCKS, seq=seq.seq_id, table=table, tokens=seq.num_tokens, blocks=seq.num_blocks,
+                   size=bm.block_size)
     if any(bm.blocks[b].ref_count < 1 for b in table):
-        return f"gave seq {seq.seq_id} blocks {table} and left some of them with no holder (ref_count 0)"
+        return say(NO_HOLDER, seq=seq.seq_id, table=table)
     if seq.num_cached_tokens != num_cached_blocks * bm.block_size:
-        return (f"left seq.num_cached_tokens at {seq.num_cached_tokens!r}, but its {num_cached_blocks} cached "
-                f"block(s) already hold the K/V of {num_cached_blocks * bm.block_size} tokens")
+        return say(CACHED_TOKENS, value=seq.num_cached_tokens, cached=num_cached_blocks,
+                   tokens=num_cached_blocks * bm.block_size)
     return None
 
 

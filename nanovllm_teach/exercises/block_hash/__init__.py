@@ -11,14 +11,21 @@ from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import SHARED_PREFIXES, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your compute_block_hash " / "你的 compute_block_hash " in the verdict.
+NOT_AN_INT = Text(en="returned {type} {value!r}: a block hash must be an int",
+                  zh="返回了 {type} {value!r}：块的哈希必须是 int")
+RESERVED = Text(en="returned {value}, which the block manager reserves for 'no hash' (NO_HASH)",
+                zh="返回了 {value}，而块管理器把这个值留作“没有哈希”的标记（NO_HASH）")
 
 
 def _check_hash(args: tuple[Any, ...], result: Any) -> str | None:
     if not is_int(result):
-        return f"returned {type(result).__name__} {result!r}: a block hash must be an int"
+        return say(NOT_AN_INT, type=type(result).__name__, value=result)
     if result == NO_HASH:
-        return f"returned {result}, which the block manager reserves for 'no hash' (NO_HASH)"
+        return say(RESERVED, value=result)
     return None
 
 

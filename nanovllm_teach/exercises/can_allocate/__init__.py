@@ -10,15 +10,23 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your can_allocate " / "你的 can_allocate " in the verdict.
+NOT_CACHED_BLOCKS = Text(en="returned {value!r} for seq {seq} ({tokens} tokens in {blocks} blocks): it must return -1 "
+                            "(it does not fit) or the number of its leading blocks that are cached, an int from 0 to "
+                            "{last} (its last token is always computed)",
+                         zh="对序列 {seq}（{tokens} 个 token，占 {blocks} 个块）返回了 {value!r}：它必须返回 -1"
+                            "（放不下），或者这个序列开头已缓存的块数，即 0 到 {last} 的 int（最后一个 token "
+                            "总是要计算的）")
 
 
 def _check_cached_blocks(args: tuple[Any, ...], result: Any) -> str | None:
     bm, seq = args
     if not is_int(result) or not -1 <= result < max(seq.num_blocks, 1):
-        return (f"returned {result!r} for seq {seq.seq_id} ({seq.num_tokens} tokens in {seq.num_blocks} blocks): "
-                f"it must return -1 (it does not fit) or the number of its leading blocks that are cached, "
-                f"an int from 0 to {seq.num_blocks - 1} (its last token is always computed)")
+        return say(NOT_CACHED_BLOCKS, value=result, seq=seq.seq_id, tokens=seq.num_tokens, blocks=seq.num_blocks,
+                   last=seq.num_blocks - 1)
     return None
 
 

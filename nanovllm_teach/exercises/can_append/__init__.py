@@ -11,11 +11,16 @@ from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your can_append " / "你的 can_append " in the verdict.
+NOT_A_BOOL = Text(en="returned {value!r}: it must return True or False",
+                  zh="返回了 {value!r}：它必须返回 True 或 False")
 
 
 def _check_bool(args: tuple[Any, ...], result: Any) -> str | None:
-    return None if isinstance(result, bool) else f"returned {result!r}: it must return True or False"
+    return None if isinstance(result, bool) else say(NOT_A_BOOL, value=result)
 
 
 TITLE = Text(en='Growing a sequence by one token: can_append / may_append',

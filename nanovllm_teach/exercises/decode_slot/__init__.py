@@ -10,13 +10,18 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
+
+
+# What the check says, after "your decode_slot " / "你的 decode_slot " in the verdict.
+NOT_A_SLOT = Text(en="returned {type} {value!r}: a cache slot is an int (use //, not /)",
+                  zh="返回了 {type} {value!r}：缓存槽位必须是 int（用 //，不要用 /）")
 
 
 def _check_slot(args: tuple[Any, ...], result: Any) -> str | None:
     if not is_int(result):
-        return f"returned {type(result).__name__} {result!r}: a cache slot is an int (use //, not /)"
+        return say(NOT_A_SLOT, type=type(result).__name__, value=result)
     return None
 
 

@@ -10,24 +10,34 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMORY_BOUND
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
+
+
+# What the checks say, after "your kv_block_bytes " / "你的 kv_block_bytes " (and kv_cache_blocks) in the verdict.
+NOT_BLOCK_BYTES = Text(en="returned {value!r}: the size of one block must be a positive int (bytes)",
+                       zh="返回了 {value!r}：一个块的大小必须是正的 int（以字节计）")
+NOT_NUM_BLOCKS = Text(en="returned {value!r}: the number of blocks must be an int >= 0 (whole blocks: use //)",
+                      zh="返回了 {value!r}：块数必须是 >= 0 的 int（只算整块：用 //）")
+MORE_THAN_MEMORY = Text(en="returned {blocks} blocks of {block_bytes} bytes = {total} bytes, more than the machine's "
+                           "whole memory ({memory} bytes); the grader stops here instead of allocating it",
+                        zh="返回了 {blocks} 个块，每块 {block_bytes} 字节，共 {total} 字节，比整台机器的内存"
+                           "（{memory} 字节）还多；评分器在这里停下，不去分配它")
 
 
 def _check_block_bytes(args: tuple[Any, ...], result: Any) -> str | None:
     if not is_int(result) or result <= 0:
-        return f"returned {result!r}: the size of one block must be a positive int (bytes)"
+        return say(NOT_BLOCK_BYTES, value=result)
     return None
 
 
 def _check_num_blocks(args: tuple[Any, ...], result: Any) -> str | None:
     reading, _utilization, block_bytes, _cpu_cap = args
     if not is_int(result) or result < 0:
-        return f"returned {result!r}: the number of blocks must be an int >= 0 (whole blocks: use //)"
+        return say(NOT_NUM_BLOCKS, value=result)
     if result * block_bytes > reading.total:
-        return (f"returned {result} blocks of {block_bytes} bytes = {result * block_bytes} bytes, more than "
-                f"the machine's whole memory ({reading.total} bytes); the grader stops here instead of "
-                f"allocating it")
+        return say(MORE_THAN_MEMORY, blocks=result, block_bytes=block_bytes, total=result * block_bytes,
+                   memory=reading.total)
     return None
 
 

@@ -10,15 +10,20 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your postprocess " / "你的 postprocess " in the verdict.
+NOT_THE_BATCH = Text(en="returned the sequences {returned}: it must return the batch's sequences {batch}, in the "
+                        "batch's order",
+                     zh="返回的序列是 {returned}：它必须按这一批中的顺序，返回这一批的序列 {batch}")
 
 
 def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
     _scheduler, batch, _token_ids = args
     problem = not_sequences(result)
     if problem is None and [seq.seq_id for seq in result] != batch.seq_ids:
-        return (f"returned the sequences {[seq.seq_id for seq in result]}: it must return the batch's sequences "
-                f"{batch.seq_ids}, in the batch's order")
+        return say(NOT_THE_BATCH, returned=[seq.seq_id for seq in result], batch=batch.seq_ids)
     return problem
 
 

@@ -10,14 +10,19 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, SEQ_CAP, TIGHT_CACHE
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your schedule_decode " / "你的 schedule_decode " in the verdict.
+EMPTY_DECODE = Text(en="returned an empty list: a decode step must run at least one sequence (when every other one "
+                       "is preempted, the last one left runs)",
+                    zh="返回了空 list：一个解码步至少要运行一个序列（其他序列都被抢占时，剩下的最后一个照样运行）")
 
 
 def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
     problem = not_sequences(result)
     if problem is None and not result:
-        return ("returned an empty list: a decode step must run at least one sequence (when every other one "
-                "is preempted, the last one left runs)")
+        return say(EMPTY_DECODE)
     return problem
 
 

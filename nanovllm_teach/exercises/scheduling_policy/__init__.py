@@ -10,14 +10,19 @@ from typing import Any
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.policy_grading import PolicyExercise
 from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+
+# What the check says, after "your choose_next " / "你的 choose_next " in the verdict.
+NOT_AN_INDEX = Text(en="returned {value!r}: it must return the index (an int from 0 to {last}) of one of the {count} "
+                       "waiting sequences",
+                    zh="返回了 {value!r}：它必须返回 {count} 个等待中的序列之一的下标（0 到 {last} 的 int）")
 
 
 def _check_index(args: tuple[Any, ...], result: Any) -> str | None:
     (waiting,) = args
     if not is_int(result) or not 0 <= result < len(waiting):
-        return (f"returned {result!r}: it must return the index (an int from 0 to {len(waiting) - 1}) of one of "
-                f"the {len(waiting)} waiting sequences")
+        return say(NOT_AN_INDEX, value=result, last=len(waiting) - 1, count=len(waiting))
     return None
 
 
