@@ -1,4 +1,4 @@
-"""Resources layer: the step as a transaction, from outside the scheduler. Pure Python, no torch.
+"""Orchestration layer: the step as a transaction, from outside the scheduler. Pure Python, no torch.
 
 An exception can interrupt a step at any line (Ctrl-C in a notebook, a failing trace sink, a full disk).
 The orchestration layer takes a ``checkpoint`` of the scheduler before every step and, if the step raises,

@@ -1,18 +1,45 @@
 """What a workload run measures — each request's arrival, first-token and finish times, and the serving
-figures made of them (throughput, TTFT, TPOT, steps by bound). Pure Python.
+figures made of them (throughput, TTFT, TPOT, steps by bound, goodput against an SLO). Pure Python.
 
 ``serve_workload`` (``workload/arrivals.py``) fills a ``WorkloadResult`` as it runs, on the clock the engine
 runs on: simulated seconds for ``runner="simulated"``, wall-clock seconds for the real engine. The same figures can be read
 from the run's trace; this is the way that needs none (a 10,000-request run can keep its trace off).
+
+Goodput is the number of requests per second that met a service-level objective (``Slo``: a limit on TTFT
+and one on TPOT), in the sense of vLLM's serving benchmark and of DistServe. ``Slo.meets`` is its one
+definition: ``WorkloadResult.goodput`` uses it, and so does notebook 03 on a trace's request rows.
 
 Emits no events.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A service-level objective for one request: its first token within ``ttft_ms`` of its arrival, and
+    its later tokens ``tpot_ms`` or less apart on average (both limits in milliseconds)."""
+
+    ttft_ms: float
+    tpot_ms: float
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"Slo.{name} must be a positive, finite number of milliseconds, got {value!r}")
+
+    def meets(self, ttft_ms: float | None, tpot_ms: float | None, finished: bool) -> bool:
+        """Whether a request met both limits. An unfinished request has not met them (its TPOT is not known
+        yet); a finished one-token answer has no gap between tokens, so only its TTFT is held to a limit."""
+        if not finished or ttft_ms is None:
+            return False
+        return ttft_ms <= self.ttft_ms and (tpot_ms is None or tpot_ms <= self.tpot_ms)
 
 
 @dataclass
@@ -35,6 +62,12 @@ class RequestTimes:
         if self.finish_s is None or self.first_token_s is None or self.num_output_tokens < 2:
             return None
         return (self.finish_s - self.first_token_s) / (self.num_output_tokens - 1)
+
+    def meets(self, slo: Slo) -> bool:
+        """Whether this request met ``slo`` (``Slo.meets``, on this request's times in milliseconds)."""
+        ttft, tpot = self.ttft_s, self.tpot_s
+        return slo.meets(None if ttft is None else ttft * 1e3, None if tpot is None else tpot * 1e3,
+                         finished=self.finish_s is not None)
 
 
 @dataclass
@@ -68,6 +101,13 @@ class WorkloadResult:
     @property
     def output_tokens_per_s(self) -> float:
         return self.output_tokens / self.duration_s if self.duration_s > 0 else 0.0
+
+    def goodput(self, slo: Slo) -> float:
+        """Requests per second that met ``slo``, over the run's duration (0.0 for a run of no duration)."""
+        if not isinstance(slo, Slo):
+            raise TypeError(f"slo must be an Slo, got {type(slo).__name__}")
+        met = sum(times.meets(slo) for times in self.requests.values())
+        return met / self.duration_s if self.duration_s > 0 else 0.0
 
     def summary(self) -> str:
         """Two lines: duration, steps and bounds; throughput, TTFT p50/p99, TPOT p50."""
