@@ -59,6 +59,13 @@ CANNOT_READ_TRACE = Text(en="cannot read trace {path}: {why}", zh="无法读取 
 CANNOT_REPLAY = Text(en="cannot replay {error}{hint}", zh="无法回放：{error}{hint}")
 LENIENT_HINT = Text(en=" (--lenient keeps the events before a damaged line)",
                     zh="（加 --lenient 可保留损坏行之前的事件）")
+INCONSISTENT = Text(en="{path} is not a trace an engine could have written ({n} problems; the first: {first}); "
+                       "--lenient shows it anyway",
+                    zh="{path} 不可能是引擎写出的 trace（共 {n} 处问题，第一处：{first}）；加 --lenient 仍可查看")
+INCONSISTENT_WARNING = Text(en="warning: {path} is not a trace an engine could have written ({n} problems; the first: "
+                               "{first}); what follows shows it as it is",
+                            zh="警告：{path} 不可能是引擎写出的 trace（共 {n} 处问题，第一处：{first}）；以下按原样显示")
+CANNOT_BE_REPLAYED = Text(en="its events cannot be replayed ({why})", zh="它的事件无法重放（{why}）")
 NO_STEP_TO = {"replay": Text(en="{path}: no completed engine step to replay", zh="{path}：没有可回放的已完成引擎步"),
               "compare": Text(en="{path}: no completed engine step to compare", zh="{path}：没有可比较的已完成引擎步")}
 RECORD_NEEDS = Text(en="record needs a SCENARIO or --all (not both)", zh="record 需要 SCENARIO 或 --all（二者选一）")
@@ -66,7 +73,6 @@ UNKNOWN_SCENARIO = Text(en="unknown scenario {name!r}; choose from: {names}", zh
 UNKNOWN_EXERCISE = Text(en="unknown exercise {name!r}; choose from: {names}", zh="没有练习 {name!r}；可选：{names}")
 SOLUTION_IS_A_FOLDER = Text(en="{path} is a folder: give your solution's .py file",
                             zh="{path} 是文件夹：请给出你的解答 .py 文件")
-NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
 SEE_HELP = Text(en="(see {prog} --help)", zh="（见 {prog} --help）")
 
 DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id}, {tokens} tokens, finished on {reason})\n"
@@ -83,6 +89,10 @@ WROTE = {"picture": Text(en="picture: {path}", zh="图片：{path}"), "page": Te
 IDENTICAL = Text(en="identical: {n} events agree (timing and machine fields aside)",
                  zh="完全一致：{n} 个事件都相同（计时和机器相关的字段除外）")
 DIFF_EVENT = Text(en="  {label} event #{i}: {line}", zh="  {label} 的第 #{i} 个事件：{line}")
+FIRST_DECISION = Text(en="and the first decision where the runs part ways: {message}",
+                      zh="两次运行第一个不同的决策：{message}")
+SAME_DECISIONS = Text(en="yet the runs made the same {n} decisions (who ran each step, which blocks, preemptions)",
+                      zh="但两次运行做出的 {n} 个决策完全相同（每步谁运行、用哪些块、抢占）")
 EXERCISE_LINE = Text(en="{number}. {name:<16} {title}  [{replaces}]\n   template: {template}",
                      zh="{number}. {name:<16} {title}  [{replaces}]\n   模板：{template}")
 EXERCISES_NEXT = Text(en="\nCopy a template, fill it in, then: nanovllm-teach grade EXERCISE your_file.py\n"
@@ -131,19 +141,38 @@ def _model_folder(path: str | None) -> str | None:
 
 
 def _load(path: str, lenient: bool):
-    """The trace at ``path``, or a ``UsageError`` saying why it cannot be read."""
+    """The trace at ``path``, or a ``UsageError`` saying why it cannot be read or is impossible (with
+    ``lenient``: the valid part of a damaged file, and a warning for an impossible one)."""
     from nanovllm_teach.trace import load_trace
 
     if Path(path).is_dir():
         raise UsageError(say(TRACE_IS_A_FOLDER, path=path))
     try:
-        return load_trace(path, strict=not lenient)
+        trace = load_trace(path, strict=not lenient)
     except FileNotFoundError:
         raise UsageError(say(NO_TRACE_FILE, path=path)) from None
     except OSError as error:
         raise UsageError(say(CANNOT_READ_TRACE, path=path, why=error.strerror or error)) from None
     except ValueError as error:  # the loader's TraceFormatError and its kin: a damaged or foreign file
         raise UsageError(say(CANNOT_REPLAY, error=error, hint="" if lenient else say(LENIENT_HINT))) from None
+    problems = _inconsistencies(trace)
+    if problems:
+        said = dict(path=path, n=len(problems), first=problems[0])
+        if not lenient:
+            raise UsageError(say(INCONSISTENT, **said))
+        print(say(INCONSISTENT_WARNING, **said), file=sys.stderr)
+    return trace
+
+
+def _inconsistencies(trace: Any) -> list[str]:
+    """What ``check_consistency`` finds in a trace that loaded: events no engine could have written in that
+    order or with those counts (a replay of it would draw a story that never happened)."""
+    from nanovllm_teach.trace import check_consistency
+
+    try:
+        return check_consistency(trace)
+    except (KeyError, IndexError, ValueError) as error:  # a state the interpreter cannot even reach
+        return [say(CANNOT_BE_REPLAYED, why=f"{type(error).__name__}: {error}")]
 
 
 def _save_picture(figure: Any, path: Path, dpi: float) -> Path:
@@ -255,18 +284,29 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from nanovllm_teach.trace.console import format_event
-    from nanovllm_teach.trace.diff import Voice, diff_traces
+    from nanovllm_teach.trace.diff import BATCH_DECISIONS, DECISION_EVENTS, Voice, diff_decisions, diff_traces
 
     traces = [_load(path, args.lenient) for path in (args.a, args.b)]
     # Two ordinary runs, neither of them "the reference": the sentences name them by file.
     names = (Path(args.a).name, Path(args.b).name)
     if names[0] == names[1]:
         names = (args.a, args.b)
-    divergence = diff_traces(traces[0], traces[1], voice=Voice.named(*names))
+    voice = Voice.named(*names)
+    divergence = diff_traces(traces[0], traces[1], voice=voice)
     if divergence is None:
         print(say(IDENTICAL, n=len(traces[0].events)))
         return 0
     print(divergence.message)
+    if divergence.index is None:
+        # Runs with other settings (static against continuous batching, another cache size) differ in their
+        # headers by design: what a reader wants is where their decisions part ways.
+        decisions = (diff_decisions(traces[0], traces[1], BATCH_DECISIONS, voice=voice)
+                     or diff_decisions(traces[0], traces[1], voice=voice))
+        if decisions is None:
+            print(say(SAME_DECISIONS, n=sum(e.event in DECISION_EVENTS for e in traces[0].events)))
+            return 1
+        print(say(FIRST_DECISION, message=decisions.message))
+        divergence = decisions
     for label, event in zip(names, (divergence.yours, divergence.reference)):
         if event is not None:
             print(say(DIFF_EVENT, label=label, i=event.i, line=format_event(event)))
@@ -294,6 +334,7 @@ def _hint(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES, grade
+    from nanovllm_teach.exercises.base import NO_SOLUTION_FILE
 
     if args.exercise not in EXERCISES:
         raise UsageError(say(UNKNOWN_EXERCISE, name=args.exercise, names=", ".join(EXERCISES)))

@@ -100,3 +100,47 @@ def test_a_dollar_in_a_scenario_name_is_drawn_as_written(tmp_path):
     figure = plot_timelines(load_trace(_write(tmp_path / "math.jsonl", lines)))
     FigureCanvasAgg(figure).draw()
     assert figure.get_suptitle().startswith("a$\\invalid{$")
+
+
+def _shuffled_file(tmp_path: Path) -> Path:
+    """A trace file two of whose events swapped places (and were renumbered to hide it)."""
+    lines = _lines()
+    events = [json.loads(line) for line in lines[1:]]
+    events[10], events[40] = events[40], events[10]
+    for i, event in enumerate(events):
+        event["i"] = i
+    return _write(tmp_path / "shuffled.jsonl", [lines[0]] + [json.dumps(e) for e in events])
+
+
+@pytest.mark.parametrize("command", [["replay", "{path}", "--text"], ["diff", "{path}", "{path}"],
+                                     ["compare", "{path}", "{path}"]])
+def test_an_impossible_trace_is_refused_by_the_cli_in_one_line(tmp_path, capsys, command):
+    from nanovllm_teach.cli import main
+
+    path = str(_shuffled_file(tmp_path))
+    assert main([part.format(path=path) for part in command]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert "\n" not in err and "not a trace an engine could have written" in err and "--lenient" in err
+
+
+def test_lenient_shows_an_impossible_trace_after_one_warning(tmp_path, capsys):
+    from nanovllm_teach.cli import main
+
+    assert main(["replay", str(_shuffled_file(tmp_path)), "--text", "--lenient"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith("warning: ") and captured.err.count("\n") == 1
+    assert "step" in captured.out
+
+
+@pytest.mark.parametrize("command", [["replay", "{path}", "--text"], ["diff", "{path}", "{path}"]])
+def test_a_deep_trace_is_refused_by_the_cli_in_one_line(tmp_path, capsys, command):
+    from nanovllm_teach.cli import main
+
+    lines = _lines()
+    lines[0] = lines[0][:-1] + f', "extra": {_nested(100_000)}}}'
+    path = str(_write(tmp_path / "deep.jsonl", lines))
+    assert main([part.format(path=path) for part in command]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nested too deeply" in err

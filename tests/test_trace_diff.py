@@ -198,3 +198,26 @@ def test_cli_diff_exit_codes_and_output(reference, yours, tmp_path, capsys):
     assert "run_a.jsonl event #19: TEACHING/PREEMPT" in out and "same.jsonl event #19: TEACHING/PREEMPT" in out
     assert main(["diff", str(tmp_path / "missing.jsonl"), str(TRACE)]) == 2
     assert "no such trace file" in capsys.readouterr().err
+
+
+def test_the_cli_goes_past_a_header_difference_to_the_first_decision(capsys):
+    """Static and continuous batching differ in their settings by design: the point of diffing them is the
+    step where their schedules part ways."""
+    from nanovllm_teach.cli import main
+    from nanovllm_teach.i18n import speaking
+
+    traces = Path(__file__).resolve().parents[1] / "traces"
+    args = ["diff", str(traces / "continuous_arrivals.jsonl"), str(traces / "static_arrivals.jsonl")]
+    with speaking("en"):
+        assert main(args) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "scheduling_policy" in out[0]
+    assert out[1].startswith("and the first decision where the runs part ways: step 3: ")
+    assert "static_arrivals.jsonl scheduled seqs [0, 1, 2, 3] for decode" in out[1]
+    assert "continuous_arrivals.jsonl scheduled seqs [4] for prefill" in out[1]
+    # The events are named by their place in their own files.
+    continuous = load_trace(traces / "continuous_arrivals.jsonl")
+    number = int(out[2].split("event #")[1].split(":")[0])
+    assert continuous.events[number].event == "SCHEDULE_PREFILL" and continuous.events[number].step == 3
+    assert main(args + ["--lang", "zh"]) == 1
+    assert capsys.readouterr().out.splitlines()[1].startswith("两次运行第一个不同的决策：第 3 步：")

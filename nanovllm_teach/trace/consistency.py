@@ -1,13 +1,50 @@
 """``check_consistency``: a trace cross-checked against itself; a clean trace gives an empty list.
 
+Each problem is one sentence in the chosen language (``i18n``).
+
 Part of the torch-free trace layer. The block holders come from the one interpreter of events
 (``state.walk``), the step and request rows from the tables; this module only compares.
 """
 
 from __future__ import annotations
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.state import ends_a_step, walk
+
+# Each problem in both languages (a trace handed to the CLI is refused with the first of them).
+FREED_DIFFERS = Text(en="event {i}: BLOCK_FREE says blocks {said} became free, the replay frees {replayed}",
+                     zh="事件 {i}：BLOCK_FREE 说块 {said} 变为空闲，重放得到的是 {replayed}")
+FREE_COUNT_DIFFERS = Text(
+    en="event {i} ({event}): num_free_blocks={said}, the replay has {replayed} of {total} free",
+    zh="事件 {i}（{event}）：num_free_blocks={said}，重放得到 {total} 个块中有 {replayed} 个空闲")
+USED_DIFFERS = Text(en="step {step}: replaying the block events gives {replayed} used blocks, STEP_DONE says {said}",
+                    zh="第 {step} 步：重放块事件得到 {replayed} 个已用块，STEP_DONE 说是 {said} 个")
+BATCH_SIZE_DIFFERS = Text(en="step {step}: batch_size={batch_size} but {n} seq_ids",
+                          zh="第 {step} 步：batch_size={batch_size}，seq_ids 却有 {n} 个")
+FINISHED_DIFFERS = Text(en="step {step}: STEP_DONE.finished={said}, the FINISHED transitions in it are {transitions}",
+                        zh="第 {step} 步：STEP_DONE.finished={said}，而这一步里转为 FINISHED 的是 {transitions}")
+TOKENS_DIFFER = Text(en="seq {seq_id}: finished with num_completion_tokens={said}, the steps that ran it produced {produced}",
+                     zh="序列 {seq_id}：结束时 num_completion_tokens={said}，运行它的那些步产生了 {produced} 个")
+GENERATE_STEPS_DIFFER = Text(
+    en="event {i}: GENERATE_FINISH reports (total, prefill, decode) steps {said}, the trace has {got} STEP_DONE "
+       "events in that generate() call",
+    zh="事件 {i}：GENERATE_FINISH 报告的（总数、预填充、解码）步数是 {said}，这次 generate() 调用里的 STEP_DONE "
+       "事件却是 {got}")
+CLOCK_BACK = Text(en="event {i} ({event}): its clock reads {t_ns} ns, before the {before} ns of the event ahead of it",
+                  zh="事件 {i}（{event}）：它的时钟是 {t_ns} ns，早于前一个事件的 {before} ns")
+WRONG_STEP = Text(en="event {i} ({event}): it says step {step}, but step {ended} ended just before it, so step "
+                     "{running} is running",
+                  zh="事件 {i}（{event}）：它说是第 {step} 步，可第 {ended} 步刚在它之前结束，正在运行的是第 {running} 步")
+STEPS_NOT_IN_ORDER = Text(en="event {i}: STEP_DONE for step {step} after step {before}: steps are numbered one after "
+                             "another",
+                          zh="事件 {i}：第 {before} 步之后来了第 {step} 步的 STEP_DONE：步号应当逐一递增")
+ENQUEUED_AGAIN = Text(en="event {i}: seq {seq_id} is enqueued a second time", zh="事件 {i}：序列 {seq_id} 第二次入队")
+MOVES_BEFORE_ENQUEUE = Text(en="event {i}: seq {seq_id} moves from {state} before it was enqueued",
+                            zh="事件 {i}：序列 {seq_id} 还没入队就从 {state} 转出")
+MOVES_FROM_ELSEWHERE = Text(en="event {i}: seq {seq_id} moves from {frm} to {to}, but it was {was}",
+                            zh="事件 {i}：序列 {seq_id} 从 {frm} 转到 {to}，可它当时是 {was}")
+MORE_LIKE_IT = Text(en=" (and {n} more like it)", zh="（同类问题还有 {n} 处）")
 
 
 def check_consistency(trace: Trace) -> list[str]:
@@ -33,18 +70,16 @@ def check_consistency(trace: Trace) -> list[str]:
         if e.event not in ("BLOCK_ALLOCATE", "BLOCK_FREE"):
             continue
         if e.event == "BLOCK_FREE" and sorted(s.freed_block_ids) != sorted(state.emptied):
-            problems.append(f"event {e.i}: BLOCK_FREE says blocks {sorted(s.freed_block_ids)} became "
-                            f"free, the replay frees {sorted(state.emptied)}")
+            problems.append(say(FREED_DIFFERS, i=e.i, said=sorted(s.freed_block_ids), replayed=sorted(state.emptied)))
         if total_blocks is not None and s.num_free_blocks != total_blocks - len(state.holders):
-            problems.append(f"event {e.i} ({e.event}): num_free_blocks={s.num_free_blocks}, the replay "
-                            f"has {total_blocks - len(state.holders)} of {total_blocks} free")
+            problems.append(say(FREE_COUNT_DIFFERS, i=e.i, event=e.event, said=s.num_free_blocks,
+                                replayed=total_blocks - len(state.holders), total=total_blocks))
     rows = trace.steps
     for row in rows:
         if used_after_step[row.step] != row.used_blocks:
-            problems.append(f"step {row.step}: replaying the block events gives {used_after_step[row.step]} "
-                            f"used blocks, STEP_DONE says {row.used_blocks}")
+            problems.append(say(USED_DIFFERS, step=row.step, replayed=used_after_step[row.step], said=row.used_blocks))
         if row.batch_size != len(row.seq_ids):
-            problems.append(f"step {row.step}: batch_size={row.batch_size} but {len(row.seq_ids)} seq_ids")
+            problems.append(say(BATCH_SIZE_DIFFERS, step=row.step, batch_size=row.batch_size, n=len(row.seq_ids)))
 
     finished_by_step: dict[int, list[int]] = {}
     reported_tokens: dict[int, int] = {}
@@ -56,13 +91,11 @@ def check_consistency(trace: Trace) -> list[str]:
     for row in rows:
         transitions = sorted(finished_by_step.get(row.step, []))
         if sorted(row.finished) != transitions:
-            problems.append(f"step {row.step}: STEP_DONE.finished={sorted(row.finished)}, the FINISHED "
-                            f"transitions in it are {transitions}")
+            problems.append(say(FINISHED_DIFFERS, step=row.step, said=sorted(row.finished), transitions=transitions))
     counted = {req.seq_id: req.num_completion_tokens for req in trace.requests}
     for sid, n in sorted(reported_tokens.items()):
         if counted.get(sid) != n:
-            problems.append(f"seq {sid}: finished with num_completion_tokens={n}, the steps that ran it "
-                            f"produced {counted.get(sid)}")
+            problems.append(say(TOKENS_DIFFER, seq_id=sid, said=n, produced=counted.get(sid)))
 
     window: list[str] | None = None
     for e in trace.events_named("STEP_DONE", "GENERATE_START", "GENERATE_FINISH"):
@@ -74,8 +107,7 @@ def check_consistency(trace: Trace) -> list[str]:
             want = (e.stats.total_steps, e.stats.prefill_steps, e.stats.decode_steps)
             got = (len(window), window.count("prefill"), window.count("decode"))
             if want != got:
-                problems.append(f"event {e.i}: GENERATE_FINISH reports (total, prefill, decode) steps {want}, "
-                                f"the trace has {got} STEP_DONE events in that generate() call")
+                problems.append(say(GENERATE_STEPS_DIFFER, i=e.i, said=want, got=got))
             window = None
     return problems
 
@@ -95,29 +127,25 @@ def order_problems(trace: Trace) -> list[str]:
     state_of: dict[int, str] = {}  # each sequence's state after its last transition
     for e in trace.events:
         if last_t is not None and e.t_ns < last_t:
-            note("clock", f"event {e.i} ({e.event}): its clock reads {e.t_ns} ns, before the {last_t} ns of "
-                          f"the event ahead of it")
+            note("clock", say(CLOCK_BACK, i=e.i, event=e.event, t_ns=e.t_ns, before=last_t))
         last_t = e.t_ns
         if e.step is not None and last_done is not None and e.step != last_done + (0 if ends_a_step(e) else 1):
             if not ends_a_step(e):
-                note("step", f"event {e.i} ({e.event}): it says step {e.step}, but step {last_done} ended "
-                             f"just before it, so step {last_done + 1} is running")
+                note("step", say(WRONG_STEP, i=e.i, event=e.event, step=e.step, ended=last_done, running=last_done + 1))
         if ends_a_step(e):
             if last_done is not None and e.step != last_done + 1:
-                note("steps", f"event {e.i}: STEP_DONE for step {e.step} after step {last_done}: "
-                              f"steps are numbered one after another")
+                note("steps", say(STEPS_NOT_IN_ORDER, i=e.i, step=e.step, before=last_done))
             last_done = e.step
         if e.event == "REQUEST_ENQUEUE":
             if e.stats.seq_id in state_of:
-                note("seq", f"event {e.i}: seq {e.stats.seq_id} is enqueued a second time")
+                note("seq", say(ENQUEUED_AGAIN, i=e.i, seq_id=e.stats.seq_id))
             state_of[e.stats.seq_id] = "WAITING"
         elif e.event == "STATE_TRANSITION":
             sid, before = e.stats.seq_id, state_of.get(e.stats.seq_id)
             if before is None:
-                note("seq", f"event {e.i}: seq {sid} moves from {e.stats.from_} before it was enqueued")
+                note("seq", say(MOVES_BEFORE_ENQUEUE, i=e.i, seq_id=sid, state=e.stats.from_))
             elif before != e.stats.from_:
-                note("seq", f"event {e.i}: seq {sid} moves from {e.stats.from_} to {e.stats.to}, but it was "
-                            f"{before}")
+                note("seq", say(MOVES_FROM_ELSEWHERE, i=e.i, seq_id=sid, frm=e.stats.from_, to=e.stats.to, was=before))
             state_of[sid] = e.stats.to
-    return [sentences[0] + (f" (and {len(sentences) - 1} more like it)" if len(sentences) > 1 else "")
+    return [sentences[0] + (say(MORE_LIKE_IT, n=len(sentences) - 1) if len(sentences) > 1 else "")
             for sentences in broken.values()]
