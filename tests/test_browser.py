@@ -117,6 +117,13 @@ def _replay_page(tmp_path: Path, trace) -> Path:
     return write_replay_page(trace, tmp_path / "page.html")
 
 
+def _open_replay(browser, path: Path, width: int):
+    """A replay page, opened and drawn: it inflates its data first (``window.replay.ready``)."""
+    page, errors = _open(browser, path.as_uri(), width)
+    page.wait_for_function("() => window.replay !== undefined && window.replay.ready", timeout=30_000)
+    return page, errors
+
+
 def _cursor_x(page, box: str) -> float:
     return float(page.locator(f"#{box} line.cursor").get_attribute("x1"))
 
@@ -126,7 +133,7 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     from nanovllm_teach.trace import load_trace
     trace = load_trace(REPO / "traces" / "preemption.jsonl")
     first = trace.steps[0].step
-    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), width)
+    page, errors = _open_replay(browser, _replay_page(tmp_path, trace), width)
     header = page.locator("#step-header")
     assert header.inner_text().startswith(f"step {first} of {trace.steps[-1].step}"), header.inner_text()
     x_timeline, x_gantt = _cursor_x(page, "timelines"), _cursor_x(page, "gantt")
@@ -164,7 +171,7 @@ def test_replay_page_of_a_long_trace_moves_a_step_quickly(browser, tmp_path):
     (``performance.now()`` in the page; the target is < 50 ms)."""
     from test_viz_page import long_trace  # tests/ is on sys.path (rootdir imports)
     trace = long_trace()
-    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), 1400)
+    page, errors = _open_replay(browser, _replay_page(tmp_path, trace), 1400)
     timings = page.evaluate("""() => {
         const slider = document.getElementById('slider'), out = [];
         for (let step = Number(slider.min); step <= Number(slider.max); step++) {
@@ -191,7 +198,7 @@ def test_replay_page_of_a_long_trace_moves_a_step_quickly(browser, tmp_path):
 def test_replay_page_groups_the_cells_of_a_large_cache(browser, tmp_path):
     from test_viz_page import big_cache_trace
     trace = big_cache_trace()
-    page, errors = _open(browser, _replay_page(tmp_path, trace).as_uri(), 1400)
+    page, errors = _open_replay(browser, _replay_page(tmp_path, trace), 1400)
     peak = max(trace.steps, key=lambda r: r.used_blocks)
     page.evaluate("(s) => window.replay.setStep(s)", peak.step)
     summary = page.locator("#grid-summary").inner_text()
@@ -204,6 +211,93 @@ def test_replay_page_groups_the_cells_of_a_large_cache(browser, tmp_path):
     page.mouse.move(0, 0)
     assert page.locator("#grid-info").inner_text() == info, "a clicked group stays selected"
     _screenshot(page, tmp_path, "replay_page_20000_blocks_1400")
+    assert not errors, f"console errors: {errors}"
+    page.close()
+
+
+def _rgb(css: str) -> str:
+    """``rgb(r, g, b)`` (a computed style) as ``#rrggbb``."""
+    r, g, b = (int(v) for v in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def _faded(hex_color: str) -> str:
+    """blockgrid's faded colour of a block freed at the step's end, over a white cell, as ``#rrggbb``."""
+    from nanovllm_teach.viz.blockgrid import _FREED_ALPHA
+    channels = (int(hex_color[k:k + 2], 16) for k in (1, 3, 5))
+    return "#" + "".join(f"{int(255 - _FREED_ALPHA * (255 - v) + 0.5):02x}" for v in channels)  # JS Math.round
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width", [900, 1400])
+def test_replay_page_of_a_2000_step_trace_fits_steps_and_keeps_its_legend(browser, tmp_path, width, lang):
+    """A Qwen3-8B workload (150 requests, 2,000+ steps): the grid and the lines are in the first screen, the
+    Gantt chart scrolls in a box of bounded height, no axis label sticks out of its SVG, the step buttons,
+    the arrow keys and pause move and keep the step, and every grid cell has its legend entry's colour."""
+    from test_viz_page import qwen3_8b_trace
+    from nanovllm_teach.viz.blockgrid import freed_at_step_end
+    from nanovllm_teach.viz.style import CACHED_COLOR, FREE_COLOR, SEQ_PALETTE
+    trace = qwen3_8b_trace()
+    page, errors = _open_replay(browser, _replay_page(tmp_path, trace), width)
+    page.locator(f".langs button[data-lang={lang}]").click()
+    height = page.viewport_size["height"]
+    tops = page.evaluate("""() => Object.fromEntries(['grid', 'lines', 'gantt'].map((id) =>
+        [id, document.getElementById(id).getBoundingClientRect().top]))""")
+    assert tops["grid"] < height * 0.6 and tops["lines"] < height, f"above the fold ({height} px): {tops}"
+    gantt = page.evaluate("() => { const b = document.getElementById('gantt'); "
+                          "return [b.clientHeight, b.scrollHeight]; }")
+    assert gantt[0] <= 250 and gantt[1] > gantt[0], f"the Gantt chart scrolls inside its box: {gantt}"
+    outside = page.evaluate("""() => [...document.querySelectorAll('svg text')].filter((t) => {
+        const a = t.getBoundingClientRect(), b = t.ownerSVGElement.getBoundingClientRect();
+        return a.width > 0 && (a.left < b.left - 0.5 || a.right > b.right + 0.5 || a.top < b.top - 0.5 ||
+                               a.bottom > b.bottom + 0.5);
+    }).map((t) => t.textContent)""")
+    assert not outside, f"labels outside their SVG: {outside}"
+    assert page.locator("#gantt-axis text.tick").count() >= 3 and page.locator("#timelines text.tick").count() >= 3
+
+    steps = [r.step for r in trace.steps]
+    freed = freed_at_step_end(trace)
+    step = sorted(s for s in freed if s in set(steps))[len(freed) // 2]
+    page.evaluate("(s) => window.replay.setStep(s)", step)
+    k = steps.index(step)
+    page.locator("#forward").click()
+    assert page.evaluate("() => window.replay.step") == steps[k + 1]
+    page.locator("#back").click()
+    page.locator("#back").click()
+    assert page.evaluate("() => window.replay.step") == steps[k - 1]
+    page.locator("body").click(position={"x": 2, "y": 2})  # the keys go to the page, not to a button
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => window.replay.step") == step, "the right arrow steps forward"
+    page.locator("#play").click()
+    page.wait_for_function(f"() => window.replay.step > {step}", timeout=10_000)
+    page.locator("#play").click()
+    paused = page.evaluate("() => window.replay.step")
+    page.wait_for_timeout(800)
+    assert not page.evaluate("() => window.replay.playing") and page.evaluate("() => window.replay.step") == paused, \
+        "pause keeps the step"
+    assert page.locator("#step-header").inner_text().split(" ")[1] == str(paused)
+
+    page.evaluate("(s) => window.replay.setStep(s)", step)
+    legend = {kind: _rgb(page.locator(f"#grid-legend [data-kind={kind}] i").evaluate(
+        "i => getComputedStyle(i).backgroundColor")) for kind in ("used", "freed", "cached", "free")}
+    kinds = page.evaluate(f"""() => Array.from({{length: {trace.settings.num_blocks}}}, (_, b) =>
+        Object.assign(window.replay.blockKind(b), {{color: window.replay.cellColor(b)}}))""")
+    seen = {}
+    for block, cell in enumerate(kinds):
+        seen.setdefault(cell["kind"], 0)
+        seen[cell["kind"]] += 1
+        if cell["kind"] in ("cached", "free"):
+            assert cell["color"] == legend[cell["kind"]], f"block {block}: {cell}, legend {legend}"
+        elif cell["kind"] == "used":
+            assert cell["color"] == SEQ_PALETTE[cell["seq"] % len(SEQ_PALETTE)], f"block {block}: {cell}"
+        elif cell["kind"] == "freed":
+            assert cell["color"] == _faded(SEQ_PALETTE[cell["seq"] % len(SEQ_PALETTE)]), f"block {block}: {cell}"
+    assert legend["used"] == SEQ_PALETTE[0] and legend["freed"] == _faded(SEQ_PALETTE[0]), legend
+    assert legend["cached"] == CACHED_COLOR and legend["free"] == FREE_COLOR, legend
+    assert {"used", "freed", "cached", "free"} <= set(seen), seen
+    assert all(freed_seq in freed[step].values() for freed_seq in
+               {c["seq"] for c in kinds if c["kind"] == "freed"}), "the freed blocks are the step's"
+    _screenshot(page, tmp_path, f"replay_page_qwen3_8b_{width}_{lang}")
     assert not errors, f"console errors: {errors}"
     page.close()
 

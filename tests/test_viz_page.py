@@ -1,10 +1,11 @@
-"""The replay page without a browser: one self-contained file, data that replays to exactly the engine state
-of every step, the lines the console printed, escaping of trace strings, and the size of a long trace's page.
-(``test_browser.py`` opens the page in Chromium.)"""
+"""The replay page without a browser: one self-contained file, data that decodes to exactly the engine state
+of every step, the lines the console printed and the trace's step table, escaping of trace strings, and the
+size of a long trace's page. The decoding here is written from page.py's description of the encoding, apart
+from the page's script, so that both readers check the format. (``test_browser.py`` opens the page in
+Chromium.)"""
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -14,7 +15,10 @@ import pytest
 from nanovllm_teach.trace import EngineReplay, load_trace, render_trace
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
-from nanovllm_teach.viz.page import page_data, replay_page, write_replay_page
+from nanovllm_teach.trace.segments import request_segments
+from nanovllm_teach.trace.steps import cut_steps
+from nanovllm_teach.viz.blockgrid import freed_at_step_end
+from nanovllm_teach.viz.page import page_data, read_page_data, replay_page, write_replay_page
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = ["preemption", "prefix_cache", "chunked_prefill", "static_arrivals"]
@@ -49,10 +53,68 @@ def big_cache_trace() -> Trace:
     return _simulated_trace(workload, num_kvcache_blocks=20_000, kvcache_block_size=16, max_num_seqs=256)
 
 
-def _data(html: str) -> dict:
-    match = re.search(r'<script type="application/json" id="trace-data">(.*?)</script>', html, re.S)
-    assert match, "the data is inlined"
-    return json.loads(match.group(1))
+@lru_cache(maxsize=1)
+def qwen3_8b_trace() -> Trace:
+    """The user's workload, smaller: ``simulate`` of Qwen3-8B on a simulated H100, its default chat-like
+    lengths and arrivals, 150 requests (the page's size is measured per request and per step)."""
+    import tempfile
+
+    from nanovllm_teach.cli import main
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "sim.jsonl"
+        assert main(["simulate", "--model", "qwen3-8b", "--hardware", "h100-sxm", "--requests", "150",
+                     "--out", str(path)]) == 0
+        return load_trace(path)
+
+
+def _sums(deltas: list[int]) -> list[int]:
+    out, value = [], 0
+    for d in deltas:
+        value += d
+        out.append(value)
+    return out
+
+
+def _lines(data: dict) -> list[dict[str, list[str]]]:
+    """Every step's lines, ``{"en": [...], "zh": [...]}``, decoded from the templates and the numbers."""
+    coded = data["lines"]
+    texts, pairs, slot = coded["texts"], coded["pairs"], coded["slot"]
+
+    def entries(flat: list[int]) -> list[tuple[int, list[int]]]:
+        out, k = [], 0
+        while k < len(flat):
+            slots = texts[pairs[flat[k]][0]].count(slot)
+            out.append((flat[k], flat[k + 1:k + 1 + slots]))
+            k += 1 + slots
+        return out
+
+    def text(template: str, numbers: list[int]) -> str:
+        parts = template.split(slot)
+        return parts[0] + "".join(str(n) + part for n, part in zip(numbers, parts[1:]))
+
+    last: dict[int, list[int]] = {}
+    decoded = []
+    for i, flat in enumerate(coded["steps"]):
+        lines = []
+        for pair, differences in entries(flat):
+            numbers = [d + m for d, m in zip(differences, last.get(pair, [0] * len(differences)))]
+            last[pair] = numbers
+            lines.append((pair, numbers))
+        en = [text(texts[pairs[pair][0]], numbers) for pair, numbers in lines]
+        if str(i) in coded["zhAlone"]:
+            zh = [text(texts[pairs[pair][0]], numbers) for pair, numbers in entries(coded["zhAlone"][str(i)])]
+        else:
+            zh = [text(texts[pairs[pair][1]], numbers) for pair, numbers in lines]
+        decoded.append({"en": en, "zh": zh})
+    return decoded
+
+
+def _queues(data: dict) -> list[list[list[int]]]:
+    out: list[list[list[int]]] = []
+    for q in data["queues"]:
+        out.append([out[-1][j] if lists == 0 else lists for j, lists in enumerate(q)])
+    return out
 
 
 def _replayed_codes(data: dict) -> list[dict[int, object]]:
@@ -74,12 +136,13 @@ def test_block_deltas_replay_to_the_engine_state_of_every_step(name):
     trace = load_trace(REPO / "traces" / f"{name}.jsonl")
     data = page_data(trace)
     replay = EngineReplay(trace)
-    assert data["steps"]["step"] == [r.step for r in trace.steps]
-    for step, blocks in zip(data["steps"]["step"], _replayed_codes(data)):
+    steps = _sums(data["steps"]["step"])
+    assert steps == [r.step for r in trace.steps]
+    for step, blocks in zip(steps, _replayed_codes(data)):
         kv = replay.kv_at(step)
         assert {b: s for b, s in blocks.items() if s != "cached"} == kv.holders, f"step {step}"
         assert {b for b, s in blocks.items() if s == "cached"} == kv.cached_free, f"step {step}"
-    for step, (waiting, running, preempted, finished) in zip(data["steps"]["step"], data["queues"]):
+    for step, (waiting, running, preempted, finished) in zip(steps, _queues(data)):
         q = replay.queues_at(step)
         assert [waiting, running, preempted, finished] == [list(q.waiting), list(q.running), list(q.preempted),
                                                             list(q.finished)], f"step {step}"
@@ -89,11 +152,32 @@ def test_block_deltas_replay_to_the_engine_state_of_every_step(name):
 def test_lines_are_what_the_console_printed_step_by_step(capsys, lang):
     trace = load_trace(REPO / "traces" / "preemption.jsonl")
     data = page_data(trace)
-    shown = [line for en, zh in data["lines"] for line in (zh if lang == "zh" and zh is not None else en)]
+    shown = [line for step in _lines(data) for line in step[lang]]
     last_done = max(i for i, e in enumerate(trace.events) if e.event == "STEP_DONE")
     render_trace(trace.events[:last_done + 1], lang=lang)
     assert shown == capsys.readouterr().out.splitlines()
-    assert any(zh is not None for _, zh in data["lines"]), "zh lines are stored where they differ"
+    assert len(data["lines"]["texts"]) < sum(len(step["en"]) for step in _lines(data)) / 2, "templates are shared"
+
+
+def test_the_step_table_and_the_freed_blocks_decode_to_the_trace():
+    trace = long_trace()
+    data = page_data(trace)
+    columns = {name: _sums(deltas) for name, deltas in data["steps"].items()}
+    rows = trace.steps
+    assert columns["used"] == [r.used_blocks for r in rows] and columns["batch"] == [r.batch_size for r in rows]
+    assert columns["latencyUs"] == [round(r.latency_ms * 1000) for r in rows]
+    assert columns["prefill"] == [int(r.phase == "prefill") for r in rows]
+    freed = freed_at_step_end(trace)
+    steps = [r.step for r in rows]
+    decoded = {steps[int(i)]: dict(zip(flat[::2], flat[1::2])) for i, flat in data["freed"].items()}
+    assert decoded == {s: blocks for s, blocks in freed.items() if s in set(steps)} and decoded
+    flat, previous, segments = data["segments"], [0, 0, 0, 0], set()
+    for k in range(0, len(flat), 4):
+        previous = [p + d for p, d in zip(previous, flat[k:k + 4])]
+        segments.add(tuple(previous))
+    row_of = {r.seq_id: i for i, r in enumerate(trace.requests)}
+    assert segments == {(row_of[g.seq_id], data["states"].index(g.state), g.step_start, g.step_end)
+                        for g in request_segments(trace)}, "the Gantt chart's segments"
 
 
 def test_the_page_is_one_self_contained_file(tmp_path):
@@ -104,9 +188,9 @@ def test_the_page_is_one_self_contained_file(tmp_path):
     fetched = html.replace("'http://www.w3.org/2000/svg'", "")  # the SVG namespace is a name, not a fetch
     assert not re.search(r"""(src|href)\s*=|<link|@import|url\(|https?://""", fetched), "nothing is fetched"
     assert html.count("<script") == 2 and "window.replay" in html, "the script and the data are inline"
-    data = _data(html)
+    data = read_page_data(html)
     assert data["lang"] == "zh" and data["numBlocks"] == trace.settings.num_blocks
-    assert len(data["lines"]) == len(data["queues"]) == len(data["blockDeltas"]) == len(trace.steps)
+    assert len(data["lines"]["steps"]) == len(data["queues"]) == len(data["blockDeltas"]) == len(trace.steps)
 
 
 def test_trace_strings_cannot_inject_markup():
@@ -116,18 +200,37 @@ def test_trace_strings_cannot_inject_markup():
     trace.header["lesson"] = evil
     html = replay_page(trace)
     assert evil not in html and html.count("<script") == 2 and "<!--" not in html
-    assert _data(html)["title"] == evil, "the text itself survives, as data"
+    assert read_page_data(html)["title"] == evil, "the text itself survives, as data"
 
 
-def test_bad_arguments_are_refused_with_their_value(tmp_path):
+ODD_LINES = {"en": ["\ue000 slot-like \ue001", "0 05 1234567890123456789 -3 7.50 step#{step}"],
+             "zh": ["\ue000 像槽位 \ue001", "0 05 1234567890123456789 -3 7.50 第 {step} 步"]}
+
+
+def test_any_line_survives_the_templates(monkeypatch):
+    """Lines that hold the private-use characters the templates use, numbers with leading zeros, signs,
+    decimals, more digits than a double keeps, and Chinese lines whose numbers differ from the English ones
+    (they are stored apart) all come back as they were printed."""
+    from nanovllm_teach.viz import page
+
+    class OddRenderer:
+        def __init__(self, lang: str, verbosity: str) -> None:
+            self.lang = lang
+
+        def lines(self, event) -> list[str]:
+            step = event.step or 0
+            return [line.format(step=step * (1 if self.lang == "en" else 2)) for line in ODD_LINES[self.lang]]
+
+    monkeypatch.setattr(page, "ConsoleRenderer", OddRenderer)
     trace = load_trace(REPO / "traces" / "preemption.jsonl")
-    with pytest.raises(ValueError, match="'fr'"):
-        replay_page(trace, lang="fr")
-    with pytest.raises(ValueError, match="'loud'"):
-        write_replay_page(trace, tmp_path / "p.html", verbosity="loud")
-    empty = Trace(trace.header, [e for e in trace.events if e.step is None])
-    with pytest.raises(ValueError, match="no completed engine step"):
-        replay_page(empty)
+    data = page_data(trace)
+    assert data["lines"]["slot"] not in "".join(ODD_LINES["en"] + ODD_LINES["zh"])
+    assert data["lines"]["zhAlone"], "the Chinese lines with other numbers are stored apart"
+    cut = cut_steps(trace.events)
+    for step, shown in zip(cut.spans, _lines(data)):
+        events = cut.events(trace.events, step)
+        for lang in ("en", "zh"):
+            assert shown[lang] == [line for e in events for line in OddRenderer(lang, "normal").lines(e)]
 
 
 @pytest.mark.parametrize("make", [long_trace, big_cache_trace], ids=["1500_steps", "20000_blocks"])
@@ -135,7 +238,23 @@ def test_a_long_or_wide_traces_page_stays_small(make):
     trace = make()
     assert len(trace.steps) >= 1000 or trace.settings.num_blocks >= 20_000
     size = len(replay_page(trace).encode("utf-8"))
-    assert size < 5_000_000, f"{size} bytes for {len(trace.steps)} steps"
+    assert size < 1_000_000, f"{size} bytes for {len(trace.steps)} steps"
+
+
+# A 2,000-request run of the same workload has about 41,000 steps (measured: 41,159); at these rates its page
+# is at most 2,000 * 300 + 41,159 * 40 bytes = 2.2 MB, within the 5 MB a page may weigh (measured: 0.91 MB;
+# the 150-request page: 111 kB for 5,174 steps).
+BYTES_PER_REQUEST, BYTES_PER_STEP = 300, 40
+
+
+def test_a_qwen3_8b_workloads_page_grows_slowly_enough_for_2000_requests():
+    trace = qwen3_8b_trace()
+    size = len(replay_page(trace).encode("utf-8"))
+    requests, steps = len(trace.requests), len(trace.steps)
+    assert requests == 150 and steps > 2000
+    assert size <= BYTES_PER_REQUEST * requests + BYTES_PER_STEP * steps, \
+        f"{size} bytes for {requests} requests, {steps} steps: {size / steps:.1f} bytes per step"
+    assert 2000 * BYTES_PER_REQUEST + 41_159 * BYTES_PER_STEP < 5_000_000
 
 
 def test_a_big_caches_deltas_still_replay_exactly():
@@ -143,7 +262,8 @@ def test_a_big_caches_deltas_still_replay_exactly():
     data = page_data(trace)
     replay = EngineReplay(trace)
     blocks = _replayed_codes(data)
+    steps = _sums(data["steps"]["step"])
     for k in (0, len(blocks) // 2, len(blocks) - 1):
-        kv = replay.kv_at(data["steps"]["step"][k])
+        kv = replay.kv_at(steps[k])
         assert {b: s for b, s in blocks[k].items() if s != "cached"} == kv.holders
     assert any(len(h) > 1 for h in data["holders"]), "the shared prefixes show as shared blocks"

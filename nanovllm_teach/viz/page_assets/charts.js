@@ -35,8 +35,14 @@
     const mag = Math.pow(10, Math.floor(Math.log10(raw)));
     const step = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= raw) || raw;
     for (let s = Math.ceil(FIRST / step) * step; s <= LAST; s += step) {
-      svgEl('line', {class: 'axis', x1: x(s) + axis.k / 2, x2: x(s) + axis.k / 2, y1: y, y2: y + 4}, svg);
-      svgEl('text', {x: x(s) + axis.k / 2, y: y + 15, 'text-anchor': 'middle'}, svg).textContent = s;
+      const at = x(s) + axis.k / 2;
+      svgEl('line', {class: 'axis', x1: at, x2: at, y1: y, y2: y + 4}, svg);
+      const label = svgEl('text', {x: at, y: y + 15, 'text-anchor': 'middle', class: 'tick'}, svg);
+      label.textContent = s;
+      // A label centred on a tick near an edge would stick out of the frame: it ends at the edge instead.
+      const half = label.getComputedTextLength() / 2;
+      if (at + half > axis.width - 1) label.setAttribute('text-anchor', 'end'), label.setAttribute('x', axis.width - 1);
+      else if (at - half < 1) label.setAttribute('text-anchor', 'start'), label.setAttribute('x', 1);
     }
   }
 
@@ -82,16 +88,28 @@
     if (p.kind === 'queues') {
       svgEl('tspan', {fill: '#777'}, label).textContent = t('queuesLabel');
       svgEl('tspan', {}, label).textContent = ' / ';
-      svgEl('tspan', {fill: C.phase.decode}, label).textContent = 'running';
+      svgEl('tspan', {fill: C.phase.decode}, label).textContent = t('runningLabel');
       svgEl('tspan', {fill: '#7570b3'}, label).textContent = `  ${t('preemption')}`;
     } else {
       label.textContent = p.label();
     }
     if (p.kind === 'bars') {
-      const d = {1: [], 0: []};
+      // Narrower than a pixel, a bar would be drawn faint: the steps of each pixel column then make one bar as
+      // tall as their highest (one for the prefill steps, and over it one for the decode steps, the many).
+      const width = Math.max(axis.k, 1);
+      const tallest = {1: new Map(), 0: new Map()};
       for (let i = 0; i < N; i++) {
-        const x0 = x(S.step[i]);
-        d[S.prefill[i]].push(`M${x0.toFixed(1)} ${bottom}V${y(p.values[i]).toFixed(1)}h${axis.k.toFixed(2)}V${bottom}Z`);
+        const column = axis.k >= 1 ? i : Math.floor((x(S.step[i]) - axis.left) / width);
+        const m = tallest[S.prefill[i]], at = m.get(column);
+        if (at === undefined || p.values[i] > at.v) {
+          m.set(column, {v: p.values[i], x0: axis.k >= 1 ? x(S.step[i]) : axis.left + column * width});
+        }
+      }
+      const d = {1: [], 0: []};
+      for (const phase of [1, 0]) {
+        for (const {v, x0} of tallest[phase].values()) {
+          d[phase].push(`M${x0.toFixed(1)} ${bottom}V${y(v).toFixed(1)}h${width.toFixed(2)}V${bottom}Z`);
+        }
       }
       svgEl('path', {d: d[1].join(''), fill: C.phase.prefill, class: 'bars-prefill'}, svg);
       svgEl('path', {d: d[0].join(''), fill: C.phase.decode, class: 'bars-decode'}, svg);
@@ -122,15 +140,23 @@
   }
 
   // --- Gantt chart ------------------------------------------------------------------------------------
+  // The chart shows at most GANTT_MAX_H pixels of rows; more rows scroll inside its box (the step axis stays
+  // below, outside the scrolling part), so a long trace never pushes the grid and the lines down the page.
+  const GANTT_MAX_H = 240, GANTT_MIN_ROW = 2;
+  const ganttRow = {height: 18, top: 4};
+  const rowOfSeq = new Map(D.requests.map(([sid], row) => [sid, row]));
   function drawGantt() {
     const box = $('gantt');
     box.textContent = '';
     const rows = D.requests.length;
-    const rh = Math.max(2, Math.min(18, Math.floor(420 / Math.max(rows, 1))));
-    const top = 4, bottom = top + rows * rh;
-    const svg = svgEl('svg', {width: axis.width, height: bottom + 22, 'aria-label': t('ganttAria')}, box);
+    const rh = Math.max(GANTT_MIN_ROW, Math.min(18, Math.floor((GANTT_MAX_H - 8) / Math.max(rows, 1))));
+    const top = ganttRow.top, bottom = top + rows * rh;
+    ganttRow.height = rh;
+    box.style.maxHeight = `${GANTT_MAX_H}px`;
+    const svg = svgEl('svg', {width: axis.width, height: bottom + 4, 'aria-label': t('ganttAria'),
+                              'shape-rendering': rh < 6 ? 'crispEdges' : 'auto'}, box);
     const paths = D.states.map(() => []);
-    const half = Math.max(1, rh * 0.38);
+    const half = rh < 6 ? rh / 2 : rh * 0.38;  // thin rows touch: one picture of the whole load
     for (const [row, state, a, b] of D.segments) {
       const yc = top + row * rh + rh / 2;
       paths[state].push(`M${x(a).toFixed(1)} ${(yc - half).toFixed(1)}H${x(b).toFixed(1)}V${(yc + half).toFixed(1)}H${x(a).toFixed(1)}Z`);
@@ -140,29 +166,56 @@
       if (name === 'held') Object.assign(attrs, {stroke: '#666', 'stroke-dasharray': '2 2', 'stroke-width': 0.8});
       svgEl('path', attrs, svg);
     });
+    const eos = [], limit = [];
     D.requests.forEach(([sid, finishStep, reason], row) => {
       const yc = top + row * rh + rh / 2;
       if (rh >= 10) {
         svgEl('text', {x: axis.left - 4, y: yc + 4, 'text-anchor': 'end'}, svg).textContent = `seq ${sid}`;
       }
       if (finishStep !== null) {
-        const fx = x(finishStep) + axis.k;
-        if (reason === 'eos') svgEl('circle', {cx: fx, cy: yc, r: Math.min(4, half), fill: '#000'}, svg);
-        else svgEl('line', {x1: fx, x2: fx, y1: yc - half - 1, y2: yc + half + 1, stroke: '#000', 'stroke-width': 2}, svg);
+        const fx = (x(finishStep) + axis.k).toFixed(1);
+        if (reason === 'eos') {
+          const r = Math.min(4, Math.max(1, half));
+          eos.push(`M${fx} ${(yc - r).toFixed(1)}a${r} ${r} 0 1 0 0.01 0Z`);
+        } else {
+          limit.push(`M${fx} ${(yc - half - 1).toFixed(1)}V${(yc + half + 1).toFixed(1)}`);
+        }
       }
     });
-    svgEl('line', {class: 'axis', x1: axis.left, x2: axis.width - axis.right, y1: bottom, y2: bottom}, svg);
-    xTicks(svg, bottom);
+    svgEl('path', {d: eos.join(''), fill: '#000', class: 'finish-eos'}, svg);
+    svgEl('path', {d: limit.join(''), stroke: '#000', 'stroke-width': 2, fill: 'none', class: 'finish-limit'}, svg);
     svg.addEventListener('click', (ev) => setStep(stepAtX(ev.offsetX)));
+    const axisBox = $('gantt-axis');
+    axisBox.textContent = '';
+    const axisSvg = svgEl('svg', {width: axis.width, height: 22, 'aria-hidden': 'true'}, axisBox);
+    svgEl('line', {class: 'axis', x1: axis.left, x2: axis.width - axis.right, y1: 0.5, y2: 0.5}, axisSvg);
+    xTicks(axisSvg, 0.5);
+    axisSvg.addEventListener('click', (ev) => setStep(stepAtX(ev.offsetX)));
+    $('gantt-rows').textContent = bottom > GANTT_MAX_H ? t('ganttRows', {n: rows}) : '';
     const used = new Set(D.segments.map((seg) => seg[1]));
     $('gantt-legend').textContent = '';
     D.states.forEach((name, k) => { if (used.has(k)) legendItem($('gantt-legend'), C.state[name], t('state')[name]); });
     legendItem($('gantt-legend'), null, t('finishes'));
     return addCursor(svg, top, bottom);
   }
-  function legendItem(box, color, label) {
+  // When the rows scroll, keep the step's running requests in view (the first of them at the top third), unless
+  // some already are.
+  function followGantt(i) {
+    const box = $('gantt');
+    if (box.scrollHeight <= box.clientHeight + 1) return;
+    const rows = D.queues[i][1].map((sid) => rowOfSeq.get(sid)).filter((r) => r !== undefined);
+    if (!rows.length) return;
+    const rh = ganttRow.height;
+    const y0 = ganttRow.top + Math.min(...rows) * rh, y1 = ganttRow.top + (Math.max(...rows) + 1) * rh;
+    if (y1 > box.scrollTop && y0 < box.scrollTop + box.clientHeight) return;
+    box.scrollTop = Math.max(0, y0 - box.clientHeight / 3);
+  }
+  // A legend entry: a swatch of ``color`` (none if null) and ``label``; ``kind`` names it for the tests.
+  function legendItem(box, color, label, kind) {
     const span = document.createElement('span');
+    if (kind) span.dataset.kind = kind;
     if (color) { const sw = document.createElement('i'); sw.style.background = color; span.appendChild(sw); }
     span.appendChild(document.createTextNode(label));
     box.appendChild(span);
+    return span;
   }

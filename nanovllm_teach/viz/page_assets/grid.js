@@ -29,19 +29,35 @@
     return codes;
   }
 
+  // The blocks the step's finished requests freed at its end (blockgrid.freed_at_step_end): block -> seq.
+  function freedAt(i) {
+    const out = new Map(), flat = D.freed[i] || [];
+    for (let k = 0; k < flat.length; k += 2) out.set(flat[k], flat[k + 1]);
+    return out;
+  }
+  // blockgrid's faded colour of a freed block, made opaque over the white cell: the legend's swatch and the
+  // cell get the very same colour.
+  function faded(hex) {
+    const mix = (k) => Math.round(255 - C.freedAlpha * (255 - parseInt(hex.slice(k, k + 2), 16)));
+    return '#' + [1, 3, 5].map((k) => mix(k).toString(16).padStart(2, '0')).join('');
+  }
+
   // --- block grid ---------------------------------------------------------------------------------------
-  const GRID_MAX_H = 380, MIN_CELL = 7;
+  const MIN_CELL = 7;
+  // The grid takes at most about a third of the window's height, so the TEACHING lines below it stay in view.
+  const gridMaxHeight = () => Math.max(160, Math.min(380, Math.floor(window.innerHeight * 0.36)));
   const grid = {group: 1, cols: 1, cell: 10, cells: 0, selected: null, hovered: null};
   function layoutGrid() {
     const canvas = $('grid');
     const width = Math.max(240, canvas.parentElement.clientWidth);
-    // The largest cell that fits every block in width x GRID_MAX_H; below MIN_CELL, group blocks.
-    let cell = Math.floor(Math.sqrt(width * GRID_MAX_H / Math.max(NB, 1)));
+    // The largest cell that fits every block in width x maxH; below MIN_CELL, group blocks.
+    const maxH = gridMaxHeight();
+    let cell = Math.floor(Math.sqrt(width * maxH / Math.max(NB, 1)));
     cell = Math.min(26, cell);
     let group = 1;
     if (cell < MIN_CELL) {
       cell = MIN_CELL + 3;
-      const fit = Math.floor(width / cell) * Math.floor(GRID_MAX_H / cell);
+      const fit = Math.floor(width / cell) * Math.floor(maxH / cell);
       group = Math.ceil(NB / fit);
     }
     const cells = Math.ceil(NB / group);
@@ -70,7 +86,7 @@
     }
     return out;
   }
-  function drawGrid(c) {
+  function drawGrid(c, freed) {
     const ctx = $('grid').getContext('2d');
     const {cell, cols, cells, group} = grid;
     ctx.fillStyle = '#e3e3e3';
@@ -83,7 +99,11 @@
       if (group === 1) {
         const code = c[g];
         const h = holdersOf(code);
-        ctx.fillStyle = h ? seqColor(h[0]) : code === 1 ? C.cached : C.free;
+        // As blockgrid draws it: held in its seq's colour; else freed at the step's end, faded; else grey
+        // if cached (free, hashed), white if free.
+        if (h) ctx.fillStyle = seqColor(h[0]);
+        else if (freed.has(g)) ctx.fillStyle = faded(seqColor(freed.get(g)));
+        else ctx.fillStyle = code === 1 ? C.cached : C.free;
         ctx.fillRect(px + 1, py + 1, s, s);
         if (h && h.length > 1) {
           ctx.strokeStyle = '#000'; ctx.lineWidth = 2; ctx.strokeRect(px + 2, py + 2, s - 2, s - 2);
@@ -143,12 +163,13 @@
     if (grid.group > 1) text += ` · ${t('cell', {g: grid.group})}`;
     return text;
   }
-  function cellInfo(c, g) {
+  function cellInfo(c, freed, g) {
     if (g === null || g >= grid.cells) return t('hover');
     if (grid.group === 1) {
       const h = holdersOf(c[g]);
       if (h && h.length > 1) return `block ${g}: ${t('shared')} ×${h.length}, seqs ${h.join(', ')}`;
       if (h) return `block ${g}: seq ${h[0]}`;
+      if (freed.has(g)) return `block ${g}: ${t('freed')} (seq ${freed.get(g)})`;
       return `block ${g}: ${c[g] === 1 ? t('cached') : t('free')}`;
     }
     const n = groupCounts(c, g);

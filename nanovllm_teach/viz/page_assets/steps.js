@@ -31,8 +31,7 @@
     }
   }
   function showLines(i) {
-    const [en, zh] = D.lines[i];
-    const lines = lang === 'zh' && zh !== null ? zh : en;
+    const lines = linesOf(i, lang);
     const box = $('lines');
     box.textContent = '';
     if (!lines.length) { box.textContent = t('noLines'); return; }
@@ -48,20 +47,26 @@
     if (Number(slider.value) !== step) slider.value = step;
     $('readout').textContent = `${step} / ${LAST}`;
     for (const c of cursors) moveCursor(c, step);
-    const phase = S.prefill[i] ? 'prefill' : 'decode';
+    const phase = t('state')[S.prefill[i] ? 'prefill' : 'decode'];
     $('step-header').textContent = `${t('step')} ${step} ${t('of')} ${LAST} · ${phase} · ${t('batch')} ${S.batch[i]} · ` +
       `${S.tokens[i]} ${t('tokens')} · ${S.latency[i].toFixed(2)} ms`;
-    const c = codesAtIndex(i);
-    drawGrid(c);
+    const c = codesAtIndex(i), freed = grid.group === 1 ? freedAt(i) : new Map();
+    drawGrid(c, freed);
     $('grid-summary').textContent = gridSummary(c);
-    $('grid-info').textContent = cellInfo(c, grid.selected !== null ? grid.selected : grid.hovered);
+    $('grid-info').textContent = cellInfo(c, freed, grid.selected !== null ? grid.selected : grid.hovered);
     showQueues(i);
+    followGantt(i);
     showLines(i);
     replay.lastStepMs = performance.now() - t0;
   }
   function setStep(step) {
     const i = Math.max(0, Math.min(N - 1, bisectRight(S.step, step) - 1));
     show(S.step[i]);
+  }
+  // One step back or forward; it pauses, as a reader stepping by hand wants the step to stay.
+  function stepBy(delta) {
+    setPlaying(false);
+    show(S.step[Math.max(0, Math.min(N - 1, indexOfStep.get(current) + delta))]);
   }
 
   // --- play / pause, language, resizing -------------------------------------------------------------------
@@ -76,6 +81,7 @@
       }, Number($('speed').value));
     }
     $('play').textContent = timer !== null ? t('pause') : t('play');
+    $('play').setAttribute('aria-pressed', String(timer !== null));
   }
   function setLang(value) {
     lang = value;
@@ -83,18 +89,27 @@
     for (const node of document.querySelectorAll('[data-ui]')) node.textContent = t(node.dataset.ui);
     for (const b of document.querySelectorAll('.langs button')) b.setAttribute('aria-pressed', String(b.dataset.lang === value));
     $('play').textContent = timer !== null ? t('pause') : t('play');
+    for (const [id, key] of [['back', 'backTitle'], ['forward', 'forwardTitle'], ['play', 'playTitle']]) {
+      $(id).title = t(key);
+    }
     drawAll();  // the charts' labels and legends are in the language too
   }
   function gridLegend() {
     const box = $('grid-legend');
     box.textContent = '';
-    legendItem(box, C.seq[0], `${t('used')}: ${t('seqColour')}`);
-    legendItem(box, null, `▣ ${t('shared')} (×refs)`);
-    legendItem(box, C.cached, `${t('cached')} ${t('freeHashed')}`);
-    legendItem(box, C.free, t('free'));
+    // blockgrid's legend, with the page's colours: what the grid draws for each kind of block.
+    if (grid.group === 1) {
+      legendItem(box, C.seq[0], t('usedBySeq'), 'used');
+      legendItem(box, faded(C.seq[0]), t('freed'), 'freed');
+      legendItem(box, C.free, t('sharedRefs'), 'shared').firstChild.style.border = '2px solid #000';
+    } else {
+      legendItem(box, C.seq[0], t('groupUsed'), 'used');
+    }
+    legendItem(box, C.cached, t('cachedLegend'), 'cached');
+    legendItem(box, C.free, t('free'), 'free');
   }
   function drawAll() {
-    layoutAxis($('timelines').parentElement.clientWidth);
+    layoutAxis($('timelines').clientWidth);
     cursors = [drawTimelines(), drawGantt()];
     layoutGrid();
     gridLegend();
@@ -104,7 +119,22 @@
   const replay = {
     setStep, show, get step() { return current; }, lastStepMs: 0,
     play: () => setPlaying(true), pause: () => setPlaying(false), get playing() { return timer !== null; },
-    setLang,
+    setLang, stepBy, ready: false,
+    // The grid cell's colour of ``block`` at the step shown, as drawn, for the tests: '#rrggbb'.
+    cellColor(block) {
+      const canvas = $('grid'), dpr = window.devicePixelRatio || 1;
+      const g = Math.floor(block / grid.group);
+      const px = ((g % grid.cols) + 0.5) * grid.cell * dpr, py = (Math.floor(g / grid.cols) + 0.5) * grid.cell * dpr;
+      const [r, gr, b] = canvas.getContext('2d').getImageData(Math.floor(px), Math.floor(py), 1, 1).data;
+      return '#' + [r, gr, b].map((v) => v.toString(16).padStart(2, '0')).join('');
+    },
+    // What ``block`` is at the step shown, as the grid draws it: {kind: used|shared|freed|cached|free, seq}.
+    blockKind(block) {
+      const i = indexOfStep.get(current), code = codesAtIndex(i)[block], h = holdersOf(code), freed = freedAt(i);
+      if (h) return {kind: h.length > 1 ? 'shared' : 'used', seq: h[0]};
+      if (freed.has(block)) return {kind: 'freed', seq: freed.get(block)};
+      return {kind: code === 1 ? 'cached' : 'free', seq: null};
+    },
   };
   window.replay = replay;
 
@@ -114,6 +144,16 @@
   slider.min = FIRST; slider.max = LAST; slider.value = FIRST;
   slider.addEventListener('input', () => { setPlaying(false); setStep(Number(slider.value)); });
   $('play').addEventListener('click', () => setPlaying(timer === null));
+  $('back').addEventListener('click', () => stepBy(-1));
+  $('forward').addEventListener('click', () => stepBy(1));
+  // Arrow keys step and the space bar plays or pauses, except where a control takes the key itself.
+  document.addEventListener('keydown', (ev) => {
+    if (ev.target.closest('input, select, textarea, button') || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') stepBy(ev.key === 'ArrowLeft' ? -1 : 1);
+    else if (ev.key === ' ') setPlaying(timer === null);
+    else return;
+    ev.preventDefault();
+  });
   $('speed').addEventListener('change', () => { if (timer !== null) setPlaying(true); });
   for (const b of document.querySelectorAll('.langs button')) b.addEventListener('click', () => setLang(b.dataset.lang));
   const canvas = $('grid');
@@ -123,3 +163,4 @@
   let resizeTimer = null;
   window.addEventListener('resize', () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawAll, 100); });
   setLang(lang);  // draws everything
+  replay.ready = true;
