@@ -241,3 +241,44 @@ def test_a_large_cache_is_grouped_and_a_group_can_be_read():
     # The CPU default (341 blocks) and small caches draw one cell per block, no group box.
     small = Player(trace, dpi=30)
     assert small._block_grid.layout.group == 1 and small.group_picker.layout.display == "none"
+
+
+def test_the_controls_header_and_queues_speak_the_players_language(trace):
+    player = Player(trace, lang="zh", dpi=40)
+    step = next(e.step for e in trace.events_named("PREEMPT"))
+    player.set_step(step)
+    assert player.slider.description == "步" and player.back.tooltip == "后退一步"
+    assert f"<b>第 {step} 步</b>" in player.header.value and "本步结束时的 KV 缓存：" in player.header.value
+    assert "等待队列" in player.queue_view.value and "被抢占过" in player.queue_view.value
+    player.set_lang("en")
+    assert player.slider.description == "step" and f"<b>step {step}</b>" in player.header.value
+    assert "<b>waiting</b>" in player.queue_view.value and not re.search(r"[\u4e00-\u9fff]", player.header.value)
+
+
+def test_the_arrows_step_back_and_forward_and_stop_at_the_ends(trace, player):
+    player.set_step(player.steps[1])
+    player.forward.click()
+    assert player.step == player.steps[2]
+    player.back.click()
+    player.back.click()
+    assert player.step == player.steps[0]
+    player.back.click()  # held at the first step
+    assert player.step == player.steps[0]
+    player.set_step(player.steps[-1])
+    player.forward.click()
+    assert player.step == player.steps[-1]
+
+
+def test_the_grids_summary_counts_what_its_legend_draws():
+    """After the last step every block was just freed: the grid draws them faded in their holder's colour
+    ("freed at the step's end"), so the title counts them as that, not as cached or free."""
+    from nanovllm_teach.viz.blockgrid import freed_at_step_end, summary_line
+
+    trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "prefix_cache.jsonl")
+    last = trace.steps[-1].step
+    kv = EngineReplay(trace).kv_at(last)
+    freed = freed_at_step_end(trace)[last]
+    numbers = [int(n) for n in re.findall(r"(\d+) (?:used|freed|cached|free)", summary_line(kv, None, freed))]
+    used, gone, cached, free = numbers
+    assert gone == len(freed) > 0 and used + gone + cached + free == kv.num_blocks
+    assert cached == len(set(kv.cached_free) - set(freed))

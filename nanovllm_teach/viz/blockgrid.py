@@ -97,15 +97,23 @@ def grid_layout(kv: KVSnapshot, max_cells: int = MAX_CELLS) -> GridLayout:
     return GridLayout(kv.num_blocks, group, min(columns, max(n, 1)))
 
 
-def summary_line(kv: KVSnapshot, layout: GridLayout | None = None) -> str:
-    """One line that sums up the whole cache (and, for a grouped grid, what a cell is)."""
+def summary_line(kv: KVSnapshot, layout: GridLayout | None = None, freed: dict[int, int] | None = None) -> str:
+    """The grid's title: the step, then ``cache_summary``."""
+    return say(labels.GRID_TITLE, step=kv.step, summary=cache_summary(kv, layout, freed))
+
+
+def cache_summary(kv: KVSnapshot, layout: GridLayout | None = None, freed: dict[int, int] | None = None) -> str:
+    """The whole cache in the kinds the legend draws (used, freed at the step's end, cached, free: they add
+    up to the cache), and, for a grouped grid, what a cell is."""
     shared = kv.shared
-    cached = len(kv.cached_free)
-    text = (f"step {kv.step}: {kv.num_used} used ({len(shared)} shared"
-            + (f", max ×{max(shared.values())}" if shared else "") + f"), {cached} cached, "
-            f"{kv.num_free - cached} free, of {kv.num_blocks} blocks")
+    gone = {b for b in (freed or {}) if b not in kv.holders}  # drawn faded in their holder's colour
+    cached = len(set(kv.cached_free) - gone)
+    max_refs = say(labels.GRID_MAX_REFS, refs=max(shared.values())) if shared else ""
+    text = say(labels.GRID_SUMMARY, used=kv.num_used, shared=len(shared), max_refs=max_refs,
+               freed=say(labels.GRID_FREED, freed=len(gone)) if gone else "", cached=cached,
+               free=kv.num_free - len(gone) - cached, total=kv.num_blocks)
     if layout is not None and layout.group > 1:
-        text += f"\none cell = {layout.group} blocks; the darker, the more of them in use"
+        text += say(labels.GRID_GROUPS, group=layout.group)
     return text
 
 
@@ -122,9 +130,10 @@ def group_summary(kv: KVSnapshot, layout: GridLayout, cell: int) -> str:
                 owners[sid] = owners.get(sid, 0) + 1
         elif b in kv.cached_free:
             cached += 1
-    who = ", ".join(f"seq {sid}: {n}" for sid, n in sorted(owners.items()))
-    return (f"blocks {blocks.start}–{blocks.stop - 1}: {used} used" + (f" ({who})" if who else "")
-            + f", {cached} cached, {len(blocks) - used - cached} free")
+    who = ", ".join(f"{say(labels.SEQ, seq_id=sid)}: {n}" for sid, n in sorted(owners.items()))
+    return say(labels.GROUP_SUMMARY, first=blocks.start, last=blocks.stop - 1, used=used,
+               who=say(labels.GROUP_OWNERS, owners=who) if who else "", cached=cached,
+               free=len(blocks) - used - cached)
 
 
 class BlockGrid:
@@ -178,7 +187,7 @@ class BlockGrid:
         self.cells.set_linewidth(widths)
         self._relabel(kv, layout)
         if self.title:
-            self.ax.set_title(summary_line(kv, layout), fontsize=8)
+            self.ax.set_title(summary_line(kv, layout, freed if layout.group == 1 else None), fontsize=8)
         return layout
 
     @staticmethod

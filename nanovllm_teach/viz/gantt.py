@@ -105,7 +105,8 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
     ax.set_ylim(len(requests) - 0.5, -0.5)  # first request on top
     every = max(1, len(requests) // 40)  # at most ~40 labels, whatever the number of requests
     ax.set_yticks(range(0, len(requests), every))
-    ax.set_yticklabels([f"seq {requests[i].seq_id}" for i in range(0, len(requests), every)], fontsize=8)
+    ax.set_yticklabels([say(labels.SEQ, seq_id=requests[i].seq_id) for i in range(0, len(requests), every)],
+                       fontsize=8)
     ax.set_xlabel(say(labels.ENGINE_STEP))
     if cursor_step is not None:
         ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")

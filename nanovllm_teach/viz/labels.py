@@ -43,6 +43,19 @@ GROUP_ALL_USED = Text(en="{group} blocks, all used", zh="{group} 个块，全部
 GROUP_ONE_USED = Text(en="one of them used", zh="其中一个已用")
 CACHED = Text(en="cached (free, hashed)", zh="已缓存（空闲，仍有哈希）")
 FREE = Text(en="free", zh="空闲")
+# The grid's title sums up the cache in the kinds its legend draws, which add up to the whole cache.
+GRID_TITLE = Text(en="step {step}: {summary}", zh="第 {step} 步：{summary}")
+GRID_SUMMARY = Text(en="{used} used ({shared} shared{max_refs}), {freed}{cached} cached, {free} free, of {total} blocks",
+                    zh="已用 {used} 块（共享 {shared} 块{max_refs}），{freed}已缓存 {cached} 块，空闲 {free} 块，共 {total} 块")
+GRID_MAX_REFS = Text(en=", max ×{refs}", zh="，最多 ×{refs}")
+GRID_FREED = Text(en="{freed} freed at the step's end, ", zh="本步结束时释放 {freed} 块，")
+GRID_GROUPS = Text(en="\none cell = {group} blocks; the darker, the more of them in use",
+                   zh="\n一格 = {group} 个块；颜色越深，其中在用的越多")
+GROUP_SUMMARY = Text(en="blocks {first}–{last}: {used} used{who}, {cached} cached, {free} free",
+                     zh="块 {first}–{last}：已用 {used} 块{who}，已缓存 {cached} 块，空闲 {free} 块")
+GROUP_OWNERS = Text(en=" ({owners})", zh="（{owners}）")
+SEQ = Text(en="seq {seq_id}", zh="序列 {seq_id}")
+QUEUE = {"waiting": Text(en="waiting", zh="等待队列"), "running": Text(en="running", zh="运行队列")}
 
 # The side-by-side comparison (viz/compare.py): each half's title, and the summary's rows, printed by
 # ``nanovllm-teach compare`` and drawn under the pictures.
@@ -63,3 +76,18 @@ SUMMARY_ROW = {
     "early_finished_waste": Text(en="early-finished waste (slot-steps)", zh="提前结束的浪费（名额·步）"),
     "late_joining_waste": Text(en="late-joining waste (slot-steps)", zh="迟迟未加入的浪费（名额·步）"),
 }
+
+# The player (viz/player.py): its controls, the step's header and the queues.
+PLAYER_CONTROL = {"step": Text(en="step", zh="步"), "play": Text(en="play", zh="播放"),
+                  "lang": Text(en="lang", zh="语言"), "detail": Text(en="detail", zh="详细程度"),
+                  "block group": Text(en="block group", zh="块组")}
+STEP_BACK = Text(en="one step back", zh="后退一步")
+STEP_FORWARD = Text(en="one step forward", zh="前进一步")
+PLAYER_HEADER = Text(en="<b>step {step}</b> of {last} · {phase} · batch {batch} · {tokens} tokens · {ms:.2f} ms · "
+                        "{held} KV blocks held<br>KV at the end of the step: {summary}",
+                     zh="<b>第 {step} 步</b>（共 {last} 步）· {phase} · batch {batch} · {tokens} 个 token · {ms:.2f} ms · "
+                        "占用 {held} 个 KV 块<br>本步结束时的 KV 缓存：{summary}")
+QUEUE_LINE = Text(en="<b>{queue}</b> ({n}): {ids}", zh="<b>{queue}</b>（{n}）：{ids}")
+FINISHED_THIS_STEP = Text(en="finished this step", zh="本步结束的")
+UNDERLINED_PREEMPTED = Text(en=" <small>(underlined: preempted)</small>", zh=" <small>（带下划线：被抢占过）</small>")
+NO_LINES = Text(en="<i>(no TEACHING line at this verbosity)</i>", zh="<i>（这个详细程度下没有 TEACHING 行）</i>")

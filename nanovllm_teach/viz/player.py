@@ -36,13 +36,14 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from nanovllm_teach.i18n import LANGS, resolve_lang
+from nanovllm_teach.i18n import LANGS, resolve_lang, say, speaking
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.steps import cut_steps
 from nanovllm_teach.trace.tables import StepRow
-from nanovllm_teach.viz.blockgrid import BlockGrid, freed_at_step_end, grid_layout, group_summary, summary_line
+from nanovllm_teach.viz import labels
+from nanovllm_teach.viz.blockgrid import BlockGrid, cache_summary, freed_at_step_end, grid_layout, group_summary
 from nanovllm_teach.viz.render import BlitPicture, CursorPicture
 from nanovllm_teach.viz.report import plot_overview
 from nanovllm_teach.viz.timeline import cursor_lines
@@ -95,22 +96,25 @@ class Player:
         self._grid = BlitPicture(grid_figure, max(dpi, 80))
         self.selected_group: int | None = None
 
-        self.slider = widgets.IntSlider(value=first, min=first, max=self.steps[-1], description="step",
-                                        continuous_update=False,
+        self.slider = widgets.IntSlider(value=first, min=first, max=self.steps[-1], continuous_update=False,
                                         layout=widgets.Layout(flex="1 1 300px", min_width="200px"))
-        self.play = widgets.Play(value=first, min=first, max=self.steps[-1], interval=interval_ms,
-                                 description="play")
+        # Play's own buttons are play, pause (which keeps the step) and stop (back to the first step);
+        # the two arrows step by hand.
+        self.play = widgets.Play(value=first, min=first, max=self.steps[-1], interval=interval_ms)
+        self.back = widgets.Button(description="◀", layout=widgets.Layout(width="40px"))
+        self.forward = widgets.Button(description="▶", layout=widgets.Layout(width="40px"))
+        self.back.on_click(lambda _: self._step_by(-1))
+        self.forward.on_click(lambda _: self._step_by(+1))
         # A kernel-side link: the slider follows Play in any frontend, and in tests without one.
         widgets.link((self.play, "value"), (self.slider, "value"))
-        self.lang_picker = widgets.Dropdown(options=list(LANGS), value=lang, description="lang",
-                                            layout=widgets.Layout(width="140px"))
+        self.lang_picker = widgets.Dropdown(options=list(LANGS), value=lang, layout=widgets.Layout(width="140px"))
         self.verbosity_picker = widgets.Dropdown(options=list(VERBOSITIES), value=verbosity,
-                                                 description="detail", layout=widgets.Layout(width="180px"))
+                                                 layout=widgets.Layout(width="180px"))
         self.header = widgets.HTML()
         self.timeline_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
         self.grid_image = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
         self.queue_view = widgets.HTML()
-        self.group_picker = widgets.BoundedIntText(value=0, min=0, max=0, description="block group",
+        self.group_picker = widgets.BoundedIntText(value=0, min=0, max=0,
                                                    layout=widgets.Layout(width="200px", display="none"))
         self.group_view = widgets.HTML()
         self.lines_view = widgets.HTML(layout=widgets.Layout(max_height="360px", overflow="auto"))
@@ -120,7 +124,7 @@ class Player:
         self.verbosity_picker.observe(self._on_text_option, names="value")
         self.group_picker.observe(self._on_group, names="value")
         self.widget = widgets.VBox([
-            widgets.HBox([self.play, self.slider, self.lang_picker, self.verbosity_picker],
+            widgets.HBox([self.play, self.back, self.forward, self.slider, self.lang_picker, self.verbosity_picker],
                          layout=widgets.Layout(flex_flow="row wrap")),
             self.header,
             self.timeline_image,
@@ -131,6 +135,7 @@ class Player:
             ], layout=widgets.Layout(display="flex", flex_flow="row wrap", width="100%")),
         ], layout=widgets.Layout(width="100%"))
         self._step = first
+        self._name_controls()
         self._show(first)
 
     # --- the programmatic API -----------------------------------------------------------------------
@@ -210,8 +215,21 @@ class Player:
 
     def _on_text_option(self, change: dict[str, Any]) -> None:
         self._lang, self._verbosity = self.lang_picker.value, self.verbosity_picker.value
-        self._lines = self.step_lines(self._step)
-        self.lines_view.value = self._lines_html()
+        self._name_controls()
+        self._show(self._step)
+
+    def _name_controls(self) -> None:
+        """The controls' names in the player's language."""
+        with speaking(self._lang):
+            for widget, name in ((self.slider, "step"), (self.play, "play"), (self.lang_picker, "lang"),
+                                 (self.verbosity_picker, "detail"), (self.group_picker, "block group")):
+                widget.description = say(labels.PLAYER_CONTROL[name])
+            self.back.tooltip, self.forward.tooltip = say(labels.STEP_BACK), say(labels.STEP_FORWARD)
+
+    def _step_by(self, offset: int) -> None:
+        """The step ``offset`` places before or after this one among the completed steps (held at the ends)."""
+        here = self.steps.index(self._step)
+        self.set_step(self.steps[min(max(here + offset, 0), len(self.steps) - 1)])
 
     def _show(self, step: int) -> None:
         self._step = step
@@ -223,11 +241,12 @@ class Player:
         self.timeline_image.value = self._timelines.png_at(step)
         self._draw_grid()
         row = self._rows[step]
-        self.header.value = (f"<b>step {step}</b> of {self.steps[-1]} · {row.phase} · batch {row.batch_size} · "
-                             f"{row.num_batched_tokens or 0} tokens · {row.latency_ms:.2f} ms · "
-                             f"{row.held_blocks} KV blocks held<br>KV at the end of "
-                             f"{html.escape(summary_line(self._kv, self._block_grid.layout))}")
-        self.queue_view.value = self._queues_html()
+        with speaking(self._lang):
+            summary = cache_summary(self._kv, self._block_grid.layout, self._freed.get(step))
+            self.header.value = say(labels.PLAYER_HEADER, step=step, last=self.steps[-1], phase=say(labels.PHASE[row.phase]),
+                                    batch=row.batch_size, tokens=row.num_batched_tokens or 0, ms=row.latency_ms,
+                                    held=row.held_blocks, summary=html.escape(summary))
+            self.queue_view.value = self._queues_html()
         self.lines_view.value = self._lines_html()
 
     def select_group(self, cell: int) -> None:
@@ -261,14 +280,15 @@ class Player:
 
         def ids(seq_ids: tuple[int, ...]) -> str:
             return ", ".join(f"<u>{sid}</u>" if sid in preempted else str(sid) for sid in seq_ids) or "—"
-        return (f"<div><b>waiting</b> ({len(q.waiting)}): {ids(q.waiting)}"
-                + (" <small>(underlined: preempted)</small>" if preempted else "")
-                + f"<br><b>running</b> ({len(q.running)}): {ids(q.running)}"
-                + f"<br><b>finished this step</b>: {ids(q.finished)}</div>")
+        waiting = say(labels.QUEUE_LINE, queue=say(labels.QUEUE["waiting"]), n=len(q.waiting), ids=ids(q.waiting))
+        running = say(labels.QUEUE_LINE, queue=say(labels.QUEUE["running"]), n=len(q.running), ids=ids(q.running))
+        finished = say(labels.QUEUE_LINE, queue=say(labels.FINISHED_THIS_STEP), n=len(q.finished), ids=ids(q.finished))
+        return (f"<div>{waiting}" + (say(labels.UNDERLINED_PREEMPTED) if preempted else "")
+                + f"<br>{running}<br>{finished}</div>")
 
     def _lines_html(self) -> str:
         if not self._lines:
-            return "<i>(no TEACHING line at this verbosity)</i>"
+            return say(labels.NO_LINES, self._lang)
         return ('<div style="font-family:monospace; font-size:11px; line-height:1.3; white-space:normal">'
                 + "".join(wrap_html(line) for line in self._lines) + "</div>")
 

@@ -99,8 +99,8 @@ def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
 def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
     xs, waiting = _columns(rows, [r.waiting_in_step for r in rows])
     _, running = _columns(rows, [r.running_in_step for r in rows])
-    ax.step(xs, waiting, where="post", label="waiting", color="#e7298a", gid="waiting")
-    ax.step(xs, running, where="post", label="running", color="#1f78b4", gid="running")
+    ax.step(xs, waiting, where="post", label=say(labels.QUEUE["waiting"]), color="#e7298a", gid="waiting")
+    ax.step(xs, running, where="post", label=say(labels.QUEUE["running"]), color="#1f78b4", gid="running")
     ax.set_ylabel(say(labels.QUEUE_LENGTH), fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
