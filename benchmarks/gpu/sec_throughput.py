@@ -60,7 +60,14 @@ def bench_hf(setup: Setup, prompts: list[list[int]], max_tokens: list[int], limi
     dtype = torch.bfloat16 if setup.gpu else torch.float32
     model = AutoModelForCausalLM.from_pretrained(setup.need_checkpoint(), dtype=dtype).to(setup.device).eval()
     config = GenerationConfig(do_sample=False, max_new_tokens=max(max_tokens), eos_token_id=-1)
-    manager = model.init_continuous_batching(generation_config=config)
+    if setup.gpu:
+        manager = model.init_continuous_batching(generation_config=config)  # its cache sized from free memory
+    else:
+        # On a CPU "free memory" is the machine's RAM: left to size itself, the cache takes most of it (14 GB
+        # on a 24 GB machine) for a stand-in that needs a few blocks.
+        from transformers import ContinuousBatchingConfig
+        cache = ContinuousBatchingConfig(page_size=16, num_blocks=64, max_batch_tokens=256)
+        manager = model.init_continuous_batching(generation_config=config, continuous_batching_config=cache)
     manager.start()
     try:
         def run(batch: list[list[int]], limits: list[int], tag: str, deadline: float) -> int:
