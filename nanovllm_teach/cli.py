@@ -25,13 +25,17 @@ about the command line stay English.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.i18n import ENV_VAR, LANGS, Text, say, speaking
 from nanovllm_teach.sim.cli import add_simulate_parser
+from nanovllm_teach.trace.payload import printable
 
 PROG = "nanovllm-teach"
 PICTURE_FORMATS = (".png", ".svg", ".pdf")
@@ -445,10 +449,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Shown(io.TextIOBase):
+    """A text stream that writes control characters as their escapes (``printable``), but for the newlines,
+    tabs and carriage returns (progress bars) of the CLI's own output: what a trace or a model wrote is shown,
+    never obeyed by the terminal."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text, keep="\n\t\r"))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", "utf-8")
+
+
+@contextmanager
+def _shown_streams() -> Iterator[None]:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Shown(out), _Shown(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with speaking(args.lang):
+        with speaking(args.lang), _shown_streams():
             return args.func(args)
     except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, and no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -457,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         message = str(error)
     except (ValueError, TypeError) as error:  # a bad value, named by whoever refused it
         message = str(error)
-    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"{PROG}: error: {printable(' '.join(message.split()))}", file=sys.stderr)
     return 2
 
 

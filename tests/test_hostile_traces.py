@@ -88,18 +88,23 @@ def test_every_shipped_trace_is_in_order(path):
 
 
 def test_a_dollar_in_a_scenario_name_is_drawn_as_written(tmp_path):
-    """Matplotlib reads "$...$" as mathematics, and a malformed formula fails the drawing."""
+    """Matplotlib reads "$...$" as mathematics, and a malformed formula fails the drawing: every picture of a
+    trace draws its words as written."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from nanovllm_teach.viz import plot_timelines
+    from nanovllm_teach.viz import Player, compare, plot_gantt, plot_timelines
+    from nanovllm_teach.viz.report import plot_overview
 
     lines = _lines()
     header = json.loads(lines[0])
     header["scenario"] = "a$\\invalid{$"
     lines[0] = json.dumps(header)
-    figure = plot_timelines(load_trace(_write(tmp_path / "math.jsonl", lines)))
-    FigureCanvasAgg(figure).draw()
-    assert figure.get_suptitle().startswith("a$\\invalid{$")
+    trace = load_trace(_write(tmp_path / "math.jsonl", lines))
+    figures = [plot_timelines(trace), plot_gantt(trace), plot_overview(trace), compare(trace, trace).figure,
+               Player(trace, dpi=30).timeline_figure]
+    for figure in figures:
+        FigureCanvasAgg(figure).draw()
+    assert figures[0].get_suptitle().startswith("a$\\invalid{$")
 
 
 def _shuffled_file(tmp_path: Path) -> Path:
@@ -144,3 +149,39 @@ def test_a_deep_trace_is_refused_by_the_cli_in_one_line(tmp_path, capsys, comman
     assert main([part.format(path=path) for part in command]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "nested too deeply" in err
+
+
+def _escaping_file(tmp_path: Path) -> Path:
+    """A valid trace whose scenario name and one reason carry terminal escape sequences (a window title, a
+    screen clear, a colour)."""
+    lines = _lines()
+    header = json.loads(lines[0])
+    header["scenario"] = "\x1b]0;HACKED\x07\x1b[2J"
+    event = json.loads(lines[3])
+    event["reason"] = "evil\x1b[31m\u202e"
+    lines[0], lines[3] = json.dumps(header), json.dumps(event)
+    return _write(tmp_path / "escapes.jsonl", lines)
+
+
+@pytest.mark.parametrize("command", [["compare", "{path}", "{path}"], ["replay", "{path}", "--text"],
+                                     ["diff", "{path}", str(TRACES / "preemption.jsonl")]])
+def test_the_cli_shows_a_traces_control_characters_as_escapes(tmp_path, capfd, command):
+    from nanovllm_teach.cli import main
+
+    path = str(_escaping_file(tmp_path))
+    assert main([part.format(path=path) for part in command]) in (0, 1)
+    captured = capfd.readouterr()
+    shown = captured.out + captured.err
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+    if command[0] == "compare":  # the scenario names each half: shown, escaped
+        assert "\\x1b]0;HACKED\\x07" in shown
+
+
+def test_the_teaching_lines_show_control_characters_as_escapes(tmp_path):
+    import io
+
+    from nanovllm_teach.trace import render_trace
+
+    out = io.StringIO()
+    render_trace(load_trace(_escaping_file(tmp_path)), verbosity="quiet", stream=out)
+    assert "reason=evil\\x1b[31m\\u202e" in out.getvalue() and "\x1b" not in out.getvalue()

@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, Iterable
 import structlog
 
 from nanovllm_teach.trace.events import PAYLOADS
-from nanovllm_teach.trace.payload import Payload
+from nanovllm_teach.trace.payload import Payload, printable
 from nanovllm_teach.i18n import Text, resolve_lang, say
 from nanovllm_teach.trace.reasons import explain
 from nanovllm_teach.trace.schema import TENSOR_EVENTS, TraceEvent
@@ -159,7 +159,11 @@ class ConsoleRenderer:
         return "\n".join(lines)
 
     def lines(self, event: TraceEvent) -> list[str]:
-        """The console lines for ``event`` at this renderer's verbosity (often none)."""
+        """The console lines for ``event`` at this renderer's verbosity (often none), with any control
+        character a trace's strings carry written as its escape."""
+        return [printable(line) for line in self._lines(event)]
+
+    def _lines(self, event: TraceEvent) -> list[str]:
         if event.event == "SCHEDULE_DECODE":
             self._decode_steps += 1
         level = shown_from(event.event)

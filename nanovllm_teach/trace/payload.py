@@ -130,6 +130,19 @@ def show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+# Characters that would act on a terminal rather than show: C0 and C1 controls (ESC starts colour, title and
+# cursor sequences), DEL, and the bidirectional overrides that make text read in another order than it is.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every control character written as its escape (``\\x1b``), except those in ``keep``
+    (the CLI keeps its own newlines, tabs and progress bars' carriage returns): a string from a trace is shown,
+    never obeyed."""
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else m.group().encode("unicode_escape").decode("ascii"),
+                        text)
+
+
 # Field names that are Python keywords: the attribute gets a trailing underscore, the file keeps the name.
 _ATTR = {"from": "from_"}
 

@@ -42,7 +42,7 @@ from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot
 from nanovllm_teach.viz import labels
-from nanovllm_teach.viz.render import NotebookFigure
+from nanovllm_teach.viz.render import NotebookFigure, as_written
 from nanovllm_teach.viz.style import CACHED_COLOR, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
 MAX_CELLS = 1024
@@ -292,6 +292,7 @@ def draw_block_grid(ax: Axes, kv: KVSnapshot, max_cells: int = MAX_CELLS, legend
     return BlockGrid(ax, max_cells, legend).update(kv, freed)
 
 
+@as_written
 def plot_block_grid(trace: Trace | EngineReplay, step: int, figure: Figure | SubFigure | None = None,
                     max_cells: int = MAX_CELLS) -> Figure | SubFigure:
     """The KV block grid of ``trace`` at ``step``: the blocks held at its end, and faded, those its finished

@@ -27,7 +27,7 @@ from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.labels import COMPARE_TITLE, POLICY_NAME, SUMMARY_ROW
-from nanovllm_teach.viz.render import NotebookFigure
+from nanovllm_teach.viz.render import NotebookFigure, as_written
 from nanovllm_teach.viz.timeline import draw_batch_size, draw_kv_blocks, draw_queues, mark_preemptions, phase_legend
 
 
@@ -187,6 +187,7 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = Non
         return _compare(trace_a, trace_b, labels, lang)
 
 
+@as_written
 def _compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None, lang: str) -> Comparison:
     traces = (trace_a, trace_b)
     summaries = [summarize(t, labels[i] if labels else None) for i, t in enumerate(traces)]

@@ -29,6 +29,7 @@ from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import Segment, held_segments, request_segments
 from nanovllm_teach.viz import labels
 from nanovllm_teach.viz.render import NotebookFigure
+from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.style import CURSOR_COLOR, FINISH_MARKERS, PREEMPT_COLOR, STATE_COLORS
 
 _BAR_HALF_HEIGHT = 0.38
@@ -114,6 +115,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
 
+@as_written
 def plot_gantt(trace: Trace, cursor_step: int | None = None,
                figure: Figure | SubFigure | None = None) -> Figure | SubFigure:
     """The Gantt chart of ``trace`` (into ``figure`` if given); an optional cursor marks one step."""

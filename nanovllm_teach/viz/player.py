@@ -44,7 +44,7 @@ from nanovllm_teach.trace.steps import cut_steps
 from nanovllm_teach.trace.tables import StepRow
 from nanovllm_teach.viz import labels
 from nanovllm_teach.viz.blockgrid import BlockGrid, cache_summary, freed_at_step_end, grid_layout, group_summary
-from nanovllm_teach.viz.render import BlitPicture, CursorPicture
+from nanovllm_teach.viz.render import BlitPicture, CursorPicture, as_written
 from nanovllm_teach.viz.report import plot_overview
 from nanovllm_teach.viz.timeline import cursor_lines
 
@@ -61,6 +61,7 @@ class Player:
     ``dpi``: resolution of the pictures; ``interval_ms``: time between steps while playing.
     """
 
+    @as_written
     def __init__(self, trace: Trace, lang: str | None = None, verbosity: str = "normal", dpi: float = 72,
                  interval_ms: int = 400) -> None:
         if not trace.steps:

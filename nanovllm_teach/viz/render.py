@@ -8,18 +8,35 @@ PNG bytes work everywhere a picture must show up: an ``ipywidgets.Image`` in Jup
 draws only the changing artists (matplotlib's "blitting") before encoding the PNG. ``CursorPicture`` is
 the case of a figure whose only change is the position of its cursor lines.
 
-``NotebookFigure`` is what the ``plot_*`` functions return: it displays itself in a notebook.
+``NotebookFigure`` is what the ``plot_*`` functions return: it displays itself in a notebook. Those
+functions draw ``as_written``: with matplotlib's mathtext off, so a "$" in a trace's strings is a dollar.
 """
 
 from __future__ import annotations
 
+import functools
 import io
+from typing import Callable, TypeVar
 
+from matplotlib import rc_context
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from PIL import Image as PILImage
+
+_Draw = TypeVar("_Draw", bound=Callable)
+
+
+def as_written(draw: _Draw) -> _Draw:
+    """``draw`` with mathtext off for the texts it creates: a picture's words are meant literally (a scenario
+    named "a$b{$" would otherwise be read as a broken formula and fail the drawing)."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with rc_context({"text.parse_math": False}):  # read when each text is made
+            return draw(*args, **kwargs)
+    return drawn  # type: ignore[return-value]
+
 
 # zlib level 1: a few times faster than the default and barely larger for flat-coloured plots.
 _PNG_COMPRESS_LEVEL = 1

@@ -28,6 +28,7 @@ from nanovllm_teach.viz.blockgrid import plot_block_grid
 from nanovllm_teach.viz.compare import summarize, summary_rows, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
+from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
 
 
@@ -54,6 +55,7 @@ REQUEST_COLUMNS = Text(
     zh="@：入队、首次调度、产出首个 token、结束各在第几个引擎步；ttft：首 token 延迟；tpot：每个输出 token 的时间")
 
 
+@as_written
 def plot_overview(trace: Trace, cursor_step: int | None = None, panel_height: float = 1.8,
                   max_gantt_height: float = 10.0) -> Figure:
     """One figure: the five timelines on top, the request Gantt chart below, all on one step axis (one

@@ -29,6 +29,7 @@ from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
 from nanovllm_teach.viz import labels
 from nanovllm_teach.viz.render import NotebookFigure
+from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.style import BOUND_COLORS, CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
 
 
@@ -139,6 +140,7 @@ def draw_timelines(axes: list[Axes], trace: Trace, cursor_step: int | None = Non
     phase_legend(axes[0], rows)
 
 
+@as_written
 def plot_timelines(trace: Trace, cursor_step: int | None = None,
                    figure: Figure | SubFigure | None = None) -> Figure | SubFigure:
     """Draw the five timelines of ``trace`` (into ``figure`` if given, e.g. a widget's figure or a subfigure)."""
@@ -148,7 +150,7 @@ def plot_timelines(trace: Trace, cursor_step: int | None = None,
     fig = figure if figure is not None else NotebookFigure(figsize=(11, 9), layout="constrained")
     fig.clear()
     draw_timelines(list(fig.subplots(len(PANELS), 1, sharex=True)), trace, cursor_step)
-    fig.suptitle(timeline_title(trace), parse_math=False)  # a scenario name is text, even with a "$" in it
+    fig.suptitle(timeline_title(trace))
     return fig
 
 
