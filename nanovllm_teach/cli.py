@@ -79,10 +79,10 @@ SOLUTION_IS_A_FOLDER = Text(en="{path} is a folder: give your solution's .py fil
                             zh="{path} 是文件夹：请给出你的解答 .py 文件")
 SEE_HELP = Text(en="(see {prog} --help)", zh="（见 {prog} --help）")
 
-DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id}, {tokens} tokens, finished on {reason})\n"
-                      "Completion: {text!r}\n",
-                   zh="Prompt：{prompt!r}  （seq_id={seq_id}，{tokens} 个 token，结束原因：{reason}）\n"
-                      "回答：{text!r}\n")
+DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id})\n"
+                      "Completion: {text!r}  ({tokens} tokens generated, finished on {reason})\n",
+                   zh="Prompt：{prompt!r}  （seq_id={seq_id}）\n"
+                      "回答：{text!r}  （生成了 {tokens} 个 token，结束原因：{reason}）\n")
 DEMO_FILES = Text(en="\ntrace:    {trace}  (nanovllm-teach replay {trace} --text: every step)\ntimeline: {picture}",
                   zh="\ntrace：    {trace}  （nanovllm-teach replay {trace} --text：逐步列出）\n时间线图：{picture}")
 DEMO_FULL_LOG = Text(en="the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)",
@@ -396,18 +396,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="per-request sampling seeds start here")
     demo.set_defaults(func=_demo)
 
+    from nanovllm_teach.scenarios import SCENARIOS  # plain data: no torch
+
     rec = sub.add_parser("record", help="record a scenario's trace (the shipped traces in traces/)")
-    rec.add_argument("scenario", nargs="?", default=None)
+    rec.add_argument("scenario", nargs="?", default=None, help=f"one of: {', '.join(SCENARIOS)}")
     rec.add_argument("--all", action="store_true", help="record every scenario")
-    rec.add_argument("--out-dir", default="traces")
+    rec.add_argument("--out-dir", default="traces", help="folder for the SCENARIO.jsonl files (default: traces)")
     rec.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
     rec.set_defaults(func=_record)
 
     rep = sub.add_parser("replay", help="a recorded trace as a picture, an HTML report or text tables")
     rep.add_argument("trace", help="a trace file (JSONL)")
     rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (.png, .svg, .pdf)")
-    rep.add_argument("--html", default=None, help="write a self-contained replay page (step slider, timelines, Gantt "
-                     "chart, KV blocks, TEACHING lines) that opens in any browser, no Python needed")
+    rep.add_argument("--html", default=None, help="write a self-contained replay page (step slider, back / play / "
+                     "forward, timelines, Gantt chart, KV blocks, TEACHING lines) that opens in any browser, no "
+                     "Python needed")
     rep.add_argument("--report", default=None, help="write a static HTML report (pictures and tables)")
     rep.add_argument("--text", action="store_true", help="print the step and request tables (the default)")
     rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
@@ -431,7 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     hnt = sub.add_parser("hint", help="a hint for an exercise: level 1 says where to look, 2 how")
     hnt.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
-    hnt.add_argument("level", nargs="?", type=_positive_int, default=1)
+    hnt.add_argument("level", nargs="?", type=_positive_int, default=1,
+                     help="1 (the default) says where to look; each level says a little more")
     hnt.set_defaults(func=_hint)
 
     grd = sub.add_parser("grade", help="grade a solution file: its engine's trace against the reference's")

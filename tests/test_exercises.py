@@ -70,7 +70,8 @@ def test_untouched_template_fails_saying_what_is_missing(name):
     result = grade(name, ex.template_path)
     assert not result.passed
     assert result.message == (f"FAIL {name}: you have not implemented {ex.functions[0]} yet (stuck? hint({name!r}, "
-                              f"1) gives a first hint, hint({name!r}, 2) a stronger one)")
+                              f"1) in Python, or nanovllm-teach hint {name} 1 in a shell, gives a first hint; level 2 "
+                              f"a stronger one)")
 
 
 def test_slot_mapping_off_by_one(tmp_path):

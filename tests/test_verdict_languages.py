@@ -353,10 +353,10 @@ def test_not_implemented_and_refused_solutions_in_both_languages(tmp_path):
     en = base.not_implemented(exercise, "decode_slot").message
     with speaking("zh"):
         zh = base.not_implemented(exercise, "decode_slot").message
-    assert en == ("FAIL decode_slot: you have not implemented decode_slot yet (stuck? hint('decode_slot', 1) gives a "
-                  "first hint, hint('decode_slot', 2) a stronger one)")
-    assert zh == ("FAIL decode_slot: 你还没有实现 decode_slot（卡住了？hint('decode_slot', 1) 给出第一条提示，"
-                  "hint('decode_slot', 2) 给出更具体的一条）")
+    assert en == ("FAIL decode_slot: you have not implemented decode_slot yet (stuck? hint('decode_slot', 1) in "
+                  "Python, or nanovllm-teach hint decode_slot 1 in a shell, gives a first hint; level 2 a stronger one)")
+    assert zh == ("FAIL decode_slot: 你还没有实现 decode_slot（卡住了？在 Python 里用 hint('decode_slot', 1)，或在命令行用 "
+                  "nanovllm-teach hint decode_slot 1，给出第一条提示；第 2 级更具体）")
     direct = tmp_path / "direct.py"
     direct.write_text("from nanovllm_teach.exercises.decode_slot.solution import decode_slot\n")
     from nanovllm_teach.exercises.decode_slot import solution

@@ -103,10 +103,11 @@ class Exercise:
 # words itself, before it imports the exercises (``cli.NO_SOLUTION_FILE``).
 NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
 
-NOT_IMPLEMENTED = Text(en="you have not implemented {function} yet (stuck? hint({name!r}, 1) gives a first hint, "
-                          "hint({name!r}, 2) a stronger one)",
-                       zh="你还没有实现 {function}（卡住了？hint({name!r}, 1) 给出第一条提示，hint({name!r}, 2) "
-                          "给出更具体的一条）")
+# Said to a notebook and a shell alike: both ways to ask for a hint.
+NOT_IMPLEMENTED = Text(en="you have not implemented {function} yet (stuck? hint({name!r}, 1) in Python, or "
+                          "nanovllm-teach hint {name} 1 in a shell, gives a first hint; level 2 a stronger one)",
+                       zh="你还没有实现 {function}（卡住了？在 Python 里用 hint({name!r}, 1)，或在命令行用 "
+                          "nanovllm-teach hint {name} 1，给出第一条提示；第 2 级更具体）")
 
 
 def not_implemented(exercise: Exercise, function: str) -> GradeResult:
