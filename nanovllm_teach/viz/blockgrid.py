@@ -254,7 +254,7 @@ class BlockGrid:
                        Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label=say(labels.GROUP_ONE_USED))]
         handles += [Patch(facecolor=CACHED_COLOR, label=say(labels.CACHED)),
                     Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label=say(labels.FREE))]
-        self.ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+        self.ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
     def _lay_out(self, layout: GridLayout) -> None:
         self.layout = layout

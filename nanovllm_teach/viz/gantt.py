@@ -112,7 +112,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
     if cursor_step is not None:
         ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
     if legend and handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False)
 
 
 @as_written

@@ -62,7 +62,7 @@ class Player:
     """
 
     @as_written
-    def __init__(self, trace: Trace, lang: str | None = None, verbosity: str = "normal", dpi: float = 72,
+    def __init__(self, trace: Trace, lang: str | None = None, verbosity: str = "normal", dpi: float = 90,
                  interval_ms: int = 400) -> None:
         if not trace.steps:
             raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to play")
@@ -90,8 +90,9 @@ class Player:
         layout = grid_layout(self.replay.kv_at(first))
         grid_width = 4.2  # inches of cells; the legend takes the right of the figure
         grid_height = max(2.0, grid_width * layout.num_rows / layout.columns + 0.2)  # the legend's height at least
-        grid_figure = Figure(figsize=(6.6, grid_height))
-        self._block_grid = BlockGrid(grid_figure.add_axes((0.6 / 6.6, 0.1 / grid_height, grid_width / 6.6,
+        width = 7.6  # the cells, the row labels on their left and the legend on their right
+        grid_figure = Figure(figsize=(width, grid_height))
+        self._block_grid = BlockGrid(grid_figure.add_axes((0.75 / width, 0.1 / grid_height, grid_width / width,
                                                            (grid_height - 0.2) / grid_height)),
                                      animated=True, title=False)
         self._grid = BlitPicture(grid_figure, max(dpi, 80))

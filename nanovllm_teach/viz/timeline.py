@@ -88,7 +88,7 @@ def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
     ax.set_ylabel(say(labels.STEP_LATENCY), fontsize=8)
     if colors:
         handles = [Patch(color=BOUND_COLORS[b], label=say(labels.BOUND[b])) for b in BOUND_COLORS if b in bounds]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False,
                   title=say(labels.PREDICTED_STEP), title_fontsize=7, alignment="left")
 
 
@@ -103,7 +103,7 @@ def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
     ax.step(xs, waiting, where="post", label=say(labels.QUEUE["waiting"]), color="#e7298a", gid="waiting")
     ax.step(xs, running, where="post", label=say(labels.QUEUE["running"]), color="#1f78b4", gid="running")
     ax.set_ylabel(say(labels.QUEUE_LENGTH), fontsize=8)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False)
 
 
 def mark_preemptions(ax: Axes, rows: list[StepRow]) -> None:
@@ -118,7 +118,7 @@ def phase_legend(ax: Axes, rows: list[StepRow]) -> None:
         handles.append(Line2D([], [], color=PREEMPT_COLOR, label=say(labels.PREEMPTION)))
     # Beside the panel, as the Gantt chart's legend: nothing drawn is hidden, and every panel of a figure
     # keeps the same width (one x axis).
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False,
               title=say(labels.STEP_CONVENTION), title_fontsize=7, alignment="left")
 
 
