@@ -13,6 +13,7 @@ from nanovllm_teach.trace import EngineReplay, TraceEvent, load_trace, replay_bl
 from nanovllm_teach.trace.console import ConsoleRenderer
 from nanovllm_teach.trace.steps import cut_steps, step_ends
 from nanovllm_teach.viz.page import page_data
+from test_viz_page import decoded_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = sorted((ROOT / "traces").glob("*.jsonl")) + [ROOT / "tests" / "data" / "small_trace.jsonl"]
@@ -61,7 +62,7 @@ def test_the_player_page_and_replay_agree_with_the_cut():
                                     for step, state in step_ends(trace.events, trace.settings)}
     renderer = ConsoleRenderer("en")
     expected = [[line for e in cut.events(trace.events, step) for line in renderer.lines(e)] for step in cut.spans]
-    assert [en for en, _ in page_data(trace)["lines"]] == expected
+    assert [step["en"] for step in decoded_lines(page_data(trace))] == expected
 
 
 def test_nothing_else_in_viz_or_the_replay_cuts_a_trace_itself():

@@ -76,7 +76,7 @@ def _sums(deltas: list[int]) -> list[int]:
     return out
 
 
-def _lines(data: dict) -> list[dict[str, list[str]]]:
+def decoded_lines(data: dict) -> list[dict[str, list[str]]]:
     """Every step's lines, ``{"en": [...], "zh": [...]}``, decoded from the templates and the numbers."""
     coded = data["lines"]
     texts, pairs, slot = coded["texts"], coded["pairs"], coded["slot"]
@@ -152,11 +152,11 @@ def test_block_deltas_replay_to_the_engine_state_of_every_step(name):
 def test_lines_are_what_the_console_printed_step_by_step(capsys, lang):
     trace = load_trace(REPO / "traces" / "preemption.jsonl")
     data = page_data(trace)
-    shown = [line for step in _lines(data) for line in step[lang]]
+    shown = [line for step in decoded_lines(data) for line in step[lang]]
     last_done = max(i for i, e in enumerate(trace.events) if e.event == "STEP_DONE")
     render_trace(trace.events[:last_done + 1], lang=lang)
     assert shown == capsys.readouterr().out.splitlines()
-    assert len(data["lines"]["texts"]) < sum(len(step["en"]) for step in _lines(data)) / 2, "templates are shared"
+    assert len(data["lines"]["texts"]) < sum(len(step["en"]) for step in decoded_lines(data)) / 2, "templates are shared"
 
 
 def test_the_step_table_and_the_freed_blocks_decode_to_the_trace():
@@ -227,7 +227,7 @@ def test_any_line_survives_the_templates(monkeypatch):
     assert data["lines"]["slot"] not in "".join(ODD_LINES["en"] + ODD_LINES["zh"])
     assert data["lines"]["zhAlone"], "the Chinese lines with other numbers are stored apart"
     cut = cut_steps(trace.events)
-    for step, shown in zip(cut.spans, _lines(data)):
+    for step, shown in zip(cut.spans, decoded_lines(data)):
         events = cut.events(trace.events, step)
         for lang in ("en", "zh"):
             assert shown[lang] == [line for e in events for line in OddRenderer(lang, "normal").lines(e)]

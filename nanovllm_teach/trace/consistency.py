@@ -33,12 +33,13 @@ GENERATE_STEPS_DIFFER = Text(
        "事件却是 {got}")
 CLOCK_BACK = Text(en="event {i} ({event}): its clock reads {t_ns} ns, before the {before} ns of the event ahead of it",
                   zh="事件 {i}（{event}）：它的时钟是 {t_ns} ns，早于前一个事件的 {before} ns")
-WRONG_STEP = Text(en="event {i} ({event}): it says step {step}, but step {ended} ended just before it, so step "
-                     "{running} is running",
-                  zh="事件 {i}（{event}）：它说是第 {step} 步，可第 {ended} 步刚在它之前结束，正在运行的是第 {running} 步")
-STEPS_NOT_IN_ORDER = Text(en="event {i}: STEP_DONE for step {step} after step {before}: steps are numbered one after "
-                             "another",
-                          zh="事件 {i}：第 {before} 步之后来了第 {step} 步的 STEP_DONE：步号应当逐一递增")
+WRONG_STEP = Text(en="event {i} ({event}): it says step {step}, but that step ended before it",
+                  zh="事件 {i}（{event}）：它说是第 {step} 步，可那一步在它之前就结束了")
+STEP_GOES_BACK = Text(en="event {i} ({event}): it says step {step}, after an event of step {before}: steps do not go back",
+                      zh="事件 {i}（{event}）：它说是第 {step} 步，却排在第 {before} 步的事件之后：步号不会倒退")
+STEPS_NOT_IN_ORDER = Text(en="event {i}: STEP_DONE for step {step} after step {before} ended: each step ends once, "
+                             "in order",
+                          zh="事件 {i}：第 {before} 步结束之后又来了第 {step} 步的 STEP_DONE：每一步按顺序、只结束一次")
 ENQUEUED_AGAIN = Text(en="event {i}: seq {seq_id} is enqueued a second time", zh="事件 {i}：序列 {seq_id} 第二次入队")
 MOVES_BEFORE_ENQUEUE = Text(en="event {i}: seq {seq_id} moves from {state} before it was enqueued",
                             zh="事件 {i}：序列 {seq_id} 还没入队就从 {state} 转出")
@@ -113,29 +114,36 @@ def check_consistency(trace: Trace) -> list[str]:
 
 
 def order_problems(trace: Trace) -> list[str]:
-    """Where the events are not in the order an engine writes them: the clock never goes back, each
-    STEP_DONE's step is one more than the last one's, every event of step N comes after step N-1 ended, and
-    each sequence's state transitions follow one another (WAITING from its REQUEST_ENQUEUE on). Only the
-    first break of each rule is said, with how many more there are: one shuffled line breaks them all."""
+    """Where the events are not in the order an engine writes them: the clock never goes back, step numbers
+    never go back, every event of a step comes after the steps before it ended, each STEP_DONE ends a later
+    step than the last one (a step rolled back after an exception has none, and the retry takes the next
+    number), and each sequence's state transitions follow one another (WAITING from its REQUEST_ENQUEUE on).
+    Only the first break of each rule is said, with how many more there are: one shuffled line breaks them
+    all."""
     broken: dict[str, list[str]] = {}
 
     def note(rule: str, sentence: str) -> None:
         broken.setdefault(rule, []).append(sentence)
 
     last_t: int | None = None
+    last_step: int | None = None  # the step of the last event that had one
     last_done: int | None = None  # the step of the last STEP_DONE
     state_of: dict[int, str] = {}  # each sequence's state after its last transition
     for e in trace.events:
         if last_t is not None and e.t_ns < last_t:
             note("clock", say(CLOCK_BACK, i=e.i, event=e.event, t_ns=e.t_ns, before=last_t))
         last_t = e.t_ns
-        if e.step is not None and last_done is not None and e.step != last_done + (0 if ends_a_step(e) else 1):
-            if not ends_a_step(e):
-                note("step", say(WRONG_STEP, i=e.i, event=e.event, step=e.step, ended=last_done, running=last_done + 1))
-        if ends_a_step(e):
-            if last_done is not None and e.step != last_done + 1:
-                note("steps", say(STEPS_NOT_IN_ORDER, i=e.i, step=e.step, before=last_done))
-            last_done = e.step
+        if e.step is not None:
+            if last_step is not None and e.step < last_step:
+                note("back", say(STEP_GOES_BACK, i=e.i, event=e.event, step=e.step, before=last_step))
+            elif last_done is not None and e.step <= last_done:
+                if ends_a_step(e):
+                    note("steps", say(STEPS_NOT_IN_ORDER, i=e.i, step=e.step, before=last_done))
+                else:
+                    note("step", say(WRONG_STEP, i=e.i, event=e.event, step=e.step))
+            last_step = e.step
+            if ends_a_step(e):
+                last_done = max(e.step, last_done if last_done is not None else e.step)
         if e.event == "REQUEST_ENQUEUE":
             if e.stats.seq_id in state_of:
                 note("seq", say(ENQUEUED_AGAIN, i=e.i, seq_id=e.stats.seq_id))
