@@ -18,6 +18,7 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in NOTEBOOKS]
 # The kernel gets the environment a learner's Jupyter gives it: conftest.py's TRITON_INTERPRET=1 is for the
 # test process, and a notebook that needs Triton's interpreter must switch it on itself.
 LEARNER_ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ", re.M)  # warnings.showwarning's "file:line: Category: message"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -34,6 +35,12 @@ def test_notebook_runs_top_to_bottom(path):
     # A failing cell raises CellExecutionError naming the cell and its traceback.
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute(env=LEARNER_ENV)
+    # A learner reads every warning as something gone wrong: a notebook shows none (progress bars also write
+    # to stderr, so only what the warnings module prints counts).
+    warned = [f"cell {i}: {output.text.strip()[:300]}" for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+              for output in cell.outputs
+              if output.output_type == "stream" and output.name == "stderr" and WARNING.search(output.text)]
+    assert warned == [], "\n".join(warned)
 
 
 def test_the_readme_lists_every_notebook_in_both_languages():
