@@ -13,7 +13,7 @@ import pytest
 from nanovllm_teach import i18n
 from nanovllm_teach.exercises import EXERCISES, check, grade, quiz_trace
 from nanovllm_teach.exercises.quiz_grading import QUESTIONS
-from nanovllm_teach.i18n import Text, set_lang, speaking
+from nanovllm_teach.i18n import Text, speaking
 from nanovllm_teach.i18n.notebooks import pair_problems
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -22,13 +22,7 @@ CHINESE_PART = "\n中文说明：\n\n"
 MAX_COLUMNS = 110
 
 
-@pytest.fixture(autouse=True)
-def no_language_chosen(monkeypatch):
-    for name in (i18n.ENV_VAR, "LC_ALL", "LC_MESSAGES", "LANG"):
-        monkeypatch.delenv(name, raising=False)
-    set_lang(None)
-    yield
-    set_lang(None)
+pytestmark = pytest.mark.usefixtures("no_language_chosen")
 
 
 def _statement(name: str) -> tuple[str, str]:

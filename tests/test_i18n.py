@@ -23,13 +23,7 @@ from nanovllm_teach.i18n.notebooks import ROOT, build, problems_in, sources, sta
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-@pytest.fixture(autouse=True)
-def no_language_chosen(monkeypatch):
-    for name in (i18n.ENV_VAR, "LC_ALL", "LC_MESSAGES", "LANG"):
-        monkeypatch.delenv(name, raising=False)
-    set_lang(None)
-    yield
-    set_lang(None)
+pytestmark = pytest.mark.usefixtures("no_language_chosen")
 
 
 def test_the_language_is_asked_for_then_chosen_then_the_environment_then_the_locale(monkeypatch):

@@ -35,7 +35,7 @@ from nanovllm_teach.exercises.policy_grading import PolicyMetrics, WorkloadScore
 from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.workloads import TIGHT_CACHE, WORKLOADS
-from nanovllm_teach.i18n import Text, set_lang, speaking
+from nanovllm_teach.i18n import Text, speaking
 from nanovllm_teach.i18n.notebooks import pair_problems
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace import Trace, diff, load_trace
@@ -51,13 +51,7 @@ ENGLISH_WORDS = re.compile(r"\b(?:you|yours|your|reference|did not|instead|step|
                            r"had|wrote|sampled|the)\b")
 
 
-@pytest.fixture(autouse=True)
-def no_language_chosen(monkeypatch):
-    for name in (i18n.ENV_VAR, "LC_ALL", "LC_MESSAGES", "LANG"):
-        monkeypatch.delenv(name, raising=False)
-    set_lang(None)
-    yield
-    set_lang(None)
+pytestmark = pytest.mark.usefixtures("no_language_chosen")
 
 
 def _numbers(text: str) -> list[str]:

@@ -2,5 +2,5 @@
 
 - ``requests``: who arrives when, with how long a prompt, wanting how many tokens (``make_workload``);
 - ``arrivals``: ``serve_workload``, the one arrival loop, on the engine's public step API;
-- ``metrics``: TTFT, TPOT, throughput (``WorkloadResult``).
+- ``metrics``: TTFT, TPOT, throughput and goodput against an ``Slo`` (``WorkloadResult``).
 """

@@ -124,7 +124,8 @@ class WorkloadResult:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by the nearest-rank rule: a value that occurred."""
+    """The ``q`` quantile (0..1): the sorted values' entry at index ``int(q * n)`` (the largest for q = 1), so
+    always a value that occurred; for a median of an even count, the upper of the middle two."""
     if not values:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
