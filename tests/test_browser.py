@@ -223,9 +223,9 @@ def _rgb(css: str) -> str:
 
 def _faded(hex_color: str) -> str:
     """blockgrid's faded colour of a block freed at the step's end, over a white cell, as ``#rrggbb``."""
-    from nanovllm_teach.viz.blockgrid import _FREED_ALPHA
+    from nanovllm_teach.viz.style import FREED_ALPHA
     channels = (int(hex_color[k:k + 2], 16) for k in (1, 3, 5))
-    return "#" + "".join(f"{int(255 - _FREED_ALPHA * (255 - v) + 0.5):02x}" for v in channels)  # JS Math.round
+    return "#" + "".join(f"{int(255 - FREED_ALPHA * (255 - v) + 0.5):02x}" for v in channels)  # JS Math.round
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

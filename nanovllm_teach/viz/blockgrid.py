@@ -43,7 +43,7 @@ from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot
 from nanovllm_teach.viz import labels
 from nanovllm_teach.viz.render import NotebookFigure, as_written
-from nanovllm_teach.viz.style import CACHED_COLOR, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
+from nanovllm_teach.viz.style import CACHED_COLOR, FREED_ALPHA, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
 MAX_CELLS = 1024
 # Grids up to this many cells get texts (at the CPU default of 341 blocks too); beyond, they would be
@@ -52,7 +52,6 @@ LABEL_CELLS = 512
 _CELL = 0.9  # cell size; the grid pitch is 1
 _SHARED_EDGE_WIDTH = 1.6
 _SELECTED_EDGE_WIDTH = 2.4
-_FREED_ALPHA = 0.35
 _PALETTE_RGBA = to_rgba_array(SEQ_PALETTE)
 _FREE_RGBA, _CACHED_RGBA, _SHARED_EDGE_RGBA = to_rgba(FREE_COLOR), to_rgba(CACHED_COLOR), to_rgba("black")
 _SELECTED_RGBA = to_rgba("red")
@@ -200,7 +199,7 @@ class BlockGrid:
         if gone:
             index = np.array([b for b, _ in gone])
             faces[index] = _PALETTE_RGBA[[sid % len(SEQ_PALETTE) for _, sid in gone]]
-            faces[index, 3] = _FREED_ALPHA
+            faces[index, 3] = FREED_ALPHA
         drawn = [(b, seqs) for b, seqs in kv.holders.items() if b < n]
         if drawn:
             index = np.array([b for b, _ in drawn])
@@ -247,7 +246,7 @@ class BlockGrid:
     def _legend(self, layout: GridLayout) -> None:
         if layout.group == 1:
             handles = [Patch(facecolor=seq_color(0), label=say(labels.USED_BY_SEQ)),
-                       Patch(facecolor=to_rgba(seq_color(0), _FREED_ALPHA), label=say(labels.FREED_AT_STEP_END)),
+                       Patch(facecolor=to_rgba(seq_color(0), FREED_ALPHA), label=say(labels.FREED_AT_STEP_END)),
                        Patch(facecolor="white", edgecolor="black", linewidth=1.6, label=say(labels.SHARED))]
         else:
             handles = [Patch(facecolor=_OCCUPANCY(1.0), label=say(labels.GROUP_ALL_USED, group=layout.group)),

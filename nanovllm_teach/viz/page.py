@@ -59,9 +59,11 @@ from nanovllm_teach.trace.replay import queues
 from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.trace.steps import cut_steps, step_ends
 # The grid's conventions are blockgrid's: the blocks freed at a step's end, in their holder's colour faded.
-from nanovllm_teach.viz.blockgrid import _FREED_ALPHA as FREED_ALPHA, freed_at_step_end
+from nanovllm_teach.viz.blockgrid import freed_at_step_end
 from nanovllm_teach.viz.compare import trace_label
-from nanovllm_teach.viz.style import CACHED_COLOR, CURSOR_COLOR, FREE_COLOR, PHASE_COLORS, SEQ_PALETTE, STATE_COLORS
+from nanovllm_teach.viz.style import (
+    CACHED_COLOR, CURSOR_COLOR, FREE_COLOR, FREED_ALPHA, PHASE_COLORS, SEQ_PALETTE, STATE_COLORS,
+)
 
 _FREE, _CACHED = 0, 1  # block codes; code k >= 2 is holders[k - 2]
 # A TEACHING line is stored as a template (its text with each run of digits not starting with 0 replaced by

@@ -28,6 +28,9 @@ FINISH_MARKERS = {"eos": "o", "length": "|", "max_model_len": ">", "aborted": "x
 # KV block grid.
 FREE_COLOR = "#ffffff"
 CACHED_COLOR = "#a0a0a0"  # free, but still hashed: a prefix-cache hit can reuse it
+# Blocks the step's finished requests freed at its end: their holder's colour at this opacity (the
+# static grid, the Player and the replay page alike).
+FREED_ALPHA = 0.35
 GRID_BACKGROUND = "#e3e3e3"  # seen in the gaps between cells
 
 # tab20 without its two greys (grey means "cached" in the block grid): its nine strong colours first, then
