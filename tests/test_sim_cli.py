@@ -50,7 +50,7 @@ def test_list_names_every_model_and_device(capsys):
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["--hardware", "h100"], "no hardware 'h100'"),
+    (["--hardware", "h100"], "unknown hardware 'h100'"),
     (["--model", "qwen3-9b"], "neither a shipped shape"),
     (["--rate", "0"], "Poisson rate"),
     (["--rate", "2", "--arrivals", "at-once"], "--rate or --arrivals"),

@@ -9,7 +9,8 @@ import pytest
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES, GIB
-from nanovllm_teach.sim.runner import GPU_RUNTIME_BYTES, SimulatedRunner
+from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES
+from nanovllm_teach.sim.runner import SimulatedRunner
 from nanovllm_teach.trace.recorder import TraceRecorder
 
 

@@ -20,9 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.sim.cost_model import load_shape, shape_names
-from nanovllm_teach.sim.hardware import DEVICES, GIB, device_names
-from nanovllm_teach.workload.requests import SharedPrefix, make_workload, parse_arrivals, parse_lengths
+from nanovllm_teach.settings import Settings
+from nanovllm_teach.sim.budget import check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes
+from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, load_shape, shape_names
+from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
+from nanovllm_teach.trace.recorder import TraceRecorder
+from nanovllm_teach.workload.requests import Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
 
 
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -77,43 +80,89 @@ def list_choices() -> str:
     return "\n".join(lines)
 
 
-def _workload(args: argparse.Namespace, vocab_size: int, max_model_len: int) -> list:
+def _shared_prefix(spec: str | None, num_requests: int, max_model_len: int) -> SharedPrefix | None:
+    if spec is None:
+        return None
+    try:
+        groups, length = (int(x) for x in spec.split(":"))
+    except ValueError:
+        raise ValueError(f"--shared-prefix must be GROUPS:LEN (two ints), got {spec!r}") from None
+    shared = SharedPrefix(groups, length)
+    if groups > num_requests:
+        raise ValueError(f"--shared-prefix {spec}: {groups} groups for {num_requests} requests (at most one each)")
+    if length + 2 > max_model_len:
+        raise ValueError(f"--shared-prefix {spec}: a prefix of {length} tokens leaves no room for a prompt and an "
+                         f"answer in max_model_len={max_model_len}")
+    return shared
+
+
+def _lengths(spec: str, option: str, clip: int, most: int) -> Lengths:
+    """``clip``: where the log-normals' tails are cut; ``most``: the longest a drawn length may be."""
+    lengths = parse_lengths(spec, hi=clip)
+    if lengths.longest > most:
+        raise ValueError(f"{option} {spec} reaches {lengths.longest} tokens, more than the {most} that fit "
+                         f"max_model_len")
+    return lengths
+
+
+def _workload(args: argparse.Namespace, vocab_size: int, max_model_len: int, num_blocks: int) -> list:
+    """The workload, drawn once everything it will hold is known to fit in this machine's memory."""
     if args.rate is not None and args.arrivals is not None:
         raise ValueError("give --rate or --arrivals, not both")
     arrivals = parse_arrivals(args.arrivals or f"poisson:{args.rate if args.rate is not None else 4}")
+    shared = _shared_prefix(args.shared_prefix, args.requests, max_model_len)
+    prefix_len = shared.prefix_len if shared else 0
     output_hi = max(1, max_model_len // 4)  # the tails of the default log-normals are clipped to fit
-    shared = None
-    if args.shared_prefix is not None:
-        try:
-            groups, length = (int(x) for x in args.shared_prefix.split(":"))
-        except ValueError:
-            raise ValueError(f"--shared-prefix must be GROUPS:LEN (two ints), got {args.shared_prefix!r}") from None
-        shared = SharedPrefix(groups, length)
-    prompt_hi = max(1, max_model_len - output_hi - (shared.prefix_len if shared else 0))
-    return make_workload(args.requests, arrivals, parse_lengths(args.prompt_lens, hi=prompt_hi),
-                         parse_lengths(args.output_lens, hi=output_hi), vocab_size=vocab_size, seed=args.seed,
+    prompt_hi = max(1, max_model_len - output_hi - prefix_len)
+    prompts = _lengths(args.prompt_lens, "--prompt-lens", prompt_hi, max_model_len - 1 - prefix_len)
+    outputs = _lengths(args.output_lens, "--output-lens", output_hi, max_model_len - 1)
+    check_host_memory(host_bytes(args.requests, prefix_len + prompts.mean(), outputs.mean(), num_blocks,
+                                 shared.num_groups * prefix_len if shared else 0))
+    return make_workload(args.requests, arrivals, prompts, outputs, vocab_size=vocab_size, seed=args.seed,
                          shared_prefix=shared)
+
+
+def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
+    """The KV blocks the engine can have: as many as asked (refused if the device could not hold them), or
+    at most what the device's memory (this CPU: its KV cap) holds."""
+    tp, block = args.tensor_parallel_size, args.block_size
+    shape.check_tensor_parallel(tp)
+    if args.hardware == CPU_DEVICE_NAME:
+        per_block = 2 * shape.num_layers * block * (shape.num_kv_heads // tp) * shape.head_dim * 4
+        return args.num_kvcache_blocks or int(Settings.cpu_kvcache_gib * GIB) // per_block
+    device = get_device(args.hardware)  # a datasheet device: plain data
+    if args.num_kvcache_blocks is not None:
+        check_kv_blocks(shape, device, tp, block, args.num_kvcache_blocks)
+        return args.num_kvcache_blocks
+    batched = args.max_num_batched_tokens or (16384 if device.kind == "gpu" else 2048)
+    return estimated_kv_blocks(StepCostModel(shape, device, tensor_parallel_size=tp), args.gpu_memory_utilization,
+                               min(args.max_model_len, shape.max_position_embeddings), batched, args.max_num_seqs,
+                               block)
 
 
 def simulate_command(args: argparse.Namespace) -> int:
     if args.list:
         print(list_choices())
         return 0
-    from nanovllm_teach import LLM  # torch, only now
-
     settings = dict(runner="simulated", hardware=args.hardware, sim_factors=args.factors,
                     max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                     max_num_batched_tokens=args.max_num_batched_tokens, kvcache_block_size=args.block_size,
                     num_kvcache_blocks=args.num_kvcache_blocks, gpu_memory_utilization=args.gpu_memory_utilization,
                     tensor_parallel_size=args.tensor_parallel_size, scheduling_policy=args.policy,
                     enable_prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager)
+    Settings.from_kwargs(settings)  # every setting's own check, before any is used
     if args.out and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder: give the trace's file name (e.g. sim.jsonl)")
     wall = time.perf_counter()
-    shape = load_shape(args.model)  # the workload is drawn, and any mistake in it found, before a file is opened
-    workload = _workload(args, shape.vocab_size, min(args.max_model_len, shape.max_position_embeddings))
+    # Everything is checked and the workload drawn before a file is opened or the engine built.
+    shape = load_shape(args.model)
+    max_model_len = min(args.max_model_len, shape.max_position_embeddings)
+    workload = _workload(args, shape.vocab_size, max_model_len, _most_kv_blocks(args, shape))
+    from nanovllm_teach import LLM  # torch, only now
+
     try:
-        llm = LLM(args.model, trace=Path(args.out) if args.out else None, **settings)
+        # The trace streams to its file only: a long run's events are not kept in memory too.
+        llm = LLM(args.model, trace=TraceRecorder(args.out, keep_in_memory=False) if args.out else None, **settings)
     except OSError as error:  # the trace file: a folder, no permission, ...
         raise ValueError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     try:

@@ -101,6 +101,12 @@ class ModelShape:
         attention = 2 * q  # reads q, writes its output (K/V traffic is counted as KV)
         return matmuls + silu_and_mul + norms + attention
 
+    def check_tensor_parallel(self, tp: int) -> None:
+        """Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and the MLP."""
+        for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
+            if getattr(self, name) % tp != 0:
+                raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={getattr(self, name)}")
+
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
 

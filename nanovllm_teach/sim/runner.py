@@ -30,16 +30,12 @@ from msgspec import UNSET
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.engine.runner import RunnerDefaults
+from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, warmup_batch, weight_bytes
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
 from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, size_kv_cache
-
-# What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
-# datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
-GPU_RUNTIME_BYTES = 512 * 2**20
-
 
 class SimClock:
     """Simulated seconds since the engine started (the engine's ``Clock``); only ``SimulatedRunner.run`` and
@@ -92,10 +88,7 @@ class SimulatedRunner(RunnerDefaults):
         """The engine settings that matter to execution, with ``Config``'s names and defaults. ``clock``: the
         simulated clock to advance (an engine that stamps its events with it passes its own); ``answers``:
         the lengths a workload gives its answers."""
-        tp = tensor_parallel_size
-        for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
-            if getattr(shape, name) % tp != 0:
-                raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={getattr(shape, name)}")
+        shape.check_tensor_parallel(tensor_parallel_size)
         self.shape = shape
         self.hardware = device
         self.rec = recorder or NullRecorder()
@@ -103,7 +96,7 @@ class SimulatedRunner(RunnerDefaults):
         self.max_num_seqs = max_num_seqs
         self.max_model_len = min(max_model_len, shape.max_position_embeddings)
         self.max_num_batched_tokens = max_num_batched_tokens or (16384 if device.kind == "gpu" else 2048)
-        self.cost_model = StepCostModel(shape, device, efficiency, tp)
+        self.cost_model = StepCostModel(shape, device, efficiency, tensor_parallel_size)
         self.clock = clock or SimClock()
         self.last_cost: StepCost | None = None
         self.last_work: list[tuple[int, int]] = []  # the step's (num_new_tokens, num_cached_tokens) per sequence
@@ -125,8 +118,7 @@ class SimulatedRunner(RunnerDefaults):
     def _warmup(self) -> int:
         """The real runner's warm-up (the largest prefill the limits allow), predicted: its time and the
         activation peak it would show. Returns that peak in bytes."""
-        seq_len = self.max_model_len
-        num_seqs = max(1, min(self.max_num_batched_tokens // seq_len, self.max_num_seqs))
+        num_seqs, seq_len = warmup_batch(self.max_model_len, self.max_num_batched_tokens, self.max_num_seqs)
         cost = self.cost_model.step([(seq_len, 0)] * num_seqs)
         peak = self.cost_model.activation_peak_bytes(num_seqs * seq_len, num_seqs)
         if self.rec.enabled:
@@ -138,7 +130,7 @@ class SimulatedRunner(RunnerDefaults):
     @property
     def weight_bytes(self) -> int:
         """One rank's weights in memory (tied embeddings stored once)."""
-        return self.shape.num_params * self.cost_model.dtype_bytes // self.cost_model.tp
+        return weight_bytes(self.cost_model)
 
     def _size_kv_cache(self, activation_peak: int, utilization: float, cpu_kvcache_gib: float,
                        explicit_blocks: int | None) -> int:
@@ -152,6 +144,8 @@ class SimulatedRunner(RunnerDefaults):
         num_kv_heads = shape.num_kv_heads // tp
         dtype_bytes = self.cost_model.dtype_bytes
         block_bytes = kv_block_bytes(shape.num_layers, self.block_size, num_kv_heads, shape.head_dim, dtype_bytes)
+        if explicit_blocks is not None:
+            check_kv_blocks(shape, dev, tp, self.block_size, explicit_blocks)
         cap = int(cpu_kvcache_gib * 2**30) if dev.kind == "cpu" else None
         sizing = size_kv_cache(reading, utilization, block_bytes, cap, explicit_blocks)
         if sizing.num_blocks < 1:

@@ -42,7 +42,14 @@ class Request:
 
 
 class Lengths(Protocol):
+    """A length distribution: ``sample`` draws one; ``mean`` and ``longest`` bound what a workload will hold."""
+
     def sample(self, rng: random.Random) -> int: ...
+
+    def mean(self) -> float: ...
+
+    @property
+    def longest(self) -> int: ...
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -61,6 +68,13 @@ class Fixed:
     def sample(self, rng: random.Random) -> int:
         return self.n
 
+    def mean(self) -> float:
+        return self.n
+
+    @property
+    def longest(self) -> int:
+        return self.n
+
 
 @dataclass(frozen=True)
 class Uniform:
@@ -76,6 +90,13 @@ class Uniform:
 
     def sample(self, rng: random.Random) -> int:
         return rng.randint(self.lo, self.hi)
+
+    def mean(self) -> float:
+        return (self.lo + self.hi) / 2
+
+    @property
+    def longest(self) -> int:
+        return self.hi
 
 
 # z of the 90th percentile of a standard normal: a log-normal's p90 is median * exp(Z90 * sigma).
@@ -109,6 +130,15 @@ class LogNormal:
         value = round(rng.lognormvariate(math.log(self.median), self.sigma))
         return min(max(value, self.lo), self.hi)
 
+    def mean(self) -> float:
+        """The unclipped mean (``median * exp(sigma^2 / 2)``) within ``lo..hi``: an upper bound of the clipped
+        one's when the median is below ``hi``."""
+        return min(max(self.median * math.exp(min(self.sigma, 10.0) ** 2 / 2), self.lo), self.hi)
+
+    @property
+    def longest(self) -> int:
+        return self.hi
+
 
 # Approximate figures of the kind reported for ShareGPT-style chats (conversations shared from ChatGPT, with
 # the earlier turns in the prompt): prompts median about 1,700 / p90 about 5,700 tokens, answers median about
@@ -123,7 +153,18 @@ def chat_output_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
 
 
 class Arrivals(Protocol):
+    """When ``n`` requests arrive: ``times`` draws them; ``span_s`` is how long they take to arrive on
+    average, known before any draw (``make_workload`` refuses a span longer than ``MAX_SPAN_S``)."""
+
     def times(self, n: int, rng: random.Random) -> list[float]: ...
+
+    def span_s(self, n: int) -> float: ...
+
+
+# The longest stretch of arrivals a workload may have: 10 million seconds (116 days). Far beyond any serving
+# benchmark, and short enough that float seconds still resolve a nanosecond at its end (a span of 1e300 s
+# would make every step last 0 s).
+MAX_SPAN_S = 1e7
 
 
 @dataclass(frozen=True)
@@ -141,6 +182,9 @@ class Poisson:
             out.append(t)
         return out
 
+    def span_s(self, n: int) -> float:
+        return n / self.rate
+
 
 @dataclass(frozen=True)
 class Burst:
@@ -149,17 +193,23 @@ class Burst:
 
     def __post_init__(self) -> None:
         _positive_int("Burst size", self.size)
-        if not self.every_s >= 0:
-            raise ValueError(f"Burst every_s must be >= 0, got {self.every_s!r}")
+        if not 0 <= self.every_s < math.inf:
+            raise ValueError(f"Burst every_s must be a finite number >= 0, got {self.every_s!r}")
 
     def times(self, n: int, rng: random.Random) -> list[float]:
         return [(i // self.size) * self.every_s for i in range(n)]
+
+    def span_s(self, n: int) -> float:
+        return (n - 1) // self.size * self.every_s
 
 
 @dataclass(frozen=True)
 class AtOnce:
     def times(self, n: int, rng: random.Random) -> list[float]:
         return [0.0] * n
+
+    def span_s(self, n: int) -> float:
+        return 0.0
 
 
 @dataclass(frozen=True)
@@ -177,6 +227,9 @@ class Replay:
         if n != len(self.arrival_s):
             raise ValueError(f"Replay holds {len(self.arrival_s)} arrival times, the workload asks for {n}")
         return list(self.arrival_s)
+
+    def span_s(self, n: int) -> float:
+        return self.arrival_s[-1] if len(self.arrival_s) else 0.0
 
 
 @dataclass(frozen=True)
@@ -206,6 +259,10 @@ def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, o
     prompt length (a request's prompt is ``prefix_len`` + that many tokens)."""
     _positive_int("num_requests", num_requests)
     _positive_int("vocab_size", vocab_size)
+    span = arrivals.span_s(num_requests)
+    if not span <= MAX_SPAN_S:
+        raise ValueError(f"{num_requests} requests arriving as {arrivals} would take {span:.3g} s to arrive, more "
+                         f"than the {MAX_SPAN_S:.0e} s (116 days) a workload may span")
     rng = random.Random(seed)
     pool = list(range(vocab_size))
     prefixes = ([_token_ids(rng, pool, shared_prefix.prefix_len) for _ in range(shared_prefix.num_groups)]

@@ -1,0 +1,133 @@
+"""Orchestration (simulated): what a simulation will hold, estimated from its settings before anything is drawn
+or built, and a refusal (ValueError, one line) when it cannot fit.
+
+Two memories are at stake:
+
+- the simulated device's: a KV cache of ``num_kvcache_blocks`` blocks must fit in its memory, whatever was
+  asked for (``kv_blocks_that_fit``; the simulated runner refuses more too);
+- this machine's: the simulation holds every request's token ids (in the workload and in the engine's
+  sequence), a Python object for every KV block, and per request a few small records. ``host_bytes``
+  adds them up from the settings alone; ``check_host_memory`` refuses a run whose estimate is more than
+  this machine has available.
+
+The per-item sizes are measured on CPython 3.12 (a list slot is 8 bytes; token id ints are shared from one
+pool, ``workload/requests.py``): a ``BlockManager`` of 1,000,000 blocks takes 257 MB; a request of 100 prompt
+tokens about 0.84 kB as a ``Request`` and 1.16 kB as a ``Sequence``.
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel
+from nanovllm_teach.sim.hardware import Device
+
+# What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
+# datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
+GPU_RUNTIME_BYTES = 512 * 2**20
+
+# A Python process with torch and the engine imported, and the engine's own start-up: about 360 MB of RSS
+# measured for a 200-request simulation; rounded up.
+PROCESS_BYTES = 512 * 2**20
+BLOCK_BYTES = 300  # a Block, its slot in the block list, the free deque and the used set
+TOKEN_BYTES = 8  # one list slot
+REQUEST_BYTES = 2048  # Request, Sequence, SamplingParams, RequestTimes and their dict entries, beyond token lists
+# What the simulation leaves of the available memory for everything else on the machine.
+HOST_SHARE = 0.8
+
+
+def kv_blocks_that_fit(shape: ModelShape, device: Device, tensor_parallel_size: int, block_size: int) -> int:
+    """How many KV blocks one rank of ``device`` could hold if nothing else were in its memory."""
+    per_block = (2 * shape.num_layers * block_size * (shape.num_kv_heads // tensor_parallel_size) * shape.head_dim
+                 * DTYPE_BYTES[device.dtype])
+    return device.memory_bytes // per_block
+
+
+def check_kv_blocks(shape: ModelShape, device: Device, tensor_parallel_size: int, block_size: int,
+                    num_blocks: int) -> None:
+    """Refuse a KV cache that the device's memory could not hold even empty of weights."""
+    most = kv_blocks_that_fit(shape, device, tensor_parallel_size, block_size)
+    if num_blocks > most:
+        raise ValueError(f"num_kvcache_blocks={num_blocks} cannot fit: {device.name} holds at most {most} KV blocks "
+                         f"of {block_size} tokens of {shape.name} per rank (tp={tensor_parallel_size}), even with "
+                         f"no weights")
+
+
+def warmup_batch(max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int) -> tuple[int, int]:
+    """The real runner's warm-up prefill, the largest the limits allow: ``(num_seqs, seq_len)``."""
+    return max(1, min(max_num_batched_tokens // max_model_len, max_num_seqs)), max_model_len
+
+
+def weight_bytes(cost_model: StepCostModel) -> int:
+    """One rank's weights in memory (tied embeddings stored once)."""
+    return cost_model.shape.num_params * cost_model.dtype_bytes // cost_model.tp
+
+
+def estimated_kv_blocks(cost_model: StepCostModel, utilization: float, max_model_len: int,
+                        max_num_batched_tokens: int, max_num_seqs: int, block_size: int) -> int:
+    """Before anything is built, the KV blocks the simulated runner will find room for on a datasheet device
+    (the same sum as its sizing: ``utilization`` of the memory, less the runtime, the weights and the warm-up's
+    activations); a device that has no room for one block is refused."""
+    device, shape, tp = cost_model.device, cost_model.shape, cost_model.tp
+    num_seqs, seq_len = warmup_batch(max_model_len, max_num_batched_tokens, max_num_seqs)
+    needed = (GPU_RUNTIME_BYTES if device.kind == "gpu" else 0) + weight_bytes(cost_model) \
+        + cost_model.activation_peak_bytes(num_seqs * seq_len, num_seqs)
+    per_block = 2 * shape.num_layers * block_size * (shape.num_kv_heads // tp) * shape.head_dim * cost_model.dtype_bytes
+    room = int(device.memory_bytes * utilization - needed)
+    if room < per_block:
+        raise ValueError(f"no memory left for the KV cache of {shape.name} on {device.name} (tp={tp}): the runtime, "
+                         f"weights and warm-up activations ({num_seqs} x {seq_len} tokens) take {needed / 2**30:.3g} "
+                         f"GiB of the {utilization * device.memory_bytes / 2**30:.3g} GiB allowed, one block of "
+                         f"{block_size} tokens needs {per_block / 2**30:.3g} GiB; raise gpu_memory_utilization or "
+                         f"tensor_parallel_size, or lower max_num_batched_tokens, max_model_len or the block size")
+    return room // per_block
+
+
+@dataclass(frozen=True)
+class HostEstimate:
+    """The estimate's parts, in bytes."""
+
+    process: int
+    requests: int
+    prefixes: int
+    blocks: int
+
+    @property
+    def total(self) -> int:
+        return self.process + self.requests + self.prefixes + self.blocks
+
+
+def host_bytes(num_requests: int, mean_prompt_len: float, mean_output_len: float, num_blocks: int,
+               prefix_tokens: int = 0) -> HostEstimate:
+    """This machine's memory for a simulation: prompts held twice (the workload's and the sequence's ids), the
+    answer's ids once, a record per request, an object per KV block, the shared prefixes' ids once."""
+    per_request = TOKEN_BYTES * (2 * mean_prompt_len + mean_output_len) + REQUEST_BYTES
+    return HostEstimate(PROCESS_BYTES, int(num_requests * per_request), TOKEN_BYTES * prefix_tokens,
+                        BLOCK_BYTES * num_blocks)
+
+
+def available_bytes() -> int:
+    """What this machine has available now (``MemAvailable`` of /proc/meminfo; elsewhere, physical memory)."""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_host_memory(estimate: HostEstimate, available: int | None = None) -> None:
+    """Refuse a simulation whose estimate is more than ``HOST_SHARE`` of what this machine has available."""
+    available = available_bytes() if available is None else available
+    if estimate.total > HOST_SHARE * available:
+        parts = ", ".join(f"{name} {value / 2**30:.3g} GiB" for name, value in (
+            ("requests", estimate.requests), ("shared prefixes", estimate.prefixes),
+            ("KV block records", estimate.blocks)) if value)
+        raise ValueError(f"this simulation would need about {estimate.total / 2**30:.3g} GiB of this machine's "
+                         f"memory ({parts}), more than the {HOST_SHARE * available / 2**30:.3g} GiB it can take of "
+                         f"the {available / 2**30:.3g} GiB available: fewer requests, shorter lengths or fewer "
+                         f"KV blocks")
