@@ -207,7 +207,8 @@ def read_model_config(path: Path, asked: str) -> PretrainedConfig:
         raise ValueError(f"model must be a local checkpoint directory with a config.json, got {asked!r}")
     hf_config = AutoConfig.from_pretrained(str(path))
     if hf_config.model_type != "qwen3":
-        raise ValueError(f"only Qwen3 checkpoints are supported, {path} is {hf_config.model_type!r}")
+        raise ValueError(f"the engine runs only Qwen3 checkpoints, {path} is {hf_config.model_type!r} (the simulator, "
+                         f"runner='simulated' or nanovllm-teach simulate, takes any dense decoder's config.json)")
     return hf_config
 
 

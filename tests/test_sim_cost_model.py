@@ -42,7 +42,7 @@ def test_counts_by_hand_on_a_tiny_shape():
 
 def test_parameter_counts_match_the_model_names():
     expected = {"qwen3-0.6b": 0.6, "qwen3-1.7b": 1.7, "qwen3-4b": 4.0, "qwen3-8b": 8.2, "qwen3-14b": 14.8,
-                "qwen3-32b": 32.8}
+                "qwen3-32b": 32.8, "llama-3.1-8b": 8.0, "llama-3.1-70b": 70.6, "qwen2.5-7b": 7.6}
     assert shape_names() == sorted(expected)
     for name, billions in expected.items():
         assert load_shape(name).num_params / 1e9 == pytest.approx(billions, rel=0.03), name

@@ -47,9 +47,19 @@ SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
 _FRACTIONS = frozenset({"matmul", "attention", "memory", "interconnect"})
 
 
+# The dense decoders whose config.json the shape is read from: the same block (RMSNorm, grouped-query
+# attention with rotary positions, a gated SiLU MLP) in every one. Qwen3 adds RMSNorms on q and k; Qwen2 has
+# biases on q, k and v. Sliding windows and rope scaling change no FLOP or byte counted here.
+DENSE_DECODERS = ("qwen3", "qwen2", "llama", "mistral")
+# Keys that only a mixture-of-experts config has.
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
+_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
+             "max_position_embeddings")
+
+
 @dataclass(frozen=True)
 class ModelShape:
-    """The numbers of a Qwen3 ``config.json`` that decide its cost and its memory."""
+    """The numbers of a dense decoder's ``config.json`` that decide its cost and its memory."""
 
     name: str
     hidden_size: int
@@ -62,19 +72,36 @@ class ModelShape:
     tie_word_embeddings: bool
     max_position_embeddings: int
     eos_token_id: int
+    qk_norm: bool = True  # Qwen3's RMSNorms on q and k
+    qkv_bias: bool = False  # Qwen2's biases on q, k and v
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], name: str) -> "ModelShape":
-        """From a Hugging Face ``config.json`` as a dict (or ``PretrainedConfig.to_dict()``)."""
+        """From a Hugging Face ``config.json`` as a dict (or ``PretrainedConfig.to_dict()``) of one of
+        ``DENSE_DECODERS``; anything else, a mixture of experts above all, raises ValueError saying why."""
+        model_type = config.get("model_type")
+        experts = [key for key in _EXPERT_KEYS if config.get(key)]
+        if experts or "moe" in str(model_type):
+            raise ValueError(f"{name} is a mixture-of-experts model ({model_type!r}, {', '.join(experts) or 'moe'}): "
+                             f"each token runs through a few of its experts, chosen per token, which this cost model "
+                             f"(every weight in every token's path) does not describe; give a dense decoder "
+                             f"({', '.join(DENSE_DECODERS)})")
+        if model_type not in DENSE_DECODERS:
+            raise ValueError(f"{name} is a {model_type!r} model; the simulator reads the shapes of dense decoders: "
+                             f"{', '.join(DENSE_DECODERS)}")
+        missing = [key for key in _REQUIRED if not isinstance(config.get(key), int) or config[key] < 1]
+        if missing:
+            raise ValueError(f"{name}'s config.json has no positive int {', '.join(missing)}")
         hidden, heads = config["hidden_size"], config["num_attention_heads"]
         eos = config.get("eos_token_id")
         return cls(name=name, hidden_size=hidden, num_layers=config["num_hidden_layers"], num_heads=heads,
-                   num_kv_heads=config["num_key_value_heads"],
+                   num_kv_heads=config.get("num_key_value_heads") or heads,
                    head_dim=config.get("head_dim") or hidden // heads,
                    intermediate_size=config["intermediate_size"], vocab_size=config["vocab_size"],
                    tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
                    max_position_embeddings=config["max_position_embeddings"],
-                   eos_token_id=eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
+                   eos_token_id=eos[0] if isinstance(eos, list) else (eos if eos is not None else 0),
+                   qk_norm=model_type == "qwen3", qkv_bias=model_type == "qwen2")
 
     @property
     def linear_params_per_layer(self) -> int:
@@ -85,9 +112,10 @@ class ModelShape:
 
     @property
     def num_params(self) -> int:
-        norms_per_layer = 2 * self.hidden_size + 2 * self.head_dim  # two RMSNorms, Qwen3's q and k norms
+        norms_per_layer = 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
+        biases_per_layer = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.qkv_bias else 0
         embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        return (self.num_layers * (self.linear_params_per_layer + norms_per_layer) + self.hidden_size
+        return (self.num_layers * (self.linear_params_per_layer + norms_per_layer + biases_per_layer) + self.hidden_size
                 + embeddings)
 
     @property
@@ -128,8 +156,15 @@ def shape_dir(name_or_dir: str | Path) -> Path:
 
 
 def load_shape(name_or_dir: str | Path) -> ModelShape:
+    """A shipped shape or a folder's ``config.json``; a file that is not a JSON object raises ValueError."""
     folder = shape_dir(name_or_dir)
-    return ModelShape.from_config(json.loads((folder / "config.json").read_text()), folder.name)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{folder / 'config.json'} cannot be read as JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{folder / 'config.json'} is not a JSON object")
+    return ModelShape.from_config(config, folder.name)
 
 
 @dataclass(frozen=True)

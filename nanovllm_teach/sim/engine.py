@@ -1,8 +1,8 @@
 """The engine at scale, assembled: the real ``LLMEngine`` driving a ``SimulatedRunner`` on a ``SimClock``.
 
 ``simulated_parts(model, settings)`` is what ``LLM(model, runner="simulated", hardware=...)`` is built from:
-the model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with a ``config.json``; no
-tokenizer, no weights), ``hardware`` names the device (``sim/hardware.py``) and ``device`` becomes its name;
+the model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with the ``config.json`` of a
+dense decoder: Qwen3, Qwen2/2.5, Llama 2/3, Mistral; no tokenizer, no weights), ``hardware`` names the device (``sim/hardware.py``) and ``device`` becomes its name;
 the efficiency factors come from ``sim_factors``' file, or the defaults. The engine itself is the same
 one, and does not know: this module imports the engine, never the other way round.
 
@@ -15,11 +15,12 @@ import os
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig
 
-from nanovllm_teach.config import Config, check_shards, read_model_config, resolve_linear_backend
+from nanovllm_teach.config import Config, check_shards, resolve_linear_backend
 from nanovllm_teach.engine.runner import EngineParts
 from nanovllm_teach.settings import Settings
-from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, shape_dir
+from nanovllm_teach.sim.cost_model import Efficiency, load_shape, shape_dir
 from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
 from nanovllm_teach.trace.recorder import Recorder
@@ -42,7 +43,8 @@ def simulated_parts(model: str, asked: Settings) -> EngineParts:
         raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
     efficiency = efficiency_of(asked)  # a missing or bad file fails now, before anything is built
     path = shape_dir(model)
-    hf_config = read_model_config(path, model)
+    shape = load_shape(path)  # first: it refuses what is not a dense decoder, saying why
+    hf_config = AutoConfig.from_pretrained(str(path))
     check_shards(asked.tensor_parallel_size, hf_config)  # a simulated device has as many peers as it is asked for
     # "this-cpu" is measured only when the engine starts: it is a CPU, float32.
     kind, dtype = ((DEVICES[asked.hardware].kind, DEVICES[asked.hardware].dtype) if asked.hardware in DEVICES
@@ -52,7 +54,6 @@ def simulated_parts(model: str, asked: Settings) -> EngineParts:
     config = Config.build(asked, path, hf_config, device=asked.hardware, dtype=dtype, on_gpu=kind == "gpu",
                           attention_backend=attention_backend_on(kind), linear_backend=linear)
     device = get_device(config.hardware)
-    shape = ModelShape.from_config(hf_config.to_dict(), path.name)
     clock, answers = SimClock(), AnswerLengths()
 
     def make_runner(config: Config, recorder: Recorder) -> SimulatedRunner:
