@@ -83,8 +83,18 @@ DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id})\n"
                       "Completion: {text!r}  ({tokens} tokens generated, finished on {reason})\n",
                    zh="Prompt：{prompt!r}  （seq_id={seq_id}）\n"
                       "回答：{text!r}  （生成了 {tokens} 个 token，结束原因：{reason}）\n")
-DEMO_FILES = Text(en="\ntrace:    {trace}  (nanovllm-teach replay {trace} --text: every step)\ntimeline: {picture}",
-                  zh="\ntrace：    {trace}  （nanovllm-teach replay {trace} --text：逐步列出）\n时间线图：{picture}")
+DEMO_FILES = Text(en="\ntrace:    {trace}  (nanovllm-teach replay {trace} --all: every step)\ntimeline: {picture}",
+                  zh="\ntrace：    {trace}  （nanovllm-teach replay {trace} --all：逐步列出）\n时间线图：{picture}")
+# replay's text: a summary and the first rows by default, every row with --all.
+SUMMARY_ROWS = 20
+REPLAY_SUMMARY = Text(
+    en="{steps} steps ({prefill} prefill, {decode} decode) over {seconds:.3g} s; {requests} requests ({finished} "
+       "finished), {preemptions} preemptions; TTFT p50 {ttft50} ms, p99 {ttft99} ms; TPOT p50 {tpot50} ms",
+    zh="{steps} 个引擎步（预填充 {prefill}，解码 {decode}），历时 {seconds:.3g} 秒；{requests} 个请求（完成 "
+       "{finished}），抢占 {preemptions} 次；首 token 延迟（TTFT）p50 {ttft50} ms，p99 {ttft99} ms；"
+       "每个输出 token 的时间（TPOT）p50 {tpot50} ms")
+REPLAY_FIRST_ROWS = Text(en="(the first {n} rows of each table; --all prints every one, --html the replay page)",
+                         zh="（每张表只列出前 {n} 行；--all 列出全部，--html 生成回放页）")
 DEMO_FULL_LOG = Text(en="the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)",
                      zh="每个决策的完整 TEACHING 日志：nanovllm-teach demo --log normal（或 detail、all）")
 RECORDED = Text(en="{name}: {n} requests -> {path} ({mb:.2f} MB)", zh="{name}：{n} 个请求 -> {path}（{mb:.2f} MB）")
@@ -254,13 +264,18 @@ def _replay(args: argparse.Namespace) -> int:
     from nanovllm_teach.viz.page import write_replay_page
     from nanovllm_teach.viz.report import REQUEST_COLUMNS, STEP_COLUMNS, plot_overview, write_html_report
 
-    if args.text or not (picture or page or report):
+    if args.text or args.all or not (picture or page or report):
         # The tables' columns are the trace's field names; a line under each says them in words.
-        print(format_step_table(trace.steps))
+        limit = None if args.all else SUMMARY_ROWS
+        if not args.all:
+            print(_replay_summary(trace))
+        print(format_step_table(trace.steps, limit=limit))
         print(say(STEP_COLUMNS))
         print()
-        print(format_request_table(trace.requests))
+        print(format_request_table(trace.requests, limit=limit))
         print(say(REQUEST_COLUMNS))
+        if not args.all and max(len(trace.steps), len(trace.requests)) > SUMMARY_ROWS:
+            print(say(REPLAY_FIRST_ROWS, n=SUMMARY_ROWS))
     if picture:
         print(say(WROTE["picture"], path=_save_picture(plot_overview(trace), picture, dpi=100)))
     if page:
@@ -268,6 +283,24 @@ def _replay(args: argparse.Namespace) -> int:
     if report:
         print(say(WROTE["report"], path=write_html_report(trace, report, lang=args.lang)))
     return 0
+
+
+def _replay_summary(trace: Any) -> str:
+    from nanovllm_teach.workload.metrics import percentile
+
+    steps, requests = trace.steps, trace.requests
+    ttft = [r.ttft_ms for r in requests if r.ttft_ms is not None]
+    tpot = [r.tpot_ms for r in requests if r.tpot_ms is not None]
+    prefill = sum(row.phase == "prefill" for row in steps)
+
+    def ms(values: list[float], q: float) -> str:
+        return f"{percentile(values, q):.1f}" if values else "-"
+
+    return say(REPLAY_SUMMARY, steps=len(steps), prefill=prefill, decode=len(steps) - prefill,
+               seconds=(steps[-1].t_end_ns - steps[0].t_start_ns) / 1e9, requests=len(requests),
+               finished=sum(r.finish_reason is not None for r in requests),
+               preemptions=sum(r.num_preemptions for r in requests), ttft50=ms(ttft, 0.5), ttft99=ms(ttft, 0.99),
+               tpot50=ms(tpot, 0.5))
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -412,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "forward, timelines, Gantt chart, KV blocks, TEACHING lines) that opens in any browser, no "
                      "Python needed")
     rep.add_argument("--report", default=None, help="write a static HTML report (pictures and tables)")
-    rep.add_argument("--text", action="store_true", help="print the step and request tables (the default)")
+    rep.add_argument("--text", action="store_true", help="print a summary and the first rows of the step and request "
+                     "tables (the default)")
+    rep.add_argument("--all", action="store_true", help="print every row of the step and request tables")
     rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
     rep.set_defaults(func=_replay)
 

@@ -30,13 +30,19 @@ def png_size(path_or_bytes) -> tuple[int, int]:
     return Image.open(io.BytesIO(data)).size
 
 
-def test_replay_text_prints_the_tables(capsys):
+def test_replay_text_summarises_and_all_prints_every_row(capsys):
     assert main(["replay", str(SMALL_TRACE), "--text"]) == 0
     out = capsys.readouterr().out
     trace = load_trace(SMALL_TRACE)
-    assert format_step_table(trace.steps) in out and format_request_table(trace.requests) in out
-    assert main(["replay", str(SMALL_TRACE)]) == 0  # text is the default
+    assert len(trace.steps) > 20
+    assert out.startswith(f"{len(trace.steps)} steps (3 prefill, {len(trace.steps) - 3} decode)")
+    assert format_step_table(trace.steps, limit=20) in out and "--all prints every one" in out
+    assert format_step_table(trace.steps) not in out
+    assert main(["replay", str(SMALL_TRACE)]) == 0  # the summary is the default
     assert capsys.readouterr().out == out
+    assert main(["replay", str(SMALL_TRACE), "--all"]) == 0
+    everything = capsys.readouterr().out
+    assert format_step_table(trace.steps) in everything and format_request_table(trace.requests) in everything
 
 
 def test_replay_picture_page_and_report(tmp_path, capsys):

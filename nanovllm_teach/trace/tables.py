@@ -311,17 +311,21 @@ def format_step_table(rows: list[StepRow], limit: int | None = None) -> str:
     return text
 
 
-def format_request_table(rows: list[RequestRow]) -> str:
-    """The per-request table as fixed-width text (steps are ``@step``, durations in ms)."""
+def format_request_table(rows: list[RequestRow], limit: int | None = None) -> str:
+    """The per-request table as fixed-width text (steps are ``@step``, durations in ms; ``limit`` keeps the
+    first rows)."""
     header = ("seq", "prompt", "max", "enqueue@", "sched@", "1st_tok@", "finish@", "reason", "tokens",
               "preempt", "ttft_ms", "tpot_ms", "e2e_ms")
     lines = [header]
-    for r in rows:
+    for r in rows[:limit]:
         lines.append((str(r.seq_id), str(r.prompt_len), str(r.max_tokens), str(r.enqueue_step),
                       _opt(r.first_scheduled_step), _opt(r.first_token_step), _opt(r.finish_step),
                       r.finish_reason or "-", str(r.num_completion_tokens), str(r.num_preemptions),
                       _opt(r.ttft_ms), _opt(r.tpot_ms), _opt(r.e2e_ms)))
-    return _columns(lines, left={"reason"})
+    text = _columns(lines, left={"reason"})
+    if limit is not None and len(rows) > limit:
+        text += f"\n... {len(rows) - limit} more requests"
+    return text
 
 
 def _ids(ids: list[int]) -> str:
