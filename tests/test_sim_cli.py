@@ -29,6 +29,15 @@ def test_simulate_prints_the_serving_figures_and_writes_a_trace(tmp_path, capsys
     trace = load_trace(out)
     assert len(trace.requests) == 40 and trace.header["device"] == "h100-sxm"
     assert all(r.finish_reason == "eos" for r in trace.requests)
+    assert f"nanovllm-teach replay {out}  (every step: --all)" in printed and "--html" in printed
+
+
+def test_concurrency_runs_a_closed_loop(tmp_path, capsys):
+    out = tmp_path / "sim.jsonl"
+    assert _simulate("--model", "qwen3-0.6b", "--hardware", "l4", "--concurrency", "4", "--requests", "20",
+                     "--out", str(out)) == 0
+    steps = load_trace(out).steps
+    assert max(row.waiting_in_step + row.running_in_step for row in steps) == 4
 
 
 def test_workload_options_reach_the_engine(tmp_path):
@@ -53,7 +62,9 @@ def test_list_names_every_model_and_device(capsys):
     (["--hardware", "h100"], "unknown hardware 'h100'"),
     (["--model", "qwen3-9b"], "neither a shipped shape"),
     (["--rate", "0"], "Poisson rate"),
-    (["--rate", "2", "--arrivals", "at-once"], "--rate or --arrivals"),
+    (["--rate", "2", "--arrivals", "at-once"], "one of --rate, --arrivals or --concurrency"),
+    (["--rate", "2", "--concurrency", "4"], "one of --rate, --arrivals or --concurrency"),
+    (["--concurrency", "0"], "--concurrency must be >= 1"),
     (["--arrivals", "poison:3"], "unknown arrival spec"),
     (["--prompt-lens", "uniform:5"], "unknown length spec"),
     (["--shared-prefix", "3"], "GROUPS:LEN"),

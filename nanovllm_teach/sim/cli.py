@@ -20,12 +20,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.budget import check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes
 from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, load_shape, shape_names
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.workload.requests import Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
+
+TRACE_HINT = Text(
+    en="trace: {path}\n  a summary and the first steps: nanovllm-teach replay {path}  (every step: --all)\n"
+       "  the replay page: nanovllm-teach replay {path} --html {page}",
+    zh="trace：{path}\n  摘要和前几步：nanovllm-teach replay {path}  （逐步列出：--all）\n"
+       "  回放页：nanovllm-teach replay {path} --html {page}")
 
 
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -42,6 +49,9 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     load.add_argument("--rate", type=float, default=None, help="Poisson arrivals, requests per second")
     load.add_argument("--arrivals", default=None, help="poisson:RATE, burst:SIZE:EVERY_S or at-once "
                                                        "(default: poisson:4)")
+    load.add_argument("--concurrency", type=int, default=None, metavar="N",
+                      help="closed loop instead of arrivals: N clients, each sending its next request when its "
+                           "last one finishes (a serving benchmark's --max-concurrency)")
     load.add_argument("--prompt-lens", default="chat-prompt",
                       help="fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90 or chat-prompt (the default)")
     load.add_argument("--output-lens", default="chat-output", help="the same forms, or chat-output (the default)")
@@ -107,9 +117,13 @@ def _lengths(spec: str, option: str, clip: int, most: int) -> Lengths:
 
 def _workload(args: argparse.Namespace, vocab_size: int, max_model_len: int, num_blocks: int) -> list:
     """The workload, drawn once everything it will hold is known to fit in this machine's memory."""
-    if args.rate is not None and args.arrivals is not None:
-        raise ValueError("give --rate or --arrivals, not both")
-    arrivals = parse_arrivals(args.arrivals or f"poisson:{args.rate if args.rate is not None else 4}")
+    if sum(x is not None for x in (args.rate, args.arrivals, args.concurrency)) > 1:
+        raise ValueError("give one of --rate, --arrivals or --concurrency")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ValueError(f"--concurrency must be >= 1 (clients), got {args.concurrency}")
+    # A closed loop's requests arrive when the clients send them: drawn all at once, sent in order.
+    arrivals = parse_arrivals("at-once" if args.concurrency is not None else
+                              args.arrivals or f"poisson:{args.rate if args.rate is not None else 4}")
     shared = _shared_prefix(args.shared_prefix, args.requests, max_model_len)
     prefix_len = shared.prefix_len if shared else 0
     output_hi = max(1, max_model_len // 4)  # the tails of the default log-normals are clipped to fit
@@ -159,6 +173,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     max_model_len = min(args.max_model_len, shape.max_position_embeddings)
     workload = _workload(args, shape.vocab_size, max_model_len, _most_kv_blocks(args, shape))
     from nanovllm_teach import LLM  # torch, only now
+    from nanovllm_teach.workload.arrivals import serve_workload
 
     try:
         # The trace streams to its file only: a long run's events are not kept in memory too.
@@ -166,7 +181,8 @@ def simulate_command(args: argparse.Namespace) -> int:
     except OSError as error:  # the trace file: a folder, no permission, ...
         raise ValueError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     try:
-        result = llm.run_workload(workload, ignore_eos=args.ignore_eos)
+        result = serve_workload(llm, workload, ignore_eos=args.ignore_eos, answers=llm.answers,
+                                concurrency=args.concurrency, progress=True)
     finally:
         llm.close()
     print(f"{args.requests} requests of {Path(llm.config.model).name} on {args.hardware} "
@@ -174,5 +190,5 @@ def simulate_command(args: argparse.Namespace) -> int:
           f"tokens; simulated in {time.perf_counter() - wall:.1f} s")
     print("simulated " + result.summary())
     if args.out:
-        print(f"trace: {args.out} (nanovllm-teach replay {args.out})")
+        print(say(TRACE_HINT, path=args.out, page=Path(args.out).with_suffix(".html")))
     return 0

@@ -1,9 +1,12 @@
 """Orchestration: serving a workload, requests that arrive in time, on the engine's public step API.
 
-``serve_workload(engine, workload)`` is the one arrival loop: each request joins ``arrival_s`` seconds after
-the call, on the engine's own clock (simulated seconds for a simulated runner, which jumps to the next
-arrival while the engine is idle; the wall clock for a real one, which sleeps). Between arrivals the engine
-steps; every step's end is a moment the metrics (``workload/metrics.py``) are taken at.
+``serve_workload(engine, workload)`` is the one arrival loop. Open loop (the default), each request joins
+``arrival_s`` seconds after the call, on the engine's own clock (simulated seconds for a simulated runner, which
+jumps to the next arrival while the engine is idle; the wall clock for a real one, which sleeps), however busy
+the engine is. Closed loop (``concurrency=N``), as a serving benchmark's fixed pool of clients runs it, N
+requests join at once and each later one joins when an earlier one finishes, so the load follows the engine's
+speed. Between arrivals the engine steps; every step's end is a moment the metrics (``workload/metrics.py``)
+are taken at.
 
 An answer is ``output_len`` tokens long. A real model writes what it writes, so it runs with
 ``max_tokens=output_len`` and ``ignore_eos``; a model that follows the workload's lengths (the simulator's:
@@ -15,10 +18,14 @@ Emits nothing itself (the engine emits its events).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Protocol, Sequence as SequenceOf
 
+from tqdm.auto import tqdm
+
 from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
 from nanovllm_teach.workload.requests import Request
@@ -33,16 +40,26 @@ class AnswerLengths(Protocol):
 
 
 def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_eos: bool = False,
-                   answers: AnswerLengths | None = None) -> WorkloadResult:
+                   answers: AnswerLengths | None = None, concurrency: int | None = None,
+                   progress: bool = False) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
-    and aborts as ``generate`` does."""
+    and aborts as ``generate`` does. ``concurrency``: closed-loop load, that many clients each sending
+    its next request (in the workload's order, arrival times ignored) when its last one finishes;
+    ``progress``: a tqdm bar of requests done, with the engine's clock and steps per second."""
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise ValueError(f"concurrency must be an int >= 1 (clients) or None (open loop), got {concurrency!r}")
     seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
     if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
         for seq, request in zip(seqs, workload):
             answers.expect(seq.seq_id, seq.num_prompt_tokens + request.output_len)
     try:
-        with engine.serving(seqs, "run_workload()"):
-            result = _arrive_and_step(engine, sorted(zip(workload, seqs), key=lambda pair: pair[0].arrival_s))
+        pairs = list(zip(workload, seqs))
+        if concurrency is None:
+            pairs.sort(key=lambda pair: pair[0].arrival_s)
+        with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
+                                                          desc="serving") as bar:
+            result = _arrive_and_step(engine, pairs, concurrency, bar)
     finally:
         if answers is not None:
             answers.forget(seq.seq_id for seq in seqs)
@@ -57,22 +74,42 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
                           max_tokens=min(request.max_tokens or request.output_len, request.output_len))
 
 
-def _arrive_and_step(engine: LLMEngine, arrivals: list) -> WorkloadResult:
+def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None, bar: tqdm) -> WorkloadResult:
     pending = list(reversed(arrivals))  # the next arrival last: popped in order
     result = WorkloadResult()
     clock = engine.clock
     t0 = clock.now_s()
+    in_flight = 0  # closed loop: the clients waiting for an answer
+    steps_at, wall_at = 0, time.monotonic()
+
+    def join(request: Request, seq: Sequence, arrival_s: float) -> None:
+        engine.enqueue(seq)
+        result.requests[seq.seq_id] = RequestTimes(arrival_s, seq.num_prompt_tokens)
+
     while pending or not engine.is_finished():
-        if engine.is_finished():  # idle until the next arrival
-            clock.wait_until(t0 + pending[-1][0].arrival_s)
-        now = clock.now_s()
-        while pending and t0 + pending[-1][0].arrival_s <= now:
-            request, seq = pending.pop()
-            engine.enqueue(seq)
-            result.requests[seq.seq_id] = RequestTimes(t0 + request.arrival_s, seq.num_prompt_tokens)
+        if concurrency is not None:  # every client without an answer to wait for sends its next request now
+            while pending and in_flight < concurrency:
+                join(*pending.pop(), clock.now_s())
+                in_flight += 1
+        else:
+            if engine.is_finished():  # idle until the next arrival
+                clock.wait_until(t0 + pending[-1][0].arrival_s)
+            now = clock.now_s()
+            while pending and t0 + pending[-1][0].arrival_s <= now:
+                request, seq = pending.pop()
+                join(request, seq, t0 + request.arrival_s)
         engine.step()
         step = engine.last_step
         result.add_step(step.seqs, step.num_tokens > 0, clock.now_s(), step.runner_stats.get("bound"))
+        finished = sum(seq.is_finished for seq in step.seqs)
+        in_flight -= finished
+        if finished and not bar.disable:
+            bar.update(finished)
+            wall = time.monotonic()
+            if wall - wall_at > 0.5:
+                rate = (result.num_steps - steps_at) / (wall - wall_at)
+                bar.set_postfix_str(f"clock {clock.now_s() - t0:.1f} s, {rate:.0f} steps/s", refresh=False)
+                steps_at, wall_at = result.num_steps, wall
     first = min((r.arrival_s for r in result.requests.values()), default=t0)
     result.duration_s = clock.now_s() - first
     return result
