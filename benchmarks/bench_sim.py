@@ -22,8 +22,8 @@ runner="simulated", hardware=...)``: its own Scheduler and BlockManager) and ``r
    factors, which are the same for every GPU. Printed: the predicted output tok/s for ``--nano-seeds``
    draws, their median and its error against the reported figure.
 3. **Scale** (``--part scale``). ``--requests`` requests (default 10,000) of ``--model`` (Qwen3-8B) on
-   ``--hardware`` (H100 SXM) arriving as a Poisson process at ``--rate`` requests/s, chat-like lengths
-   (log-normals with approximate ShareGPT-style figures, clipped to fit ``--max-model-len``), EOS at each
+   ``--hardware`` (H100 SXM) arriving as a Poisson process at ``--rate`` requests/s, ShareGPT-like lengths
+   (``sharegpt_prompt_lengths`` and ``sharegpt_output_lengths``: the published means of vLLM's ShareGPT requests), EOS at each
    answer's length, every event kept in memory by a ``TraceRecorder`` (and streamed to ``--trace`` if
    given). Printed: wall and CPU seconds for
    building the workload and for the simulation (engine start-up to the last step), the simulated
@@ -48,8 +48,8 @@ from nanovllm_teach.sim.calibrate import fit_efficiency, predict, relative_error
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import get_device
 from nanovllm_teach.workload.metrics import WorkloadResult
-from nanovllm_teach.workload.requests import (AtOnce, Poisson, Uniform, chat_output_lengths, chat_prompt_lengths,
-                                         make_workload)
+from nanovllm_teach.workload.requests import (AtOnce, Poisson, Uniform, make_workload, sharegpt_output_lengths,
+                                              sharegpt_prompt_lengths)
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 
@@ -150,9 +150,8 @@ def nano_vllm(seeds: list[int], num_requests: int) -> None:
 def scale(args: argparse.Namespace) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     shape = load_shape(args.model)
-    output_hi = args.max_model_len // 4
-    workload = make_workload(args.requests, Poisson(args.rate), chat_prompt_lengths(hi=args.max_model_len - output_hi),
-                             chat_output_lengths(hi=output_hi), vocab_size=shape.vocab_size, seed=args.seed)
+    workload = make_workload(args.requests, Poisson(args.rate), sharegpt_prompt_lengths(), sharegpt_output_lengths(),
+                             vocab_size=shape.vocab_size, seed=args.seed)
     built = time.perf_counter() - wall, time.process_time() - cpu
     wall, cpu = time.perf_counter(), time.process_time()
     recorder = TraceRecorder(args.trace)

@@ -9,7 +9,8 @@ import statistics
 import pytest
 
 from nanovllm_teach.workload.requests import (AtOnce, Burst, Fixed, LogNormal, Poisson, Replay, SharedPrefix, Uniform,
-                                         chat_output_lengths, chat_prompt_lengths, make_workload)
+                                         make_workload, sharegpt_output_lengths,
+                                              sharegpt_prompt_lengths)
 
 
 def _workload(n=200, arrivals=Poisson(4.0), seed=0, **kwargs):
@@ -57,7 +58,17 @@ def test_a_fitted_log_normal_has_its_median_and_p90():
     draws = sorted(dist.sample(rng) for _ in range(20000))
     assert draws[10000] == pytest.approx(400, rel=0.05)
     assert draws[18000] == pytest.approx(1000, rel=0.05)
-    assert chat_prompt_lengths().median == 1730 and chat_output_lengths(hi=512).sample(rng) <= 512
+
+
+
+def test_sharegpt_lengths_have_the_published_means_of_vllms_sharegpt_requests():
+    # vLLM pull request 18566: 1,000 ShareGPT requests, 229,711 prompt and 203,068 output tokens.
+    rng = random.Random(1)
+    prompts = [sharegpt_prompt_lengths().sample(rng) for _ in range(40000)]
+    outputs = [sharegpt_output_lengths().sample(rng) for _ in range(40000)]
+    assert statistics.mean(prompts) == pytest.approx(229.711, rel=0.02)
+    assert statistics.mean(outputs) == pytest.approx(203.068, rel=0.02)
+    assert min(prompts) >= 4 and max(prompts) <= 1024 and max(outputs) <= 1024
 
 
 def test_shared_prefix_groups_start_with_the_same_tokens():
@@ -77,7 +88,8 @@ def test_length_specs_from_the_command_line():
     assert parse_lengths("fixed:7") == Fixed(7)
     assert parse_lengths("uniform:100:1024") == Uniform(100, 1024)
     assert parse_lengths("lognormal:400:1000") == LogNormal.fit(400, 1000)
-    assert parse_lengths("chat-output") == chat_output_lengths()
+    assert parse_lengths("sharegpt-output") == sharegpt_output_lengths()
+    assert parse_lengths("sharegpt-prompt", hi=500) == sharegpt_prompt_lengths(hi=500)
     for bad in ("uniform:100", "gauss:1:2", "fixed:x", "uniform:9:3"):
         with pytest.raises(ValueError, match="spec|lo <= hi"):
             parse_lengths(bad)

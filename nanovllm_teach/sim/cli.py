@@ -26,7 +26,7 @@ from nanovllm_teach.sim.budget import check_host_memory, check_kv_blocks, estima
 from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, load_shape, shape_names
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.trace.recorder import TraceRecorder
-from nanovllm_teach.workload.requests import Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
+from nanovllm_teach.workload.requests import SHAREGPT_SOURCE, Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
 
 TRACE_HINT = Text(
     en="trace: {path}\n  a summary and the first steps: nanovllm-teach replay {path}  (every step: --all)\n"
@@ -52,9 +52,11 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     load.add_argument("--concurrency", type=int, default=None, metavar="N",
                       help="closed loop instead of arrivals: N clients, each sending its next request when its "
                            "last one finishes (a serving benchmark's --max-concurrency)")
-    load.add_argument("--prompt-lens", default="chat-prompt",
-                      help="fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90 or chat-prompt (the default)")
-    load.add_argument("--output-lens", default="chat-output", help="the same forms, or chat-output (the default)")
+    load.add_argument("--prompt-lens", default="sharegpt-prompt",
+                      help="fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90 or sharegpt-prompt (the default: "
+                           f"{SHAREGPT_SOURCE})")
+    load.add_argument("--output-lens", default="sharegpt-output", help="the same forms, or sharegpt-output (the "
+                                                                       "default)")
     load.add_argument("--shared-prefix", default=None, metavar="GROUPS:LEN",
                       help="every prompt starts with one of GROUPS common prefixes of LEN tokens")
     load.add_argument("--ignore-eos", action="store_true", help="every request runs to its whole output length "

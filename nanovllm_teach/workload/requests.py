@@ -9,8 +9,9 @@ have. It is built from three choices:
 - arrivals: ``Poisson(rate)`` (independent users: exponential gaps, ``rate`` requests per second on
   average), ``Burst(size, every_s)`` (``size`` at once, every ``every_s`` seconds), ``Replay(times)`` (a
   recorded list), ``AtOnce()`` (everything at 0, as in nano-vllm's benchmark);
-- lengths: ``Fixed(n)``, ``Uniform(lo, hi)``, ``LogNormal(median, sigma, lo, hi)``; ``chat_prompt_lengths``
-  and ``chat_output_lengths`` are log-normals with approximate chat-like figures (see below);
+- lengths: ``Fixed(n)``, ``Uniform(lo, hi)``, ``LogNormal(median, sigma, lo, hi)``; ``sharegpt_prompt_lengths``
+  and ``sharegpt_output_lengths`` are log-normals with the published mean lengths of ShareGPT requests as vLLM's
+  serving benchmark sends them (see below);
 - ``SharedPrefix(num_groups, prefix_len)``: every prompt starts with one of ``num_groups`` common prefixes
   (a system prompt, say), which the prefix cache can share.
 
@@ -140,16 +141,23 @@ class LogNormal:
         return self.hi
 
 
-# Approximate figures of the kind reported for ShareGPT-style chats (conversations shared from ChatGPT, with
-# the earlier turns in the prompt): prompts median about 1,700 / p90 about 5,700 tokens, answers median about
-# 400 / p90 about 800. They are round, unchecked numbers for a chat-shaped workload, not one data set's
-# measured statistics: a learner with a real trace of their own traffic should fit ``LogNormal.fit`` to it.
-def chat_prompt_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
-    return LogNormal.fit(1730, 5696, lo, hi)
+# ShareGPT as vLLM's serving benchmark samples it (``--dataset-name sharegpt``): each request is a
+# conversation's first turn as the prompt and its answer's length as the output, prompts of 4..1024 tokens and
+# answers of at least 4 with prompt + answer <= 2048. Published figure: 1,000 such requests hold 229,711 prompt
+# and 203,068 answer tokens with the Llama 3.1 tokenizer (vLLM pull request 18566,
+# https://github.com/vllm-project/vllm/pull/18566: 230 and 203 tokens on average). Only the means are published;
+# the spread is assumed (sigma = 1, a tenfold range between the 5th and 95th percentiles of a log-normal), and
+# the medians are those whose clipped means (4..1024) are the published ones: 149 and 130.
+SHAREGPT_SOURCE = ("ShareGPT as vLLM's benchmark samples it: mean 230 prompt / 203 output tokens "
+                   "(https://github.com/vllm-project/vllm/pull/18566), log-normal, sigma 1 assumed")
 
 
-def chat_output_lengths(lo: int = 1, hi: int = 1_000_000) -> LogNormal:
-    return LogNormal.fit(415, 834, lo, hi)
+def sharegpt_prompt_lengths(lo: int = 4, hi: int = 1024) -> LogNormal:
+    return LogNormal(149, 1.0, lo, hi)
+
+
+def sharegpt_output_lengths(lo: int = 4, hi: int = 1024) -> LogNormal:
+    return LogNormal(130, 1.0, lo, hi)
 
 
 class Arrivals(Protocol):
@@ -275,7 +283,7 @@ def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, o
     return requests
 
 
-_LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, chat-prompt or chat-output"
+_LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, sharegpt-prompt or sharegpt-output"
 _ARRIVAL_SPECS = "poisson:RATE, burst:SIZE:EVERY_S or at-once"
 
 
@@ -292,8 +300,8 @@ def parse_lengths(spec: str, hi: int = 1_000_000) -> Lengths:
     ``hi`` clips the log-normals' long tails (a chat prompt of 50,000 tokens fits no ``max_model_len``)."""
     name, numbers = _numbers(spec, "length", _LENGTH_SPECS, int)
     makers = {("fixed", 1): Fixed, ("uniform", 2): Uniform, ("lognormal", 2): lambda m, p: LogNormal.fit(m, p, hi=hi),
-              ("chat-prompt", 0): lambda: chat_prompt_lengths(hi=hi),
-              ("chat-output", 0): lambda: chat_output_lengths(hi=hi)}
+              ("sharegpt-prompt", 0): lambda: sharegpt_prompt_lengths(hi=min(1024, hi)),
+              ("sharegpt-output", 0): lambda: sharegpt_output_lengths(hi=min(1024, hi))}
     maker = makers.get((name, len(numbers)))
     if maker is None:
         raise ValueError(f"unknown length spec {spec!r}; use {_LENGTH_SPECS}")
