@@ -40,11 +40,16 @@ REQUEST_BYTES = 2048  # Request, Sequence, SamplingParams, RequestTimes and thei
 HOST_SHARE = 0.8
 
 
+def kv_block_bytes_per_rank(shape: ModelShape, dtype_bytes: int, tensor_parallel_size: int, block_size: int) -> int:
+    """One KV block on one rank: a key and a value row per token, layer and the rank's KV heads."""
+    return (2 * shape.num_layers * block_size * (shape.num_kv_heads // tensor_parallel_size) * shape.head_dim
+            * dtype_bytes)
+
+
 def kv_blocks_that_fit(shape: ModelShape, device: Device, tensor_parallel_size: int, block_size: int) -> int:
     """How many KV blocks one rank of ``device`` could hold if nothing else were in its memory."""
-    per_block = (2 * shape.num_layers * block_size * (shape.num_kv_heads // tensor_parallel_size) * shape.head_dim
-                 * DTYPE_BYTES[device.dtype])
-    return device.memory_bytes // per_block
+    return device.memory_bytes // kv_block_bytes_per_rank(shape, DTYPE_BYTES[device.dtype], tensor_parallel_size,
+                                                          block_size)
 
 
 def check_kv_blocks(shape: ModelShape, device: Device, tensor_parallel_size: int, block_size: int,
@@ -76,7 +81,7 @@ def estimated_kv_blocks(cost_model: StepCostModel, utilization: float, max_model
     num_seqs, seq_len = warmup_batch(max_model_len, max_num_batched_tokens, max_num_seqs)
     needed = (GPU_RUNTIME_BYTES if device.kind == "gpu" else 0) + weight_bytes(cost_model) \
         + cost_model.activation_peak_bytes(num_seqs * seq_len, num_seqs)
-    per_block = 2 * shape.num_layers * block_size * (shape.num_kv_heads // tp) * shape.head_dim * cost_model.dtype_bytes
+    per_block = kv_block_bytes_per_rank(shape, cost_model.dtype_bytes, tp, block_size)
     room = int(device.memory_bytes * utilization - needed)
     if room < per_block:
         raise ValueError(f"no memory left for the KV cache of {shape.name} on {device.name} (tp={tp}): the runtime, "

@@ -3,12 +3,15 @@
     nanovllm-teach simulate --model qwen3-8b --hardware h100-sxm --rate 8 --requests 2000 --out sim.jsonl
     nanovllm-teach simulate --list
 
-It builds ``LLM(model, runner="simulated", hardware=...)`` with the engine settings given, draws the
-workload (``workload/requests.py``: arrivals, prompt and output lengths, shared prefixes, one seed), runs it with
-``run_workload`` and prints what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how
-many steps each bound decided. ``--out`` records the trace, which ``replay``, ``compare`` and ``diff`` read
-like any other. ``cli.py`` adds the command with ``add_simulate_parser``; a mistake raises ValueError (one
-line, exit status 2, from ``cli.main``).
+Before anything is built or drawn it checks the settings, estimates the KV cache the device will hold and the
+memory this machine will need (``sim/budget.py``), and refuses what cannot fit. Then it draws the workload
+(``workload/requests.py``: arrivals or ``--concurrency`` clients, prompt and output lengths, by default
+ShareGPT's as vLLM's benchmark sends them, shared prefixes, one seed), builds ``LLM(model, runner="simulated",
+hardware=...)`` with the engine settings given, serves the workload (``serve_workload``, with a progress bar)
+and prints what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how many steps each bound
+decided. ``--out`` streams the trace, which ``replay``, ``compare`` and ``diff`` read like any other.
+``cli.py`` adds the command with ``add_simulate_parser``; a mistake raises ValueError (one line, exit status
+2, from ``cli.main``).
 
 Orchestration; nothing here imports torch until the engine is built.
 """
@@ -22,8 +25,9 @@ from typing import Any
 
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.settings import Settings
-from nanovllm_teach.sim.budget import check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes
-from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, load_shape, shape_names
+from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes,
+                                       kv_block_bytes_per_rank)
+from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel, load_shape, shape_names
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.workload.requests import SHAREGPT_SOURCE, Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
@@ -144,7 +148,7 @@ def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
     tp, block = args.tensor_parallel_size, args.block_size
     shape.check_tensor_parallel(tp)
     if args.hardware == CPU_DEVICE_NAME:
-        per_block = 2 * shape.num_layers * block * (shape.num_kv_heads // tp) * shape.head_dim * 4
+        per_block = kv_block_bytes_per_rank(shape, DTYPE_BYTES["float32"], tp, block)  # this CPU runs float32
         return args.num_kvcache_blocks or int(Settings.cpu_kvcache_gib * GIB) // per_block
     device = get_device(args.hardware)  # a datasheet device: plain data
     if args.num_kvcache_blocks is not None:
