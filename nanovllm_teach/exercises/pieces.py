@@ -56,6 +56,8 @@ class Piece:
     # (``remote``). None: it runs in the grading child, beside the engine (the piece is a method of a live
     # scheduler or block manager).
     wire: tuple[str, ...] | None = None
+    # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
+    encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
 
 
 def resolve(point: str) -> Any:

@@ -167,7 +167,7 @@ class Worker:
         """The functions the engine calls in place of the learner's (one per piece with a ``wire``)."""
         def proxy(piece: Any) -> Callable[..., Any]:
             def call(*args: Any) -> Any:
-                return self.call(piece.function, args, piece.wire)
+                return self.call(piece.function, piece.encode(args) if piece.encode else args, piece.wire)
             call.__name__ = piece.function
             return call
 

@@ -97,7 +97,18 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
                 return
 
 
-_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int]}
+class WaitingSeq(msgspec.Struct, frozen=True):
+    """What a scheduling policy sees of a waiting sequence (``scheduling_policy``): the facts its template
+    names, not the live ``Sequence``."""
+
+    seq_id: int
+    num_prompt_tokens: int
+    num_tokens: int
+    num_preemptions: int
+
+
+_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int],
+                  "list[WaitingSeq]": list[WaitingSeq]}
 
 
 def _resolve(kind: str) -> Any:
