@@ -224,7 +224,7 @@ def test_cli_grade_and_exercises(tmp_path, capsys):
     assert main(["grade", "decode_slot", str(tmp_path / "missing.py")]) == 2
     assert capsys.readouterr().err == f"nanovllm-teach: error: no such solution file: {tmp_path / 'missing.py'}\n"
     assert main(["grade", "decode_slot", str(tmp_path)]) == 2
-    assert "is a folder" in capsys.readouterr().err
+    assert "no submissions in" in capsys.readouterr().err
     assert main(["hint", "decode_slot", "2"]) == 0
     assert capsys.readouterr().out.strip() == EXERCISES["decode_slot"].hint(2)
     assert main(["exercises"]) == 0

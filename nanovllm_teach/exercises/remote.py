@@ -29,6 +29,7 @@ from typing import Any, Callable
 import msgspec
 
 from nanovllm_teach.exercises import isolation
+from nanovllm_teach.exercises.sandbox import FORKING
 from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_frame
 
 # The learner's prints kept for the verdict: the first lines, the first characters.
@@ -108,10 +109,11 @@ class Worker:
                                                  start_new_session=True)
             else:
                 ctx = multiprocessing.get_context("fork")
-                sys.stdout.flush()
-                sys.stderr.flush()
                 self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
-                self._forked.start()
+                with FORKING:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    self._forked.start()
         finally:
             os.close(calls_r)
             os.close(answers_w)

@@ -27,6 +27,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ RUN_LIMIT_S = 120.0
 # What the watch says while the student's file is being executed.
 LOADING = "<loading your file>"
 _NAME_BYTES = 96
+# A class is graded by several threads; one forks at a time, so that no child starts with a lock another
+# thread held at that moment.
+FORKING = threading.Lock()
 
 
 class SolutionsImportRefused(ImportError):
@@ -114,6 +118,11 @@ def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args
         os.environ["OMP_NUM_THREADS"] = "1"
     refuse_reference_solutions()
     target(watch, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not the interpreter's own shutdown: forked from a thread of a class's pool, it would wait on the
+    # pool's threads, which do not exist here, and end with exit code 1.
+    os._exit(0)
 
 
 def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
@@ -124,10 +133,11 @@ def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> 
     ctx = multiprocessing.get_context("fork")
     watch = SharedWatch(ctx)
     child = ctx.Process(target=_child_main, args=(watch, resolve_lang(), target, args), daemon=True)
-    sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
-    sys.stderr.flush()
+    with FORKING:
+        sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
+        sys.stderr.flush()
+        child.start()
     started = time.monotonic()
-    child.start()
     try:
         while True:
             child.join(0.05)
