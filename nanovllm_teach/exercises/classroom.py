@@ -35,6 +35,7 @@ TOO_LARGE = Text(en="the file has {size} bytes, more than a solution can have ({
                  zh="文件有 {size} 字节，超过解答可能的大小（{limit}）：不予评分")
 NOT_TEXT = Text(en="not a Python text file (binary, or not UTF-8): not graded",
                 zh="不是 Python 文本文件（二进制，或不是 UTF-8）：不予评分")
+NOT_PYTHON = Text(en="not a .py file: not graded", zh="不是 .py 文件：不予评分")
 NOT_A_FILE = Text(en="not a file or a folder: not graded", zh="既不是文件也不是文件夹：不予评分")
 GRADER_FAILED = Text(en="the grader failed on this submission: {type}: {message}",
                      zh="评分器在这份作业上出错：{type}：{message}")
@@ -86,7 +87,7 @@ def _problem(path: Path, inside: Path | None) -> str | None:
 
 
 def _file(student: str, path: Path, inside: Path | None) -> Submission:
-    problem = _problem(path, inside)
+    problem = say(NOT_PYTHON) if inside is not None and path.suffix != ".py" else _problem(path, inside)
     return Submission(student, None if problem else path, problem)
 
 
@@ -110,7 +111,7 @@ def collect(exercise: Exercise, paths: list[Path]) -> list[Submission]:
     found: list[Submission] = []
     for path in paths:
         if path.is_dir() and not (path / f"{exercise.name}.py").exists():
-            for entry in sorted(p for p in path.iterdir() if not p.name.startswith(".")):
+            for entry in sorted(p for p in path.iterdir() if not p.name.startswith((".", "__pycache__"))):
                 if entry.is_dir() and not entry.is_symlink():
                     found.append(student_folder(exercise, entry, path))
                 else:
