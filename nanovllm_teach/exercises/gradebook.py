@@ -39,7 +39,7 @@ HEADINGS = {
 }
 LEADERBOARD = Text(en="Leaderboard: mean time to first token against first come, first served (lower is better)",
                    zh="排行榜：平均首 token 延迟相对先来先服务（FCFS）的比值（越低越好）")
-NOBODY_RANKED = Text(en="No policy passed yet: nobody is ranked.", zh="还没有通过的策略：无人上榜。")
+NOBODY_RANKED = Text(en="No policy ran to the end: nobody is ranked.", zh="没有策略运行完：无人上榜。")
 
 
 def summary(rows: list[Row]) -> str:
@@ -105,7 +105,7 @@ def write_html(rows: list[Row], exercise: str, path: Path) -> None:
     if policy:
         ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)
         parts.append(f"<h2>{html.escape(say(LEADERBOARD))}</h2>")
-        parts.append(_table(ranked, ("rank", "student", "latency"), "leaderboard") if ranked
+        parts.append(_table(ranked, ("rank", "student", "latency", "verdict"), "leaderboard") if ranked
                      else f"<p>{html.escape(say(NOBODY_RANKED))}</p>")
     lang = "zh-CN" if resolve_lang() == "zh" else "en"
     page = (f'<!DOCTYPE html>\n<html lang="{lang}"><head><meta charset="utf-8">'
