@@ -507,6 +507,10 @@ REFUSED_RESULTS = {
         (([1, 2], NO_HASH), NO_HASH, f"returned {NO_HASH}, which the block manager reserves for 'no hash' (NO_HASH)")],
     ("decode_slot", "decode_slot"): [
         ((None, 16), 8.0, "returned float 8.0: a cache slot is an int (use //, not /)")],
+    ("graph_bucket", "choose_graph_batch_size"): [
+        ((False, 5, [1, 2, 4, 8]), 5, "returned 5: it must return one of the captured batch sizes [1, 2, 4, 8], or "
+                                      "None to run the step eagerly"),
+        ((False, 5, [1, 2, 4, 8]), 4, "returned 4 for a batch of 5 sequences: a graph of 4 cannot hold them")],
     ("kv_cache_blocks", "kv_block_bytes"): [
         ((None,), 0, "returned 0: the size of one block must be a positive int (bytes)")],
     ("kv_cache_blocks", "kv_cache_blocks"): [

@@ -6,7 +6,8 @@ Role: grading (the parent, after the verdict's first difference is found). Emits
 from the reference trace alone (``trace.state.walk`` up to the differing event): how many tokens it had,
 in how many blocks of how many tokens, which blocks. For a wrong slot mapping it names the first sequence
 of the batch whose slot differs, its length and block table as the model runner saw them, and the two
-slots. The values, never the formula: the learner works out from them why the reference did what it did.
+slots; for a replayed CUDA graph, the size of the batch. The values, never the formula: the learner works
+out from them why the reference did what it did.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SLOT_OF = Text(en="seq {seq} (number {position} in the decode batch) had {tokens
                zh="序列 {seq}（解码 batch 中的第 {position} 条）有 {tokens} 个 token，块表为 "
                   "{blocks}，每块 {size} 个 token：你把它最新 token 的 K/V 存进了槽位 {yours}，参考实现存进了槽位 "
                   "{reference}")
+
+BATCH_OF = Text(en="that step's decode batch had {count} sequences", zh="那一步的解码 batch 有 {count} 条序列")
 
 
 def _stats(event: Any) -> dict[str, Any]:
@@ -78,6 +81,8 @@ def seq_context(divergence: Divergence, reference: Trace) -> str | None:
         state, batch = _state_before(reference, divergence.reference.i, None)
         return _slot_context(divergence, reference, state.block_size, batch)
     state, _ = _state_before(reference, divergence.reference.i, divergence.reference.step)
+    if divergence.event == "CUDAGRAPH_REPLAY" and isinstance(_stats(divergence.reference).get("batch_size"), int):
+        return say(BATCH_OF, count=_stats(divergence.reference)["batch_size"])
     seq = _stats(divergence.reference).get("seq_id")
     if seq is None and divergence.yours is not None:
         seq = _stats(divergence.yours).get("seq_id")
