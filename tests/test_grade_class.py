@@ -106,8 +106,8 @@ def test_a_class_without_bubblewrap_is_refused_unless_the_teacher_says_so(tmp_pa
     assert "--unsafe-no-isolation" in capsys.readouterr().err
     # One learner's self-check still runs, and says it was not isolated.
     assert main(["grade", "decode_slot", str(HOSTILE / "honest_right.py")]) == 0
-    out = capsys.readouterr().out
-    assert "not isolated by bubblewrap" in out and out.splitlines()[-1].startswith("PASS decode_slot")
+    out, err = capsys.readouterr()
+    assert "not isolated by bubblewrap" in err and out.startswith("PASS decode_slot")
 
 
 @needs_bwrap

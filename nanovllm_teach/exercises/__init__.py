@@ -22,10 +22,13 @@ From a notebook::
     check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
     print(hint("decode_slot", 1))          # stuck? a first hint; hint("decode_slot", 2) says more
 
-The learner's code runs only in a child process, under a time limit; the reference is the engine as
-shipped, recorded once per process (``references``); the verdict is computed from the two runs (see
-``engine_grading``). Grading is mostly start-up (importing torch and transformers): the first grade in a
-process takes a few seconds, the next ones a fraction of a second.
+The learner's code runs in a bubblewrap sandbox where it can (``isolation``, ``worker``: the engine stays
+outside and calls it with plain data), else in a child process, under time limits; the reference is the
+engine as shipped, recorded once per process (``references``); the verdict is computed from the two runs
+(see ``engine_grading``). ``nanovllm-teach grade EXERCISE CLASS/`` grades a class (``classroom``,
+``gradebook``, ``gradescope``; a teacher's guide: ``docs/teaching.md``). Grading is mostly start-up
+(importing torch and transformers): the first grade in a process takes a few seconds, the next ones a
+fraction of a second.
 """
 
 from __future__ import annotations

@@ -1,17 +1,23 @@
 """Grading an engine exercise: the student's functions in the real engine, their trace against the reference.
 
+Role: grading. Emits no events (the engine it runs emits its own).
+
 1. The parent vets the solution without running it: a file that imports the reference solutions, or
    functions borrowed from them, are refused.
 2. The reference traces are recorded (``references``: known already in this process, recorded here
    first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
-   modules only, so that each child starts warm); then a forked child (``sandbox``) loads the student's
-   file, plugs the functions in (``pieces``) and runs every workload, writing one trace file per workload
-   and a small outcome record.
-3. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
-   (the exercise's ``decisions`` events: what was scheduled, which blocks, preemptions, finishes, and for
-   an execution-layer piece the slots or the KV budget) are compared with the reference's in order; the
-   first workload that differs fails the exercise; PASS needs every workload to match and the child to
-   have ended normally.
+   modules only, so that each child starts warm).
+3. A *remote* exercise (every piece's arguments are plain data: ``Piece.wire``) starts the sandboxed
+   worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one), which loads the
+   student's file; a forked grading child (``sandbox``) runs every workload on the engine with proxies
+   in place of the student's functions, so the engine, its recorder and its traces stay outside the
+   sandbox and only arguments and results cross it. Any other exercise (a method of the live scheduler or
+   block manager) runs the student's functions in that grading child, beside the engine. The child writes
+   one trace file per workload and a small outcome record.
+4. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
+   (the exercise's ``decisions`` events) are compared with the reference's in order; the first workload
+   that differs fails the exercise, with the sequence behind the first difference (``feedback``); PASS
+   needs every workload to match and the child to have ended normally.
 
 The verdict is said in the language chosen in the parent (``i18n``), which the child speaks too.
 """

@@ -3,8 +3,8 @@
 Role: the command line of grading. Emits no events.
 
 ``grade EXERCISE FILE`` grades one solution and prints what the code printed (quoted) and then the
-verdict, exit 0 on PASS, 1 otherwise; without bubblewrap it says in one line that the code was not
-isolated. ``grade EXERCISE PATH...`` with a class (``classroom.collect``) grades every submission,
+verdict, exit 0 on PASS, 1 otherwise; without bubblewrap it says on stderr, in one line, that the code was
+not isolated. ``grade EXERCISE PATH...`` with a class (``classroom.collect``) grades every submission,
 ``--jobs`` at a time, with a progress bar, prints one line per student in a fixed order and a summary,
 and writes the gradebook (``--csv``, ``--html``) and, for one submission, Gradescope's results
 (``--gradescope``). Grading several submissions needs bubblewrap, unless ``--unsafe-no-isolation``.
@@ -130,7 +130,7 @@ def _self_check(exercise: Any, submission: Any, model: str | None, args: argpars
         print(say(PRINTED))
         print(result.output)
     if result is not None and not result.isolated:
-        print(say(NOT_ISOLATED))
+        print(say(NOT_ISOLATED), file=sys.stderr)  # a note beside the verdict, which stdout carries alone
     print(result.message if result is not None else f"ERROR {exercise.name}: {row.reason}")
     _write(exercise, [row], args, time.monotonic() - started)
     return 0 if row.verdict == "PASS" else 1

@@ -138,9 +138,10 @@ def _read_only_binds() -> list[str]:
     paths = {str(Path(p).resolve()) for p in paths} | {sys.base_prefix, sys.prefix}
     kept = sorted(p for p in paths if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in paths))
     args = []
+    repository, environment = str(PACKAGE.parent) + "/", str(Path(sys.prefix).resolve()) + "/"
     for path in kept:
-        if path.startswith(str(PACKAGE.parent)) and Path(path, "nanovllm_teach").is_dir():
-            continue  # the repository itself (an editable install, PYTHONPATH): the grading copy stands in
+        if (path + "/").startswith(repository) and not (path + "/").startswith(environment):
+            continue  # the repository (PYTHONPATH, a test runner's folders): the grading copy stands in
         args += ["--ro-bind", path, path]
     for link in ("/bin", "/lib", "/lib64", "/sbin"):
         if os.path.islink(link):

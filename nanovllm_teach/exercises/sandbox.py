@@ -1,9 +1,14 @@
-"""The grading child process: the student's code runs there, under a time limit, and nowhere else.
+"""The grading child process: the engine's graded runs happen there, under a time limit.
 
-``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. The parent
-never runs the student's code, so nothing the student's file does (patching the engine, replacing the
-grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the verdict, which the parent computes from
-the trace files and the small outcome record the child leaves behind. The child:
+Role: grading. Emits no events.
+
+``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. For a
+remote exercise the child holds only proxies and the student's code runs in the sandboxed worker
+(``remote``); for the others (a method of the live scheduler or block manager) the student's functions
+run here, beside the engine. Either way the parent never runs the student's code, so nothing it does
+(patching the engine, replacing the grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the
+verdict, which the parent computes from the trace files and the small outcome record the child leaves
+behind. The child:
 
 - refuses imports of the reference solutions (``nanovllm_teach.exercises.<name>.solution``), even ones
   the parent had already imported;
@@ -15,9 +20,9 @@ the trace files and the small outcome record the child leaves behind. The child:
   sentences worded there (a refused import, a result a check refused, an unusable file) read as the
   verdict around them does.
 
-Forking keeps functions defined in a notebook usable in the child as they are. A student who writes a
-fake trace file from inside the child is not something a grader running their code can stop; everything
-short of that is.
+Forking keeps functions defined in a notebook usable in the child as they are. A student whose code runs
+in this child (not a remote exercise) could write a fake trace file from it: that is why grading a class
+of those exercises needs ``--unsafe-no-isolation``.
 """
 
 from __future__ import annotations

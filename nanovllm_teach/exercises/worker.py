@@ -79,20 +79,23 @@ def describe_error(error: BaseException, code_file: str | None) -> dict[str, Any
 
 def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answers_fd: int) -> None:
     """Answer calls until the channel closes: ``{"function": name, "args": [...]}`` → ``{"result": value}``
-    or ``{"error": describe_error(...)}``. Arguments are rebuilt as the types named in ``"types"``."""
+    or ``{"error": describe_error(...)}``. Arguments are rebuilt as the types named in ``"types"``; the
+    line blamed is in ``code_file`` (None: the function's own file, for functions from a notebook)."""
     while True:
         try:
             call = decode_frame(calls_fd)
         except FrameError:
             return
+        function = solution.get(call.get("function")) if isinstance(call, dict) else None
+        where = code_file or getattr(getattr(function, "__code__", None), "co_filename", None)
         try:
             args = [msgspec.convert(arg, _resolve(kind)) for arg, kind in zip(call["args"], call["types"])]
-            result = solution[call["function"]](*args)
+            result = function(*args)
             answer = {"result": msgspec.to_builtins(result)}
             write_frame(answers_fd, answer)
         except BaseException as error:  # everything the learner's code does is an answer, even SystemExit
             try:
-                write_frame(answers_fd, {"error": describe_error(error, code_file)})
+                write_frame(answers_fd, {"error": describe_error(error, where)})
             except FrameError:
                 return
 
