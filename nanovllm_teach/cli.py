@@ -11,7 +11,8 @@
   trace written for ``replay``/``compare`` like any other.
 - ``compare A B``: two traces of one workload side by side (``--out`` a picture) and their summary table.
 - ``diff A B``: the first event where two traces of one workload disagree, in plain words (exit 1 if any).
-- ``exercises``: the classroom exercises and their templates; ``grade EXERCISE SOLUTION.py`` grades one.
+- ``exercises``: the classroom exercises and their templates; ``grade EXERCISE PATH...`` grades one solution
+  or a class, each submission in a sandbox (``exercises/grade_cli.py``).
 
 A mistake in what was asked (a missing or damaged file, a folder where a file belongs, an output that
 cannot be written, a bad value) ends with one line, ``nanovllm-teach: error: ...``, and exit status 2.
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.i18n import ENV_VAR, LANGS, Text, say, speaking
+from nanovllm_teach.exercises.grade_cli import add_grade_parser
 from nanovllm_teach.sim.cli import add_simulate_parser
 from nanovllm_teach.trace.payload import printable
 
@@ -75,8 +77,6 @@ NO_STEP_TO = {"replay": Text(en="{path}: no completed engine step to replay", zh
 RECORD_NEEDS = Text(en="record needs a SCENARIO or --all (not both)", zh="record 需要 SCENARIO 或 --all（二者选一）")
 UNKNOWN_SCENARIO = Text(en="unknown scenario {name!r}; choose from: {names}", zh="没有场景 {name!r}；可选：{names}")
 UNKNOWN_EXERCISE = Text(en="unknown exercise {name!r}; choose from: {names}", zh="没有练习 {name!r}；可选：{names}")
-SOLUTION_IS_A_FOLDER = Text(en="{path} is a folder: give your solution's .py file",
-                            zh="{path} 是文件夹：请给出你的解答 .py 文件")
 SEE_HELP = Text(en="(see {prog} --help)", zh="（见 {prog} --help）")
 
 DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id})\n"
@@ -369,21 +369,6 @@ def _hint(args: argparse.Namespace) -> int:
     return 0
 
 
-def _grade(args: argparse.Namespace) -> int:
-    from nanovllm_teach.exercises import EXERCISES, grade
-    from nanovllm_teach.exercises.base import NO_SOLUTION_FILE
-
-    if args.exercise not in EXERCISES:
-        raise UsageError(say(UNKNOWN_EXERCISE, name=args.exercise, names=", ".join(EXERCISES)))
-    if Path(args.solution).is_dir():
-        raise UsageError(say(SOLUTION_IS_A_FOLDER, path=args.solution))
-    if not Path(args.solution).is_file():
-        raise UsageError(say(NO_SOLUTION_FILE, path=args.solution))
-    result = grade(args.exercise, args.solution, model=_model_folder(args.model), time_limit=args.time_limit)
-    print(result.message)
-    return 0 if result.passed else 1
-
-
 # ---- the parser -----------------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
@@ -473,14 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="1 (the default) says where to look; each level says a little more")
     hnt.set_defaults(func=_hint)
 
-    grd = sub.add_parser("grade", help="grade a solution file: its engine's trace against the reference's")
-    grd.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
-    grd.add_argument("solution", help="your Python file defining the exercise's function(s)")
-    grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
-    grd.add_argument("--time-limit", type=_number_at_least_zero, default=10.0,
-                     help="seconds one call of your code may take (default: 10)")
-    grd.set_defaults(func=_grade)
-
+    add_grade_parser(sub)
     add_simulate_parser(sub)
     for command in sub.choices.values():  # every command speaks the learner's language
         command.add_argument("--lang", choices=LANGS, default=None,

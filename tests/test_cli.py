@@ -92,7 +92,7 @@ def _mistakes(tmp: Path) -> list[tuple[list[str], str]]:
         (["demo", "--out", trace], "is a file, not a folder"),
         (["record"], "record needs a SCENARIO or --all"),
         (["record", "walkthrough", "--out-dir", "/proc/x"], "--out-dir /proc/x cannot be created"),
-        (["grade", "decode_slot", str(tmp)], "is a folder: give your solution's .py file"),
+        (["grade", "decode_slot", str(tmp / "class")], "no such file or folder"),
         (["hint", "decode_slot", "9"], "decode_slot has hints 1 to 2, not 9"),
         (["replay"], "the following arguments are required: trace"),
     ]

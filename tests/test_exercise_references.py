@@ -30,8 +30,13 @@ def no_references(monkeypatch):
 
 
 def _no_interpreter(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("a reference interpreter was started")
+    """No interpreter recording references may start (the sandboxed worker, a learner's, may)."""
+    popen = subprocess.Popen
+
+    def refuse(command, *args, **kwargs):
+        if "nanovllm_teach.exercises.references" in " ".join(map(str, command)):
+            raise AssertionError("a reference interpreter was started")
+        return popen(command, *args, **kwargs)
     monkeypatch.setattr(subprocess, "Popen", refuse)
 
 

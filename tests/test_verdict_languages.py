@@ -325,18 +325,16 @@ def test_what_the_grading_child_words_is_in_the_parents_language(tmp_path, monke
     monkeypatch.setenv(i18n.ENV_VAR, "en")
     hidden = tmp_path / "hidden.py"
     hidden.write_text(textwrap.dedent("""
-        import importlib
+        from nanovllm_teach.engine import model_runner
 
         def decode_slot(seq, block_size):
-            module = importlib.import_module("nanovllm_teach.exercises.decode_slot" + "." + "solu" + "tion")
-            return module.decode_slot(seq, block_size)
+            return model_runner.decode_slot(seq, block_size)
         """))
     with speaking("zh"):
         refused = grade("decode_slot", hidden).message
         not_a_list = check("schedule_decode", lambda scheduler: None).message
-    assert re.search(r"在第 \d+ 步，你的 decode_slot 抛出了 SolutionsImportRefused：评分期间不能导入 "
-                     r"nanovllm_teach\.exercises\.decode_slot\.solution（参考答案）：请写你自己的代码"
-                     r"（hidden\.py 第 5 行：module = importlib\.import_module\(", refused), refused
+    assert re.search(r"在第 \d+ 步，你的 decode_slot 抛出了 RuntimeError：评分期间不能使用引擎自己的 decode_slot："
+                     r"请写你自己的代码（hidden\.py 第 5 行：return model_runner\.decode_slot\(", refused), refused
     assert re.search(r"，你的 schedule_decode 返回了 NoneType None：它必须返回由 Sequence 对象组成的 list",
                      not_a_list), not_a_list
     assert not CJK.search(check("schedule_decode", lambda scheduler: None).message)
@@ -509,6 +507,10 @@ REFUSED_RESULTS = {
         (([1, 2], NO_HASH), NO_HASH, f"returned {NO_HASH}, which the block manager reserves for 'no hash' (NO_HASH)")],
     ("decode_slot", "decode_slot"): [
         ((None, 16), 8.0, "returned float 8.0: a cache slot is an int (use //, not /)")],
+    ("graph_bucket", "choose_graph_batch_size"): [
+        ((False, 5, [1, 2, 4, 8]), 5, "returned 5: it must return one of the captured batch sizes [1, 2, 4, 8], or "
+                                      "None to run the step eagerly"),
+        ((False, 5, [1, 2, 4, 8]), 4, "returned 4 for a batch of 5 sequences: a graph of 4 cannot hold them")],
     ("kv_cache_blocks", "kv_block_bytes"): [
         ((None,), 0, "returned 0: the size of one block must be a positive int (bytes)")],
     ("kv_cache_blocks", "kv_cache_blocks"): [

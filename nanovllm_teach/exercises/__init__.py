@@ -22,29 +22,31 @@ From a notebook::
     check("decode_slot", decode_slot)      # prints the verdict, returns a GradeResult
     print(hint("decode_slot", 1))          # stuck? a first hint; hint("decode_slot", 2) says more
 
-The learner's code runs only in a child process, under a time limit; the reference is the engine as
-shipped, recorded once per process (``references``); the verdict is computed from the two runs (see
-``engine_grading``). Grading is mostly start-up (importing torch and transformers): the first grade in a
-process takes a few seconds, the next ones a fraction of a second.
+The learner's code runs in a bubblewrap sandbox where it can (``isolation``, ``worker``: the engine stays
+outside and calls it with plain data), else in a child process, under time limits; the reference is the
+engine as shipped, recorded once per process (``references``); the verdict is computed from the two runs
+(see ``engine_grading``). ``nanovllm-teach grade EXERCISE CLASS/`` grades a class (``classroom``,
+``gradebook``, ``gradescope``; a teacher's guide: ``docs/teaching.md``). Grading is mostly start-up
+(importing torch and transformers): the first grade in a process takes a few seconds, the next ones a
+fraction of a second.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, HERE, NO_SOLUTION_FILE, Exercise, GradeResult
-from nanovllm_teach.exercises.quiz_grading import quiz_trace
-from nanovllm_teach.exercises.references import reference_trace
-from nanovllm_teach.exercises.solution_files import load_solution
 from nanovllm_teach.i18n import say
 
 # The order of a course: the scheduler's step, the block manager, the model runner, then reading and design.
 COURSE_ORDER = ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate",
-                "block_hash", "decode_slot", "kv_cache_blocks", "trace_quiz", "scheduling_policy")
+                "block_hash", "decode_slot", "kv_cache_blocks", "graph_bucket", "trace_quiz", "scheduling_policy")
 
 
+@functools.cache
 def _discover() -> dict[str, Exercise]:
     """Every folder here with an ``__init__.py`` that defines ``EXERCISE``, in the course's order (a new
     folder not in ``COURSE_ORDER`` comes last, by name)."""
@@ -58,13 +60,24 @@ def _discover() -> dict[str, Exercise]:
     return found
 
 
-EXERCISES: dict[str, Exercise] = _discover()
+# Found on first use, not at import: importing a module of this package (the command line does, to add
+# ``grade``) must not import the engine and torch.
+_LATER = {"quiz_trace": "quiz_grading", "reference_trace": "references", "load_solution": "solution_files"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EXERCISES":  # dict[str, Exercise], in the course's order
+        return _discover()
+    if name in _LATER:
+        return getattr(importlib.import_module(f"{__name__}.{_LATER[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_exercise(name: str) -> Exercise:
-    if name not in EXERCISES:
-        raise KeyError(f"unknown exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
-    return EXERCISES[name]
+    exercises = _discover()
+    if name not in exercises:
+        raise KeyError(f"unknown exercise {name!r}; the exercises are: {', '.join(exercises)}")
+    return exercises[name]
 
 
 def hint(exercise: str, level: int = 1, lang: str | None = None) -> str:

@@ -10,7 +10,7 @@ as the functions themselves (a ``dict`` of name to function, from a notebook).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class GradeResult:
     """The verdict on one exercise: ``passed``, and ``message``, the sentence a student reads.
 
     ``workload`` and ``divergence`` say where a failing solution went wrong (None for other failures).
+    ``isolated``: whether the learner's code ran in the bubblewrap sandbox (None: it ran in the grading
+    child, ``sandbox``); ``output``: what it printed, quoted (``remote.quoted``), "" if nothing.
     """
 
     exercise: str
@@ -52,6 +54,8 @@ class GradeResult:
     message: str
     workload: str | None = None
     divergence: Divergence | None = None
+    isolated: bool | None = field(default=None, kw_only=True)
+    output: str = field(default="", kw_only=True)
 
     def __str__(self) -> str:
         return self.message

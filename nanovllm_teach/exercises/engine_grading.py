@@ -1,17 +1,23 @@
 """Grading an engine exercise: the student's functions in the real engine, their trace against the reference.
 
+Role: grading. Emits no events (the engine it runs emits its own).
+
 1. The parent vets the solution without running it: a file that imports the reference solutions, or
    functions borrowed from them, are refused.
 2. The reference traces are recorded (``references``: known already in this process, recorded here
    first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
-   modules only, so that each child starts warm); then a forked child (``sandbox``) loads the student's
-   file, plugs the functions in (``pieces``) and runs every workload, writing one trace file per workload
-   and a small outcome record.
-3. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
-   (the exercise's ``decisions`` events: what was scheduled, which blocks, preemptions, finishes, and for
-   an execution-layer piece the slots or the KV budget) are compared with the reference's in order; the
-   first workload that differs fails the exercise; PASS needs every workload to match and the child to
-   have ended normally.
+   modules only, so that each child starts warm).
+3. A *remote* exercise (every piece's arguments are plain data: ``Piece.wire``) starts the sandboxed
+   worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one), which loads the
+   student's file; a forked grading child (``sandbox``) runs every workload on the engine with proxies
+   in place of the student's functions, so the engine, its recorder and its traces stay outside the
+   sandbox and only arguments and results cross it. Any other exercise (a method of the live scheduler or
+   block manager) runs the student's functions in that grading child, beside the engine. The child writes
+   one trace file per workload and a small outcome record.
+4. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
+   (the exercise's ``decisions`` events) are compared with the reference's in order; the first workload
+   that differs fails the exercise, with the sequence behind the first difference (``feedback``); PASS
+   needs every workload to match and the child to have ended normally.
 
 The verdict is said in the language chosen in the parent (``i18n``), which the child speaks too.
 """
@@ -26,9 +32,10 @@ from typing import Any
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
 from nanovllm_teach.exercises.pieces import Piece, Watch, describe_failure, installed
 from nanovllm_teach.exercises.references import PendingReferences
+from nanovllm_teach.exercises.remote import Worker
 from nanovllm_teach.exercises.sandbox import LOADING, ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.solution_files import (
-    borrowed_from_solutions, imports_reference_solutions, load_solution, missing_functions,
+    borrowed_from_solutions, imports_reference_solutions, load_solution, missing_functions, missing_sentence,
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
@@ -118,8 +125,15 @@ class EngineExercise(Exercise):
         outcome["finished"] = True
         write_outcome(path, outcome)
 
+    @property
+    def remote(self) -> bool:
+        """Whether the learner's functions run in the sandboxed worker (every piece's arguments are data)."""
+        return all(piece.wire is not None for piece in self.pieces)
+
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
-              time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
+              time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
+        """``isolate`` (a remote exercise's file only): True needs bubblewrap, False runs the worker in a
+        plain process, None takes bubblewrap where there is one."""
         if isinstance(solution, dict):
             problem = missing_functions(solution, self.functions) or borrowed_from_solutions(solution)
         else:
@@ -129,13 +143,48 @@ class EngineExercise(Exercise):
         references = PendingReferences(self.workloads, model)
         try:
             warm_up()
-            with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
-                folder = Path(tmp)
-                end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
-                outcome = read_outcome(folder / OUTCOME)
-                return self._verdict(end, outcome, folder, references.traces())
+            if self.remote:
+                return self._grade_remote(solution, model, time_limit, isolate, references)
+            return self._run_and_judge(solution, model, time_limit, references)
         finally:
             references.cancel()
+
+    def _run_and_judge(self, solution: SolutionSource, model: str | Path | None, time_limit: float,
+                       references: PendingReferences) -> GradeResult:
+        """Run every workload in the grading child with ``solution`` plugged in, and judge the runs."""
+        with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
+            folder = Path(tmp)
+            end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
+            outcome = read_outcome(folder / OUTCOME)
+            return self._verdict(end, outcome, folder, references.traces())
+
+    def _grade_remote(self, solution: SolutionSource, model: str | Path | None, time_limit: float,
+                      isolate: bool | None, references: PendingReferences) -> GradeResult:
+        """The learner's functions in the sandboxed worker; the engine, in the grading child, calls them
+        through ``remote`` proxies, so only plain data crosses to them and back."""
+        source = Path(solution) if not isinstance(solution, dict) else solution
+        with Worker(source, self.functions, time_limit, isolate) as worker:
+            result = self._not_loaded(worker.load())
+            if result is None:
+                result = self._run_and_judge(worker.proxies(self.pieces), model, time_limit, references)
+            result.output = worker.close()
+            result.isolated = worker.isolated
+        return result
+
+    def _not_loaded(self, loaded: dict[str, Any]) -> GradeResult | None:
+        """The verdict on a file the worker could not load (None: it loaded, every function is there)."""
+        if "load_error" in loaded:
+            error = loaded["load_error"] if isinstance(loaded["load_error"], dict) else {}
+            return self.fail(say(NOT_LOADED, type=str(error.get("type", ""))[:80],
+                                 message=str(error.get("message", ""))[:500]))
+        if "missing" in loaded:
+            missing = [name for name in self.functions if name in loaded["missing"]] or list(self.functions)
+            return self.fail(missing_sentence(missing))
+        if "timeout" in loaded:
+            return self.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
+        if loaded.get("loaded") is not True:
+            return self.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
+        return None
 
     def _unusable(self, end: ChildEnd, outcome: dict[str, Any]) -> GradeResult | None:
         """The verdict on a solution that never ran: its file did not load, or lacks a function."""

@@ -25,6 +25,7 @@ from unittest import mock
 
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
+from nanovllm_teach.exercises.remote import RemoteFailure
 from nanovllm_teach.i18n import Text, say
 
 
@@ -50,6 +51,13 @@ class Piece:
     # What the engine's own definition is wrapped in, which the learner's function gets too (the block
     # manager's ``logged``, which writes the record a method returns into the decision log).
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+    # The types of the function's arguments (``"module:Type"`` or a builtin's name), when every one is
+    # plain data: then the function runs in the sandboxed worker and the engine calls it across the edge
+    # (``remote``). None: it runs in the grading child, beside the engine (the piece is a method of a live
+    # scheduler or block manager).
+    wire: tuple[str, ...] | None = None
+    # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
+    encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
 
 
 def resolve(point: str) -> Any:
@@ -134,6 +142,9 @@ def describe_failure(error: BaseException) -> dict[str, Any]:
     """What the parent needs to word the verdict on ``error``, as plain data (``at``: ``student_line``)."""
     if isinstance(error, StudentError):
         original = error.original
+        if isinstance(original, RemoteFailure):  # said by the worker, checked by ``remote``
+            return {"function": error.function, "type": "", "message": "", "at": None, "refused": False,
+                    "not_implemented": False, **original.description}
         return {"function": error.function, "type": type(original).__name__, "message": str(original),
                 "at": student_line(original, error.code_file), "refused": error.refused,
                 "not_implemented": isinstance(original, NotImplementedError)}

@@ -1,9 +1,14 @@
-"""The grading child process: the student's code runs there, under a time limit, and nowhere else.
+"""The grading child process: the engine's graded runs happen there, under a time limit.
 
-``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. The parent
-never runs the student's code, so nothing the student's file does (patching the engine, replacing the
-grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the verdict, which the parent computes from
-the trace files and the small outcome record the child leaves behind. The child:
+Role: grading. Emits no events.
+
+``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. For a
+remote exercise the child holds only proxies and the student's code runs in the sandboxed worker
+(``remote``); for the others (a method of the live scheduler or block manager) the student's functions
+run here, beside the engine. Either way the parent never runs the student's code, so nothing it does
+(patching the engine, replacing the grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the
+verdict, which the parent computes from the trace files and the small outcome record the child leaves
+behind. The child:
 
 - refuses imports of the reference solutions (``nanovllm_teach.exercises.<name>.solution``), even ones
   the parent had already imported;
@@ -15,9 +20,9 @@ the trace files and the small outcome record the child leaves behind. The child:
   sentences worded there (a refused import, a result a check refused, an unusable file) read as the
   verdict around them does.
 
-Forking keeps functions defined in a notebook usable in the child as they are. A student who writes a
-fake trace file from inside the child is not something a grader running their code can stop; everything
-short of that is.
+Forking keeps functions defined in a notebook usable in the child as they are. A student whose code runs
+in this child (not a remote exercise) could write a fake trace file from it: that is why grading a class
+of those exercises needs ``--unsafe-no-isolation``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +46,9 @@ RUN_LIMIT_S = 120.0
 # What the watch says while the student's file is being executed.
 LOADING = "<loading your file>"
 _NAME_BYTES = 96
+# A class is graded by several threads; one forks at a time, so that no child starts with a lock another
+# thread held at that moment.
+FORKING = threading.Lock()
 
 
 class SolutionsImportRefused(ImportError):
@@ -114,6 +123,11 @@ def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args
         os.environ["OMP_NUM_THREADS"] = "1"
     refuse_reference_solutions()
     target(watch, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not the interpreter's own shutdown: forked from a thread of a class's pool, it would wait on the
+    # pool's threads, which do not exist here, and end with exit code 1.
+    os._exit(0)
 
 
 def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
@@ -124,10 +138,11 @@ def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> 
     ctx = multiprocessing.get_context("fork")
     watch = SharedWatch(ctx)
     child = ctx.Process(target=_child_main, args=(watch, resolve_lang(), target, args), daemon=True)
-    sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
-    sys.stderr.flush()
+    with FORKING:
+        sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
+        sys.stderr.flush()
+        child.start()
     started = time.monotonic()
-    child.start()
     try:
         while True:
             child.join(0.05)

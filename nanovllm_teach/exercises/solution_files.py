@@ -90,6 +90,9 @@ def borrowed_from_solutions(solution: Solution, own_file: Path | None = None) ->
 def missing_functions(solution: Solution, names: tuple[str, ...]) -> str | None:
     """What is missing if the solution lacks one of ``names`` (or it is not callable), else None."""
     missing = [name for name in names if not callable(solution.get(name))]
-    if not missing:
-        return None
+    return missing_sentence(missing) if missing else None
+
+
+def missing_sentence(missing: list[str]) -> str:
+    """The verdict's sentence on a solution lacking the functions ``missing``."""
     return say(MISSING_ONE if len(missing) == 1 else MISSING_MANY, names=say(NAME_SEPARATOR).join(missing))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanovllm_teach.exercises.base import GradeResult, not_implemented
+from nanovllm_teach.exercises.feedback import seq_context
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Workload
 from nanovllm_teach.trace.diff import VOLATILE, describe_event, diff_decisions
@@ -85,6 +86,7 @@ PLACE_STEP = Text(en="in step {step}", zh="第 {step} 步")  # the place of a di
 WENT_ON = Text(en="\n  (there the reference went on: it {did}, {event})",
                zh="\n  （参考实现在这里继续运行：它{did}，{event}）")
 LATER = Text(en="\n  (later, {sentence})", zh="\n  （之后，{sentence}）")
+SEQ_CONTEXT = Text(en="\n  there, {context}", zh="\n  当时，{context}")
 
 
 def where_it_stopped(trace: Trace | None) -> str:
@@ -152,6 +154,9 @@ def judge(exercise: EngineExercise, workload: Workload, run: Trace | None, failu
     place = say(PLACE_STEP, step=divergence.step) if divergence.step is not None else divergence.where
     message = in_context(workload, say(FIRST_DIFFERENCE, place=place, event=divergence.event,
                                        message=divergence.message))
+    context = seq_context(divergence, reference)
+    if context is not None:
+        message += say(SEQ_CONTEXT, context=context)
     if failure is not None:
         message += say(LATER, sentence=failure_sentence(failure, where_it_stopped(run)))
     return exercise.fail(message, workload.name, divergence)

@@ -48,5 +48,6 @@ EXERCISE = EngineExercise(
     "block_hash", TITLE, "block_manager.compute_block_hash",
     ("compute_block_hash",),
     HINTS,
-    (Piece("compute_block_hash", "nanovllm_teach.engine.block_manager:compute_block_hash", _check_hash),),
+    (Piece("compute_block_hash", "nanovllm_teach.engine.block_manager:compute_block_hash", _check_hash,
+           wire=("list[int]", "int")),),
     (SHARED_PREFIXES, TIGHT_CACHE))

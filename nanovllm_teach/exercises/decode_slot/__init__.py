@@ -43,6 +43,7 @@ EXERCISE = EngineExercise(
     "decode_slot", TITLE, "model_runner.decode_slot",
     ("decode_slot",),
     HINTS,
-    (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot),),
+    (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot,
+           wire=("nanovllm_teach.engine.batch:ScheduledSeq", "int")),),
     (TIGHT_CACHE, LATE_ARRIVALS),
     ("PREPARE_DECODE_TENSORS",) + DECISION_EVENTS)

@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.policy_grading import PolicyExercise
 from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
+from nanovllm_teach.exercises.worker import WaitingSeq
 from nanovllm_teach.i18n import Text, say
 
 
@@ -24,6 +25,12 @@ def _check_index(args: tuple[Any, ...], result: Any) -> str | None:
     if not is_int(result) or not 0 <= result < len(waiting):
         return say(NOT_AN_INDEX, value=result, last=len(waiting) - 1, count=len(waiting))
     return None
+
+
+def _waiting_seqs(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The waiting queue as the sandboxed policy receives it: the facts the template names, in order."""
+    (waiting,) = args
+    return ([WaitingSeq(s.seq_id, s.num_prompt_tokens, s.num_tokens, s.num_preemptions) for s in waiting],)
 
 
 TITLE = Text(en='Design a scheduling policy: who is admitted next',
@@ -52,6 +59,7 @@ EXERCISE = PolicyExercise(
     "scheduling_policy", TITLE, "scheduler.choose_next",
     ("choose_next",),
     HINTS,
-    (Piece("choose_next", "nanovllm_teach.engine.scheduler:choose_next", _check_index),),
+    (Piece("choose_next", "nanovllm_teach.engine.scheduler:choose_next", _check_index,
+           wire=("list[WaitingSeq]",), encode=_waiting_seqs),),
     tuple(POLICY_WORKLOADS.values()))
 

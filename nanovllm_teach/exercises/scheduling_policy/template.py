@@ -16,8 +16,9 @@ with FCFS's on the same workloads. On each workload your policy passes when:
 
 and every request finishes. The verdict is a table per workload, FCFS against yours.
 
-The contract: ``choose_next(waiting)`` gets the waiting queue, a ``collections.deque`` of ``Sequence``
-objects in arrival order (a preempted sequence is put back at the head), never empty, and returns the
+The contract: ``choose_next(waiting)`` gets the waiting queue, a list of records of the waiting sequences
+(your code runs in a sandbox, apart from the engine) in arrival order (a preempted sequence is put back at
+the head), never empty, and returns the
 *index* of the sequence to admit next (an int, ``0 <= index < len(waiting)``). Do not change ``waiting``
 itself: the scheduler moves the one you chose. It is called once per admission, so several times a step.
 What a sequence knows that may help: ``seq_id`` (grows with arrival order), ``num_prompt_tokens``,
@@ -50,7 +51,8 @@ prompt 长度从 40 到 1900 个 token 不等，并在同样的 workload 上将�
 并且每个请求都能完成。评语是每个 workload 一张表，FCFS 与你的策略并列对比。
 
 约定：``choose_next(waiting)`` 接收等待队列，即一个按到达顺序排列、
-由 ``Sequence`` 对象组成的 ``collections.deque``（被抢占（preempted）的序列会放回队头），它永远不为空；
+由各等待序列的记录组成的 list（你的代码在与引擎隔开的沙箱里运行；被抢占（preempted）的序列会放回队头），
+它永远不为空；
 函数返回下一个要接纳的序列的*下标*（一个 int，``0 <= index < len(waiting)``）。不要修改 ``waiting`` 本身：
 调度器会把你选中的那个序列移走。每次接纳都会调用它一次，所以一步中会调用多次。序列所知道的、
 可能有帮助的信息有：``seq_id``（随到达顺序增大）、``num_prompt_tokens``、``num_tokens``、
@@ -66,11 +68,9 @@ prompt 长度从 40 到 1900 个 token 不等，并在同样的 workload 上将�
 
 from __future__ import annotations
 
-from collections import deque
-
 from nanovllm_teach.engine.sequence import Sequence
 
 
-def choose_next(waiting: deque[Sequence]) -> int:
+def choose_next(waiting: list[Sequence]) -> int:
     """The index in ``waiting`` of the sequence to admit next."""
     raise NotImplementedError

@@ -1,0 +1,178 @@
+"""``nanovllm-teach grade``: one learner's self-check, or a whole class, or Gradescope's autograder bundle.
+
+Role: the command line of grading. Emits no events.
+
+``grade EXERCISE FILE`` grades one solution and prints what the code printed (quoted) and then the
+verdict, exit 0 on PASS, 1 otherwise; without bubblewrap it says on stderr, in one line, that the code was
+not isolated. ``grade EXERCISE PATH...`` with a class (``classroom.collect``) grades every submission,
+``--jobs`` at a time, with a progress bar, prints one line per student in a fixed order and a summary,
+and writes the gradebook (``--csv``, ``--html``) and, for one submission, Gradescope's results
+(``--gradescope``). Grading several submissions needs bubblewrap, unless ``--unsafe-no-isolation``.
+``grade EXERCISE --gradescope-bundle out.zip`` writes the autograder bundle (``gradescope``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.i18n import Text, say
+
+NO_SUBMISSIONS = Text(en="no submissions in {paths}: give solution files, or a class folder holding one file or "
+                         "folder per student",
+                      zh="{paths} 中没有作业：请给出解答文件，或一个每个学生占一个文件或文件夹的班级文件夹")
+NO_SUCH_PATH = Text(en="no such file or folder: {path}", zh="没有这个文件或文件夹：{path}")
+NEEDS_ISOLATION = Text(en="grading several submissions runs other people's code: it needs bubblewrap (Debian/Ubuntu: "
+                          "apt-get install bubblewrap), or --unsafe-no-isolation to run it unisolated",
+                       zh="评多份作业就是运行别人的代码：需要 bubblewrap（Debian/Ubuntu：apt-get install "
+                          "bubblewrap），或用 --unsafe-no-isolation 在不隔离的情况下运行")
+BESIDE_ENGINE = Text(en="{exercise} runs the learner's code beside the engine, outside the bubblewrap sandbox: "
+                        "grading several submissions of it needs --unsafe-no-isolation",
+                     zh="{exercise} 的学生代码与引擎在同一进程中运行，不在 bubblewrap 沙箱里：评多份这样的作业需要 "
+                        "--unsafe-no-isolation")
+ONE_FOR_GRADESCOPE = Text(en="--gradescope writes one submission's results, and {count} were found",
+                          zh="--gradescope 只写一份作业的结果，而这里找到了 {count} 份")
+NOTHING_TO_DO = Text(en="give the solution file(s) to grade, or --gradescope-bundle", zh="请给出要评分的解答文件，或 --gradescope-bundle")
+NOT_ISOLATED = Text(en="note: your code ran in a plain process on this machine, not isolated by bubblewrap",
+                    zh="注意：你的代码在这台机器上的普通进程中运行，没有经过 bubblewrap 隔离")
+CANNOT_WRITE = Text(en="cannot write {path}: {error}", zh="无法写入 {path}：{error}")
+PRINTED = Text(en="your code printed (quoted, not a verdict):", zh="你的代码打印了（引用，不是评语）：")
+ROW = Text(en="{verdict} {student}: {reason}", zh="{verdict} {student}：{reason}")
+BUNDLE_WRITTEN = Text(en="wrote {path}: upload it as the assignment's autograder (Gradescope: Configure Autograder, "
+                         "zip file upload)",
+                      zh="已写出 {path}：把它上传为作业的自动评分器（Gradescope：Configure Autograder，上传 zip 文件）")
+
+
+def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``grade`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
+    from nanovllm_teach.cli import _number_at_least_zero, _positive_int
+
+    grd = subparsers.add_parser("grade", help="grade a solution file, or a class: each submission in a sandbox")
+    grd.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
+    grd.add_argument("solution", nargs="*", metavar="PATH",
+                     help="a solution file, a student's folder, or a class folder of student files or folders")
+    grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
+    grd.add_argument("--time-limit", type=_number_at_least_zero, default=10.0,
+                     help="seconds one call of the learner's code may take (default: 10)")
+    grd.add_argument("--jobs", type=_positive_int, default=1, help="submissions graded at once (default: 1)")
+    grd.add_argument("--csv", type=Path, default=None, help="write the gradebook as CSV")
+    grd.add_argument("--html", type=Path, default=None, help="write the gradebook as an HTML page")
+    grd.add_argument("--gradescope", type=Path, default=None,
+                     help="write Gradescope's results.json for the one submission")
+    grd.add_argument("--gradescope-bundle", type=Path, default=None,
+                     help="write the Gradescope autograder bundle (a .zip) for EXERCISE and stop")
+    grd.add_argument("--unsafe-no-isolation", action="store_true",
+                     help="grade several submissions even without bubblewrap (their code can harm this machine)")
+    grd.set_defaults(func=run_grade)
+    return grd
+
+
+def run_grade(args: argparse.Namespace) -> int:
+    from nanovllm_teach.cli import UNKNOWN_EXERCISE, UsageError, _model_folder
+    from nanovllm_teach.exercises import EXERCISES
+
+    if args.exercise not in EXERCISES:
+        raise UsageError(say(UNKNOWN_EXERCISE, name=args.exercise, names=", ".join(EXERCISES)))
+    exercise = EXERCISES[args.exercise]
+    if args.gradescope_bundle is not None:
+        from nanovllm_teach.exercises.gradescope import write_bundle
+
+        try:
+            write_bundle(exercise.name, args.gradescope_bundle)
+        except OSError as error:
+            raise UsageError(say(CANNOT_WRITE, path=args.gradescope_bundle, error=error.strerror or error)) from None
+        print(say(BUNDLE_WRITTEN, path=args.gradescope_bundle))
+        return 0
+    if not args.solution:
+        raise UsageError(say(NOTHING_TO_DO))
+    submissions = _submissions(exercise, [Path(p) for p in args.solution], args.gradescope is not None)
+    model = _model_folder(args.model)
+    if len(submissions) == 1 and args.csv is None and args.html is None:
+        return _self_check(exercise, submissions[0], model, args)
+    return _grade_class(exercise, submissions, model, args)
+
+
+def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
+    from nanovllm_teach.cli import UsageError
+    from nanovllm_teach.exercises.base import NO_SOLUTION_FILE
+    from nanovllm_teach.exercises.classroom import collect, student_folder
+
+    for path in paths:
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(say(NO_SOLUTION_FILE if path.suffix == ".py" else NO_SUCH_PATH, path=path))
+    found = ([student_folder(exercise, p) if p.is_dir() else collect(exercise, [p])[0] for p in paths]
+             if one_each else collect(exercise, paths))
+    if not found:
+        raise UsageError(say(NO_SUBMISSIONS, paths=", ".join(map(str, paths))))
+    if one_each and len(found) != 1:
+        raise UsageError(say(ONE_FOR_GRADESCOPE, count=len(found)))
+    return found
+
+
+def _grader(exercise: Any, model: str | None, args: argparse.Namespace) -> Any:
+    """Grades one file (in bubblewrap wherever there is one: a class without it was refused before)."""
+    def grade(path: Path) -> Any:
+        return exercise.grade(path, model, args.time_limit)
+
+    return grade
+
+
+def _self_check(exercise: Any, submission: Any, model: str | None, args: argparse.Namespace) -> int:
+    from nanovllm_teach.exercises.classroom import grade_one
+
+    started = time.monotonic()
+    row = grade_one(exercise, submission, _grader(exercise, model, args))
+    result = row.result
+    if result is not None and result.output:
+        print(say(PRINTED))
+        print(result.output)
+    if result is not None and not result.isolated:
+        print(say(NOT_ISOLATED), file=sys.stderr)  # a note beside the verdict, which stdout carries alone
+    print(result.message if result is not None else f"ERROR {exercise.name}: {row.reason}")
+    _write(exercise, [row], args, time.monotonic() - started)
+    return 0 if row.verdict == "PASS" else 1
+
+
+def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from nanovllm_teach.cli import UsageError
+    from nanovllm_teach.exercises import isolation
+    from nanovllm_teach.exercises.classroom import grade_class
+    from nanovllm_teach.exercises.engine_grading import EngineExercise
+    from nanovllm_teach.exercises.references import PendingReferences
+
+    remote = isinstance(exercise, EngineExercise) and exercise.remote
+    if len(submissions) > 1 and not args.unsafe_no_isolation:
+        if not remote:
+            raise UsageError(say(BESIDE_ENGINE, exercise=exercise.name))
+        if not isolation.available():
+            raise UsageError(say(NEEDS_ISOLATION))
+    if isinstance(exercise, EngineExercise):
+        PendingReferences(exercise.workloads, model).traces()  # recorded once, here, before any submission
+    started = time.monotonic()
+    with tqdm(total=len(submissions), unit="submission", file=sys.stderr, leave=False) as bar:
+        rows = grade_class(exercise, submissions, _grader(exercise, model, args), args.jobs, bar)
+    for row in rows:
+        print(say(ROW, verdict=row.verdict, student=row.student, reason=row.reason))
+    from nanovllm_teach.exercises.gradebook import summary
+
+    print(summary(rows))
+    _write(exercise, rows, args, time.monotonic() - started)
+    return 0
+
+
+def _write(exercise: Any, rows: list[Any], args: argparse.Namespace, seconds: float) -> None:
+    from nanovllm_teach.cli import UsageError
+    from nanovllm_teach.exercises.gradebook import write_csv, write_gradescope, write_html
+
+    for path, write in ((args.csv, lambda p: write_csv(rows, p)), (args.html, lambda p: write_html(rows, exercise.name, p)),
+                        (args.gradescope, lambda p: write_gradescope(rows[0], seconds, p))):
+        if path is not None:
+            try:
+                write(path)
+            except OSError as error:
+                raise UsageError(say(CANNOT_WRITE, path=path, error=error.strerror or error)) from None

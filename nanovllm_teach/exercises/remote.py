@@ -1,0 +1,204 @@
+"""The engine's side of the sandbox's edge: start a worker, call the learner's function there, end it.
+
+Role: grading (the parent, and the engine's grading child). Emits no events.
+
+``Worker(solution, functions, time_limit)`` starts the worker (``worker``) for one submission: a file runs
+in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False); functions
+from a notebook run in a forked process (they exist only in this process's memory). ``load()`` says
+whether the file loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
+learner's: each sends its arguments (``msgspec``: plain data, never a live engine object) and returns what
+came back, or raises ``RemoteFailure`` with what the learner's function raised, a time-out, or the worker's
+end. ``close()`` kills the worker and everything it started, and returns what it printed, quoted
+(``quoted``) so that it can never pass for a verdict.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from nanovllm_teach.exercises import isolation
+from nanovllm_teach.exercises.sandbox import FORKING
+from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_frame
+
+# The learner's prints kept for the verdict: the first lines, the first characters.
+OUTPUT_LINES = 20
+OUTPUT_CHARS = 2000
+QUOTE = "  | "
+
+
+class RemoteFailure(Exception):
+    """The learner's function, called in the worker, did not give a usable answer: ``description`` is what
+    ``pieces.describe_failure`` reports (what it raised, or ``timeout``, or ``exitcode``)."""
+
+    def __init__(self, description: dict[str, Any]) -> None:
+        super().__init__(description.get("message", ""))
+        self.description = description
+
+
+def quoted(output: bytes) -> str:
+    """What the learner's code printed, safe to show: control characters (escape codes, carriage returns)
+    removed, bounded, every line behind a quote mark (no line can read as "PASS ...")."""
+    text = output.decode("utf-8", errors="replace")
+    text = "".join(c for c in text if c in "\n\t" or (c.isprintable() and c not in "\x7f"))
+    lines = text[:OUTPUT_CHARS].splitlines()
+    shown = lines[:OUTPUT_LINES]
+    if len(lines) > OUTPUT_LINES or len(text) > OUTPUT_CHARS:
+        shown.append("...")
+    return "\n".join(QUOTE + line for line in shown)
+
+
+def _read_frame(fd: int, deadline: float) -> Any:
+    """One frame from ``fd`` by ``deadline`` (``time.monotonic``): TimeoutError if it has not come whole."""
+    def exactly(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, size - len(data))
+            if not chunk:
+                raise FrameError("the worker ended")
+            data += chunk
+        return data
+
+    size = int.from_bytes(exactly(4), "big")
+    if size > MAX_FRAME:
+        raise FrameError(f"a frame of {size} bytes")
+    try:
+        return msgspec.json.decode(exactly(size))
+    except msgspec.DecodeError:
+        raise FrameError("a frame that is not JSON") from None
+
+
+def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
+    serve(solution, None, calls_fd, answers_fd)
+
+
+class Worker:
+    """One submission's worker, from start to ``close``."""
+
+    def __init__(self, solution: Path | dict[str, Any], functions: tuple[str, ...], time_limit: float,
+                 isolate: bool | None = None) -> None:
+        self.functions = functions
+        self.time_limit = time_limit
+        self.tag = f"nanovllm-teach-worker-{uuid.uuid4().hex}"
+        self.isolated = isinstance(solution, Path) and (isolation.available() if isolate is None else isolate)
+        calls_r, self._calls_w = os.pipe()
+        self._answers_r, answers_w = os.pipe()
+        self._output = tempfile.TemporaryFile()
+        self._process: Any = None
+        self._forked: Any = None
+        try:
+            if isinstance(solution, Path):
+                command = isolation.worker_command(solution.resolve(), functions, (calls_r, answers_w), self.tag,
+                                                   self.isolated)
+                self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._output,
+                                                 stderr=subprocess.STDOUT, pass_fds=(calls_r, answers_w),
+                                                 start_new_session=True)
+            else:
+                ctx = multiprocessing.get_context("fork")
+                self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
+                with FORKING:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    self._forked.start()
+        finally:
+            os.close(calls_r)
+            os.close(answers_w)
+
+    def load(self) -> dict[str, Any]:
+        """The worker's first answer: ``{"loaded": True}``, ``{"load_error": ...}``, ``{"missing": [...]}``,
+        or ``{"timeout": limit}`` / ``{"ended": exit code}``. Functions from a notebook are there already."""
+        if self._forked is not None:
+            return {"loaded": True}
+        try:
+            answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
+        except TimeoutError:
+            return {"timeout": self.time_limit}
+        except FrameError:
+            return {"ended": self._exitcode()}
+        return answer if isinstance(answer, dict) else {"ended": None}
+
+    def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...]) -> Any:
+        """``function(*args)`` in the worker: its result (plain data), or ``RemoteFailure``."""
+        try:
+            write_frame(self._calls_w, {"function": function, "args": [msgspec.to_builtins(a) for a in args],
+                                        "types": list(types)})
+            answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
+        except TimeoutError:
+            raise RemoteFailure({"function": function, "timeout": self.time_limit}) from None
+        except (FrameError, OSError):
+            raise RemoteFailure({"function": function, "exitcode": self._exitcode()}) from None
+        if isinstance(answer, dict) and "result" in answer:
+            return answer["result"]
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if not isinstance(error, dict):
+            raise RemoteFailure({"function": function, "exitcode": self._exitcode()})
+        return self._raise(function, error)
+
+    @staticmethod
+    def _raise(function: str, error: dict[str, Any]) -> Any:
+        at = error.get("at")
+        description = {"function": function, "type": str(error.get("type", "Exception"))[:80],
+                       "message": str(error.get("message", ""))[:500], "refused": False,
+                       "not_implemented": error.get("not_implemented") is True,
+                       "at": [str(at[0]), int(at[1]), str(at[2])] if isinstance(at, list) and len(at) == 3
+                       and isinstance(at[1], int) else None}
+        raise RemoteFailure(description)
+
+    def _exitcode(self) -> int | None:
+        process = self._process or self._forked
+        try:
+            return process.wait(1) if self._process is not None else (process.join(1) or process.exitcode)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def proxies(self, pieces: tuple[Any, ...]) -> dict[str, Callable[..., Any]]:
+        """The functions the engine calls in place of the learner's (one per piece with a ``wire``)."""
+        def proxy(piece: Any) -> Callable[..., Any]:
+            def call(*args: Any) -> Any:
+                return self.call(piece.function, piece.encode(args) if piece.encode else args, piece.wire)
+            call.__name__ = piece.function
+            return call
+
+        return {piece.function: proxy(piece) for piece in pieces}
+
+    def close(self) -> str:
+        """End the worker and all it started; what it printed, ``quoted`` ("" if nothing)."""
+        for fd in (self._calls_w, self._answers_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self._process is not None:
+            try:  # bubblewrap's namespace dies with it; a plain worker's session goes as a group
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._process.wait()
+        if self._forked is not None:
+            self._forked.kill()
+            self._forked.join()
+        self._output.seek(0)
+        output = self._output.read(OUTPUT_CHARS * 4)
+        self._output.close()
+        return quoted(output) if output.strip() else ""
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._output.closed:
+            self.close()

@@ -1,0 +1,165 @@
+"""The sandboxed worker: the only process where a learner's file runs, and all it does is answer calls.
+
+Role: grading, the far side of the sandbox's edge. Emits no events.
+
+The engine runs outside (``remote``); when it reaches an exercise point it sends this worker the call's
+arguments as a frame of JSON (``msgspec``), and the worker sends back the function's result, or what it
+raised, as another frame. The worker never holds the engine, its recorder, a trace or the verdict: all it
+can do is answer, and every answer is checked outside before the engine uses it.
+
+It runs as a script (``python worker.py ...``), inside bubblewrap where there is one (``isolation``), on
+the grading copy of the package (no reference solutions; every exercise point there raises "not available
+while grading"), and imports only the standard library, ``msgspec`` and what the learner's own code
+imports. Before the file is loaded it sets its limits (address space, CPU seconds, file size, processes,
+open files).
+
+The frames: a 4-byte big-endian length, then that many bytes of JSON, at most ``MAX_FRAME`` bytes; one pipe
+carries calls in, another answers out (the learner's prints go to stdout and stderr, which the parent keeps
+apart and shows quoted). The first answer says whether the file loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+import sys
+import traceback
+from typing import Any
+
+import msgspec
+
+MAX_FRAME = 1 << 20  # a call's arguments or a result: a few hundred bytes; a megabyte is far more
+_HEADER = struct.Struct(">I")
+
+
+class FrameError(Exception):
+    """The other side closed the channel, or sent a frame too large or not JSON."""
+
+
+def write_frame(fd: int, message: Any) -> None:
+    data = msgspec.json.encode(message)
+    if len(data) > MAX_FRAME:
+        raise FrameError(f"a frame of {len(data)} bytes is larger than {MAX_FRAME}")
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_exactly(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            raise FrameError("the channel closed")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def decode_frame(fd: int) -> Any:
+    (size,) = _HEADER.unpack(read_exactly(fd, _HEADER.size))
+    if size > MAX_FRAME:
+        raise FrameError(f"a frame of {size} bytes is larger than {MAX_FRAME}")
+    try:
+        return msgspec.json.decode(read_exactly(fd, size))
+    except msgspec.DecodeError as error:
+        raise FrameError(f"a frame that is not JSON: {error}") from None
+
+
+def describe_error(error: BaseException, code_file: str | None) -> dict[str, Any]:
+    """What the learner's function raised, as data: type, message (bounded), the last line of theirs."""
+    at = None
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == code_file]
+    if frames:
+        at = [os.path.basename(frames[-1].filename), frames[-1].lineno, (frames[-1].line or "")[:200]]
+    return {"type": type(error).__name__[:80], "message": str(error)[:500], "at": at,
+            "not_implemented": isinstance(error, NotImplementedError)}
+
+
+def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answers_fd: int) -> None:
+    """Answer calls until the channel closes: ``{"function": name, "args": [...]}`` → ``{"result": value}``
+    or ``{"error": describe_error(...)}``. Arguments are rebuilt as the types named in ``"types"``; the
+    line blamed is in ``code_file`` (None: the function's own file, for functions from a notebook)."""
+    while True:
+        try:
+            call = decode_frame(calls_fd)
+        except FrameError:
+            return
+        function = solution.get(call.get("function")) if isinstance(call, dict) else None
+        where = code_file or getattr(getattr(function, "__code__", None), "co_filename", None)
+        try:
+            args = [msgspec.convert(arg, _resolve(kind)) for arg, kind in zip(call["args"], call["types"])]
+            result = function(*args)
+            answer = {"result": msgspec.to_builtins(result)}
+            write_frame(answers_fd, answer)
+        except BaseException as error:  # everything the learner's code does is an answer, even SystemExit
+            try:
+                write_frame(answers_fd, {"error": describe_error(error, where)})
+            except FrameError:
+                return
+
+
+class WaitingSeq(msgspec.Struct, frozen=True):
+    """What a scheduling policy sees of a waiting sequence (``scheduling_policy``): the facts its template
+    names, not the live ``Sequence``."""
+
+    seq_id: int
+    num_prompt_tokens: int
+    num_tokens: int
+    num_preemptions: int
+
+
+_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int],
+                  "list[WaitingSeq]": list[WaitingSeq]}
+
+
+def _resolve(kind: str) -> Any:
+    if kind in _BUILTIN_TYPES:
+        return _BUILTIN_TYPES[kind]
+    import pkgutil
+
+    return pkgutil.resolve_name(kind)
+
+
+def set_limits(address_space: int, cpu_s: int, file_size: int, processes: int, open_files: int) -> None:
+    import resource
+
+    for limit, value in ((resource.RLIMIT_AS, address_space), (resource.RLIMIT_CPU, cpu_s),
+                         (resource.RLIMIT_FSIZE, file_size), (resource.RLIMIT_NPROC, processes),
+                         (resource.RLIMIT_NOFILE, open_files)):
+        resource.setrlimit(limit, (value, value))
+
+
+def load(path: str, functions: list[str], answers_fd: int) -> dict[str, Any] | None:
+    """Execute the learner's file; send the first answer (loaded, or why not). Its names, or None."""
+    try:
+        spec = importlib.util.spec_from_file_location("solution", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["solution"] = module
+        spec.loader.exec_module(module)
+    except BaseException as error:  # a syntax error, a failing import, sys.exit() at the top level...
+        write_frame(answers_fd, {"load_error": describe_error(error, path)})
+        return None
+    names = vars(module)
+    missing = [name for name in functions if not callable(names.get(name))]
+    write_frame(answers_fd, {"missing": missing} if missing else {"loaded": True})
+    return None if missing else names
+
+
+def main() -> None:
+    """``worker.py ROOT SOLUTION FUNCTIONS LIMITS FDS TAG``: FUNCTIONS comma-separated, LIMITS five ints
+    (``isolation.Limits``), FDS the calls' and the answers' file descriptors; TAG only marks the process."""
+    root, path, functions, limits, fds = sys.argv[1:6]
+    calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
+    sys.path[0] = root  # the package as graded (``isolation.grading_root``), not this script's folder
+    set_limits(*(int(v) for v in limits.split(",")))
+    solution = load(path, functions.split(","), answers_fd)
+    if solution is not None:
+        serve(solution, path, calls_fd, answers_fd)
+    sys.stdout.flush()
+    os._exit(0)  # a thread the learner left running ends here, with the process
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+# Leaves a thread running (for 128 s) and answers correctly.
+import threading
+import time
+
+threading.Thread(target=time.sleep, args=(128,)).start()
+
+
+def decode_slot(seq, block_size):
+    position = seq.num_tokens - 1
+    return seq.block_table[position // block_size] * block_size + position % block_size
