@@ -54,8 +54,10 @@ class LLM(LLMEngine):
     def run_workload(self, workload: SequenceOf[Request], *, ignore_eos: bool = False) -> WorkloadResult:
         """Serve ``workload`` (see ``workload/arrivals.py``): each request joins ``arrival_s`` seconds after the
         call, simulated or by the wall clock. ``ignore_eos`` (simulated): every request runs to its
-        ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does."""
-        return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers)
+        ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does, and like it holds the
+        engine for the whole call (another thread's call waits)."""
+        with self.lock:
+            return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers)
 
 
 def real_parts(model: str, asked: Settings) -> EngineParts:
