@@ -108,8 +108,3 @@ class SamplingParams:
         if bad is not None:
             raise ValueError(f"every stop token id must be an int >= 0, got {bad!r}")
         return tuple(ids)
-
-    @property
-    def filters(self) -> bool:
-        """Whether top-k, top-p or min-p removes any candidate before sampling."""
-        return self.top_k > 0 or self.top_p < 1 or self.min_p > 0

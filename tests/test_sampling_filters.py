@@ -7,7 +7,7 @@ import torch
 from transformers.generation.logits_process import (MinPLogitsWarper, TemperatureLogitsWarper, TopKLogitsWarper,
                                                     TopPLogitsWarper)
 
-from nanovllm_teach.layers.sampler import Sampler, SamplingFilters, keep_mask
+from nanovllm_teach.layers.sampler import TOP_P_CANDIDATES, Sampler, SamplingFilters, keep_mask
 
 VOCAB = 384
 
@@ -75,3 +75,18 @@ def test_logprobs_are_the_unfiltered_distribution_with_the_sampled_token():
     assert entry.rank == 1 + int((expected > expected[entry.token_id]).sum())
     assert [t for t, _ in entry.top] == expected.topk(2).indices.tolist()
     assert [lp for _, lp in entry.top] == pytest.approx(expected.topk(2).values.tolist(), abs=1e-5)
+
+
+@pytest.mark.parametrize("top_p", [0.3, 0.9])
+def test_top_p_on_a_large_vocabulary_looks_further_only_when_it_must(top_p):
+    """Beyond ``TOP_P_CANDIDATES`` tokens: a peaked row's cut lies among its most likely tokens, a flat row's
+    further down (the whole row is sorted then); both keep what transformers keeps."""
+    vocab = 4 * TOP_P_CANDIDATES
+    logits = torch.randn(2, vocab, generator=torch.Generator().manual_seed(17))
+    logits[0] *= 6
+    logits[1] *= 0.05
+    filters = SamplingFilters(torch.zeros(1, dtype=torch.int64), torch.full((1,), top_p), torch.zeros(1))
+    ours = torch.cat([keep_mask(logits[row:row + 1], filters) for row in range(2)])  # one row at a time
+    assert torch.equal(ours, _reference_keep(logits, 1.0, 0, top_p, 0.0))
+    assert logits[0].softmax(-1).topk(TOP_P_CANDIDATES).values.sum() > top_p  # the cut among the first looked at
+    assert logits[1].softmax(-1).topk(TOP_P_CANDIDATES).values.sum() < top_p  # the whole row needed

@@ -20,7 +20,8 @@ API (``workload/arrivals.py``).
 Threads: one lock (``lock``, reentrant) serializes the public entry points, so calls from several threads run
 one after the other and never interleave inside the engine; a thread that makes several calls one unit
 (``is_finished()`` then ``step()``, as a server's engine thread does) holds ``lock`` around them. ``abort``
-never waits: while another thread holds the engine, the ids are queued and aborted once its step ends.
+never waits: while another thread holds the engine, the ids are queued, and aborted when that thread next
+asks ``is_finished()``, as every loop over steps does before each step.
 
 Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
 through ``teaching`` and the runner, everything else).
@@ -44,6 +45,7 @@ from nanovllm_teach.engine.decisions import Aborted
 from nanovllm_teach.engine.runner import Clock, Runner
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.serialized import serialized
 from nanovllm_teach.engine.stopping import should_stop
 from nanovllm_teach.engine.teaching import Teaching
 from nanovllm_teach.outputs import RequestOutput, request_output
@@ -123,10 +125,10 @@ class LLMEngine:
 
     # ---- requests -------------------------------------------------------------------------------
 
+    @serialized
     def make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
         """One request, validated completely and given its ``seq_id``, not queued yet (``enqueue``)."""
-        with self.lock:
-            return self._make_sequence(prompt, sampling_params)
+        return self._make_sequence(prompt, sampling_params)
 
     def _make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
         if not isinstance(sampling_params, SamplingParams):
@@ -164,10 +166,10 @@ class LLMEngine:
                 f"lower max_tokens or give the cache more blocks")
         return Sequence(next(self._seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
 
+    @serialized
     def enqueue(self, seq: Sequence) -> None:
         """Queue a sequence from ``make_sequence``: it joins the waiting queue."""
-        with self.lock:
-            self._enqueue(seq)
+        self._enqueue(seq)
 
     def _enqueue(self, seq: Sequence) -> None:
         seq.arrival_time = self.clock.now_s()
@@ -178,6 +180,7 @@ class LLMEngine:
                 temperature=seq.temperature, ignore_eos=seq.ignore_eos, seed=seq.seed,
                 waiting_len=len(self.scheduler.waiting)))
 
+    @serialized
     def add_request(self, prompt: Prompt, sampling_params: SamplingParams | None = None) -> int:
         """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid, and
         queues nothing if it raises at all: a caller who got no ``seq_id`` has nothing to abort. One sample
@@ -186,20 +189,19 @@ class LLMEngine:
         if isinstance(params, SamplingParams) and params.n != 1:
             raise ValueError(f"add_request takes n=1 (one sequence per request), got n={params.n}: generate() "
                              f"runs n samples per prompt")
-        with self.lock:
-            seq = self._make_sequence(prompt, params)
-            try:
-                self._enqueue(seq)
-                return seq.seq_id
-            except BaseException:
-                self.abort([seq.seq_id])
-                raise
+        seq = self._make_sequence(prompt, params)
+        try:
+            self._enqueue(seq)
+            return seq.seq_id
+        except BaseException:
+            self.abort([seq.seq_id])
+            raise
 
+    @serialized
     def request_output(self, seqs: list[Sequence], prompt: str | None = None) -> RequestOutput:
         """The vLLM-shaped output of the request whose samples are ``seqs`` (from ``make_sequence``), as it
         stands now: ``finished`` False while any is unfinished. ``prompt``: its text, if it was given as text."""
-        with self.lock:
-            return request_output(seqs, prompt, self.tokenizer)
+        return request_output(seqs, prompt, self.tokenizer)
 
     def abort_request(self, seq_id: int) -> bool:
         """Take request ``seq_id`` out of the engine, wherever it is, freeing its KV blocks. Returns whether
@@ -212,8 +214,9 @@ class LLMEngine:
         already aborted ids are skipped); returns the ids aborted. The state is settled before any event.
 
         Never waits for another thread: if one is inside the engine (a ``generate`` under way, a server's
-        engine thread), the ids are queued and aborted once its step ends, and the ids returned are those
-        still waiting or running at the call (one may yet finish in the step under way)."""
+        engine thread), the ids are queued and aborted when it next asks ``is_finished()`` (every loop over
+        steps does, before each step), and the ids returned are those still waiting or running at the call
+        (one may yet finish in the step under way)."""
         ids = list(seq_ids)
         if self.lock.acquire(blocking=False):
             try:
@@ -243,23 +246,28 @@ class LLMEngine:
             self._abort(ids)
 
     def is_finished(self) -> bool:
+        """Whether no request is waiting or running, once the aborts other threads queued have run (when no
+        other thread is inside the engine; else it only reads)."""
+        if self._queued_aborts and self.lock.acquire(blocking=False):
+            try:
+                self._run_queued_aborts()
+            finally:
+                self.lock.release()
         return self.scheduler.is_finished()
 
     # ---- the loop -------------------------------------------------------------------------------
 
+    @serialized
     def step(self) -> tuple[list[tuple[int, list[int]]], int]:
         """One iteration. Returns the ``(seq_id, completion_token_ids)`` of sequences that finished in it, and
         nano-vllm's ``num_tokens``: positive for a prefill (the total length of its sequences after their new
         token), negative for a decode (minus its batch size); the tokens it computed are
         ``last_step.num_batched_tokens``. If it raises, the step is undone, and calling it again resumes.
-        The aborts other threads queued meanwhile run after the step (so a thread that holds ``lock`` across
-        ``is_finished()`` and ``step()`` never finds the engine emptied in between)."""
-        with self.lock:
-            if self.is_finished():
-                raise RuntimeError("step() called with no request waiting or running")
-            finished, num_tokens = self._step()[:2]
-            self._run_queued_aborts()
-            return finished, num_tokens
+        A thread that makes ``is_finished()`` and ``step()`` one unit holds ``lock`` around them: no other
+        thread's abort can then empty the engine in between."""
+        if self.scheduler.is_finished():
+            raise RuntimeError("step() called with no request waiting or running")
+        return self._step()[:2]  # (finished, num_tokens), with no line left to interrupt after the step
 
     def _step(self) -> StepResult:
         """The step as a transaction: it completes, or it raises and is rolled back."""
@@ -325,6 +333,7 @@ class LLMEngine:
         return StepResult([(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens,
                           num_batched_tokens, seqs, runner_stats)
 
+    @serialized
     def generate(self, prompts: Prompt | SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
                  use_tqdm: bool = True, arrival_steps: SequenceOf[int] | None = None) -> list[RequestOutput]:
@@ -356,17 +365,16 @@ class LLMEngine:
             raise ValueError(f"got {len(arrivals)} arrival_steps for {len(prompts)} prompts")
         if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
             raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
-        with self.lock:
-            requests = [[self._make_sequence(p, sibling_params(sp, i)) for i in range(sp.n)]
-                        if isinstance(sp, SamplingParams) else [self._make_sequence(p, sp)]
-                        for p, sp in zip(prompts, params)]
-            seqs = [seq for samples in requests for seq in samples]
-            # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
-            pending = deque(sorted(zip(arrivals, requests), key=lambda pair: pair[0]))
-            with self.serving(seqs, "generate()"), self.rec.flushing_deferred():
-                self._run_until_done(pending, len(seqs), use_tqdm)
-            return [request_output(samples, p if isinstance(p, str) else None, self.tokenizer)
-                    for p, samples in zip(prompts, requests)]
+        requests = [[self._make_sequence(p, sibling_params(sp, i)) for i in range(sp.n)]
+                    if isinstance(sp, SamplingParams) else [self._make_sequence(p, sp)]
+                    for p, sp in zip(prompts, params)]
+        seqs = [seq for samples in requests for seq in samples]
+        # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
+        pending = deque(sorted(zip(arrivals, requests), key=lambda pair: pair[0]))
+        with self.serving(seqs, "generate()"), self.rec.flushing_deferred():
+            self._run_until_done(pending, len(seqs), use_tqdm)
+        return [request_output(samples, p if isinstance(p, str) else None, self.tokenizer)
+                for p, samples in zip(prompts, requests)]
 
     @contextmanager
     def serving(self, seqs: list[Sequence], caller: str) -> Iterator[None]:
@@ -401,7 +409,6 @@ class LLMEngine:
         share = self.config.enable_prefix_caching
         with tqdm(total=total, desc="Generating", dynamic_ncols=True, disable=not use_tqdm) as bar:
             while True:
-                self._run_queued_aborts()
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
                     first, *others = pending.popleft()[1]
                     self._enqueue(first)
@@ -414,7 +421,7 @@ class LLMEngine:
                     held.remove(samples)
                     for seq in samples[1:]:
                         self._enqueue(seq)
-                if self.is_finished():
+                if self.is_finished():  # after the aborts other threads queued
                     if not pending and not held:
                         break
                     continue  # the next arrival joins at once; a first sample aborted lets the others go
@@ -430,11 +437,11 @@ class LLMEngine:
                 bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
                 bar.update(len(step.finished))
 
+    @serialized
     def close(self) -> None:
         """Close the runner (a tensor-parallel group stops its workers) and finish the trace file, if any."""
-        with self.lock:
-            self.model_runner.close()
-            self.rec.close()
+        self.model_runner.close()
+        self.rec.close()
 
     def __enter__(self) -> "LLMEngine":
         return self

@@ -15,9 +15,12 @@ Emits no events.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nanovllm_teach.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from nanovllm_teach.engine.runner import TokenLogprobs
 
 
 class SequenceStatus(Enum):
@@ -54,7 +57,7 @@ class Sequence:
         # Filled in by the orchestration layer, which reads them to build the request's output:
         # the log-probabilities of the token at each position (a step undone and run again overwrites its
         # own), and when things happened, in seconds on the engine's clock.
-        self.logprobs: dict[int, Any] = {}
+        self.logprobs: dict[int, TokenLogprobs] = {}
         self.arrival_time: float | None = None
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None

@@ -36,22 +36,38 @@ class Sampled(NamedTuple):
     logprobs: list[TokenLogprobs | None] | None  # None: no row asked
 
 
+TOP_P_CANDIDATES = 1024  # top-p looks at this many of the most likely first; the whole row only if they fall short
+
+
 def keep_mask(scaled: torch.Tensor, filters: SamplingFilters) -> torch.Tensor:
-    """Which candidates of each row of temperature-scaled logits survive top-k, then top-p, then min-p."""
+    """Which candidates of each row of temperature-scaled logits survive top-k, then top-p, then min-p (a
+    filter no row asks for is skipped)."""
     vocab = scaled.size(-1)
-    k = torch.where(filters.top_ks > 0, filters.top_ks.clamp(max=vocab), vocab)
-    # top-k: the k-th largest value is the bar; values tied with it stay.
-    kth = scaled.topk(int(k.max()), dim=-1).values.gather(1, (k - 1).unsqueeze(1))
-    keep = scaled >= kth
-    # top-p: from the least likely up, drop candidates while everything dropped stays within 1 - p of the
-    # mass; the most likely always stays.
-    ascending, order = scaled.masked_fill(~keep, float("-inf")).sort(dim=-1)
-    below = ascending.softmax(dim=-1).cumsum(dim=-1) <= (1 - filters.top_ps).unsqueeze(1)
-    below[:, -1] = False
-    keep &= ~torch.zeros_like(keep).scatter_(1, order, below)
-    # min-p: drop what is less than min_p times as likely as the most likely candidate left.
-    probs = scaled.masked_fill(~keep, float("-inf")).softmax(dim=-1)
-    keep &= probs >= probs.amax(dim=-1, keepdim=True) * filters.min_ps.unsqueeze(1)
+    minus_inf = float("-inf")
+    keep = torch.ones_like(scaled, dtype=torch.bool)
+    has_k = filters.top_ks > 0
+    if bool(has_k.any()):
+        # top-k: the k-th largest value is the bar (values tied with it stay); a row without top-k has none.
+        k_max = min(int(filters.top_ks.max()), vocab)
+        kth = scaled.topk(k_max, dim=-1).values.gather(1, (filters.top_ks.clamp(1, k_max) - 1).unsqueeze(1))
+        keep = scaled >= torch.where(has_k.unsqueeze(1), kth, minus_inf)
+    has_p = filters.top_ps < 1
+    if bool(has_p.any()):
+        # top-p: a candidate stays while the candidates more likely than it hold less than p of the mass
+        # (the most likely always stays). Only the most likely can stay, so they are looked at first:
+        # sorting whole rows of a vocabulary is what makes top-p slow.
+        probs = scaled.masked_fill(~keep, minus_inf).softmax(dim=-1)
+        top_ps = torch.where(has_p, filters.top_ps, 2.0).unsqueeze(1)  # 2: more than all the mass, keeps all
+        width = min(TOP_P_CANDIDATES, vocab)
+        top, order = probs.topk(width, dim=-1)
+        if width < vocab and bool(((top.sum(dim=-1) < filters.top_ps) & has_p).any()):
+            top, order = probs.sort(dim=-1, descending=True)  # a cut lies further down: whole rows
+        before = top.cumsum(dim=-1) - top
+        keep &= torch.zeros_like(keep).scatter_(1, order, before < top_ps)
+    if bool((filters.min_ps > 0).any()):
+        # min-p: drop what is less than min_p times as likely as the most likely candidate left.
+        probs = scaled.masked_fill(~keep, minus_inf).softmax(dim=-1)
+        keep &= probs >= probs.amax(dim=-1, keepdim=True) * filters.min_ps.unsqueeze(1)
     return keep
 
 
