@@ -8,7 +8,7 @@
 from nanovllm_teach.assets import default_model_path
 
 __version__ = "0.1.0"
-__all__ = ["LLM", "SamplingParams", "default_model_path", "__version__"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "default_model_path", "__version__"]
 
 
 def __getattr__(name: str):
@@ -19,4 +19,7 @@ def __getattr__(name: str):
     if name == "SamplingParams":
         from nanovllm_teach.sampling_params import SamplingParams
         return SamplingParams
+    if name in ("RequestOutput", "CompletionOutput"):
+        from nanovllm_teach import outputs
+        return getattr(outputs, name)
     raise AttributeError(f"module 'nanovllm_teach' has no attribute {name!r}")

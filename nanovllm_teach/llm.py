@@ -27,6 +27,7 @@ from nanovllm_teach.config import Config
 from nanovllm_teach.engine.llm_engine import LLMEngine
 from nanovllm_teach.engine.model_runner import ModelRunner
 from nanovllm_teach.engine.runner import EngineParts, Runner, WallClock
+from nanovllm_teach.engine.serialized import serialized
 from nanovllm_teach.engine.tp_workers import TensorParallelRunner
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.engine import simulated_parts
@@ -51,10 +52,12 @@ class LLM(LLMEngine):
                          make_runner=parts.make_runner, clock=parts.clock, tokenizer=parts.tokenizer,
                          eos_token_id=parts.eos_token_id)
 
+    @serialized
     def run_workload(self, workload: SequenceOf[Request], *, ignore_eos: bool = False) -> WorkloadResult:
         """Serve ``workload`` (see ``workload/arrivals.py``): each request joins ``arrival_s`` seconds after the
         call, simulated or by the wall clock. ``ignore_eos`` (simulated): every request runs to its
-        ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does."""
+        ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does, and like it holds the
+        engine for the whole call (another thread's call waits)."""
         return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers)
 
 

@@ -46,3 +46,9 @@ def test_bench_faults_small():
 def test_bench_decode_attention_small():
     out = _run("bench_decode_attention.py", "--batch", "6", "--calls", "2", "--repeats", "1", "--spare-blocks", "3")
     assert "kernel / torch" in out and out.count("cpp kernel") == 2
+
+
+def test_bench_sampling_small():
+    out = _run("bench_sampling.py", "--rows", "2", "--vocab", "4096", "--rounds", "1")
+    assert "the most likely candidates first and whole rows keep the same tokens" in out
+    assert "top_k=20 top_p=0.95 min_p=0.05" in out and "logprobs=5" in out

@@ -34,6 +34,10 @@ class ScheduledSeq(msgspec.Struct, frozen=True):
     block_table: list[int]  # the KV blocks it holds, in order (empty in the warm-up, which stores nothing)
     temperature: float
     seed: int | None
+    top_k: int = 0  # the filters (``SamplingParams``); the defaults filter nothing
+    top_p: float = 1.0
+    min_p: float = 0.0
+    logprobs: int | None = None  # how many top log-probabilities to return (None: none)
 
     @property
     def context_len(self) -> int:
@@ -57,7 +61,8 @@ class ScheduledBatch(msgspec.Struct, frozen=True):
         """The batch of ``seqs`` as the scheduler has just scheduled them (``num_scheduled_tokens`` each)."""
         return cls(is_prefill, [ScheduledSeq(
             seq.seq_id, seq.token_ids[seq.num_cached_tokens:seq.num_cached_tokens + seq.num_scheduled_tokens],
-            seq.num_cached_tokens, seq.num_tokens, list(seq.block_table), seq.temperature, seq.seed)
+            seq.num_cached_tokens, seq.num_tokens, list(seq.block_table), seq.temperature, seq.seed,
+            seq.top_k, seq.top_p, seq.min_p, seq.num_logprobs)
             for seq in seqs])
 
     @property

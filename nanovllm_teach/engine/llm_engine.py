@@ -7,11 +7,21 @@ It is built from parts chosen for it (``nanovllm_teach/llm.py``): the resolved `
 before the scheduler exists, because the block manager is built with that many blocks.
 
 ``step()`` is one iteration: ``schedule()`` gives the step's ``ScheduledBatch``, the runner's ``run(batch)``
-one token per sequence, ``postprocess(batch, token_ids)`` takes them in; ``engine/teaching.py`` says what
-the scheduler decided on the way as TEACHING events. The step is a transaction (``engine/transaction.py``):
+one token per sequence, ``postprocess(batch, token_ids)`` takes them in, and a request's own stop strings and
+stop token ids finish it (``engine/stopping.py``); ``engine/teaching.py`` says what the scheduler decided
+on the way as TEACHING events. The step is a transaction (``engine/transaction.py``):
 if anything in it raises, the scheduler is rolled back, so calling ``step()`` again resumes. ``generate()``
 is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises, it aborts its
-requests first. Requests that arrive in time are served on this public API (``workload/arrivals.py``).
+requests first; it returns vLLM-shaped outputs (``nanovllm_teach/outputs.py``). A request with ``n > 1``
+is ``n`` sequences: the first is prefilled alone, the others join once its prompt is cached, so they share
+its full prompt blocks through the prefix cache. Requests that arrive in time are served on this public
+API (``workload/arrivals.py``).
+
+Threads: one lock (``lock``, reentrant) serializes the public entry points, so calls from several threads run
+one after the other and never interleave inside the engine; a thread that makes several calls one unit
+(``is_finished()`` then ``step()``, as a server's engine thread does) holds ``lock`` around them. ``abort``
+never waits: while another thread holds the engine, the ids are queued, and aborted when that thread next
+asks ``is_finished()``, as every loop over steps does before each step.
 
 Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and,
 through ``teaching`` and the runner, everything else).
@@ -19,7 +29,9 @@ through ``teaching`` and the runner, everything else).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import threading
 from contextlib import contextmanager
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -33,12 +45,23 @@ from nanovllm_teach.engine.decisions import Aborted
 from nanovllm_teach.engine.runner import Clock, Runner
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.serialized import serialized
+from nanovllm_teach.engine.stopping import should_stop
 from nanovllm_teach.engine.teaching import Teaching
+from nanovllm_teach.outputs import RequestOutput, request_output
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.events import EngineInit, EngineReady, GenerateFinish, GenerateStart, RequestEnqueue, StepDone
 from nanovllm_teach.trace.recorder import Recorder
 
 Prompt = str | list[int]
+SIBLING_SEED_STRIDE = 0x9E3779B97F4A7C15  # sample i > 0 of a seeded request draws with seed + i * this
+
+
+def sibling_params(params: SamplingParams, index: int) -> SamplingParams:
+    """The parameters of sample ``index`` of a request: its own seed, so that the samples differ."""
+    if index == 0 or params.seed is None:
+        return params
+    return dataclasses.replace(params, seed=(params.seed + index * SIBLING_SEED_STRIDE) % 2**64)
 
 
 def _check_unicode(prompt: str) -> None:
@@ -89,6 +112,9 @@ class LLMEngine:
             num_kvcache_blocks=config.num_kvcache_blocks, block_size=config.kvcache_block_size,
             enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy)
         self.teaching = Teaching(self.rec)
+        self.lock = threading.RLock()  # held by whichever thread is inside the engine (see the module's docstring)
+        self._abort_lock = threading.Lock()  # guards the aborts queued by other threads
+        self._queued_aborts: list[int] = []
         self._seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
         self.last_step: StepResult | None = None  # the last step that completed
@@ -99,13 +125,20 @@ class LLMEngine:
 
     # ---- requests -------------------------------------------------------------------------------
 
+    @serialized
     def make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
         """One request, validated completely and given its ``seq_id``, not queued yet (``enqueue``)."""
+        return self._make_sequence(prompt, sampling_params)
+
+    def _make_sequence(self, prompt: Prompt, sampling_params: SamplingParams) -> Sequence:
         if not isinstance(sampling_params, SamplingParams):
             raise TypeError(f"sampling_params must be a SamplingParams, got {type(sampling_params).__name__}")
         if isinstance(prompt, str) and self.tokenizer is None:
             raise TypeError("this engine has no tokenizer (a simulated model has no vocabulary): give token id "
                             "lists or a workload")
+        if self.tokenizer is None and (sampling_params.stop or sampling_params.logprobs is not None):
+            raise ValueError("stop strings and logprobs need a model with a vocabulary; this engine has none "
+                             "(a simulated model)")
         if isinstance(prompt, str):
             _check_unicode(prompt)
             token_ids = self.tokenizer.encode(prompt, add_special_tokens=False)
@@ -119,6 +152,9 @@ class LLMEngine:
         bad = next((t for t in token_ids if not 0 <= t < vocab_size), None)
         if bad is not None:
             raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
+        bad = next((t for t in sampling_params.stop_token_ids if t >= vocab_size), None)
+        if bad is not None:
+            raise ValueError(f"stop token id {bad} is outside the vocabulary [0, {vocab_size})")
         if len(token_ids) > self.config.max_model_len:
             raise ValueError(f"prompt has {len(token_ids)} tokens, more than max_model_len={self.config.max_model_len}")
         worst_case = min(len(token_ids) + sampling_params.max_tokens, self.config.max_model_len)
@@ -130,8 +166,13 @@ class LLMEngine:
                 f"lower max_tokens or give the cache more blocks")
         return Sequence(next(self._seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
 
+    @serialized
     def enqueue(self, seq: Sequence) -> None:
         """Queue a sequence from ``make_sequence``: it joins the waiting queue."""
+        self._enqueue(seq)
+
+    def _enqueue(self, seq: Sequence) -> None:
+        seq.arrival_time = self.clock.now_s()
         self.scheduler.add(seq)
         if self.rec.enabled:
             self.rec.record("ingress", "new_request_waiting", RequestEnqueue(
@@ -139,40 +180,92 @@ class LLMEngine:
                 temperature=seq.temperature, ignore_eos=seq.ignore_eos, seed=seq.seed,
                 waiting_len=len(self.scheduler.waiting)))
 
+    @serialized
     def add_request(self, prompt: Prompt, sampling_params: SamplingParams | None = None) -> int:
         """Queue one request; returns its ``seq_id``. Raises before queueing anything if it is invalid, and
-        queues nothing if it raises at all: a caller who got no ``seq_id`` has nothing to abort."""
-        seq = self.make_sequence(prompt, sampling_params or SamplingParams())
+        queues nothing if it raises at all: a caller who got no ``seq_id`` has nothing to abort. One sample
+        per request (``n`` 1): ``generate`` fans out ``n``."""
+        params = sampling_params or SamplingParams()
+        if isinstance(params, SamplingParams) and params.n != 1:
+            raise ValueError(f"add_request takes n=1 (one sequence per request), got n={params.n}: generate() "
+                             f"runs n samples per prompt")
+        seq = self._make_sequence(prompt, params)
         try:
-            self.enqueue(seq)
+            self._enqueue(seq)
             return seq.seq_id
         except BaseException:
             self.abort([seq.seq_id])
             raise
 
+    @serialized
+    def request_output(self, seqs: list[Sequence], prompt: str | None = None) -> RequestOutput:
+        """The vLLM-shaped output of the request whose samples are ``seqs`` (from ``make_sequence``), as it
+        stands now: ``finished`` False while any is unfinished. ``prompt``: its text, if it was given as text."""
+        return request_output(seqs, prompt, self.tokenizer)
+
     def abort_request(self, seq_id: int) -> bool:
         """Take request ``seq_id`` out of the engine, wherever it is, freeing its KV blocks. Returns whether
-        it was still waiting or running (False for an unknown, finished or already aborted id)."""
+        it was still waiting or running (False for an unknown, finished or already aborted id). Safe from any
+        thread (see ``abort``)."""
         return bool(self.abort([seq_id]))
 
     def abort(self, seq_ids: Iterable[int]) -> list[int]:
         """Take these requests out, wherever they are, freeing exactly their blocks (unknown, finished or
-        already aborted ids are skipped); returns the ids aborted. The state is settled before any event."""
+        already aborted ids are skipped); returns the ids aborted. The state is settled before any event.
+
+        Never waits for another thread: if one is inside the engine (a ``generate`` under way, a server's
+        engine thread), the ids are queued and aborted when it next asks ``is_finished()`` (every loop over
+        steps does, before each step), and the ids returned are those still waiting or running at the call
+        (one may yet finish in the step under way)."""
+        ids = list(seq_ids)
+        if self.lock.acquire(blocking=False):
+            try:
+                return self._abort(ids)
+            finally:
+                self.lock.release()
+        with self._abort_lock:
+            self._queued_aborts.extend(ids)
+        accepted = self.scheduler.accepted
+        return [i for i in dict.fromkeys(ids) if i in accepted]
+
+    def _abort(self, seq_ids: list[int]) -> list[int]:
+        seqs = {i: self.scheduler.accepted[i] for i in seq_ids if i in self.scheduler.accepted}
         decisions = transaction.abort(self.scheduler, seq_ids)
+        aborted = [d.seq_id for d in decisions if isinstance(d, Aborted)]
+        now = self.clock.now_s()
+        for seq_id in aborted:
+            seqs[seq_id].finished_time = now
         self.teaching.aborted(decisions)
-        return [d.seq_id for d in decisions if isinstance(d, Aborted)]
+        return aborted
+
+    def _run_queued_aborts(self) -> None:
+        """The aborts other threads queued while this one held the engine."""
+        with self._abort_lock:
+            ids, self._queued_aborts = self._queued_aborts, []
+        if ids:
+            self._abort(ids)
 
     def is_finished(self) -> bool:
+        """Whether no request is waiting or running, once the aborts other threads queued have run (when no
+        other thread is inside the engine; else it only reads)."""
+        if self._queued_aborts and self.lock.acquire(blocking=False):
+            try:
+                self._run_queued_aborts()
+            finally:
+                self.lock.release()
         return self.scheduler.is_finished()
 
     # ---- the loop -------------------------------------------------------------------------------
 
+    @serialized
     def step(self) -> tuple[list[tuple[int, list[int]]], int]:
         """One iteration. Returns the ``(seq_id, completion_token_ids)`` of sequences that finished in it, and
         nano-vllm's ``num_tokens``: positive for a prefill (the total length of its sequences after their new
         token), negative for a decode (minus its batch size); the tokens it computed are
-        ``last_step.num_batched_tokens``. If it raises, the step is undone, and calling it again resumes."""
-        if self.is_finished():
+        ``last_step.num_batched_tokens``. If it raises, the step is undone, and calling it again resumes.
+        A thread that makes ``is_finished()`` and ``step()`` one unit holds ``lock`` around them: no other
+        thread's abort can then empty the engine in between."""
+        if self.scheduler.is_finished():
             raise RuntimeError("step() called with no request waiting or running")
         return self._step()[:2]  # (finished, num_tokens), with no line left to interrupt after the step
 
@@ -196,10 +289,17 @@ class LLMEngine:
         num_scheduling_decisions = len(decisions)
         self.teaching.scheduled(batch, decisions, self.scheduler)
         token_ids = self.model_runner.run(batch)
+        logprobs = self.model_runner.logprobs()
         seqs = self.scheduler.postprocess(batch, token_ids)
+        sampled = [seq for entry, seq in zip(batch.seqs, seqs) if not entry.is_prompt_chunk]  # got a token
+        if self.tokenizer is not None:
+            for seq in sampled:
+                if not seq.is_finished and should_stop(seq, self.tokenizer):
+                    self.scheduler.finish(seq, "stop")
         self.teaching.postprocessed(decisions[num_scheduling_decisions:])
         is_prefill, num_batched_tokens = batch.is_prefill, batch.num_batched_tokens
-        latency_ms = (self.clock.now_s() - start) * 1e3
+        now = self.clock.now_s()
+        latency_ms = (now - start) * 1e3
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if is_prefill else -len(seqs)
         runner_stats = self.model_runner.step_stats()
@@ -212,6 +312,20 @@ class LLMEngine:
                 finished=[s.seq_id for s in finished], used_blocks=bm.num_blocks - bm.num_free_blocks,
                 free_blocks=bm.num_free_blocks, waiting_len=len(self.scheduler.waiting),
                 running_len=len(self.scheduler.running), **runner_stats))
+        # What the outputs read, once nothing in the step can raise any more.
+        if logprobs is not None:
+            for entry, seq, lp in zip(batch.seqs, seqs, logprobs):
+                if lp is not None and not entry.is_prompt_chunk:
+                    seq.logprobs[entry.num_tokens] = lp  # the position of the token it sampled
+        for seq in seqs:
+            if seq.first_scheduled_time is None:
+                seq.first_scheduled_time = start
+        for seq in sampled:
+            seq.last_token_time = now
+            if seq.first_token_time is None:
+                seq.first_token_time = now
+        for seq in finished:
+            seq.finished_time = now
         if is_prefill:
             self.num_prefill_steps += 1
         else:
@@ -219,19 +333,27 @@ class LLMEngine:
         return StepResult([(seq.seq_id, seq.completion_token_ids) for seq in finished], num_tokens,
                           num_batched_tokens, seqs, runner_stats)
 
-    def generate(self, prompts: SequenceOf[Prompt],
+    @serialized
+    def generate(self, prompts: Prompt | SequenceOf[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
-                 use_tqdm: bool = True, arrival_steps: SequenceOf[int] | None = None) -> list[dict[str, Any]]:
-        """Generate for every prompt; outputs come back in prompt order as
-        ``{"seq_id", "text", "token_ids", "finish_reason"}``.
+                 use_tqdm: bool = True, arrival_steps: SequenceOf[int] | None = None) -> list[RequestOutput]:
+        """Generate for one prompt or a list of them (a prompt: a str, or a list of token ids); one
+        ``RequestOutput`` per prompt comes back, in prompt order (``nanovllm_teach/outputs.py``: vLLM's
+        shape, which also answers ``out["seq_id"]``, ``out["text"]``, ``out["token_ids"]`` and
+        ``out["finish_reason"]`` as a dict).
 
         ``arrival_steps``: request ``i`` arrives once ``arrival_steps[i]`` engine steps of this call have run
         (0 = at once; an idle engine takes no steps, so the next request then arrives at once). It refuses
         to start while requests queued with ``add_request`` are unfinished; if it raises (Ctrl-C included),
-        its requests are aborted first: the engine is left empty, every KV block free.
+        its requests are aborted first: the engine is left empty, every KV block free. A call from another
+        thread waits for this one to finish.
         """
-        if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
-            raise TypeError("prompts must be a list of prompts (str or list of token ids)")
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts
+                                        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompts)):
+            prompts = [prompts]  # one prompt: text, or token ids
+        if not isinstance(prompts, (list, tuple)):
+            raise TypeError(f"prompts must be a prompt (a str or a list of token ids) or a list of prompts, got "
+                            f"{type(prompts).__name__}")
         if isinstance(sampling_params, list):
             if len(sampling_params) != len(prompts):
                 raise ValueError(f"got {len(sampling_params)} SamplingParams for {len(prompts)} prompts")
@@ -243,18 +365,16 @@ class LLMEngine:
             raise ValueError(f"got {len(arrivals)} arrival_steps for {len(prompts)} prompts")
         if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
             raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
-        seqs = [self.make_sequence(p, sp) for p, sp in zip(prompts, params)]
+        requests = [[self._make_sequence(p, sibling_params(sp, i)) for i in range(sp.n)]
+                    if isinstance(sp, SamplingParams) else [self._make_sequence(p, sp)]
+                    for p, sp in zip(prompts, params)]
+        seqs = [seq for samples in requests for seq in samples]
         # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
-        pending = deque(sorted(zip(arrivals, seqs), key=lambda pair: pair[0]))
+        pending = deque(sorted(zip(arrivals, requests), key=lambda pair: pair[0]))
         with self.serving(seqs, "generate()"), self.rec.flushing_deferred():
             self._run_until_done(pending, len(seqs), use_tqdm)
-        return [{"seq_id": seq.seq_id, "text": self._text(seq), "token_ids": seq.completion_token_ids,
-                 "finish_reason": seq.finish_reason} for seq in seqs]
-
-    def _text(self, seq: Sequence) -> str | None:
-        if self.tokenizer is None:
-            return None  # placeholder ids spell nothing
-        return self.tokenizer.decode(seq.completion_token_ids, skip_special_tokens=seq.skip_special_tokens)
+        return [request_output(samples, p if isinstance(p, str) else None, self.tokenizer)
+                for p, samples in zip(prompts, requests)]
 
     @contextmanager
     def serving(self, seqs: list[Sequence], caller: str) -> Iterator[None]:
@@ -280,25 +400,44 @@ class LLMEngine:
                 total_steps=self.num_steps - before[0], prefill_steps=self.num_prefill_steps - before[1],
                 decode_steps=self.num_decode_steps - before[2], n_outputs=len(seqs)))
 
-    def _run_until_done(self, pending: deque[tuple[int, Sequence]], total: int, use_tqdm: bool) -> None:
+    def _run_until_done(self, pending: deque[tuple[int, list[Sequence]]], total: int, use_tqdm: bool) -> None:
+        """Step until every request of ``pending`` has arrived and finished. A request's first sample joins
+        on arrival; with the prefix cache on, the others wait until its prompt is cached, to share it."""
         prefill_tps = decode_tps = 0.0
         steps_run = 0
+        held: list[list[Sequence]] = []  # [first sample, the others waiting for its prompt's blocks]
+        share = self.config.enable_prefix_caching
         with tqdm(total=total, desc="Generating", dynamic_ncols=True, disable=not use_tqdm) as bar:
-            while pending or not self.is_finished():
+            while True:
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
-                    self.enqueue(pending.popleft()[1])
+                    first, *others = pending.popleft()[1]
+                    self._enqueue(first)
+                    if share and others:
+                        held.append([first, *others])
+                    else:
+                        for seq in others:
+                            self._enqueue(seq)
+                for samples in [h for h in held if h[0].num_completion_tokens or h[0].is_finished]:
+                    held.remove(samples)
+                    for seq in samples[1:]:
+                        self._enqueue(seq)
+                if self.is_finished():  # after the aborts other threads queued
+                    if not pending and not held:
+                        break
+                    continue  # the next arrival joins at once; a first sample aborted lets the others go
                 start = self.clock.now_s()
-                finished, num_tokens = self.step()
+                step = self._step()
                 elapsed = self.clock.now_s() - start
                 steps_run += 1
                 # The tokens computed, not nano-vllm's num_tokens (which counts cached prefixes and earlier chunks).
-                if num_tokens > 0:
-                    prefill_tps = self.last_step.num_batched_tokens / elapsed
+                if step.num_tokens > 0:
+                    prefill_tps = step.num_batched_tokens / elapsed
                 else:
-                    decode_tps = self.last_step.num_batched_tokens / elapsed
+                    decode_tps = step.num_batched_tokens / elapsed
                 bar.set_postfix(prefill=f"{prefill_tps:.0f}tok/s", decode=f"{decode_tps:.0f}tok/s")
-                bar.update(len(finished))
+                bar.update(len(step.finished))
 
+    @serialized
     def close(self) -> None:
         """Close the runner (a tensor-parallel group stops its workers) and finish the trace file, if any."""
         self.model_runner.close()

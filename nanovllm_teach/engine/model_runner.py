@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -39,11 +39,12 @@ from nanovllm_teach.config import Config
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
-from nanovllm_teach.engine.runner import RunnerDefaults
+from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.onednn_linear import pack_linear_weights
-from nanovllm_teach.layers.sampler import Sampler
+from nanovllm_teach.layers.sampler import Sampled, Sampler, SamplingFilters
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
+from nanovllm_teach.sampling_params import MAX_LOGPROBS
 from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, DecodeCompile, KvBudgetEstimate,
                                          ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
                                          Sample, TpRuntimeInit, Warmup)
@@ -56,6 +57,15 @@ from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, read_memo
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
 # so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
 TP_TIMEOUT = timedelta(seconds=60)
+
+
+class SampleInputs(NamedTuple):
+    """What ``Sampler.sample`` needs of a batch besides its logits."""
+
+    temperatures: torch.Tensor
+    seeds: list[int | None]
+    filters: SamplingFilters | None  # None: no sequence filters
+    num_logprobs: list[int | None] | None  # None: no sequence asked for log-probabilities
 
 
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
@@ -104,6 +114,7 @@ class ModelRunner(RunnerDefaults):
                 num_files=report.num_files, num_keys=report.num_keys, dtype=report.dtype,
                 num_params=report.num_params, num_params_by_rank=num_params_by_rank))
         self.sampler = Sampler()
+        self.last_logprobs: list[TokenLogprobs | None] | None = None
         backend = make_attention_backend(self.attention_backend)
         self.attention_layers = [m for m in self.model.modules() if isinstance(m, Attention)]
         for layer in self.attention_layers:
@@ -169,7 +180,7 @@ class ModelRunner(RunnerDefaults):
             hidden = torch.zeros(sample_rows, self.config.hf_config.hidden_size, dtype=self.dtype, device=self.device)
             logits = self.model.compute_logits(hidden)  # a collective under tensor parallelism: every rank runs it
             if logits is not None:
-                self.sampler(logits, torch.ones(sample_rows, device=self.device), [None] * sample_rows)
+                self.sampler.sample(logits, *self._warmup_sample_inputs(sample_rows))
             del hidden, logits
         seconds = time.perf_counter() - start
         if self.rec.enabled:
@@ -296,11 +307,30 @@ class ModelRunner(RunnerDefaults):
                 slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables))
         return ids, pos
 
-    def prepare_sample(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, list[int | None]]:
+    def _warmup_sample_inputs(self, rows: int) -> SampleInputs:
+        """Temperature 1 on every row; on a GPU also the costliest filters (top-p sorts the vocabulary) and
+        the most log-probabilities, whose buffers the KV budget must leave room for. A CPU skips them: sorting
+        ``max_num_seqs`` rows of a real vocabulary takes seconds there, and its budget has a fixed cap."""
+        inputs = SampleInputs(torch.ones(rows, device=self.device), [None] * rows, None, None)
+        if self.device.type != "cuda":
+            return inputs
+        return inputs._replace(
+            filters=SamplingFilters(self._tensor([0] * rows), self._tensor([0.9] * rows, torch.float32),
+                                    self._tensor([0.05] * rows, torch.float32)),
+            num_logprobs=[MAX_LOGPROBS] * rows)
+
+    def prepare_sample(self, seqs: list[ScheduledSeq]) -> SampleInputs:
         temperatures = self._tensor([seq.temperature for seq in seqs], torch.float32)
         # A seeded request's noise depends only on its seed and its position, never on the batch.
         seeds = [None if seq.seed is None else (seq.seed * 1_000_003 + seq.num_tokens) % 2**63 for seq in seqs]
-        return temperatures, seeds
+        filters = None
+        if any(seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0 for seq in seqs):
+            filters = SamplingFilters(self._tensor([seq.top_k for seq in seqs]),
+                                      self._tensor([seq.top_p for seq in seqs], torch.float32),
+                                      self._tensor([seq.min_p for seq in seqs], torch.float32))
+        num_logprobs = [seq.logprobs for seq in seqs]
+        return SampleInputs(temperatures, seeds, filters,
+                            num_logprobs if any(n is not None for n in num_logprobs) else None)
 
     def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, is_prefill: bool) -> torch.Tensor:
         graph_sizes = self.decode_graphs.batch_sizes if self.decode_graphs is not None else []
@@ -330,14 +360,21 @@ class ModelRunner(RunnerDefaults):
         seqs, is_prefill = batch.seqs, batch.is_prefill
         try:
             input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
-            temperatures, seeds = self.prepare_sample(seqs)
+            inputs = self.prepare_sample(seqs)
             logits = self.run_model(input_ids, positions, is_prefill)
             # The LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here.
-            token_ids = self.sampler(logits, temperatures, seeds).tolist() if logits is not None else []
+            sampled = self.sampler.sample(logits, *inputs) if logits is not None else Sampled([], None, None)
         finally:
             reset_context()
+        self.last_logprobs = sampled.logprobs
         if self.rec.enabled:
+            filters = {} if sampled.num_kept is None else dict(
+                top_k=[seq.top_k for seq in seqs], top_p=[seq.top_p for seq in seqs],
+                min_p=[seq.min_p for seq in seqs], num_kept=sampled.num_kept)
             self.rec.record("prefill" if is_prefill else "decode", "sample_next_tokens", Sample(
                 seq_ids=[seq.seq_id for seq in seqs], temperatures=[seq.temperature for seq in seqs],
-                token_ids=token_ids))
-        return token_ids
+                token_ids=sampled.token_ids, **filters))
+        return sampled.token_ids
+
+    def logprobs(self) -> list[TokenLogprobs | None] | None:
+        return self.last_logprobs

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+import msgspec
+
 from nanovllm_teach.engine.batch import ScheduledBatch
 
 if TYPE_CHECKING:  # the config imports torch; this edge does not need to
@@ -22,11 +24,25 @@ if TYPE_CHECKING:  # the config imports torch; this edge does not need to
     from nanovllm_teach.trace.recorder import Recorder
 
 
+class TokenLogprobs(msgspec.Struct, frozen=True):
+    """The log-probabilities at one sampled position, for a request that asked (``SamplingParams.logprobs``),
+    from the logits the sampler was given (before temperature and filters)."""
+
+    token_id: int  # the sampled token
+    logprob: float
+    rank: int  # its rank in the distribution: 1 is the most likely
+    top: list[tuple[int, float]]  # the requested number of most likely (token id, log-probability), best first
+
+
 class Runner(Protocol):
     num_kvcache_blocks: int  # sized at start-up: the block manager is built with this many
 
     def run(self, batch: ScheduledBatch) -> list[int]:
         """One sampled token id per sequence of ``batch``, in its order."""
+
+    def logprobs(self) -> list[TokenLogprobs | None] | None:
+        """The last ``run``'s log-probabilities, one entry per sequence of its batch (None for a sequence
+        that asked for none); None when none asked, or the runner has no probabilities (the simulator)."""
 
     def step_stats(self) -> dict[str, Any]:
         """What the runner adds to the last step's STEP_DONE (a prediction, say; usually nothing)."""
@@ -36,10 +52,14 @@ class Runner(Protocol):
 
 
 class RunnerDefaults:
-    """What a runner that adds nothing to STEP_DONE and holds nothing to release inherits."""
+    """What a runner that adds nothing to STEP_DONE, has no log-probabilities and holds nothing to release
+    inherits."""
 
     def step_stats(self) -> dict[str, Any]:
         return {}
+
+    def logprobs(self) -> list[TokenLogprobs | None] | None:
+        return None
 
     def close(self) -> None:
         pass

@@ -15,8 +15,12 @@ Emits no events.
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from nanovllm_teach.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from nanovllm_teach.engine.runner import TokenLogprobs
 
 
 class SequenceStatus(Enum):
@@ -38,13 +42,27 @@ class Sequence:
         self.num_cached_tokens = 0
         self.num_scheduled_tokens = 0
         self.block_table: list[int] = []
+        self.sampling_params = sampling_params
         self.temperature = sampling_params.temperature
         self.max_tokens = sampling_params.max_tokens
         self.ignore_eos = sampling_params.ignore_eos
         self.seed = sampling_params.seed
         self.skip_special_tokens = sampling_params.skip_special_tokens
+        self.top_k = max(sampling_params.top_k, 0)  # -1 (vLLM's "no filter") is 0 here
+        self.top_p = sampling_params.top_p
+        self.min_p = sampling_params.min_p
+        self.num_logprobs = sampling_params.logprobs
         self.finish_reason: str | None = None
         self.num_preemptions = 0
+        # Filled in by the orchestration layer, which reads them to build the request's output:
+        # the log-probabilities of the token at each position (a step undone and run again overwrites its
+        # own), and when things happened, in seconds on the engine's clock.
+        self.logprobs: dict[int, TokenLogprobs] = {}
+        self.arrival_time: float | None = None
+        self.first_scheduled_time: float | None = None
+        self.first_token_time: float | None = None
+        self.last_token_time: float | None = None
+        self.finished_time: float | None = None
 
     def __len__(self) -> int:
         return self.num_tokens

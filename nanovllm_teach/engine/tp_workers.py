@@ -71,7 +71,7 @@ import nanovllm_teach
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
-from nanovllm_teach.engine.runner import RunnerDefaults
+from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
@@ -311,6 +311,9 @@ class TensorParallelRunner(RunnerDefaults):
                 raise RuntimeError(f"tensor-parallel {self.failure} during a "
                                    f"{'prefill' if batch.is_prefill else 'decode'} step; create a new LLM") from exc
             raise
+
+    def logprobs(self) -> list[TokenLogprobs | None] | None:
+        return self.runner.logprobs()  # rank 0 samples
 
     def _stop(self, failure: str) -> list[str]:
         """Shut the group down after a failure; returns the workers that died, if any did (they, with the

@@ -4,17 +4,94 @@ Temperature 0 is greedy (argmax, exactly what ``transformers`` greedy decoding p
 Gumbel-max form of sampling: ``argmax(softmax(logits / T) / E)`` with ``E ~ Exponential(1)`` draws from
 the softmax distribution without a cumulative sum. A row with its own seed draws its noise from its own
 generator, so its tokens do not depend on what else shares the batch.
+
+``Sampler.sample`` is the whole of a step's sampling: first the filters a request asked for, on the
+temperature-scaled logits and in the order of ``transformers``' logits warpers (top-k, then top-p, then
+min-p; a candidate they remove gets probability 0), then the draw (``forward``), then the top
+log-probabilities a request asked for, from the logits the sampler was given (before temperature and
+filters, as vLLM reports them by default).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
+
+from nanovllm_teach.engine.runner import TokenLogprobs
+
+
+class SamplingFilters(NamedTuple):
+    """Per-row filters of a batch (a row that asked for none has top_k 0, top_p 1, min_p 0)."""
+
+    top_ks: torch.Tensor  # int64; 0: no top-k
+    top_ps: torch.Tensor  # float32 in (0, 1]
+    min_ps: torch.Tensor  # float32 in [0, 1]
+
+
+class Sampled(NamedTuple):
+    token_ids: list[int]
+    num_kept: list[int] | None  # candidates left per row (None: no row filters); greedy rows keep 1
+    logprobs: list[TokenLogprobs | None] | None  # None: no row asked
+
+
+TOP_P_CANDIDATES = 1024  # top-p looks at this many of the most likely first; the whole row only if they fall short
+
+
+def keep_mask(scaled: torch.Tensor, filters: SamplingFilters) -> torch.Tensor:
+    """Which candidates of each row of temperature-scaled logits survive top-k, then top-p, then min-p (a
+    filter no row asks for is skipped)."""
+    vocab = scaled.size(-1)
+    minus_inf = float("-inf")
+    keep = torch.ones_like(scaled, dtype=torch.bool)
+    has_k = filters.top_ks > 0
+    if bool(has_k.any()):
+        # top-k: the k-th largest value is the bar (values tied with it stay); a row without top-k has none.
+        k_max = min(int(filters.top_ks.max()), vocab)
+        kth = scaled.topk(k_max, dim=-1).values.gather(1, (filters.top_ks.clamp(1, k_max) - 1).unsqueeze(1))
+        keep = scaled >= torch.where(has_k.unsqueeze(1), kth, minus_inf)
+    has_p = filters.top_ps < 1
+    if bool(has_p.any()):
+        # top-p: a candidate stays while the candidates more likely than it hold less than p of the mass
+        # (the most likely always stays). Only the most likely can stay, so they are looked at first:
+        # sorting whole rows of a vocabulary is what makes top-p slow.
+        probs = scaled.masked_fill(~keep, minus_inf).softmax(dim=-1)
+        top_ps = torch.where(has_p, filters.top_ps, 2.0).unsqueeze(1)  # 2: more than all the mass, keeps all
+        width = min(TOP_P_CANDIDATES, vocab)
+        top, order = probs.topk(width, dim=-1)
+        if width < vocab and bool(((top.sum(dim=-1) < filters.top_ps) & has_p).any()):
+            top, order = probs.sort(dim=-1, descending=True)  # a cut lies further down: whole rows
+        before = top.cumsum(dim=-1) - top
+        keep &= torch.zeros_like(keep).scatter_(1, order, before < top_ps)
+    if bool((filters.min_ps > 0).any()):
+        # min-p: drop what is less than min_p times as likely as the most likely candidate left.
+        probs = scaled.masked_fill(~keep, minus_inf).softmax(dim=-1)
+        keep &= probs >= probs.amax(dim=-1, keepdim=True) * filters.min_ps.unsqueeze(1)
+    return keep
+
+
+def top_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, counts: list[int | None]) -> list[TokenLogprobs | None]:
+    """For each row whose count is not None: the sampled token's log-probability and rank (1: the most
+    likely), and the ``count`` most likely tokens with theirs."""
+    rows = [row for row, count in enumerate(counts) if count is not None]
+    logprobs = torch.log_softmax(logits[rows].float(), dim=-1)
+    chosen = token_ids[rows].unsqueeze(1)
+    chosen_logprobs = logprobs.gather(1, chosen)
+    ranks = (logprobs > chosen_logprobs).sum(dim=-1) + 1
+    top = logprobs.topk(max(counts[row] for row in rows), dim=-1)
+    out: list[TokenLogprobs | None] = [None] * len(counts)
+    for i, row in enumerate(rows):
+        k = counts[row]
+        out[row] = TokenLogprobs(int(chosen[i, 0]), float(chosen_logprobs[i, 0]), int(ranks[i]),
+                                 list(zip(top.indices[i, :k].tolist(), top.values[i, :k].tolist())))
+    return out
 
 
 class Sampler(nn.Module):
     def forward(self, logits: torch.Tensor, temperatures: torch.Tensor,
                 seeds: list[int | None]) -> torch.Tensor:
+        """The draw: one token id per row, greedy where the temperature is 0."""
         logits = logits.float()
         greedy = logits.argmax(dim=-1)
         if not bool((temperatures > 0).any()):
@@ -27,3 +104,26 @@ class Sampler(nn.Module):
                 noise[row] = torch.empty(probs.size(1), device=probs.device).exponential_(generator=generator)
         sampled = probs.div_(noise.clamp_min_(1e-10)).argmax(dim=-1)
         return torch.where(temperatures == 0, greedy, sampled)
+
+    def sample(self, logits: torch.Tensor, temperatures: torch.Tensor, seeds: list[int | None],
+               filters: SamplingFilters | None = None, num_logprobs: list[int | None] | None = None) -> Sampled:
+        """Filter, draw, and report: ``filters`` None and ``num_logprobs`` None cost nothing beyond the draw."""
+        num_kept = None
+        raw = logits
+        if filters is not None:
+            # Greedy rows are not filtered: the most likely token survives every filter.
+            rows = ((temperatures > 0) & ((filters.top_ks > 0) | (filters.top_ps < 1) | (filters.min_ps > 0)))
+            rows = rows.nonzero().squeeze(1)
+            logits = logits.float()
+            kept = torch.where(temperatures > 0, logits.size(-1), 1)
+            if rows.numel():
+                scaled = logits[rows] / temperatures[rows].unsqueeze(1)
+                keep = keep_mask(scaled, SamplingFilters(*(f[rows] for f in filters)))
+                logits = logits.index_copy(0, rows, logits[rows].masked_fill(~keep, float("-inf")))
+                kept = kept.index_copy(0, rows, keep.sum(dim=-1))
+            num_kept = kept.tolist()
+        token_ids = self(logits, temperatures, seeds)
+        logprobs = None
+        if num_logprobs is not None and any(count is not None for count in num_logprobs):
+            logprobs = top_logprobs(raw, token_ids, num_logprobs)
+        return Sampled(token_ids.tolist(), num_kept, logprobs)

@@ -329,7 +329,8 @@ class StateTransition(Payload, kw_only=True):
     num_completion_tokens: Field(Count, "tokens generated so far", unit="tokens")
     max_tokens: Field(Count, "most completion tokens", unit="tokens")
     token_id: Field(int | UnsetType, "the last sampled token (finishing only)") = UNSET
-    finish_reason: Field(str | UnsetType, "eos, length, max_model_len or aborted (finishing only)") = UNSET
+    finish_reason: Field(str | UnsetType, "eos, length, max_model_len, stop (one of the request's stop strings "
+                         "or stop token ids) or aborted (finishing only)") = UNSET
 
     done = Text(en="moved seq {seq_id} from {from_} to {to}", zh="把序列 {seq_id} 从 {from_} 转到 {to}")
 
@@ -450,6 +451,15 @@ class Sample(Payload, kw_only=True):
     seq_ids: Field(Ids, "the batch, in order")
     temperatures: Field(list[Finite], "each sequence's temperature")
     token_ids: Field(list[int], "the token sampled for each")
+    top_k: Field(list[Count] | UnsetType, "each sequence's top-k (0: none; present when any sequence "
+                 "filters)") = UNSET
+    top_p: Field(list[Finite] | UnsetType, "each sequence's top-p (1: none; present when any sequence "
+                 "filters)") = UNSET
+    min_p: Field(list[Finite] | UnsetType, "each sequence's min-p (0: none; present when any sequence "
+                 "filters)") = UNSET
+    num_kept: Field(list[Count] | UnsetType, "candidate tokens each sequence drew from after top-k, top-p and "
+                    "min-p (the whole vocabulary unfiltered, 1 when greedy; present when any sequence filters)",
+                    unit="tokens") = UNSET
 
     done = Text(en="sampled tokens {token_ids} for seqs {seq_ids}", zh="为序列 {seq_ids} 采样了 token {token_ids}")
 

@@ -145,6 +145,8 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
                                 "达到 max_tokens，序列结束"),
         "finished_max_model_len": _say("reached max_model_len: the sequence is done",
                                        "达到 max_model_len，序列结束"),
+        "finished_stop": _say("hit one of its stop strings or stop token ids: the sequence is done",
+                              "命中它的停止字符串或停止 token，序列结束"),
         "preempted": _say("preempted: back to the head of waiting, to be recomputed",
                           "被抢占：回到 waiting 队首，之后重算"),
         "aborted": _say("request aborted",

@@ -85,7 +85,7 @@ class RequestRow:
     first_token_t_ns: int | None
     finish_step: int | None
     finish_t_ns: int | None
-    finish_reason: str | None  # eos, length, max_model_len, aborted; None while unfinished
+    finish_reason: str | None  # eos, length, max_model_len, stop, aborted; None while unfinished
     num_completion_tokens: int
     num_preemptions: int
     num_cached_tokens: int  # prompt tokens served from the prefix cache, summed over admissions

@@ -33,6 +33,7 @@ STATE = {"waiting": Text(en="waiting", zh="等待"), "preempted": Text(en="preem
 PREEMPTED = Text(en="preempted", zh="被抢占")
 FINISH = {"eos": Text(en="finished: EOS", zh="结束：EOS"), "length": Text(en="finished: max_tokens", zh="结束：max_tokens"),
           "max_model_len": Text(en="finished: max_model_len", zh="结束：max_model_len"),
+          "stop": Text(en="finished: a stop string or stop token", zh="结束：停止字符串或停止 token"),
           "aborted": Text(en="aborted", zh="已中止")}
 
 FIRST_BLOCK_OF_ROW = Text(en="first block id of the row", zh="本行第一个块的 id")

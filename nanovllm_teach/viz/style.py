@@ -23,7 +23,7 @@ STATE_COLORS = {
 
 # How a request ended -> its marker (the words: ``labels.FINISH``). EOS and the token limit must be told apart
 # at a glance.
-FINISH_MARKERS = {"eos": "o", "length": "|", "max_model_len": ">", "aborted": "x"}
+FINISH_MARKERS = {"eos": "o", "length": "|", "max_model_len": ">", "stop": "s", "aborted": "x"}
 
 # KV block grid.
 FREE_COLOR = "#ffffff"
