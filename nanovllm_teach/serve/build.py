@@ -32,7 +32,7 @@ def build_server(model: str | Path | None = None, *, trace: str | Path | None = 
     recorder = None
     if trace is not None or feed is not None:
         recorder = TraceRecorder(trace, keep_in_memory=False, sinks=[feed] if feed is not None else [])
-    llm = LLM(model, trace=recorder, trace_metadata={"served": True}, **settings)
+    llm = LLM(model, trace=recorder, trace_metadata={"scenario": "serve"}, **settings)
     tokenizer = AutoTokenizer.from_pretrained(llm.config.model)  # the HTTP thread's own
     name = served_model_name or Path(llm.config.model).name
     if feed is not None:
