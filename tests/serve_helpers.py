@@ -3,7 +3,6 @@ stopped (its engine closed) when the block ends."""
 
 from __future__ import annotations
 
-import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -14,26 +13,11 @@ MODEL = "qwen3-tiny"
 @contextmanager
 def running_server(**kwargs: Any) -> Iterator[tuple[str, Any]]:
     """Yields the server's base URL (``http://127.0.0.1:PORT``) and its app."""
-    import uvicorn
-
-    from nanovllm_teach.serve.build import build_server
+    from nanovllm_teach.serve.build import BackgroundServer, build_server
 
     kwargs.setdefault("max_model_len", 512)
-    app = build_server(**kwargs)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the server did not start within 60 s")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with BackgroundServer(build_server(**kwargs)) as server:
+        yield server.url, server.app
 
 
 def metric(text: str, name: str) -> float:

@@ -157,26 +157,35 @@ class Server:
         text = IncrementalText(self.tokenizer)
         if shape.chat:
             yield _sse(shape.chunk(None, role=True))
-        while True:
-            update = await flight.updates.get()
-            if update.error is not None:
-                flight.finished = True
-                yield _sse(ApiError(500, update.error).body())
-                break
-            piece = text.add(update.token_ids)
-            if update.finish_reason is None:
-                if piece:
-                    yield _sse(shape.chunk(piece))
-                continue
-            flight.finished = True
-            piece += text.finish()
-            if piece:
-                yield _sse(shape.chunk(piece))
-            yield _sse(shape.chunk(None, api_finish_reason(update.finish_reason)))
-            if include_usage:
-                yield _sse(shape.usage_chunk(usage(num_prompt_tokens, len(text.token_ids))))
-            break
+        while not flight.finished:
+            # Every update waiting now goes out in one write (still one event per token): a stream that
+            # fell behind catches up without one trip through the server per token.
+            pending = [await flight.updates.get()]
+            while not flight.updates.empty():
+                pending.append(flight.updates.get_nowait())
+            events = [self._events(flight, update, text, shape, num_prompt_tokens, include_usage) for update in pending]
+            yield b"".join(events)
         yield b"data: [DONE]\n\n"
+
+    @staticmethod
+    def _events(flight: "_Flight", update: Update, text: IncrementalText, shape: Shape, num_prompt_tokens: int,
+                include_usage: bool) -> bytes:
+        """The Server-Sent Events of one update (none for a token that completes no character)."""
+        if flight.finished:
+            return b""
+        if update.error is not None:
+            flight.finished = True
+            return _sse(ApiError(500, update.error).body())
+        piece = text.add(update.token_ids)
+        if update.finish_reason is None:
+            return shape.delta_event(piece) if piece else b""
+        flight.finished = True
+        piece += text.finish()
+        events = [shape.delta_event(piece)] if piece else []
+        events.append(_sse(shape.chunk(None, api_finish_reason(update.finish_reason))))
+        if include_usage:
+            events.append(_sse(shape.usage_chunk(usage(num_prompt_tokens, len(text.token_ids)))))
+        return b"".join(events)
 
 
 class _Flight:
@@ -264,6 +273,7 @@ def create_app(engine: LLMEngine, *, model_name: str, tokenizer: Any, limits: Se
 
     app = FastAPI(title="nanovllm-teach", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = server
+    app.state.live = live
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:

@@ -19,10 +19,12 @@ import time
 import uuid
 from typing import Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nanovllm_teach.serve.metrics import API_FINISH_REASON
 
+_ENCODE = msgspec.json.Encoder().encode
 # Fields of OpenAI's API this server does not implement yet, and the values that ask for nothing.
 NEUTRAL = {
     "top_p": (None, 1, 1.0), "n": (None, 1), "best_of": (None, 1), "stop": (None, [], ""),
@@ -121,6 +123,15 @@ class Shape:
         self.chat, self.model = chat, model
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
+        # A text delta is the one chunk sent per token: its bytes around the text are made once per request.
+        marker = "\u0000delta\u0000"
+        template = _ENCODE(self.chunk(marker)).decode("utf-8")
+        before, after = template.split(_ENCODE(marker).decode("utf-8"))
+        self._delta_before, self._delta_after = b"data: " + before.encode(), after.encode() + b"\n\n"
+
+    def delta_event(self, text: str) -> bytes:
+        """The Server-Sent Event of one text delta (``chunk(text)`` as ``data: ...``), built from its parts."""
+        return self._delta_before + _ENCODE(text) + self._delta_after
 
     def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
