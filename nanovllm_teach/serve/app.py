@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import msgspec
@@ -35,26 +34,13 @@ from nanovllm_teach.engine.llm_engine import LLMEngine
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.serve.detokenize import IncrementalText
 from nanovllm_teach.serve.engine_thread import Abort, EngineThread, Submit, Update
+from nanovllm_teach.serve.limits import ServeLimits
 from nanovllm_teach.serve.metrics import ServerMetrics
 from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, api_finish_reason,
                                            parse, usage)
 
-MAX_BODY_BYTES = 1 << 20  # 1 MiB: some hundred thousand tokens of text, far beyond any max_model_len here
-MAX_WAITING = 256
 COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat's is what the context has left
 _ENCODE = msgspec.json.Encoder().encode
-
-
-@dataclass
-class ServeLimits:
-    max_body_bytes: int = MAX_BODY_BYTES
-    max_waiting: int = MAX_WAITING
-
-    def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_waiting"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 class Server:

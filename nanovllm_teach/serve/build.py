@@ -19,7 +19,8 @@ from fastapi import FastAPI
 from transformers import AutoTokenizer
 
 from nanovllm_teach.llm import LLM
-from nanovllm_teach.serve.app import MAX_BODY_BYTES, MAX_WAITING, ServeLimits, create_app
+from nanovllm_teach.serve.app import create_app
+from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING, ServeLimits
 from nanovllm_teach.trace.recorder import TraceRecorder
 
 

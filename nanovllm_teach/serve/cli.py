@@ -8,7 +8,7 @@ runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then complete and
 ``/live`` shows the run as it happens (``serve/live.py``). ``cli.py`` adds the command with
 ``add_serve_parser``; a mistake raises ValueError (one line, exit status 2, from ``cli.main``).
 
-Orchestration; nothing here imports torch until the engine is built.
+Orchestration; nothing here imports torch, FastAPI or uvicorn until the server is built.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.serve.app import MAX_BODY_BYTES, MAX_WAITING
+from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -44,10 +44,13 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    import uvicorn
+    try:
+        import uvicorn
 
-    from nanovllm_teach.serve.build import build_server
-
+        from nanovllm_teach.serve.build import build_server
+    except ModuleNotFoundError as error:
+        raise ValueError(f"nanovllm-teach serve needs the serve extra ({error.name} is missing): "
+                         "pip install -e '.[serve]'") from None
     if args.trace and Path(args.trace).is_dir():
         raise ValueError(f"--trace {args.trace} is a folder: give the trace's file name (e.g. run.jsonl)")
     if not 0 < args.port < 65536:
