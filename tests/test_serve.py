@@ -201,3 +201,28 @@ def test_serve_command_mistakes_are_one_line(capsys):
     from nanovllm_teach.cli import main
     assert main(["serve", "--port", "70000"]) == 2
     assert "--port" in capsys.readouterr().err
+
+
+def test_streamed_pieces_add_up_to_the_whole_text():
+    """Whatever the tokens (cut characters, special tokens, byte fallbacks), the pieces a stream sends add up
+    to exactly the text ``generate`` returns, and none ends in a half character."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+    from transformers import AutoTokenizer
+
+    from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.serve.detokenize import IncrementalText
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+    chinese = tokenizer.encode("在线服务：首 token 延迟 🙂", add_special_tokens=False)
+
+    @hypothesis.settings(max_examples=60, deadline=None)
+    @hypothesis.given(st.lists(st.one_of(st.integers(0, tokenizer.vocab_size - 1), st.sampled_from(chinese)),
+                               max_size=30), st.integers(1, 3))
+    def check(ids, per_update):
+        text = IncrementalText(tokenizer)
+        pieces = [text.add(ids[k:k + per_update]) for k in range(0, len(ids), per_update)]
+        pieces.append(text.finish())
+        assert "".join(pieces) == tokenizer.decode(ids, skip_special_tokens=True)
+        assert not any(piece.endswith("\ufffd") for piece in pieces[:-1])
+    check()
