@@ -4,7 +4,6 @@ server's ``/live`` page in headless Chromium moving as requests arrive."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
