@@ -226,3 +226,19 @@ def test_streamed_pieces_add_up_to_the_whole_text():
         assert "".join(pieces) == tokenizer.decode(ids, skip_special_tokens=True)
         assert not any(piece.endswith("\ufffd") for piece in pieces[:-1])
     check()
+
+
+def test_the_serving_benchmark_runs_and_its_checks_pass():
+    """benchmarks/bench_serve.py on a tiny load (its numbers belong in RESULTS.md; here only its checks)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_serve.py"), "--saturation", "--disconnects",
+                           "--requests", "4", "--output-len", "8", "--repeats", "1", "--poisson-requests", "30",
+                           "--rate", "60"], capture_output=True, text=True, cwd=root, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "of offline" in done.stdout and "0 KV blocks held" in done.stdout
