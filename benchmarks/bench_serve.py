@@ -16,7 +16,12 @@ streamed; a tenth of the clients (drawn with ``--seed``) close the connection af
 every other request completes with usage equal to its prompt and its ``max_tokens``; afterwards 0 KV blocks
 are held and ``vllm:num_requests_running`` is 0. Exit status 1 if any check fails.
 
-Both use one server, ``build_server(live=False)`` (no recording), under uvicorn on 127.0.0.1.
+``--versus-simulator``: ``--sim-requests`` Poisson arrivals at ``--sim-rate`` of ``--prompt-len`` + 32 tokens,
+measured through the server (streamed; TTFT to the first text chunk, TPOT between the first and the last)
+and predicted by the simulator for this machine (``hardware="this-cpu"``) on the same arrivals and lengths:
+the medians side by side.
+
+All use one server, ``build_server(live=False)`` (no recording), under uvicorn on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ async def _one(http, url: str, body: dict, stream: bool, leave_after: int | None
         response = await http.post(url, json=body)
         data = response.json()
         return {"status": response.status_code, "usage": data.get("usage"), "chunks": 0}
-    chunks, usage, status = 0, None, None
+    chunks, usage, status, first, last = 0, None, None, None, None
+    sent = time.perf_counter()
     async with http.stream("POST", url, json={**body, "stream": True,
                                                "stream_options": {"include_usage": True}}) as response:
         status = response.status_code
@@ -56,9 +62,11 @@ async def _one(http, url: str, body: dict, stream: bool, leave_after: int | None
                 usage = chunk["usage"]
             elif chunk.get("choices") and chunk["choices"][0]["text"]:
                 chunks += 1
+                last = time.perf_counter() - sent
+                first = last if first is None else first
                 if leave_after is not None and chunks >= leave_after:
                     return {"status": status, "usage": None, "chunks": chunks, "left": True}
-    return {"status": status, "usage": usage, "chunks": chunks}
+    return {"status": status, "usage": usage, "chunks": chunks, "first_s": first, "last_s": last}
 
 
 async def _client(spec: dict) -> dict:
@@ -172,11 +180,39 @@ def disconnects(args, url: str, app, tmp: Path) -> bool:
     return not wrong and held == 0 and running == 0
 
 
+def versus_simulator(args, url: str, tmp: Path) -> None:
+    """The same arrivals and lengths measured through the server (client in its own process) and predicted
+    by the simulator on this machine (``hardware="this-cpu"``): TTFT and TPOT medians."""
+    from nanovllm_teach import LLM
+    from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.workload.requests import Fixed, Poisson, make_workload
+    workload = make_workload(args.sim_requests, Poisson(args.sim_rate), Fixed(args.prompt_len), Fixed(32),
+                             vocab_size=args.vocab_size, seed=args.seed)
+    requests = [{"prompt": args.text_ids[k:k + args.prompt_len], "max_tokens": r.output_len, "arrival_s": r.arrival_s}
+                for k, r in enumerate(workload)]
+    out = run_client(url, requests, True, tmp)
+    ttft = statistics.median(r["first_s"] for r in out["results"]) * 1e3
+    # TPOT as workload/metrics.py defines it: (last token - first token) / (tokens - 1).
+    tpot = statistics.median((r["last_s"] - r["first_s"]) / (r["usage"]["completion_tokens"] - 1)
+                             for r in out["results"]) * 1e3
+    sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len)
+    predicted = sim.run_workload(workload, ignore_eos=True)
+    sim.close()
+    sim_ttft = statistics.median(t.ttft_s for t in predicted.requests.values()) * 1e3
+    sim_tpot = statistics.median(t.tpot_s for t in predicted.requests.values()) * 1e3
+    print(f"versus the simulator: {args.sim_requests} requests, Poisson at {args.sim_rate}/s, {args.prompt_len} + 32 "
+          f"tokens: TTFT p50 measured {ttft:.1f} ms, predicted {sim_ttft:.1f} ms ({sim_ttft / ttft:.0%}); "
+          f"TPOT p50 measured {tpot:.2f} ms, predicted {sim_tpot:.2f} ms ({sim_tpot / tpot:.0%})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--saturation", action="store_true")
     parser.add_argument("--disconnects", action="store_true")
+    parser.add_argument("--versus-simulator", action="store_true")
+    parser.add_argument("--sim-requests", type=int, default=200)
+    parser.add_argument("--sim-rate", type=float, default=8.0)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=128)
@@ -198,11 +234,14 @@ def main() -> int:
     text = ("The engine schedules the waiting requests, allocates their blocks, and runs the model one step at "
             "a time. Each step either prefills new prompts or decodes one token for every running request. ")
     args.text_ids = app.state.server.tokenizer.encode(text * 40, add_special_tokens=False)
+    args.vocab_size = app.state.server.engine.config.hf_config.vocab_size
     ok = True
     try:
         with tempfile.TemporaryDirectory() as tmp:
             if args.saturation:
                 saturation(args, url, Path(tmp))
+            if args.versus_simulator:
+                versus_simulator(args, url, Path(tmp))
             if args.disconnects:
                 ok = disconnects(args, url, app, Path(tmp))
     finally:
