@@ -36,6 +36,7 @@ from typing import Any
 
 from nanovllm_teach.i18n import ENV_VAR, LANGS, Text, say, speaking
 from nanovllm_teach.exercises.grade_cli import add_grade_parser
+from nanovllm_teach.serve.cli import add_serve_parser
 from nanovllm_teach.sim.cli import add_simulate_parser
 from nanovllm_teach.trace.payload import printable
 
@@ -460,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_grade_parser(sub)
     add_simulate_parser(sub)
+    add_serve_parser(sub)
     for command in sub.choices.values():  # every command speaks the learner's language
         command.add_argument("--lang", choices=LANGS, default=None,
                              help=f"language of what it writes (default: ${ENV_VAR}, else the locale, else en)")

@@ -265,12 +265,14 @@ def read_page_data(page: str) -> dict[str, Any]:
     return json.loads(gzip.decompress(base64.b64decode(match.group(1))))
 
 
-def replay_page(trace: Trace, lang: str | None = None, verbosity: str = "normal") -> str:
+def replay_page(trace: Trace, lang: str | None = None, verbosity: str = "normal", live: bool = False) -> str:
     """The replay page of ``trace`` as one HTML string; ``lang`` is the language it opens in (None: the
-    chosen language, ``i18n``)."""
+    chosen language, ``i18n``); ``live``: a trace still being recorded (``serve``'s ``/live``), so the page
+    opens at its last step rather than its first."""
     lang = resolve_lang(lang)
     data = page_data(trace, verbosity)
     data["lang"] = lang
+    data["live"] = live
     title = html.escape(data["title"])
     return "\n".join([
         "<!DOCTYPE html>", f'<html lang="{lang}"><head><meta charset="utf-8">',

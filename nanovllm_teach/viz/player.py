@@ -31,7 +31,9 @@ import bisect
 import html
 import io
 import re
-from typing import Any
+import threading
+import time
+from typing import Any, Callable
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
@@ -39,6 +41,7 @@ from matplotlib.figure import Figure
 from nanovllm_teach.i18n import LANGS, resolve_lang, say, speaking
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.steps import cut_steps
 from nanovllm_teach.trace.tables import StepRow
@@ -50,6 +53,8 @@ from nanovllm_teach.viz.timeline import cursor_lines
 
 # Where a TEACHING line may wrap: after the ", " between two stats (or list items) and before each " | ".
 _FIELD_BREAK = re.compile(r"(?<=,) | (?=\| )")
+# A followed run is redrawn at most this often (seconds): ten times a second.
+FOLLOW_INTERVAL_S = 0.1
 # Two columns when the widget is wide enough for both, one above the other when not.
 _COLUMN = widgets.Layout(flex="1 1 430px", min_width="0")
 
@@ -69,35 +74,10 @@ class Player:
         lang = resolve_lang(lang)
         if verbosity not in VERBOSITIES:
             raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
-        self.trace = trace
-        self.replay = EngineReplay(trace)
-        self._rows: dict[int, StepRow] = {row.step: row for row in trace.steps}
-        self.steps: list[int] = [row.step for row in trace.steps]
+        self._dpi = dpi
         self._lang, self._verbosity = lang, verbosity
-        # Each step's lines are those of its events: from just after the previous step's STEP_DONE to its own.
-        self._cut = cut_steps(trace.events)
-        # The positions of the SCHEDULE_DECODE events, for the decode detail numbering.
-        self._decode_positions = [pos for pos, e in enumerate(trace.events) if e.event == "SCHEDULE_DECODE"]
+        self._load(trace)
         first = self.steps[0]
-
-        # Timelines and Gantt chart in one figure: one column of axes, so one x axis and one cursor.
-        overview = plot_overview(trace, cursor_step=first, panel_height=1.05, max_gantt_height=4.0)
-        self._timelines = CursorPicture(overview, cursor_lines(overview), dpi)
-        self._freed = freed_at_step_end(trace)
-        # Fixed axes, no layout engine: the grid's axes never move, so their pixels can be kept.
-        # The summary line goes to the HTML header rather than into the picture: text is slow to draw.
-        # Sized to the grid's rows (the cache size is the same at every step): no empty band around it.
-        layout = grid_layout(self.replay.kv_at(first))
-        grid_width = 4.2  # inches of cells; the legend takes the right of the figure
-        grid_height = max(2.0, grid_width * layout.num_rows / layout.columns + 0.2)  # the legend's height at least
-        width = 7.6  # the cells, the row labels on their left and the legend on their right
-        grid_figure = Figure(figsize=(width, grid_height))
-        self._block_grid = BlockGrid(grid_figure.add_axes((0.75 / width, 0.1 / grid_height, grid_width / width,
-                                                           (grid_height - 0.2) / grid_height)),
-                                     animated=True, title=False)
-        self._grid = BlitPicture(grid_figure, max(dpi, 80))
-        self.selected_group: int | None = None
-
         self.slider = widgets.IntSlider(value=first, min=first, max=self.steps[-1], continuous_update=False,
                                         layout=widgets.Layout(flex="1 1 300px", min_width="200px"))
         # Play's own buttons are play, pause (which keeps the step) and stop (back to the first step);
@@ -139,6 +119,96 @@ class Player:
         self._step = first
         self._name_controls()
         self._show(first)
+        self._follower: threading.Thread | None = None
+
+    def _load(self, trace: Trace) -> None:
+        """Everything drawn from the trace (not the controls): done at the start and for each new snapshot
+        of a run being followed."""
+        self.trace = trace
+        self.replay = EngineReplay(trace)
+        self._rows: dict[int, StepRow] = {row.step: row for row in trace.steps}
+        self.steps: list[int] = [row.step for row in trace.steps]
+        # Each step's lines are those of its events: from just after the previous step's STEP_DONE to its own.
+        self._cut = cut_steps(trace.events)
+        # The positions of the SCHEDULE_DECODE events, for the decode detail numbering.
+        self._decode_positions = [pos for pos, e in enumerate(trace.events) if e.event == "SCHEDULE_DECODE"]
+        first, dpi = self.steps[0], self._dpi
+
+        # Timelines and Gantt chart in one figure: one column of axes, so one x axis and one cursor.
+        overview = plot_overview(trace, cursor_step=first, panel_height=1.05, max_gantt_height=4.0)
+        self._timelines = CursorPicture(overview, cursor_lines(overview), dpi)
+        self._freed = freed_at_step_end(trace)
+        # Fixed axes, no layout engine: the grid's axes never move, so their pixels can be kept.
+        # The summary line goes to the HTML header rather than into the picture: text is slow to draw.
+        # Sized to the grid's rows (the cache size is the same at every step): no empty band around it.
+        layout = grid_layout(self.replay.kv_at(first))
+        grid_width = 4.2  # inches of cells; the legend takes the right of the figure
+        grid_height = max(2.0, grid_width * layout.num_rows / layout.columns + 0.2)  # the legend's height at least
+        width = 7.6  # the cells, the row labels on their left and the legend on their right
+        grid_figure = Figure(figsize=(width, grid_height))
+        self._block_grid = BlockGrid(grid_figure.add_axes((0.75 / width, 0.1 / grid_height, grid_width / width,
+                                                           (grid_height - 0.2) / grid_height)),
+                                     animated=True, title=False)
+        self._grid = BlitPicture(grid_figure, max(dpi, 80))
+        self.selected_group: int | None = None
+
+    # --- following a run as it is recorded ------------------------------------------------------------
+
+    @classmethod
+    def follow(cls, source: "TraceRecorder | Callable[[], Trace]", worker: threading.Thread,
+               lang: str | None = None, verbosity: str = "normal", dpi: float = 90, timeout_s: float = 600.0) -> "Player":
+        """A player that follows a run while ``worker`` (a started thread: ``generate``, a workload, a server)
+        records it into ``source``: a ``TraceRecorder`` that keeps its events in memory, or a function that
+        returns the run so far as a ``Trace`` (the server's ``LiveFeed.trace``). It shows the newest step, up
+        to ten times a second; once ``worker`` ends it shows the whole run and steps like any player.
+        Waits (at most ``timeout_s``) for the run's first step."""
+        snapshot = _snapshots(source)
+        deadline = time.monotonic() + timeout_s
+        trace = snapshot()
+        while not trace.steps:
+            if not worker.is_alive() and not (trace := snapshot()).steps:
+                raise ValueError("the run ended without completing an engine step: nothing to play")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no engine step was recorded within {timeout_s} s")
+            time.sleep(FOLLOW_INTERVAL_S)
+            trace = snapshot()
+        player = cls(trace, lang, verbosity, dpi)
+        player.set_step(player.steps[-1])
+        player._follower = threading.Thread(target=player._follow, args=(snapshot, worker), name="player-follow",
+                                            daemon=True)
+        player._follower.start()
+        return player
+
+    @property
+    def following(self) -> bool:
+        """Whether the player is still following its run."""
+        return self._follower is not None and self._follower.is_alive()
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Wait until the followed run has ended and the player shows all of it."""
+        if self._follower is not None:
+            self._follower.join(timeout_s)
+
+    def _follow(self, snapshot: "Callable[[], Trace]", worker: threading.Thread) -> None:
+        shown = len(self.steps)
+        while True:
+            done = not worker.is_alive()  # read before the snapshot: a run that ended is then complete in it
+            started = time.monotonic()
+            trace = snapshot()
+            if len(trace.steps) != shown:
+                shown = len(trace.steps)
+                self._show_snapshot(trace)
+            if done:
+                return
+            time.sleep(max(FOLLOW_INTERVAL_S - (time.monotonic() - started), 0.0))
+
+    @as_written
+    def _show_snapshot(self, trace: Trace) -> None:
+        self._load(trace)
+        last = self.steps[-1]
+        self.play.max = self.slider.max = last
+        self._step = None  # whatever was shown, it is drawn anew
+        self.set_step(last)
 
     # --- the programmatic API -----------------------------------------------------------------------
 
@@ -304,3 +374,21 @@ def wrap_html(line: str) -> str:
     return ('<div style="padding-left:2em; text-indent:-2em; word-break:normal; overflow-wrap:normal">'
             f'{fields}</div>')
 
+
+
+def _snapshots(source: "TraceRecorder | Callable[[], Trace]") -> "Callable[[], Trace]":
+    """A function returning the followed run so far, cut after its last completed step (a step being
+    recorded right now is left for the next snapshot)."""
+    if isinstance(source, TraceRecorder):
+        if not source.keep_in_memory:
+            raise ValueError("the recorder does not keep its events in memory (keep_in_memory=False): "
+                             "a player cannot follow it")
+
+        def from_recorder() -> Trace:
+            trace = Trace.from_recorder(source)
+            last = max((k for k, e in enumerate(trace.events) if e.event == "STEP_DONE"), default=-1)
+            return Trace(trace.header, trace.events[:last + 1], trace.path)
+        return from_recorder
+    if callable(source):
+        return source
+    raise TypeError(f"source must be a TraceRecorder or a function returning a Trace, not {type(source).__name__}")

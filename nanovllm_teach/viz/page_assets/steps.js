@@ -1,7 +1,7 @@
 // The step shown, play/pause, language and resizing; starts the page. Part of the replay page's script (common.js).
 
   // --- the step shown -----------------------------------------------------------------------------------
-  let current = FIRST;
+  let current = D.live ? LAST : FIRST;  // a live run's page opens at its newest step
   const MAX_IDS = 64;  // longer queues show their head and a count
   function ids(list, preempted) {
     const span = document.createElement('span');
@@ -141,7 +141,7 @@
   $('title').textContent = D.title;
   $('lesson').textContent = D.lesson || '';
   const slider = $('slider');
-  slider.min = FIRST; slider.max = LAST; slider.value = FIRST;
+  slider.min = FIRST; slider.max = LAST; slider.value = current;
   slider.addEventListener('input', () => { setPlaying(false); setStep(Number(slider.value)); });
   $('play').addEventListener('click', () => setPlaying(timer === null));
   $('back').addEventListener('click', () => stepBy(-1));

@@ -1,0 +1,298 @@
+"""Serving: the OpenAI-compatible HTTP API (FastAPI) in front of one engine thread.
+
+``create_app(engine, ...)`` builds the app around an engine that is already started (an ``LLM``). The
+engine thread (``serve/engine_thread.py``) starts with the app's event loop and stops with it, closing the
+engine (and finishing its trace file).
+
+Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (the model's chat template), ``GET
+/v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text, ``serve/metrics.py``), and, with a
+``LiveFeed``, ``GET /live`` and ``GET /live/events`` (``serve/live.py``).
+
+Everything a client sends is bounded before it reaches the engine: the body (``max_body_bytes``, 413
+beyond), the prompt (the engine refuses one longer than ``max_model_len``, 400), the queue (``max_waiting``
+requests beyond the running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the
+HTTP thread, with the server's own tokenizer (the engine's is the engine thread's), and validated by the
+engine thread; a refusal is a 400 naming the field, and nothing is queued. Streaming is Server-Sent Events
+in OpenAI's chunk format, one chunk per engine step that gave the request a token; a client that goes away
+(streamed or not) has its request aborted, which frees its KV blocks at the next step boundary.
+
+Emits nothing itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import msgspec
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.serve.detokenize import IncrementalText
+from nanovllm_teach.serve.engine_thread import Abort, EngineThread, Submit, Update
+from nanovllm_teach.serve.limits import ServeLimits
+from nanovllm_teach.serve.metrics import ServerMetrics
+from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, api_finish_reason,
+                                           parse, usage)
+
+COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat's is what the context has left
+_ENCODE = msgspec.json.Encoder().encode
+
+
+class Server:
+    """What the routes share: the engine thread, the HTTP side's tokenizer, the limits, the count of requests
+    in flight (touched only on the event loop's thread)."""
+
+    def __init__(self, engine: LLMEngine, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
+        self.engine, self.tokenizer, self.model_name, self.limits = engine, tokenizer, model_name, limits
+        self.metrics = ServerMetrics(model_name)
+        self.thread: EngineThread | None = None
+        self.in_flight = 0
+        self._ids = itertools.count()
+
+    @property
+    def capacity(self) -> int:
+        return self.engine.config.max_num_seqs + self.limits.max_waiting
+
+    # ---- one request ------------------------------------------------------------------------------
+
+    async def read_body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        limit = self.limits.max_body_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, f"the body has {declared} bytes, more than this server takes ({limit})")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"the body has more than {limit} bytes, more than this server takes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def check_model(self, model: str) -> None:
+        if model != self.model_name:
+            raise ApiError(404, f"the model {model!r} does not exist: this server serves {self.model_name!r}",
+                           param="model", code="model_not_found")
+
+    def params(self, req: CompletionRequest | ChatRequest, default_max_tokens: int) -> SamplingParams:
+        max_tokens = req.max_tokens
+        if isinstance(req, ChatRequest) and req.max_completion_tokens is not None:
+            max_tokens = req.max_completion_tokens
+        values = {"temperature": 1.0 if req.temperature is None else req.temperature,
+                  "max_tokens": default_max_tokens if max_tokens is None else max_tokens,
+                  "seed": req.seed, "ignore_eos": req.ignore_eos}
+        try:
+            return SamplingParams(**values)
+        except (TypeError, ValueError) as error:
+            field = next((name for name in values if str(error).startswith(name)), None)
+            raise ApiError(400, str(error), param=field) from None
+
+    async def run(self, request: Request, req: CompletionRequest | ChatRequest, token_ids: list[int],
+                  params: SamplingParams, chat: bool) -> Response:
+        if self.in_flight >= self.capacity:
+            raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} requests beyond the "
+                                f"running batch): retry later", headers={"Retry-After": "1"})
+        flight = _Flight(self, next(self._ids))
+        try:
+            self.thread.inbox.put(Submit(flight.request_id, token_ids, params, self.thread.now_s(),
+                                         flight.updates.put_nowait, stream=req.stream))
+            first = await flight.updates.get()
+            if first.error is not None:
+                flight.finished = True
+                raise ApiError(400, first.error, param="messages" if chat else "prompt")
+            shape = Shape(chat, self.model_name)
+            if req.stream:
+                include_usage = req.stream_options is not None and req.stream_options.include_usage
+                stream = _Stream(self._stream(flight, shape, first.num_prompt_tokens, include_usage),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+                stream.flight, flight = flight, None  # the response closes it, whenever and however it ends
+                return stream
+            update = await self._until_finished_or_gone(request, flight)
+            if update is None:
+                return Response(status_code=499)  # the client left; ``close`` aborts the request
+            flight.finished = True
+            if update.error is not None:
+                raise ApiError(500, update.error)
+            text = IncrementalText(self.tokenizer)
+            text.token_ids.extend(update.token_ids)
+            body = shape.whole(text.text(), api_finish_reason(update.finish_reason),
+                               usage(first.num_prompt_tokens, len(update.token_ids)))
+            return Response(_ENCODE(body), media_type="application/json")
+        finally:
+            if flight is not None:
+                flight.close()
+
+    async def _until_finished_or_gone(self, request: Request, flight: "_Flight") -> Update | None:
+        """The request's last update, or None if the client went away first."""
+        result = asyncio.ensure_future(flight.updates.get())
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not result.done():
+                result.cancel()
+        return result.result() if result.done() and not result.cancelled() else None
+
+    async def _stream(self, flight: "_Flight", shape: Shape, num_prompt_tokens: int,
+                      include_usage: bool) -> AsyncIterator[bytes]:
+        text = IncrementalText(self.tokenizer)
+        if shape.chat:
+            yield _sse(shape.chunk(None, role=True))
+        while not flight.finished:
+            # Every update waiting now goes out in one write (still one event per token): a stream that
+            # fell behind catches up without one trip through the server per token.
+            pending = [await flight.updates.get()]
+            while not flight.updates.empty():
+                pending.append(flight.updates.get_nowait())
+            events = [self._events(flight, update, text, shape, num_prompt_tokens, include_usage) for update in pending]
+            yield b"".join(events)
+        yield b"data: [DONE]\n\n"
+
+    @staticmethod
+    def _events(flight: "_Flight", update: Update, text: IncrementalText, shape: Shape, num_prompt_tokens: int,
+                include_usage: bool) -> bytes:
+        """The Server-Sent Events of one update (none for a token that completes no character)."""
+        if flight.finished:
+            return b""
+        if update.error is not None:
+            flight.finished = True
+            return _sse(ApiError(500, update.error).body())
+        piece = text.add(update.token_ids)
+        if update.finish_reason is None:
+            return shape.delta_event(piece) if piece else b""
+        flight.finished = True
+        piece += text.finish()
+        events = [shape.delta_event(piece)] if piece else []
+        events.append(_sse(shape.chunk(None, api_finish_reason(update.finish_reason))))
+        if include_usage:
+            events.append(_sse(shape.usage_chunk(usage(num_prompt_tokens, len(text.token_ids)))))
+        return b"".join(events)
+
+
+class _Flight:
+    """One request in flight: its updates, and the one place it ends (``close``: aborted in the engine if it
+    has not finished, and no longer counted)."""
+
+    def __init__(self, server: Server, request_id: int) -> None:
+        self.server, self.request_id = server, request_id
+        self.updates: asyncio.Queue[Update] = asyncio.Queue()
+        self.finished = False
+        self._closed = False
+        server.in_flight += 1
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.server.in_flight -= 1
+        if not self.finished:  # the client left (or the response failed): free its blocks
+            self.server.thread.inbox.put(Abort(self.request_id))
+
+
+class _Stream(StreamingResponse):
+    """A streamed response that closes its request however it ends: finished, client gone (starlette
+    cancels the stream), or never started."""
+
+    flight: _Flight
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.flight.close()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body is read already: the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + _ENCODE(obj) + b"\n\n"
+
+
+def _error(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+def _chat_prompt(tokenizer: Any, req: ChatRequest) -> list[int]:
+    messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except Exception as error:  # the template's own checks (a jinja exception): the messages are at fault
+        raise ApiError(400, f"messages: the chat template refused them: {error}", param="messages") from None
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def _prompt(tokenizer: Any, req: CompletionRequest) -> list[int]:
+    if isinstance(req.prompt, list):
+        return req.prompt
+    if not req.prompt:
+        raise ApiError(400, "prompt is empty: at least one token is needed", param="prompt")
+    try:
+        req.prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "prompt is not valid Unicode (a lone surrogate)", param="prompt") from None
+    return tokenizer.encode(req.prompt, add_special_tokens=False)
+
+
+def create_app(engine: LLMEngine, *, model_name: str, tokenizer: Any, limits: ServeLimits | None = None,
+               live: Any = None) -> FastAPI:
+    """The app serving ``engine`` as ``model_name``; ``tokenizer``: the HTTP side's own copy of the engine's
+    tokenizer; ``live``: a ``LiveFeed`` (``serve/live.py``) to serve the live page from, or None."""
+    server = Server(engine, tokenizer, model_name, limits or ServeLimits())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        server.thread = EngineThread(engine, asyncio.get_running_loop(), server.metrics)
+        server.thread.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(server.thread.stop)
+
+    app = FastAPI(title="nanovllm-teach", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.server = server
+    app.state.live = live
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+        return _error(error)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        req = parse(CompletionRequest, await server.read_body(request))
+        server.check_model(req.model)
+        token_ids = _prompt(tokenizer, req)
+        return await server.run(request, req, token_ids, server.params(req, COMPLETION_MAX_TOKENS), chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        req = parse(ChatRequest, await server.read_body(request))
+        server.check_model(req.model)
+        token_ids = _chat_prompt(tokenizer, req)
+        room = max(1, engine.config.max_model_len - len(token_ids))
+        return await server.run(request, req, token_ids, server.params(req, room), chat=True)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "nanovllm-teach",
+                                            "max_model_len": engine.config.max_model_len}]}
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(server.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    if live is not None:
+        live.mount(app)
+    return app

@@ -1,0 +1,81 @@
+"""Serving: one call that builds a whole server (the engine, its recorder, the app) from settings.
+
+``build_server(model, trace=..., live=..., **settings)`` is what ``nanovllm-teach serve``, the tests, the
+benchmark and notebook 15 call; ``BackgroundServer(app)`` serves it from a thread of the calling process
+(the tests, the benchmark, the notebook). The engine records only when asked: to ``trace`` (a JSONL file, written
+with real arrival times) and/or to the live page's feed (``live``).
+
+Orchestration; imports torch (through ``LLM``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from transformers import AutoTokenizer
+
+from nanovllm_teach.llm import LLM
+from nanovllm_teach.serve.app import create_app
+from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING, ServeLimits
+from nanovllm_teach.trace.recorder import TraceRecorder
+
+
+def build_server(model: str | Path | None = None, *, trace: str | Path | None = None,
+                 served_model_name: str | None = None, live: bool = True, max_waiting: int = MAX_WAITING,
+                 max_body_bytes: int = MAX_BODY_BYTES, **settings: Any) -> FastAPI:
+    """An app serving ``model`` (None: the shipped one); the engine starts here, its thread with the app."""
+    limits = ServeLimits(max_body_bytes=max_body_bytes, max_waiting=max_waiting)
+    feed = None
+    if live:
+        from nanovllm_teach.serve.live import LiveFeed
+        feed = LiveFeed()
+    recorder = None
+    if trace is not None or feed is not None:
+        recorder = TraceRecorder(trace, keep_in_memory=False, sinks=[feed] if feed is not None else [])
+    llm = LLM(model, trace=recorder, trace_metadata={"scenario": "serve"}, **settings)
+    tokenizer = AutoTokenizer.from_pretrained(llm.config.model)  # the HTTP thread's own
+    name = served_model_name or Path(llm.config.model).name
+    if feed is not None:
+        feed.start(recorder.header)
+    return create_app(llm, model_name=name, tokenizer=tokenizer, limits=limits, live=feed)
+
+
+class BackgroundServer:
+    """``app`` served by uvicorn on a thread of this process (a notebook, a test, a benchmark): ``url`` is
+    ``http://HOST:PORT`` (``port=0``: a free port); ``stop()`` (or leaving the ``with`` block) shuts it down,
+    which stops the engine thread and closes the engine and its trace."""
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 60.0) -> None:
+        import uvicorn
+
+        self.app = app
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name="uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + start_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server.should_exit = True
+                raise RuntimeError(f"the server did not start on {host}:{port} within {start_timeout_s} s")
+            time.sleep(0.02)
+        bound_host, bound_port = self._server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{bound_host}:{bound_port}"
+
+    @property
+    def feed(self) -> Any:
+        """The live feed (``serve/live.py``), or None if the server was built with ``live=False``."""
+        return self.app.state.live
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+
+    def __enter__(self) -> "BackgroundServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

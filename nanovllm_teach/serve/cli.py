@@ -1,0 +1,68 @@
+"""The ``nanovllm-teach serve`` command: the engine behind an OpenAI-compatible HTTP API.
+
+    nanovllm-teach serve                       # the shipped model on http://127.0.0.1:8000
+    nanovllm-teach serve MODEL_FOLDER --port 8001 --trace run.jsonl
+
+It builds ``LLM(model, trace=...)`` with the engine settings given, the app (``serve/app.py``) around it and
+runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then complete and replays like any other.
+``/live`` shows the run as it happens (``serve/live.py``). ``cli.py`` adds the command with
+``add_serve_parser``; a mistake raises ValueError (one line, exit status 2, from ``cli.main``).
+
+Orchestration; nothing here imports torch, FastAPI or uvicorn until the server is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``serve`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
+    srv = subparsers.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
+    srv.add_argument("model", nargs="?", default=None, help="a checkpoint folder (default: the shipped model)")
+    srv.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--served-model-name", default=None, help="the name clients ask for (default: the folder's)")
+    srv.add_argument("--trace", default=None, help="record the live run to this JSONL file")
+    srv.add_argument("--no-live", action="store_true", help="do not serve the live page at /live")
+    srv.add_argument("--max-waiting", type=int, default=MAX_WAITING,
+                     help=f"requests beyond the running batch before 503 (default: {MAX_WAITING})")
+    srv.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES)
+    engine = srv.add_argument_group("the engine (the settings of LLM(...))")
+    engine.add_argument("--max-model-len", type=int, default=4096)
+    engine.add_argument("--max-num-seqs", type=int, default=512)
+    engine.add_argument("--max-num-batched-tokens", type=int, default=None)
+    engine.add_argument("--num-kvcache-blocks", type=int, default=None)
+    engine.add_argument("--block-size", type=int, default=256)
+    engine.add_argument("--no-prefix-caching", action="store_true")
+    srv.set_defaults(func=serve_command)
+    return srv
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from nanovllm_teach.serve.build import build_server
+    except ModuleNotFoundError as error:
+        raise ValueError(f"nanovllm-teach serve needs the serve extra ({error.name} is missing): "
+                         "pip install -e '.[serve]'") from None
+    if args.trace and Path(args.trace).is_dir():
+        raise ValueError(f"--trace {args.trace} is a folder: give the trace's file name (e.g. run.jsonl)")
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be between 1 and 65535, got {args.port}")
+    settings = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                    max_num_batched_tokens=args.max_num_batched_tokens, num_kvcache_blocks=args.num_kvcache_blocks,
+                    kvcache_block_size=args.block_size, enable_prefix_caching=not args.no_prefix_caching)
+    app = build_server(args.model, trace=args.trace, served_model_name=args.served_model_name, live=not args.no_live,
+                       max_waiting=args.max_waiting, max_body_bytes=args.max_body_bytes, **settings)
+    print(f"serving {app.state.server.model_name} on http://{args.host}:{args.port}/v1"
+          + ("" if args.no_live else f" (watch it live: http://{args.host}:{args.port}/live)"), flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    if args.trace:
+        print(f"trace: {args.trace} (nanovllm-teach replay {args.trace})")
+    return 0

@@ -1,0 +1,212 @@
+"""Serving (orchestration): the one thread that owns the engine, fed through a thread-safe queue.
+
+The HTTP side (``serve/app.py``, an asyncio loop) never touches the engine. It puts commands on
+``EngineThread.inbox`` (``Submit``: token ids and sampling parameters; ``Abort``: a request id) and gets
+``Update`` records back on its own loop (``loop.call_soon_threadsafe``, one call per engine step for every
+request the step advanced). The engine thread drains the inbox between steps, so a request joins, and an
+abort takes effect, at a step boundary: the step stays a transaction and no block is ever freed mid-step.
+
+Each request is validated by ``LLMEngine.make_sequence`` here (the one validator); a refusal comes back as
+an ``Update`` with ``error`` set and nothing queued. A client that disconnects sends ``Abort``: its
+sequence leaves the engine and its KV blocks are freed before the next step. Times are measured with the
+same ``WorkloadResult`` the workload runs use (``workload/metrics.py``), on the engine's clock, and fed to
+``ServerMetrics`` (``serve/metrics.py``).
+
+Emits nothing itself (the engine emits its events into its recorder, with real arrival times).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.serve.metrics import ServerMetrics
+from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
+
+log = logging.getLogger(__name__)
+
+# How often an idle engine thread looks up from its inbox to see whether it should stop (seconds).
+IDLE_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Update:
+    """What one step (or a refusal) did to one request: tokens new since the last update, whether it finished
+    and why (the engine's reason: eos, length, max_model_len), or the error that refused it."""
+
+    token_ids: tuple[int, ...] = ()
+    finish_reason: str | None = None
+    error: str | None = None
+    num_prompt_tokens: int = 0
+    accepted: bool = False  # the first update: the engine took the request (it is queued)
+
+
+@dataclass(frozen=True)
+class Submit:
+    request_id: int
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    arrival_s: float  # on the engine's clock: when the HTTP request was received
+    deliver: Callable[[Update], None]  # called on the HTTP loop
+    stream: bool  # deliver tokens at every step (else once, when the request finishes)
+
+
+@dataclass(frozen=True)
+class Abort:
+    request_id: int
+
+
+@dataclass
+class _Live:
+    submit: Submit
+    seq_id: int
+    sent: int = 0  # completion tokens delivered so far
+    scheduled: bool = False
+    has_first_token: bool = False
+
+
+@dataclass
+class EngineThread:
+    """Owns ``engine`` on one daemon thread; ``loop`` is the asyncio loop updates are delivered on."""
+
+    engine: LLMEngine
+    loop: asyncio.AbstractEventLoop
+    metrics: ServerMetrics
+    inbox: "queue.SimpleQueue[Submit | Abort | None]" = field(default_factory=queue.SimpleQueue)
+    _live: dict[int, _Live] = field(default_factory=dict)  # by request id
+    _by_seq: dict[int, int] = field(default_factory=dict)  # seq_id -> request id
+    _times: WorkloadResult = field(default_factory=WorkloadResult)
+    _thread: threading.Thread | None = None
+    _stopping: bool = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Abort whatever is left, stop the thread and close the engine (its trace file is complete)."""
+        self._stopping = True
+        self.inbox.put(None)
+        if self._thread is not None:
+            self._thread.join()
+        self.engine.close()
+
+    def now_s(self) -> float:
+        return self.engine.clock.now_s()
+
+    # ---- the thread -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping:
+            if self.engine.is_finished():
+                try:
+                    self._take(self.inbox.get(timeout=IDLE_POLL_S))
+                except queue.Empty:
+                    continue
+            self._drain()
+            if self._stopping:
+                break
+            if not self.engine.is_finished():
+                self._step()
+        self._abort_all("the server is shutting down")
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self._take(self.inbox.get_nowait())
+            except queue.Empty:
+                return
+
+    def _take(self, command: Submit | Abort | None) -> None:
+        if command is None:
+            self._stopping = True
+        elif isinstance(command, Abort):
+            live = self._live.pop(command.request_id, None)
+            if live is not None:
+                self.engine.abort_request(live.seq_id)
+                self._forget(live)
+                self.metrics.aborted()
+                self.metrics.stepped(self.engine, None)
+        else:
+            self._admit(command)
+
+    def _admit(self, submit: Submit) -> None:
+        try:
+            seq = self.engine.make_sequence(submit.prompt_token_ids, submit.params)
+        except (ValueError, TypeError) as error:
+            self._deliver([(submit.deliver, Update(error=str(error)))])
+            return
+        self.engine.enqueue(seq)
+        self._live[submit.request_id] = _Live(submit, seq.seq_id)
+        self._by_seq[seq.seq_id] = submit.request_id
+        self._times.requests[seq.seq_id] = RequestTimes(submit.arrival_s, seq.num_prompt_tokens)
+        self._deliver([(submit.deliver, Update(accepted=True, num_prompt_tokens=seq.num_prompt_tokens))])
+
+    def _step(self) -> None:
+        start = self.now_s()
+        try:
+            self.engine.step()
+        except Exception as error:  # the step was rolled back: its requests cannot go on
+            log.exception("engine step failed; aborting every request")
+            self._abort_all(f"the engine failed: {type(error).__name__}: {error}")
+            return
+        step = self.engine.last_step
+        now = self.now_s()
+        self._times.add_step(step.seqs, step.num_tokens > 0, now, None)
+        sends = []
+        for seq in step.seqs:
+            request_id = self._by_seq.get(seq.seq_id)
+            live = self._live.get(request_id) if request_id is not None else None
+            if live is None:
+                continue
+            times = self._times.requests[seq.seq_id]
+            if not live.scheduled:
+                live.scheduled = True
+                self.metrics.queued(start - times.arrival_s)
+            if not live.has_first_token and seq.num_completion_tokens:
+                live.has_first_token = True
+                self.metrics.first_token(times.ttft_s)
+            if not seq.is_finished and (not live.submit.stream or seq.num_completion_tokens == live.sent):
+                continue  # not streamed, or a prefill chunk that produced no token yet
+            new = seq.completion_token_ids[live.sent:]
+            live.sent += len(new)
+            sends.append((live.submit.deliver, Update(tuple(new), seq.finish_reason if seq.is_finished else None,
+                                                      num_prompt_tokens=seq.num_prompt_tokens)))
+            if seq.is_finished:
+                self.metrics.finished(times)
+                del self._live[request_id]
+                self._forget(live)
+        self.metrics.stepped(self.engine, step.num_batched_tokens)
+        self._deliver(sends)
+
+    def _forget(self, live: _Live) -> None:
+        self._by_seq.pop(live.seq_id, None)
+        self._times.requests.pop(live.seq_id, None)
+
+    def _abort_all(self, why: str) -> None:
+        lives = list(self._live.values())
+        self._live.clear()
+        self.engine.abort(live.seq_id for live in lives)
+        for live in lives:
+            self._forget(live)
+        self.metrics.stepped(self.engine, None)
+        self._deliver([(live.submit.deliver, Update(error=why)) for live in lives])
+
+    def _deliver(self, sends: list[tuple[Callable[[Update], None], Update]]) -> None:
+        """All of a step's updates in one call onto the HTTP loop (one wake-up, not one per request)."""
+        if not sends:
+            return
+
+        def deliver_all() -> None:
+            for deliver, update in sends:
+                deliver(update)
+        try:
+            self.loop.call_soon_threadsafe(deliver_all)
+        except RuntimeError:  # the loop is closed: the server is going down, nobody is listening
+            pass

@@ -1,0 +1,106 @@
+"""Serving: the replay page in live mode, fed from the engine's recorder while the server runs.
+
+``LiveFeed`` is a sink of the engine's ``TraceRecorder`` (it runs on the engine thread, so it only keeps
+each event and counts the steps: nothing slow happens there). Mounted on the app it serves:
+
+- ``GET /live``: a small page (``viz/page_assets/live.html``) with a ticker and the replay page of the run
+  so far in a frame, replaced by a newer one as steps complete (at most once a second, and only once the
+  previous one has loaded): its timelines, queues, Gantt chart and KV grid move as requests arrive;
+- ``GET /live/events``: Server-Sent Events, one ``step`` message (the last STEP_DONE's numbers) whenever
+  steps have completed since the last message, looked at ten times a second;
+- ``GET /live/page``: the replay page (``viz/page.py``) of the events so far, opening at the newest step.
+
+Bounded: the feed keeps at most ``MAX_EVENTS`` events (beyond them the page stops growing and says how
+far it goes); the page is built on a worker thread, one at a time.
+
+Emits no events (it reads them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import threading
+from importlib import resources
+from typing import Any, AsyncIterator
+
+import msgspec
+from fastapi import FastAPI, Query
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+
+from nanovllm_teach.i18n import LANGS, resolve_lang
+from nanovllm_teach.trace.reader import Trace
+from nanovllm_teach.trace.schema import TraceEvent
+from nanovllm_teach.viz.page import replay_page
+
+MAX_EVENTS = 200_000  # some thousands of steps of a busy server: a page of a few MB
+POLL_S = 0.1  # the events stream looks for new steps ten times a second
+
+
+class LiveFeed:
+    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+        self.max_events = max_events
+        self.header: dict[str, Any] | None = None
+        self.events: list[TraceEvent] = []
+        self.num_steps = 0  # STEP_DONE events seen (kept or not)
+        self.last_step: dict[str, Any] | None = None
+        self.full = False
+        self._complete = 0  # events up to the last kept STEP_DONE: a trace of whole steps
+        self._page_lock = threading.Lock()
+
+    def start(self, header: dict[str, Any] | None) -> None:
+        self.header = dict(header or {})
+
+    def __call__(self, event: TraceEvent) -> None:
+        """The recorder's sink: on the engine thread, for every event."""
+        if len(self.events) < self.max_events:
+            self.events.append(event)
+        else:
+            self.full = True
+        if event.event == "STEP_DONE":
+            if not self.full:
+                self._complete = len(self.events)
+            stats = event.stats
+            self.last_step = {"step": event.step, "batch": stats["batch_size"], "waiting": stats["waiting_len"],
+                              "running": stats["running_len"], "used": stats["used_blocks"],
+                              "free": stats["free_blocks"], "kept": not self.full}
+            self.num_steps += 1
+
+    def trace(self) -> Trace:
+        """The run so far as a trace (a copy: the engine goes on recording)."""
+        events = [TraceEvent(e.i, e.t_ns, e.event, e.phase, e.step, e.reason, e.stats)
+                  for e in self.events[:self._complete]]
+        return Trace(dict(self.header or {}), events)
+
+    def page(self, lang: str | None) -> str | None:
+        """The replay page of the run so far (None before the first step)."""
+        if self.num_steps == 0:
+            return None
+        with self._page_lock:
+            return replay_page(self.trace(), lang, live=True)
+
+    async def steps(self) -> AsyncIterator[bytes]:
+        seen = -1
+        while True:
+            if self.num_steps != seen and self.last_step is not None:
+                seen = self.num_steps
+                yield b"event: step\ndata: " + msgspec.json.encode(self.last_step) + b"\n\n"
+            await asyncio.sleep(POLL_S)
+
+    def mount(self, app: FastAPI) -> None:
+        @app.get("/live")
+        async def live(lang: str | None = Query(default=None)) -> HTMLResponse:
+            chosen = resolve_lang(lang if lang in LANGS else None)
+            text = resources.files("nanovllm_teach.viz").joinpath("page_assets", "live.html").read_text("utf-8")
+            return HTMLResponse(text.replace("{{lang}}", html.escape(chosen)))
+
+        @app.get("/live/events")
+        async def live_events() -> StreamingResponse:
+            return StreamingResponse(self.steps(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+        @app.get("/live/page")
+        async def live_page(lang: str | None = Query(default=None)) -> Response:
+            page = await asyncio.to_thread(self.page, lang if lang in LANGS else None)
+            if page is None:
+                return Response(status_code=204)
+            return HTMLResponse(page)
