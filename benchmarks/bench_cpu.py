@@ -59,9 +59,9 @@ Every timed run reports wall time and the process's CPU time. Tokens/s and the h
 wall time; the CPU-time ratios are printed beside them because they are less disturbed when other
 processes compete for the two cores (the load average is printed before each repeat). ``--repeats N``
 runs every system N times, interleaved, and reports medians. ``--threads N`` sets torch's intra-op
-threads for all three systems: on a machine whose cores are busy with other work, 2 OpenMP threads can
-be many times slower than 1 (each parallel region waits for a descheduled thread), so measure with
-``--threads 1`` there.
+threads for all three systems (our engine through its ``cpu_threads`` setting); without it all three run
+on what the engine's thread rule (``nanovllm_teach/utils/threads.py``) picks for the model on this machine
+now. The package is imported before torch, so that the rule's passive OpenMP waiting takes effect.
 
 ``--random-model`` replaces the shipped model by a randomly initialised Qwen3 of 110 M parameters (hidden
 768, 16 layers, the shipped tokenizer's vocabulary), made on the fly in a temporary folder: a model whose
@@ -94,15 +94,16 @@ from typing import Any, Callable
 
 import shutil
 
+from nanovllm_teach import LLM, SamplingParams, default_model_path  # before torch: its OpenMP wait policy
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from nanovllm_teach import LLM, SamplingParams, default_model_path
 from nanovllm_teach.layers.onednn_linear import onednn_unusable_reason
 from nanovllm_teach.models import step_cost
 from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import get_context
+from nanovllm_teach.utils.threads import apply_thread_rule
 
 
 # ---- the workload ---------------------------------------------------------------------------------
@@ -399,7 +400,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
     ap.add_argument("--max-model-len", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=None,
-                    help="torch intra-op threads for all three systems (default: torch's default, one per core)")
+                    help="torch intra-op threads for all three systems (default: the engine's thread rule)")
     ap.add_argument("--skip-hf-cb", action="store_true", help="do not run HF continuous batching")
     ap.add_argument("--trace-overhead", action="store_true",
                     help="also time full JSONL recording vs recording off")
@@ -419,8 +420,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_benchmark(args: argparse.Namespace) -> None:
     transformers.logging.set_verbosity_error()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    # The engine's thread rule (or --threads) for every system, so that all three run on the same threads.
+    apply_thread_rule(args.model, explicit=args.threads)
     torch.manual_seed(args.seed)
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -451,6 +452,8 @@ def run_benchmark(args: argparse.Namespace) -> None:
     engine_kwargs = {} if args.defaults else dict(
         kvcache_block_size=args.block_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len)
+    if args.threads is not None:
+        engine_kwargs["cpu_threads"] = args.threads
     llm = LLM(args.model, **engine_kwargs)
     compiled = use_compiled_decode(llm) if args.compile else None
     # Two requests, so the decode steps see a batch of 2 and of 1 (each a graph of its own when compiled).

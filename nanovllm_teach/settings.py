@@ -34,6 +34,9 @@ class Settings:
     gpu_memory_utilization: float = 0.9
     # On CPU the KV cache is also capped at this many GiB: system RAM is shared with everything else.
     cpu_kvcache_gib: float = 0.25
+    # Intra-op threads of torch on a CPU; None: the rule of utils/threads.py (the cores free now, no more
+    # than the model is worth), applied when the engine starts.
+    cpu_threads: int | None = None
     tensor_parallel_size: int = 1
     enforce_eager: bool = False
     # Decode steps through torch.compile, compiled once at start-up (seconds to tens of seconds).
@@ -58,7 +61,7 @@ class Settings:
         self._check_types()
         for name in ("max_num_seqs", "max_model_len", "kvcache_block_size", "tensor_parallel_size"):
             _check_positive(name, getattr(self, name))
-        for name in ("max_num_batched_tokens", "num_kvcache_blocks"):
+        for name in ("max_num_batched_tokens", "num_kvcache_blocks", "cpu_threads"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name), " or None")
         if not 0 < self.gpu_memory_utilization <= 1:

@@ -51,6 +51,7 @@ from nanovllm_teach.trace.recorder import Recorder
 from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.models.loader import load_model
+from nanovllm_teach.utils.threads import apply_thread_rule
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache
 
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
@@ -82,6 +83,10 @@ class ModelRunner(RunnerDefaults):
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
                        dtype=str(self.dtype), attention_backend=self.attention_backend,
                        linear_backend=config.linear_backend)
+        if self.device.type == "cpu":
+            threads = apply_thread_rule(config.model, self.world_size, config.cpu_threads)
+            runtime |= dict(num_threads=threads.num_threads, threads_reason=threads.reason,
+                            omp_wait_policy=threads.wait_policy)
         for facts in self._all_ranks(runtime):  # workers have no recorder: rank 0 reports every rank
             if self.rec.enabled:
                 self.rec.record("init", "runtime_ready", TpRuntimeInit(**facts))

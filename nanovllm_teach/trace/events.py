@@ -69,6 +69,11 @@ class TpRuntimeInit(Payload, kw_only=True):
     attention_backend: Field(str, "attention implementation this rank runs", volatile=True)
     linear_backend: Field(str | UnsetType, 'how its linear layers multiply: "torch" (F.linear) or "onednn" '
                           "(weights packed for oneDNN)") = UNSET
+    num_threads: Field(int | UnsetType, "torch's intra-op CPU threads on this rank (utils/threads.py)",
+                       volatile=True) = UNSET
+    threads_reason: Field(str | UnsetType, "what decided num_threads", volatile=True) = UNSET
+    omp_wait_policy: Field(str | UnsetType, 'the OpenMP wait policy libgomp was given ("unset": it spins a '
+                           "while before sleeping)", volatile=True) = UNSET
 
 
 class ModelWeightsLoaded(Payload, kw_only=True):
