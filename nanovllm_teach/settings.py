@@ -33,7 +33,8 @@ class Settings:
     max_model_len: int = 4096  # at most the model's max_position_embeddings
     gpu_memory_utilization: float = 0.9
     # On CPU the KV cache is also capped at this many GiB: system RAM is shared with everything else.
-    cpu_kvcache_gib: float = 0.25
+    # None: sized from the machine and the model (utils/memory.py's auto_cpu_kv_cap).
+    cpu_kvcache_gib: float | None = None
     # Intra-op threads of torch on a CPU; None: the rule of utils/threads.py (the cores free now, no more
     # than the model is worth), applied when the engine starts.
     cpu_threads: int | None = None
@@ -66,7 +67,7 @@ class Settings:
                 _check_positive(name, getattr(self, name), " or None")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
-        if not self.cpu_kvcache_gib > 0:
+        if self.cpu_kvcache_gib is not None and not self.cpu_kvcache_gib > 0:
             raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
         for name, choices in (("scheduling_policy", POLICIES), ("attention_backend", ATTENTION_BACKENDS),
                               ("linear_backend", LINEAR_BACKENDS), ("dtype", DTYPES), ("runner", RUNNERS)):
@@ -85,6 +86,8 @@ class Settings:
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("gpu_memory_utilization", "cpu_kvcache_gib"):
             value = getattr(self, name)
+            if name == "cpu_kvcache_gib" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{name} must be a number, got {value!r}")
         for name in ("scheduling_policy", "attention_backend", "linear_backend", "device", "dtype", "runner"):

@@ -67,7 +67,7 @@ def test_auto_and_unset_values_are_resolved_once_and_the_asked_values_kept():
     assert config.linear_backend == auto_linear_backend(torch.device("cpu"), torch.float32)
     assert config.resolved_from() == {"max_num_batched_tokens": None, "max_model_len": 4096,
                                       "attention_backend": "auto", "linear_backend": "auto", "device": "auto",
-                                      "dtype": "auto"}
+                                      "dtype": "auto", "cpu_kvcache_gib": None}
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.max_num_seqs = 1
     rebuilt = Config.from_kwargs(config.model, config.settings())  # what a tensor-parallel worker does

@@ -52,7 +52,8 @@ from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.models.loader import load_model
 from nanovllm_teach.utils.threads import apply_thread_rule
-from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache
+from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache,
+                                         zeros_committed_on_write)
 
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
 # so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
@@ -234,13 +235,15 @@ class ModelRunner(RunnerDefaults):
         if num_blocks < 1:
             raise RuntimeError(f"no memory left for the KV cache: budget {sizing.budget} bytes, one block needs "
                                f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
-        self._bind_kv_cache(torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
-                                        layer.head_dim, dtype=self.dtype, device=self.device))
+        shape = (2, num_layers, num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)
+        self._bind_kv_cache(zeros_committed_on_write(shape, self.dtype) if self.device.type == "cpu" else
+                            torch.zeros(shape, dtype=self.dtype, device=self.device))
         if self.rec.enabled:
             self.rec.record("init", sizing.reason, KvBudgetEstimate(
                 **sizing.stats(num_blocks), graph_reserve_bytes=graph_reserve_bytes, block_size=self.block_size,
                 num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                 dtype_bytes=elem_bytes, vocab_size=self.config.hf_config.vocab_size,
+                cap_reason=self.config.cpu_kv_cap_reason if cpu_cap is not None else UNSET,
                 num_blocks_by_rank=num_blocks_by_rank if self.world_size > 1 else UNSET))
         return num_blocks
 

@@ -123,6 +123,8 @@ class KvBudgetEstimate(Payload, kw_only=True):
     uncapped_num_blocks: Field(int | UnsetType, "what the memory formula alone allows", unit="blocks",
                                volatile=True) = UNSET
     cap_bytes: Field(int | None | UnsetType, "the cpu_kvcache_gib cap on CPU (None on GPU)", unit="bytes") = UNSET
+    cap_reason: Field(str | UnsetType, "where the CPU cap came from: cpu_kvcache_gib as set, or when unset a share "
+                      "of the memory available at start-up, or what the limits can fill", volatile=True) = UNSET
     limited_by: Field(Literal["memory", "cpu_kvcache_gib", "num_kvcache_blocks"] | UnsetType,
                       "what decided num_blocks", volatile=True) = UNSET
     graph_reserve_bytes: Field(int | None | UnsetType, "device memory held for the CUDA graphs' pool while the "

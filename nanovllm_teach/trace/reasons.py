@@ -50,9 +50,11 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     KvBudgetEstimate: {
         "size_kv_cache_from_memory": _say("KV cache sized from the memory left after warm-up",
                                           "按预热后剩余内存（GPU 上即显存）估算 KV 缓存的块数"),
-        "size_kv_cache_cpu_cap": _say("KV cache sized by the CPU cap cpu_kvcache_gib, below what the memory left "
-                                      "after warm-up allows",
-                                      "KV 缓存的块数由 CPU 上限 cpu_kvcache_gib 决定，小于预热后剩余内存所允许的"),
+        "size_kv_cache_cpu_cap": _say("KV cache sized by the CPU cap (cpu_kvcache_gib; unset: a share of the memory "
+                                      "available at start-up, or what the limits can fill), below what the memory "
+                                      "left after warm-up allows",
+                                      "KV 缓存的块数由 CPU 上限决定（cpu_kvcache_gib；未设置时取启动时可用内存的一部分，"
+                                      "或各项上限所能用满的量），小于预热后剩余内存所允许的"),
     },
     CudagraphCapture: {
         "capture_decode_graphs": _say("decode CUDA graphs captured, one per batch-size bucket",
