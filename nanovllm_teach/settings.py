@@ -39,9 +39,9 @@ class Settings:
     # than the model is worth), applied when the engine starts.
     cpu_threads: int | None = None
     tensor_parallel_size: int = 1
+    # True: no CUDA graphs on a GPU, no native decode step on a CPU (engine/compiled_decode.py): every
+    # step runs the model's Python forward.
     enforce_eager: bool = False
-    # Decode steps through torch.compile, compiled once at start-up (seconds to tens of seconds).
-    compile: bool = False
     kvcache_block_size: int = 256
     num_kvcache_blocks: int | None = None  # None: as many as the memory budget allows
     enable_prefix_caching: bool = True
@@ -73,15 +73,11 @@ class Settings:
                               ("linear_backend", LINEAR_BACKENDS), ("dtype", DTYPES), ("runner", RUNNERS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
-        if self.compile and self.tensor_parallel_size > 1:
-            raise ValueError(f"compile=True runs on one rank only, not with tensor_parallel_size="
-                             f"{self.tensor_parallel_size}: the compiled decode step is not built for the "
-                             "all-reduces of tensor parallelism")
         self._check_simulation()
 
     def _check_types(self) -> None:
         """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
-        for name in ("enforce_eager", "compile", "enable_prefix_caching"):
+        for name in ("enforce_eager", "enable_prefix_caching"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("gpu_memory_utilization", "cpu_kvcache_gib"):

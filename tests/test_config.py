@@ -43,7 +43,7 @@ print(Settings(scheduling_policy=POLICIES[1]).scheduling_policy)
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(max_num_batched_tokens=0), ValueError, "max_num_batched_tokens must be a positive int or None, got 0"),
     (dict(dtype="fp8"), ValueError, "dtype must be one of"),
-    (dict(compile=1), TypeError, "compile must be True or False, got 1"),
+    (dict(enforce_eager=1), TypeError, "enforce_eager must be True or False, got 1"),
     (dict(max_seqs=4), TypeError, "unknown engine setting"),
     (dict(sim_factors="x.json"), ValueError, "needs runner='simulated'"),
 ])

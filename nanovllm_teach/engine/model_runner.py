@@ -12,8 +12,9 @@ Every step, ``run(batch)``:
   ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer when part of the prompt is cached);
   ``slot_mapping`` says where each new token's K/V goes in the cache.
 - ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back.
-- run the model (decode replays a CUDA graph, ``engine/cuda_graphs.py``, or with ``compile=True`` the
-  compiled step, ``engine/compiled_decode.py``), keep each sequence's last hidden state, sample.
+- run the model (on a GPU decode replays a CUDA graph, ``engine/cuda_graphs.py``; on a CPU it is one call
+  into the native decode step, ``engine/compiled_decode.py``, where that can run), keep each sequence's last
+  hidden state, sample.
 
 It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor parallelism every rank builds
 one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
@@ -48,6 +49,7 @@ from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, Deco
                                          ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
                                          Sample, TpRuntimeInit, Warmup)
 from nanovllm_teach.trace.recorder import Recorder
+from nanovllm_teach.engine import compiled_decode
 from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.models.loader import load_model
@@ -117,17 +119,22 @@ class ModelRunner(RunnerDefaults):
 
         self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
         self.compiled_decode: CompiledDecode | None = None
-        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend, config.compile)
+        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend)
         self.warmup_model()
         with self._largest_graph_held() as graph_reserve_bytes:
             reading = read_memory(self.device)  # `used` includes the graph pool while it is held
         self.num_kvcache_blocks = self.allocate_kv_cache(reading, graph_reserve_bytes)
-        if config.compile:  # once the cache is bound: the compiled step takes it as an argument
+        # Once the cache is bound: the native step holds it, as a CUDA graph bakes in its addresses. The time
+        # is the library's build (first start on a machine) or load, and the step's binding.
+        start = time.perf_counter()
+        self.native_skip = compiled_decode.unusable_reason(
+            self.device, self.world_size, self.dtype, self.attention_backend, config.enforce_eager,
+            bool(getattr(hf_config, "attention_bias", False)))
+        if self.native_skip is None:
             self.compiled_decode = CompiledDecode(self.model)
-            seconds = self.compiled_decode.compile_at_startup([2, 1], self.device)
             if self.rec.enabled:
-                self.rec.record("init", "compile_decode_step", DecodeCompile(seconds=round(seconds, 4),
-                                                                             batch_sizes=[2, 1]))
+                self.rec.record("init", "compile_decode_step", DecodeCompile(
+                    seconds=round(time.perf_counter() - start, 4), batch_sizes=[]))
         # After the KV cache: the graphs bake in its addresses.
         if self.graph_skip is None:
             free_before = torch.cuda.mem_get_info(self.device)[0]

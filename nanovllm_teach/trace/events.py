@@ -160,8 +160,10 @@ class DecodeCompile(Payload, kw_only=True):
     actor = "ModelRunner"
     shown_from = "quiet"
 
-    seconds: Field(Duration, "wall time of torch.compile on the decode forward", unit="s", volatile=True)
-    batch_sizes: Field(Ids, "batch sizes compiled at start-up (other sizes reuse the dynamic graph)", unit="seqs")
+    seconds: Field(Duration, "wall time to get the native decode step: its build the first time on a machine, "
+                   "then a load of the cached library", unit="s", volatile=True)
+    batch_sizes: Field(Ids, "batch sizes compiled for (empty: the native step serves every batch size)",
+                       unit="seqs")
 
 
 class EngineReady(Payload, kw_only=True):
@@ -430,7 +432,8 @@ class RunModel(_Cost, kw_only=True):
     actor = "ModelRunner"
     shown_from = "detail"
 
-    mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: torch.compile, compile=True)")
+    mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: the native decode step on a "
+                "CPU, engine/compiled_decode.py)")
     batch_size: Field(Count, "sequences whose logits are computed", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
     graph_batch_size: Field(None, "always None (no graph ran)")

@@ -61,8 +61,9 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
                                       "按 batch size 档位逐个录制解码的 CUDA Graph"),
     },
     DecodeCompile: {
-        "compile_decode_step": _say("decode forward compiled with torch.compile",
-                                    "用 torch.compile 编译解码的前向计算"),
+        "compile_decode_step": _say("decode forward compiled ahead of time into native code (built once per "
+                                    "machine, then loaded)",
+                                    "解码的前向计算预先编译成原生代码（每台机器构建一次，之后直接载入）"),
     },
     EngineReady: {
         "engine_ready": _say("engine ready: KV cache allocated, scheduler built",
