@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from nanovllm_teach.layers.attention import Attention
-from nanovllm_teach.layers.attention_cpp import load_native_library
+from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason, load_native_library
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import get_context
 
@@ -41,8 +41,10 @@ LIBRARY_NAME = "nanovllm_teach_decode"
 
 @functools.cache
 def _load() -> str | None:
-    """Build (once per machine) and load the native decode step; None when it worked, else why not."""
-    return load_native_library(SOURCE, LIBRARY_NAME, "the native decode step")
+    """Build (once per machine) and load the native decode step, and the attention kernel it calls first;
+    None when both worked, else why not."""
+    return cpp_unusable_reason(torch.device("cpu"), torch.float32) or \
+        load_native_library(SOURCE, LIBRARY_NAME, "the native decode step")
 
 
 def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, attention_backend: str,
