@@ -518,9 +518,10 @@ def run_benchmark(args: argparse.Namespace) -> None:
     cpu = {name: statistics.median(c.cpu for c in runs) for name, runs in clocks.items()}
     best_bs = min(hf_names, key=lambda bs: wall[hf_names[bs]])
     best_hf = hf_names[best_bs]
+    settings_shown = {k: v for k, v in engine_kwargs.items() if k != "cpu_threads"}  # threads: the machine line
     print(f"\n== summary: useful output tokens/s (by wall time), median of {args.repeats} ==")
     print(f"{ours:<28} {tok_s(useful, wall[ours], cpu[ours])}   "
-          f"[{', '.join(f'{k}={v}' for k, v in engine_kwargs.items()) or 'default settings'}"
+          f"[{', '.join(f'{k}={v}' for k, v in settings_shown.items()) or 'default settings'}"
           f"; {steps[0]} prefill + {steps[1]} decode steps]")
     for name in hf_names.values():
         print(f"{name:<28} {tok_s(useful, wall[name], cpu[name])}   [{wasted[name]} tokens wasted]"

@@ -122,12 +122,15 @@ def main() -> None:
     model = engines["native"].model_runner.model
     threads = torch.get_num_threads()
     floors = {}
-    for label, lens in (("one", [args.prompt + args.tokens // 2]), ("batch", [args.prompt + args.tokens // 2] * args.batch)):
+    middle = args.prompt + args.tokens // 2  # the average context of a run's decode steps
+    for label, lens in (("one", [middle]), ("batch", [middle] * args.batch)):
         nbytes = step_cost.decode_bytes(model, lens)
         floors[label] = (nbytes, nbytes / (read_rate_gbs(int(nbytes)) * 1e9))
     identical = sum(t["native"] == t["eager"] for t in tokens.values())
-    print(f"model {args.model.name}; {threads} thread(s), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
-          f"load average {'/'.join(f'{x:.1f}' for x in os.getloadavg())}; {args.repeats} alternating repeats, medians")
+    policy = os.environ.get("OMP_WAIT_POLICY", "unset")
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"model {args.model.name}; {threads} thread(s), OMP_WAIT_POLICY={policy}; load average {load}; "
+          f"{args.repeats} alternating repeats, medians")
     print(f"start-up: native {startup['native']:.2f} s (of which the native step {startup['native compile']:.2f} s), "
           f"eager {startup['eager']:.2f} s")
     for label, data, what in (("one request", one, "ms/token"), (f"batch {args.batch}", batch, "ms/step")):
@@ -136,9 +139,10 @@ def main() -> None:
         med = {name: (statistics.median(w for w, _ in runs) * 1e3, statistics.median(c for _, c in runs) * 1e3)
                for name, runs in data.items()}
         print(f"{label:<12} native {med['native'][0]:7.3f} {what} (CPU {med['native'][1]:.3f}), eager "
-              f"{med['eager'][0]:7.3f} (CPU {med['eager'][1]:.3f}); native/eager {med['native'][0] / med['eager'][0]:.2f} "
-              f"wall, {med['native'][1] / med['eager'][1]:.2f} CPU; floor {floor * 1e3:.3f} ms ({nbytes / 1e6:.1f} MB "
-              f"read): native {med['native'][0] / 1e3 / floor:.1f}x it, eager {med['eager'][0] / 1e3 / floor:.1f}x")
+              f"{med['eager'][0]:7.3f} (CPU {med['eager'][1]:.3f}); native/eager "
+              f"{med['native'][0] / med['eager'][0]:.2f} wall, {med['native'][1] / med['eager'][1]:.2f} CPU; "
+              f"floor {floor * 1e3:.3f} ms ({nbytes / 1e6:.1f} MB read): native "
+              f"{med['native'][0] / 1e3 / floor:.1f}x it, eager {med['eager'][0] / 1e3 / floor:.1f}x")
     print(f"tokens identical native vs eager: {identical}/{len(tokens)} repeats")
     for llm in engines.values():
         llm.close()

@@ -78,7 +78,8 @@ def test_greedy_matches_transformers(case, name):
     bm = llm.scheduler.block_manager
     assert bm.num_free_blocks == bm.num_blocks, "blocks leaked"
     events = [e.event for e in rec.events]
-    decode_modes = {e.stats["mode"] for e in rec.events if e.event == "RUN_MODEL" and e.stats["eager_reason"] != "prefill"}
+    decode_modes = {e.stats["mode"] for e in rec.events
+                    if e.event == "RUN_MODEL" and e.stats["eager_reason"] != "prefill"}
     if name == "enforce_eager" or "DECODE_COMPILE" not in events:
         assert decode_modes == {"eager"}
     elif name == "defaults":

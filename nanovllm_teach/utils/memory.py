@@ -137,7 +137,8 @@ def auto_cpu_kv_cap(block_bytes: int, max_blocks: int, available: int | None) ->
     not known, as for a simulated device), at most ``max_blocks`` blocks (what the limits can fill)."""
     most = max_blocks * block_bytes
     if available is not None and available * CPU_KV_SHARE < most:
-        return int(available * CPU_KV_SHARE), f"{CPU_KV_SHARE:g} of the {available / 2**30:.1f} GiB available at start-up"
+        share = int(available * CPU_KV_SHARE)
+        return share, f"{CPU_KV_SHARE:g} of the {available / 2**30:.1f} GiB available at start-up"
     return most, f"what the limits can fill: {max_blocks} blocks (max_num_seqs x max_model_len)"
 
 

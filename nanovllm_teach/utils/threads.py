@@ -114,7 +114,8 @@ def choose_threads(weight_bytes: int, ranks: int = 1, cores: int | None = None, 
     busy = busy_cores() if busy is None else busy
     free = max(1, (cores - min(busy, cores - 1)) // ranks)
     if worth < free:
-        return ThreadChoice(worth, cores, busy, policy, f"model: one thread per {BYTES_PER_THREAD >> 20} MiB of weights")
+        reason = f"model: one thread per {BYTES_PER_THREAD >> 20} MiB of weights"
+        return ThreadChoice(worth, cores, busy, policy, reason)
     reason = "free cores" if busy else "usable cores"
     return ThreadChoice(free, cores, busy, policy, reason + (f" / {ranks} ranks" if ranks > 1 else ""))
 
