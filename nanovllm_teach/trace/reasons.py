@@ -128,8 +128,8 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     RunModel: {
         "eager_forward": _say("eager forward pass",
                               "eager 模式前向"),
-        "compiled_forward": _say("decode step through the torch.compile'd forward (compile=True)",
-                                 "解码步走 torch.compile 编译后的前向计算（compile=True）"),
+        "compiled_forward": _say("decode step as one call into the native decode step (engine/compiled_decode.py)",
+                                 "解码步以一次调用跑在原生解码步里（engine/compiled_decode.py）"),
     },
     CudagraphReplay: {
         "replay_decode_graph": _say("decode replays the CUDA graph of the smallest bucket that holds the batch",
