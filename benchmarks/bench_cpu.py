@@ -16,9 +16,9 @@ Three systems run it, one after the other, in this process, with the same weight
    engine is built and warmed up before the clock starts; only ``generate()`` is timed. Its limits
    (``--max-num-seqs 256 --max-num-batched-tokens 8192 --block-size 256``, the *tuned* settings) let the
    whole workload's prompts go in one prefill step and all 64 requests decode together, as in nano-vllm's
-   bench; ``--defaults`` builds ``LLM(model)`` with nothing set instead. ``--compile`` runs decode steps
-   through ``CompiledDecode`` (``nanovllm_teach/engine/compiled_decode.py``; compiled during the warm-up,
-   its compile time printed).
+   bench; ``--defaults`` builds ``LLM(model)`` with nothing set instead. Decode steps run the native decode
+   step (``nanovllm_teach/engine/compiled_decode.py``) where it can run, as the engine does by default;
+   ``--eager`` sets ``enforce_eager=True`` (the model's Python forward) instead.
 2. **HF generate (static batches)**: ``transformers`` ``model.generate`` on padded batches of B requests
    taken in arrival order (left padding). A batch runs until its longest request's ``max_tokens``; the
    tokens a shorter request generates past its own ``max_tokens`` are wasted work and are not counted.
@@ -59,9 +59,9 @@ Every timed run reports wall time and the process's CPU time. Tokens/s and the h
 wall time; the CPU-time ratios are printed beside them because they are less disturbed when other
 processes compete for the two cores (the load average is printed before each repeat). ``--repeats N``
 runs every system N times, interleaved, and reports medians. ``--threads N`` sets torch's intra-op
-threads for all three systems: on a machine whose cores are busy with other work, 2 OpenMP threads can
-be many times slower than 1 (each parallel region waits for a descheduled thread), so measure with
-``--threads 1`` there.
+threads for all three systems (our engine through its ``cpu_threads`` setting); without it all three run
+on what the engine's thread rule (``nanovllm_teach/utils/threads.py``) picks for the model on this machine
+now. The package is imported before torch, so that the rule's passive OpenMP waiting takes effect.
 
 ``--random-model`` replaces the shipped model by a randomly initialised Qwen3 of 110 M parameters (hidden
 768, 16 layers, the shipped tokenizer's vocabulary), made on the fly in a temporary folder: a model whose
@@ -71,7 +71,7 @@ Usage::
 
     python benchmarks/bench_cpu.py [--num-requests 64] [--seed 0] [--model PATH | --random-model]
                                    [--min-len 16] [--max-len 256] [--equal-outputs N] [--defaults]
-                                   [--compile] [--trace-overhead] [--repeats 3] [--threads 1]
+                                   [--eager] [--trace-overhead] [--repeats 3] [--threads 1]
                                    [--hf-batch-sizes 16 32 64]
 
 Results, with the machine they were measured on, are in ``benchmarks/RESULTS.md``.
@@ -94,15 +94,15 @@ from typing import Any, Callable
 
 import shutil
 
+from nanovllm_teach import LLM, SamplingParams, default_model_path  # before torch: its OpenMP wait policy
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from nanovllm_teach import LLM, SamplingParams, default_model_path
 from nanovllm_teach.layers.onednn_linear import onednn_unusable_reason
 from nanovllm_teach.models import step_cost
-from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import get_context
+from nanovllm_teach.utils.threads import apply_thread_rule
 
 
 # ---- the workload ---------------------------------------------------------------------------------
@@ -235,15 +235,6 @@ class DecodeRoofline:
 
     def remove(self) -> None:
         self._undo()
-
-
-def use_compiled_decode(llm: LLM) -> CompiledDecode:
-    """Run ``llm``'s decode forwards through ``CompiledDecode`` (prefill stays eager), from the outside: the
-    hook the model runner would have."""
-    model = llm.model_runner.model
-    compiled, eager = CompiledDecode(model), model.forward
-    model.forward = lambda ids, pos: eager(ids, pos) if get_context().is_prefill else compiled(ids, pos)
-    return compiled
 
 
 def run_ours(llm: LLM, prompts: list[list[int]], max_tokens: list[int]) -> tuple[Clock, list[list[int]]]:
@@ -389,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--defaults", action="store_true",
                     help="our engine with its default settings (ignores --block-size, --max-num-seqs, "
                          "--max-num-batched-tokens, --max-model-len)")
-    ap.add_argument("--compile", action="store_true", help="our decode steps through CompiledDecode")
+    ap.add_argument("--eager", action="store_true", help="our engine with enforce_eager=True (no native decode step)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="run every system this many times, interleaved, and report the median (default 1)")
     ap.add_argument("--hf-batch-sizes", type=int, nargs="+", default=[16, 32, 64],
@@ -399,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
     ap.add_argument("--max-model-len", type=int, default=1024)
     ap.add_argument("--threads", type=int, default=None,
-                    help="torch intra-op threads for all three systems (default: torch's default, one per core)")
+                    help="torch intra-op threads for all three systems (default: the engine's thread rule)")
     ap.add_argument("--skip-hf-cb", action="store_true", help="do not run HF continuous batching")
     ap.add_argument("--trace-overhead", action="store_true",
                     help="also time full JSONL recording vs recording off")
@@ -419,8 +410,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_benchmark(args: argparse.Namespace) -> None:
     transformers.logging.set_verbosity_error()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    # The engine's thread rule (or --threads) for every system, so that all three run on the same threads.
+    apply_thread_rule(args.model, explicit=args.threads)
     torch.manual_seed(args.seed)
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -451,12 +442,12 @@ def run_benchmark(args: argparse.Namespace) -> None:
     engine_kwargs = {} if args.defaults else dict(
         kvcache_block_size=args.block_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len)
+    if args.threads is not None:
+        engine_kwargs["cpu_threads"] = args.threads
+    if args.eager:
+        engine_kwargs["enforce_eager"] = True
     llm = LLM(args.model, **engine_kwargs)
-    compiled = use_compiled_decode(llm) if args.compile else None
-    # Two requests, so the decode steps see a batch of 2 and of 1 (each a graph of its own when compiled).
     llm.generate([[1, 2, 3], [4, 5]], params_for([4, 8]), use_tqdm=False)
-    if compiled is not None:
-        print(f"compile  CompiledDecode compiled in {compiled.compile_seconds:.1f} s (first decode step)")
     roofline = DecodeRoofline(llm)
     timers = instrument(llm)
     run_hf_generate(hf_model, [[1, 2, 3]] * 2, [4, 4], 2, pad_id)
@@ -527,10 +518,11 @@ def run_benchmark(args: argparse.Namespace) -> None:
     cpu = {name: statistics.median(c.cpu for c in runs) for name, runs in clocks.items()}
     best_bs = min(hf_names, key=lambda bs: wall[hf_names[bs]])
     best_hf = hf_names[best_bs]
+    settings_shown = {k: v for k, v in engine_kwargs.items() if k != "cpu_threads"}  # threads: the machine line
     print(f"\n== summary: useful output tokens/s (by wall time), median of {args.repeats} ==")
     print(f"{ours:<28} {tok_s(useful, wall[ours], cpu[ours])}   "
-          f"[{', '.join(f'{k}={v}' for k, v in engine_kwargs.items()) or 'default settings'}"
-          f"{', compiled decode' if args.compile else ''}; {steps[0]} prefill + {steps[1]} decode steps]")
+          f"[{', '.join(f'{k}={v}' for k, v in settings_shown.items()) or 'default settings'}"
+          f"; {steps[0]} prefill + {steps[1]} decode steps]")
     for name in hf_names.values():
         print(f"{name:<28} {tok_s(useful, wall[name], cpu[name])}   [{wasted[name]} tokens wasted]"
               f"{'   <- best' if name == best_hf else ''}")

@@ -5,7 +5,11 @@
     outs = llm.generate(["..."], SamplingParams(temperature=0.6, max_tokens=64))
 """
 
-from nanovllm_teach.assets import default_model_path
+from nanovllm_teach.utils.threads import prefer_passive_wait
+
+prefer_passive_wait()  # before anything loads torch: libgomp reads its wait policy only then
+
+from nanovllm_teach.assets import default_model_path  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "default_model_path", "__version__"]

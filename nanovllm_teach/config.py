@@ -41,6 +41,7 @@ from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unus
 from nanovllm_teach.models.qwen3 import head_dim_of
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
+from nanovllm_teach.utils.memory import auto_cpu_kv_cap, kv_block_bytes, read_memory
 
 _SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors")
 # A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
@@ -55,6 +56,7 @@ class Config(Settings):
     hf_config: PretrainedConfig | None = field(default=None, repr=False)
     config_sha256: str = field(default="", repr=False)
     requested: Settings | None = field(default=None, repr=False)  # what was asked, before resolution
+    cpu_kv_cap_reason: str = field(default="", repr=False)  # where cpu_kvcache_gib came from (KV_BUDGET_ESTIMATE)
 
     @classmethod
     def from_kwargs(cls, model: str, kwargs: dict[str, Any]) -> Config:
@@ -73,7 +75,9 @@ class Config(Settings):
         device = _resolve_device(asked.device)
         _check_ranks_fit(asked.tensor_parallel_size, device)
         dtype = resolve_dtype(asked.dtype, torch.device(device), hf_config)
-        return cls.build(asked, path, hf_config, device=device, dtype=dtype, on_gpu=device.startswith("cuda"),
+        on_gpu = device.startswith("cuda")
+        return cls.build(asked, path, hf_config, device=device, dtype=dtype, on_gpu=on_gpu,
+                         available_memory=None if on_gpu else read_memory(torch.device("cpu")).free,
                          attention_backend=resolve_attention_backend(asked.attention_backend, torch.device(device),
                                                                      asked.kvcache_block_size,
                                                                      getattr(torch, dtype), hf_config),
@@ -82,15 +86,29 @@ class Config(Settings):
 
     @classmethod
     def build(cls, asked: Settings, path: Path, hf_config: PretrainedConfig, *, device: str, dtype: str,
-              on_gpu: bool, attention_backend: str, linear_backend: str) -> Config:
-        """The config once the machine-dependent choices are made (by ``resolve``, or by the simulator)."""
+              on_gpu: bool, attention_backend: str, linear_backend: str,
+              available_memory: int | None = None) -> Config:
+        """The config once the machine-dependent choices are made (by ``resolve``, or by the simulator).
+        ``available_memory``: the bytes this machine has available now (None: unknown, or a simulated device),
+        which the CPU KV cap is sized from when ``cpu_kvcache_gib`` is not set."""
+        max_model_len = min(asked.max_model_len, hf_config.max_position_embeddings)
+        cap_gib, cap_reason = asked.cpu_kvcache_gib, "cpu_kvcache_gib" if asked.cpu_kvcache_gib else ""
+        if cap_gib is None and not on_gpu:
+            tp = asked.tensor_parallel_size
+            block_bytes = kv_block_bytes(hf_config.num_hidden_layers, asked.kvcache_block_size,
+                                         hf_config.num_key_value_heads // tp, head_dim_of(hf_config),
+                                         torch.tensor([], dtype=getattr(torch, dtype)).element_size())
+            max_blocks = asked.max_num_seqs * -(-max_model_len // asked.kvcache_block_size)
+            cap_bytes, cap_reason = auto_cpu_kv_cap(
+                block_bytes, max_blocks, None if available_memory is None else available_memory // tp)
+            cap_gib = cap_bytes / 2**30
         return cls(**{**asked.as_dict(), "device": device, "dtype": dtype, "attention_backend": attention_backend,
                       "linear_backend": linear_backend,
                       "max_num_batched_tokens": asked.max_num_batched_tokens or (16384 if on_gpu else 2048),
-                      "max_model_len": min(asked.max_model_len, hf_config.max_position_embeddings)},
+                      "max_model_len": max_model_len, "cpu_kvcache_gib": cap_gib},
                    model=str(path), hf_config=hf_config,
                    config_sha256=hashlib.sha256((path / "config.json").read_bytes()).hexdigest(),
-                   requested=asked)
+                   requested=asked, cpu_kv_cap_reason=cap_reason)
 
     def with_kv_cache(self, num_blocks: int) -> Config:
         """This config once the KV cache is sized: ``num_kvcache_blocks`` is the number it has."""

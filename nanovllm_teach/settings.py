@@ -33,11 +33,15 @@ class Settings:
     max_model_len: int = 4096  # at most the model's max_position_embeddings
     gpu_memory_utilization: float = 0.9
     # On CPU the KV cache is also capped at this many GiB: system RAM is shared with everything else.
-    cpu_kvcache_gib: float = 0.25
+    # None: sized from the machine and the model (utils/memory.py's auto_cpu_kv_cap).
+    cpu_kvcache_gib: float | None = None
+    # Intra-op threads of torch on a CPU; None: the rule of utils/threads.py (the cores free now, no more
+    # than the model is worth), applied when the engine starts.
+    cpu_threads: int | None = None
     tensor_parallel_size: int = 1
+    # True: no CUDA graphs on a GPU, no native decode step on a CPU (engine/compiled_decode.py): every
+    # step runs the model's Python forward.
     enforce_eager: bool = False
-    # Decode steps through torch.compile, compiled once at start-up (seconds to tens of seconds).
-    compile: bool = False
     kvcache_block_size: int = 256
     num_kvcache_blocks: int | None = None  # None: as many as the memory budget allows
     enable_prefix_caching: bool = True
@@ -58,30 +62,28 @@ class Settings:
         self._check_types()
         for name in ("max_num_seqs", "max_model_len", "kvcache_block_size", "tensor_parallel_size"):
             _check_positive(name, getattr(self, name))
-        for name in ("max_num_batched_tokens", "num_kvcache_blocks"):
+        for name in ("max_num_batched_tokens", "num_kvcache_blocks", "cpu_threads"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name), " or None")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
-        if not self.cpu_kvcache_gib > 0:
+        if self.cpu_kvcache_gib is not None and not self.cpu_kvcache_gib > 0:
             raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
         for name, choices in (("scheduling_policy", POLICIES), ("attention_backend", ATTENTION_BACKENDS),
                               ("linear_backend", LINEAR_BACKENDS), ("dtype", DTYPES), ("runner", RUNNERS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
-        if self.compile and self.tensor_parallel_size > 1:
-            raise ValueError(f"compile=True runs on one rank only, not with tensor_parallel_size="
-                             f"{self.tensor_parallel_size}: the compiled decode step is not built for the "
-                             "all-reduces of tensor parallelism")
         self._check_simulation()
 
     def _check_types(self) -> None:
         """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
-        for name in ("enforce_eager", "compile", "enable_prefix_caching"):
+        for name in ("enforce_eager", "enable_prefix_caching"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("gpu_memory_utilization", "cpu_kvcache_gib"):
             value = getattr(self, name)
+            if name == "cpu_kvcache_gib" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{name} must be a number, got {value!r}")
         for name in ("scheduling_policy", "attention_backend", "linear_backend", "device", "dtype", "runner"):

@@ -1,6 +1,7 @@
-"""The opt-in compiled decode step gives the eager step's greedy tokens, writes the KV cache in place, and
-compiles once for every batch size and context length; ``LLM(compile=True)`` compiles it at start-up,
-reports it (DECODE_COMPILE) and runs every decode step through it."""
+"""The native decode step (engine/compiled_decode.py) gives the eager step's hidden states bitwise and its
+greedy tokens, writes the KV cache as the eager step does, for every batch size and context length; the
+engine picks it by default where it can run, reports it (DECODE_COMPILE, RUN_MODEL's mode) and falls back
+to eager where it cannot. Greedy tokens against transformers: tests/test_engine_parity.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from transformers import AutoConfig
 import nanovllm_teach
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
+from nanovllm_teach.engine import compiled_decode
 from nanovllm_teach.engine.compiled_decode import CompiledDecode
+from nanovllm_teach.layers.onednn_linear import onednn_unusable_reason, pack_linear_weights
 from nanovllm_teach.utils.context import Context, reset_context, set_context
 from nanovllm_teach.models.loader import load_model
 
@@ -23,7 +26,7 @@ BLOCK = 16
 def _generate(model, prompts: list[list[int]], steps: int, decode) -> tuple[list[list[int]], torch.Tensor]:
     """Greedy tokens: prefill eagerly, then ``steps`` decode steps through ``decode(ids, positions)``.
     Sequence i owns consecutive blocks; from the third on, sequence i stops after ``steps - 3 i`` tokens, so
-    the batch shrinks (to 2: a batch of 1 is a shape of its own for the compiler, compiled a second time)."""
+    the batch shrinks."""
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     need = [-(-(len(p) + steps) // BLOCK) for p in prompts]
     cache = torch.zeros(2, len(layers), sum(need), BLOCK, layers[0].num_kv_heads, layers[0].head_dim)
@@ -63,56 +66,75 @@ def _generate(model, prompts: list[list[int]], steps: int, decode) -> tuple[list
     return [t[len(p):] for t, p in zip(tokens, prompts)], cache
 
 
-@pytest.mark.parametrize("backend", ["torch", "cpp"])
-def test_compiled_decode_tokens_equal_eager(backend):
-    torch._dynamo.reset()
+NATIVE = compiled_decode.unusable_reason(torch.device("cpu"), 1, torch.float32, "cpp", False, False)
+needs_native = pytest.mark.skipif(NATIVE is not None, reason=f"no native decode step here: {NATIVE}")
+
+
+@needs_native
+@pytest.mark.parametrize("linear", ["torch", "onednn"])
+def test_native_decode_tokens_and_cache_equal_eager(linear):
+    if linear == "onednn" and onednn_unusable_reason(torch.device("cpu"), torch.float32) is not None:
+        pytest.skip("no oneDNN here")
     path = nanovllm_teach.default_model_path()
     model = Qwen3ForCausalLM(AutoConfig.from_pretrained(path)).float().eval()
     load_model(model, path)
+    if linear == "onednn":
+        pack_linear_weights(model)
     for layer in model.modules():
         if isinstance(layer, Attention):
-            layer.backend = make_attention_backend(backend)
+            layer.backend = make_attention_backend("cpp")
     rng = random.Random(0)
     prompts = [[rng.randrange(640) for _ in range(rng.randint(3, 40))] for _ in range(6)]
-    eager, eager_cache = _generate(model, prompts, 24, model)
-    compiled = CompiledDecode(model)
-    graphs = torch._dynamo.utils.counters["stats"]
-    before = graphs["unique_graphs"]
-    ours, ours_cache = _generate(model, prompts, 24, compiled)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the engine's thread rule for this tiny model
+    try:
+        eager, eager_cache = _generate(model, prompts, 16, model)
+        native: list[CompiledDecode] = []
+
+        def decode(ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            if not native:  # built once the cache is bound, as the model runner builds it
+                native.append(CompiledDecode(model))
+            hidden = native[0](ids, positions)
+            assert torch.equal(hidden, model(ids, positions))  # bitwise eager's (which rewrites the same rows)
+            return hidden
+
+        ours, ours_cache = _generate(model, prompts, 16, decode)
+    finally:
+        torch.set_num_threads(threads)
     assert ours == eager
-    # The cache was written in place, row for row as the eager step writes it.
-    torch.testing.assert_close(ours_cache, eager_cache, rtol=1e-5, atol=1e-5)
-    assert compiled.compile_seconds is not None and compiled.compile_seconds > 0
-    # One graph for batch sizes 6 down to 2 and every context length (a recompile would add a second).
-    assert graphs["unique_graphs"] - before == 1
+    assert torch.equal(ours_cache, eager_cache)  # the same rows in the same slots
 
 
-def test_llm_with_compile_gives_eager_tokens_and_reports_its_compile():
-    """``LLM(compile=True)``: compiled once at start-up (DECODE_COMPILE), then every decode step runs the
-    compiled step, batch sizes 3, 2 and 1 included, with no recompiling, and the greedy tokens are eager's."""
+@needs_native
+def test_the_engine_runs_decode_natively_by_default_and_eagerly_when_told():
     from nanovllm_teach import LLM, SamplingParams
     from nanovllm_teach.trace import TraceRecorder
 
-    torch._dynamo.reset()
     prompts = [[5, 6, 7, 8, 9], list(range(10, 40)), list(range(40, 60))]
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (12, 8, 4)]
-    eager = [out["token_ids"] for out in LLM().generate(prompts, params, use_tqdm=False)]
-    rec = TraceRecorder(validate=True)
-    graphs = torch._dynamo.utils.counters["stats"]
-    before = graphs["unique_graphs"]
-    llm = LLM(compile=True, trace=rec)
-    assert graphs["unique_graphs"] - before == 2  # at start-up: batches of 2 and more, and the batch of 1
-    assert [out["token_ids"] for out in llm.generate(prompts, params, use_tqdm=False)] == eager
-    assert graphs["unique_graphs"] - before == 2  # nothing recompiled while serving
-    compiles = [e for e in rec.events if e.event == "DECODE_COMPILE"]
-    assert len(compiles) == 1 and compiles[0].stats["batch_sizes"] == [2, 1] and compiles[0].stats["seconds"] > 0
+    eager_rec, rec = TraceRecorder(), TraceRecorder(validate=True)
+    with LLM(enforce_eager=True, trace=eager_rec, num_kvcache_blocks=8) as llm:
+        eager = [out["token_ids"] for out in llm.generate(prompts, params, use_tqdm=False)]
+    with LLM(trace=rec, num_kvcache_blocks=8) as llm:
+        assert [out["token_ids"] for out in llm.generate(prompts, params, use_tqdm=False)] == eager
+    compiles = [e.stats for e in rec.events if e.event == "DECODE_COMPILE"]
+    assert len(compiles) == 1 and compiles[0]["batch_sizes"] == [] and compiles[0]["seconds"] >= 0
     runs = [e.stats for e in rec.events if e.event == "RUN_MODEL"]
     assert {(s["mode"], s["eager_reason"]) for s in runs} == {("eager", "prefill"), ("compiled", "no_cuda")}
-    assert {s["batch_size"] for s in runs if s["mode"] == "compiled"} == {3, 2, 1}
+    assert {s["batch_size"] for s in runs if s["mode"] == "compiled"} == {3, 2, 1}  # one step for every size
+    assert "DECODE_COMPILE" not in {e.event for e in eager_rec.events}
+    assert {s.stats["mode"] for s in eager_rec.events if s.event == "RUN_MODEL"} == {"eager"}
 
 
-def test_compile_is_refused_with_tensor_parallelism():
-    from nanovllm_teach import LLM
-
-    with pytest.raises(ValueError, match=r"compile=True runs on one rank only, not with tensor_parallel_size=2"):
-        LLM(compile=True, tensor_parallel_size=2)
+@pytest.mark.parametrize("why, args", [
+    ("enforce_eager is set", dict(enforce_eager=True)),
+    ("runs on a CPU, not on cuda", dict(device=torch.device("cuda"))),
+    ("tensor parallelism", dict(world_size=2)),
+    ("float32, not bfloat16", dict(dtype=torch.bfloat16)),
+    ("not the torch backend", dict(attention_backend="torch")),
+    ("no attention biases", dict(attention_bias=True)),
+])
+def test_where_the_native_step_cannot_run_it_says_why(why, args):
+    base = dict(device=torch.device("cpu"), world_size=1, dtype=torch.float32, attention_backend="cpp",
+                enforce_eager=False, attention_bias=False)
+    assert why in compiled_decode.unusable_reason(**{**base, **args})

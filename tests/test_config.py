@@ -43,7 +43,7 @@ print(Settings(scheduling_policy=POLICIES[1]).scheduling_policy)
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(max_num_batched_tokens=0), ValueError, "max_num_batched_tokens must be a positive int or None, got 0"),
     (dict(dtype="fp8"), ValueError, "dtype must be one of"),
-    (dict(compile=1), TypeError, "compile must be True or False, got 1"),
+    (dict(enforce_eager=1), TypeError, "enforce_eager must be True or False, got 1"),
     (dict(max_seqs=4), TypeError, "unknown engine setting"),
     (dict(sim_factors="x.json"), ValueError, "needs runner='simulated'"),
 ])
@@ -67,7 +67,7 @@ def test_auto_and_unset_values_are_resolved_once_and_the_asked_values_kept():
     assert config.linear_backend == auto_linear_backend(torch.device("cpu"), torch.float32)
     assert config.resolved_from() == {"max_num_batched_tokens": None, "max_model_len": 4096,
                                       "attention_backend": "auto", "linear_backend": "auto", "device": "auto",
-                                      "dtype": "auto"}
+                                      "dtype": "auto", "cpu_kvcache_gib": None}
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.max_num_seqs = 1
     rebuilt = Config.from_kwargs(config.model, config.settings())  # what a tensor-parallel worker does

@@ -54,7 +54,8 @@ def case(request, tmp_path_factory):
 GREEDY = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS)
 
 CONFIGS = {
-    "defaults": dict(),  # on an x86-64 CPU: the linear layers through oneDNN, decode through the C++ kernel
+    "defaults": dict(),  # on an x86-64 CPU: the linear layers through oneDNN, decode as one native call
+    "enforce_eager": dict(enforce_eager=True),  # decode through the model's Python forward
     "linear_torch": dict(linear_backend="torch"),
     "attention_torch": dict(attention_backend="torch"),
     "block16": dict(kvcache_block_size=16),
@@ -77,6 +78,12 @@ def test_greedy_matches_transformers(case, name):
     bm = llm.scheduler.block_manager
     assert bm.num_free_blocks == bm.num_blocks, "blocks leaked"
     events = [e.event for e in rec.events]
+    decode_modes = {e.stats["mode"] for e in rec.events
+                    if e.event == "RUN_MODEL" and e.stats["eager_reason"] != "prefill"}
+    if name == "enforce_eager" or "DECODE_COMPILE" not in events:
+        assert decode_modes == {"eager"}
+    elif name == "defaults":
+        assert decode_modes == {"compiled"}  # the native decode step, where a compiler exists
     if name == "preemption":
         assert "PREEMPT" in events
     if name == "chunked_prefill":

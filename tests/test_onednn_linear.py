@@ -1,5 +1,6 @@
 """The oneDNN linear path: the same products as ``F.linear`` up to rounding, whatever the number of rows,
-counted by torch's FLOP counter, and kept (not re-traced) inside a compiled graph."""
+and counted by torch's FLOP counter. (The native decode step calls the same operator on the packed weights:
+tests/test_compiled_decode.py.)"""
 
 from __future__ import annotations
 
@@ -34,14 +35,3 @@ def test_the_flop_counter_counts_the_onednn_operator_as_f_linear():
             linear(x, weight, None, packed)
         counts.append(counter.get_total_flops())
     assert counts == [2 * 7 * 64 * 32] * 2
-
-
-def test_a_compiled_graph_multiplies_by_the_packed_weight():
-    layer = MergedColumnParallelLinear(64, [48, 48])
-    torch.nn.init.normal_(layer.weight)
-    assert layer.packed_weight is None and pack_linear_weights(layer) == 1 and layer.packed_weight is not None
-    compiled = torch.compile(layer, fullgraph=True, dynamic=True)
-    for rows in (5, 9):
-        x = torch.randn(rows, 64)
-        with torch.inference_mode():
-            assert torch.equal(compiled(x), layer(x))  # the same operator, so the same bits

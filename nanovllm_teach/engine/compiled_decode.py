@@ -1,131 +1,98 @@
-"""Execution layer: an opt-in decode step compiled with ``torch.compile`` (inductor).
+"""Execution layer: the decode step compiled ahead of time into native code, the CPU's counterpart of a CUDA graph.
 
-The eager decode step dispatches a few hundred small operations; inductor traces the step once and fuses
-the element-wise ones (norms, rotary, SiLU, residual adds, the K/V store) into a handful of generated
-kernels around the matrix multiplies. Three choices make that work for a paged KV cache:
+A decode step of a small model costs more in dispatch than in arithmetic: the shipped model's step is ~70
+tensor operations, each issued from Python through torch's binding. On a GPU the engine records the step's
+kernel launches once in a CUDA graph and replays them (``engine/cuda_graphs.py``). On a CPU the same idea
+takes another form: the list of operations is written out once in C++ (``kernels/decode_step_cpu.cpp``),
+compiled once per machine, and a decode step becomes one call into it, with each operation a direct ATen
+call and no Python between the layers. As with a CUDA graph:
 
-- the attention is not compiled. It runs the model's own backend's decode (``cpp``: the C++ kernel;
-  ``torch``: the step's ``DecodePlan``, its length groups and gather buffers), wrapped as the custom
-  operator ``paged_decode_attention``, which inductor calls as it is, as vLLM keeps attention out of its
-  compiled graphs. Everything that reads the step's ``Context`` (block tables, context lengths, each
-  group's longest context) happens inside it, at run time, so the graph itself has none;
-- the batch size (and the number of cache slots) are marked dynamic: one compiled graph serves every batch
-  size and context length, with no padding to buckets (a batch of one sequence is a shape of its own and
-  compiles once more). Only those: with every size symbolic (``dynamic=True``), a batch of 2 would be
-  taken for the model's 2 KV heads and compiled for that one batch size;
-- each layer's cache goes in as a flat ``(slots, kv_heads, head_dim)`` view *argument*, and the step writes
-  its new K/V rows into it with ``index_copy_``, which inductor turns into an in-place write. Written
-  through a view taken inside the graph, the cache would be copied whole every step to keep the write
-  functional.
+- the weights and the KV cache are bound once, when the step is built (after the cache is allocated: a
+  graph bakes in the cache's addresses, this step holds the cache tensors);
+- each step passes only its inputs (token ids, positions, slots, block tables, context lengths), and every
+  batch size and context length runs the same code: nothing to capture per batch size;
+- the result equals the eager step's: the same operations in the same order on the same weights, the
+  attention being the ``cpp`` backend's kernel. The greedy tokens are identical (tests check them against
+  the eager step and against transformers).
 
-A model whose linear layers are packed for oneDNN (``layers/onednn_linear.py``) keeps its packed matrix
-multiplies in the compiled step: each is the custom operator ``onednn_linear``, called as it is, as the
-attention is.
-
-The compiled step runs the model's own modules with the model's own weights, so greedy tokens equal the
-eager step's. Compilation happens on the first call and takes seconds to tens of seconds
-(``compile_seconds``); ``compile_at_startup`` makes those calls on stand-in steps, with a progress bar,
-before the engine serves anything. Emits no events: the model runner reports the compile time
-(DECODE_COMPILE).
+It is built the first time a machine needs it, with PyTorch's C++ extension loader (a compiler must be
+installed; ~30 s, a line says so), cached like the C++ attention kernel (``layers/attention_cpp.py``:
+keyed by the source, the flags, the processor, Python and torch), and later starts only load the library.
+The model runner uses it for every decode step where it can run (``unusable_reason`` is None: a CPU, one
+rank, float32, the ``cpp`` attention backend, Qwen3 without attention biases, ``enforce_eager`` off), and
+runs eagerly otherwise. Emits no events: the model runner reports the build or load time (DECODE_COMPILE).
 """
 
 from __future__ import annotations
 
-from time import perf_counter
+import functools
+from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
-from nanovllm_teach.layers.attention import Attention, AttentionBackend, make_attention_backend
+from nanovllm_teach.layers.attention import Attention
+from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason, load_native_library
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
-from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
+from nanovllm_teach.utils.context import get_context
 
-# The graph names its backend, a string; the operator keeps one instance of each backend it was asked for.
-_BACKENDS: dict[str, AttentionBackend] = {}
-
-
-@torch.library.custom_op("nanovllm_teach::paged_decode_attention", mutates_args=())
-def paged_decode_attention(q: torch.Tensor, k_rows: torch.Tensor, v_rows: torch.Tensor, block_size: int,
-                           scale: float, backend: str) -> torch.Tensor:
-    """The decode attention of the backend called ``backend`` for the step's ``Context`` (read as every
-    attention layer reads it). ``k_rows``, ``v_rows``: one layer's cache, flat, (slots, kv_heads, head_dim)."""
-    if backend not in _BACKENDS:
-        _BACKENDS[backend] = make_attention_backend(backend)
-    k_cache = k_rows.view(-1, block_size, *k_rows.shape[1:])
-    v_cache = v_rows.view(-1, block_size, *v_rows.shape[1:])
-    return _BACKENDS[backend].decode(q, k_cache, v_cache, get_context(), scale)
+SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "decode_step_cpu.cpp"
+LIBRARY_NAME = "nanovllm_teach_decode"
 
 
-@paged_decode_attention.register_fake
-def _(q, k_rows, v_rows, block_size, scale, backend):
-    return q.new_empty(q.shape)
+@functools.cache
+def _load() -> str | None:
+    """Build (once per machine) and load the native decode step, and the attention kernel it calls first;
+    None when both worked, else why not."""
+    return cpp_unusable_reason(torch.device("cpu"), torch.float32) or \
+        load_native_library(SOURCE, LIBRARY_NAME, "the native decode step")
 
 
-def _decode_forward(model: Qwen3ForCausalLM, input_ids: torch.Tensor, positions: torch.Tensor,
-                    slot_mapping: torch.Tensor, k_rows: list[torch.Tensor], v_rows: list[torch.Tensor],
-                    block_size: int, backend: str) -> torch.Tensor:
-    """One decode step of ``model`` with the cache passed in, through the model's own modules."""
-    body = model.model
-    hidden = body.embed_tokens(input_ids)
-    rope = body.rotary_emb(positions)
-    residual = None
-    for layer, k_cache, v_cache in zip(body.layers, k_rows, v_rows):
-        hidden, residual = (layer.input_layernorm(hidden), hidden) if residual is None else \
-            layer.input_layernorm(hidden, residual)
-        attn = layer.self_attn
-        q, k, v = attn.project(rope, hidden)
-        k_cache.index_copy_(0, slot_mapping, k)
-        v_cache.index_copy_(0, slot_mapping, v)
-        out = paged_decode_attention(q, k_cache, v_cache, block_size, attn.attn.scale, backend)
-        hidden = attn.o_proj(out.flatten(1, -1))
-        hidden, residual = layer.post_attention_layernorm(hidden, residual)
-        hidden = layer.mlp(hidden)
-    hidden, _ = body.norm(hidden, residual)
-    return hidden
+def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, attention_backend: str,
+                    enforce_eager: bool, attention_bias: bool) -> str | None:
+    """Why decode steps cannot run as native code here (None when they can). Builds the library on the
+    first call that gets that far: that is the only way to know the compiler works."""
+    if enforce_eager:
+        return "enforce_eager is set"
+    if device.type != "cpu":
+        return f"the native decode step runs on a CPU, not on {device.type} (a GPU replays CUDA graphs)"
+    if world_size > 1:
+        return "tensor parallelism: the native decode step has no all-reduce"
+    if dtype != torch.float32:
+        return f"the native decode step computes in float32, not {str(dtype).removeprefix('torch.')}"
+    if attention_backend != "cpp":
+        return f"the native decode step attends with the cpp kernel, not the {attention_backend} backend"
+    if attention_bias:
+        return "the native decode step has no attention biases (Qwen3 has none)"
+    return _load()
 
 
 class CompiledDecode:
-    """``model``'s decode step, compiled once and reused for every batch: call it where the eager step
-    ``model(input_ids, positions)`` runs, after the step's ``Context`` is set. The KV cache must be bound,
-    and every sequence must have a slot (no -1 rows: the torch backend never pads a decode batch)."""
+    """``model``'s decode step as one native call: call it where the eager step ``model(input_ids,
+    positions)`` runs, after the step's ``Context`` is set. Build it once the KV cache is bound."""
 
     def __init__(self, model: Qwen3ForCausalLM) -> None:
-        self.model = model
-        self.layers = [m for m in model.modules() if isinstance(m, Attention)]
-        self.compile_seconds: float | None = None  # set by the first call, which compiles
-        self._compiled = torch.compile(_decode_forward, fullgraph=True)
+        if (problem := _load()) is not None:
+            raise RuntimeError(f"the native decode step cannot run: {problem}")
+        body = model.model
+        layers = [m for m in model.modules() if isinstance(m, Attention)]
+        assert all(layer.k_cache.numel() for layer in layers), "bind the KV cache first"
+        packed = body.layers[0].self_attn.qkv_proj.packed_weight is not None
+
+        def weight(linear: torch.nn.Module) -> torch.Tensor:
+            return linear.packed_weight if packed else linear.weight
+
+        tensors = []
+        for layer in body.layers:
+            attn = layer.self_attn
+            tensors += [layer.input_layernorm.weight, weight(attn.qkv_proj), attn.q_norm.weight, attn.k_norm.weight,
+                        weight(attn.o_proj), layer.post_attention_layernorm.weight, weight(layer.mlp.gate_up_proj),
+                        weight(layer.mlp.down_proj)]
+        first = body.layers[0].self_attn
+        self.step = torch.classes.nanovllm_teach_decode.DecodeStep(
+            tensors, [layer.k_cache for layer in layers], [layer.v_cache for layer in layers],
+            body.embed_tokens.weight, body.norm.weight, body.rotary_emb.cos_sin_cache, first.num_heads,
+            first.num_kv_heads, first.head_dim, body.norm.eps, first.attn.scale, packed)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         ctx = get_context()
-        assert not ctx.is_prefill and all(layer.k_cache.numel() for layer in self.layers)
-        k_rows = [layer.k_cache.flatten(0, 1) for layer in self.layers]
-        v_rows = [layer.v_cache.flatten(0, 1) for layer in self.layers]
-        for tensor in (input_ids, positions, ctx.slot_mapping):
-            torch._dynamo.maybe_mark_dynamic(tensor, 0)
-        for rows in k_rows + v_rows:
-            torch._dynamo.maybe_mark_dynamic(rows, 0)
-        start = perf_counter()
-        hidden = self._compiled(self.model, input_ids, positions, ctx.slot_mapping, k_rows, v_rows,
-                                self.layers[0].k_cache.size(1), self.layers[0].backend.name)
-        if self.compile_seconds is None:
-            self.compile_seconds = perf_counter() - start
-        return hidden
-
-    def compile_at_startup(self, batch_sizes: list[int], device: torch.device) -> float:
-        """Compile by running one stand-in decode step per batch size (2 before 1: the dynamic graph first,
-        then the batch of one, a shape of its own); returns the seconds it took. Every row stores into slot
-        0 and reads it back (a valid slot whatever the block size): whichever sequence gets block 0 writes
-        that row again before anything reads it."""
-        start = perf_counter()
-        with torch.inference_mode():
-            for bs in tqdm(batch_sizes, desc="torch.compile of the decode step", unit="batch size"):
-                # Three tensors, not one: the compiled graph must not be specialised to aliased inputs.
-                ids, pos, slots = (torch.zeros(bs, dtype=torch.int64, device=device) for _ in range(3))
-                set_context(Context(is_prefill=False, slot_mapping=slots,
-                                    context_lens=torch.ones(bs, dtype=torch.int32, device=device),
-                                    block_tables=torch.zeros(bs, 1, dtype=torch.int32, device=device)))
-                try:
-                    self(ids, pos)
-                finally:
-                    reset_context()
-        return perf_counter() - start
+        return self.step.forward(input_ids, positions, ctx.slot_mapping, ctx.block_tables, ctx.context_lens)

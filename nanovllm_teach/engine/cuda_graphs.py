@@ -15,8 +15,8 @@ exactly what it recorded — the same kernels on the same memory addresses with 
   the slots to store with a boolean mask (a data-dependent shape), so it always runs eagerly.
 
 Prefill always runs eagerly (its shape changes every step), and so does a decode batch larger than the
-largest bucket, anything on a CPU, everything under ``enforce_eager`` or ``compile=True`` (the compiled
-step replaces the graphs), and the Triton kernels while they run in the Triton interpreter
+largest bucket, anything on a CPU (where decode runs the native step of ``engine/compiled_decode.py``
+instead, the CPU's counterpart of these graphs), everything under ``enforce_eager``, and the Triton kernels while they run in the Triton interpreter
 (``TRITON_INTERPRET=1``: Python code, which a graph cannot record). Each case has a short code, the
 ``eager_reason`` of the RUN_MODEL event: ``prefill``, ``enforce_eager``, ``no_cuda``,
 ``backend_cannot_capture``, ``batch_above_largest_graph``.
@@ -70,16 +70,12 @@ class CaptureSkip:
     why: str
 
 
-def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str,
-                  compile: bool = False) -> CaptureSkip | None:
+def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str) -> CaptureSkip | None:
     """Why no decode graphs are captured for this engine (None: capture them)."""
     if enforce_eager:
         return CaptureSkip("enforce_eager", "enforce_eager is set")
     if device.type != "cuda":
         return CaptureSkip("no_cuda", f"CUDA graphs need a CUDA device, this engine runs on {device.type}")
-    if compile:
-        return CaptureSkip("backend_cannot_capture", "compile=True: decode steps run the compiled step, whose "
-                           "attention is called from Python with the step's Context, outside the graph")
     if backend not in CAPTURABLE_BACKENDS:
         return CaptureSkip("backend_cannot_capture", f"the {backend} attention backend is not capturable "
                            "(it stores K/V through a data-dependent mask)")
@@ -90,10 +86,9 @@ def why_no_graphs(device: torch.device, enforce_eager: bool, backend: str,
     return None
 
 
-def capture_skip_reason(device: torch.device, enforce_eager: bool, backend: str,
-                        compile: bool = False) -> str | None:
+def capture_skip_reason(device: torch.device, enforce_eager: bool, backend: str) -> str | None:
     """``why_no_graphs`` as a sentence (None: graphs are captured)."""
-    skip = why_no_graphs(device, enforce_eager, backend, compile)
+    skip = why_no_graphs(device, enforce_eager, backend)
     return None if skip is None else skip.why
 
 

@@ -12,8 +12,9 @@ Every step, ``run(batch)``:
   ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer when part of the prompt is cached);
   ``slot_mapping`` says where each new token's K/V goes in the cache.
 - ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back.
-- run the model (decode replays a CUDA graph, ``engine/cuda_graphs.py``, or with ``compile=True`` the
-  compiled step, ``engine/compiled_decode.py``), keep each sequence's last hidden state, sample.
+- run the model (on a GPU decode replays a CUDA graph, ``engine/cuda_graphs.py``; on a CPU it is one call
+  into the native decode step, ``engine/compiled_decode.py``, where that can run), keep each sequence's last
+  hidden state, sample.
 
 It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor parallelism every rank builds
 one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
@@ -49,10 +50,13 @@ from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, Deco
                                          ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
                                          Sample, TpRuntimeInit, Warmup)
 from nanovllm_teach.trace.recorder import Recorder
+from nanovllm_teach.engine import compiled_decode
 from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.models.loader import load_model
-from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache
+from nanovllm_teach.utils.threads import apply_thread_rule
+from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache,
+                                         zeros_committed_on_write)
 
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
 # so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
@@ -92,6 +96,10 @@ class ModelRunner(RunnerDefaults):
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
                        dtype=str(self.dtype), attention_backend=self.attention_backend,
                        linear_backend=config.linear_backend)
+        if self.device.type == "cpu":
+            threads = apply_thread_rule(config.model, self.world_size, config.cpu_threads)
+            runtime |= dict(num_threads=threads.num_threads, threads_reason=threads.reason,
+                            omp_wait_policy=threads.wait_policy)
         for facts in self._all_ranks(runtime):  # workers have no recorder: rank 0 reports every rank
             if self.rec.enabled:
                 self.rec.record("init", "runtime_ready", TpRuntimeInit(**facts))
@@ -122,17 +130,22 @@ class ModelRunner(RunnerDefaults):
 
         self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
         self.compiled_decode: CompiledDecode | None = None
-        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend, config.compile)
+        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend)
         self.warmup_model()
         with self._largest_graph_held() as graph_reserve_bytes:
             reading = read_memory(self.device)  # `used` includes the graph pool while it is held
         self.num_kvcache_blocks = self.allocate_kv_cache(reading, graph_reserve_bytes)
-        if config.compile:  # once the cache is bound: the compiled step takes it as an argument
+        # Once the cache is bound: the native step holds it, as a CUDA graph bakes in its addresses. The time
+        # is the library's build (first start on a machine) or load, and the step's binding.
+        start = time.perf_counter()
+        self.native_skip = compiled_decode.unusable_reason(
+            self.device, self.world_size, self.dtype, self.attention_backend, config.enforce_eager,
+            bool(getattr(hf_config, "attention_bias", False)))
+        if self.native_skip is None:
             self.compiled_decode = CompiledDecode(self.model)
-            seconds = self.compiled_decode.compile_at_startup([2, 1], self.device)
             if self.rec.enabled:
-                self.rec.record("init", "compile_decode_step", DecodeCompile(seconds=round(seconds, 4),
-                                                                             batch_sizes=[2, 1]))
+                self.rec.record("init", "compile_decode_step", DecodeCompile(
+                    seconds=round(time.perf_counter() - start, 4), batch_sizes=[]))
         # After the KV cache: the graphs bake in its addresses.
         if self.graph_skip is None:
             free_before = torch.cuda.mem_get_info(self.device)[0]
@@ -240,13 +253,15 @@ class ModelRunner(RunnerDefaults):
         if num_blocks < 1:
             raise RuntimeError(f"no memory left for the KV cache: budget {sizing.budget} bytes, one block needs "
                                f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
-        self._bind_kv_cache(torch.zeros(2, num_layers, num_blocks, self.block_size, layer.num_kv_heads,
-                                        layer.head_dim, dtype=self.dtype, device=self.device))
+        shape = (2, num_layers, num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)
+        self._bind_kv_cache(zeros_committed_on_write(shape, self.dtype) if self.device.type == "cpu" else
+                            torch.zeros(shape, dtype=self.dtype, device=self.device))
         if self.rec.enabled:
             self.rec.record("init", sizing.reason, KvBudgetEstimate(
                 **sizing.stats(num_blocks), graph_reserve_bytes=graph_reserve_bytes, block_size=self.block_size,
                 num_layers=num_layers, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                 dtype_bytes=elem_bytes, vocab_size=self.config.hf_config.vocab_size,
+                cap_reason=self.config.cpu_kv_cap_reason if cpu_cap is not None else UNSET,
                 num_blocks_by_rank=num_blocks_by_rank if self.world_size > 1 else UNSET))
         return num_blocks
 

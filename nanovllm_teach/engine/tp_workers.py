@@ -111,12 +111,6 @@ def read_message(stream: IO[bytes]) -> Call | None:
     return _decode_call(stream.read(int.from_bytes(header, "little")))
 
 
-def cpu_threads_per_rank(config: Config) -> int:
-    """On CPU the ranks share the machine's cores: each gets its share, instead of every rank starting a
-    thread per core and all of them fighting over every core (several times slower on a 2-core laptop)."""
-    return max(1, (os.cpu_count() or 1) // config.tensor_parallel_size)
-
-
 # ---- a worker process -----------------------------------------------------------------------------
 
 def worker_main(spec: dict[str, Any]) -> None:
@@ -128,8 +122,6 @@ def worker_main(spec: dict[str, Any]) -> None:
     ready = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     config = Config.from_kwargs(spec["model"], spec["settings"])
-    if torch.device(config.device).type == "cpu":
-        torch.set_num_threads(cpu_threads_per_rank(config))
     ready.write(READY)  # kept open: rank 0 reads its end of file as "this worker has exited"
     runner = ModelRunner(config, spec["rank"], NullRecorder(), dist_init=spec["dist_init"])
     calls = sys.stdin.buffer
@@ -174,9 +166,9 @@ class WorkerPool:
         self.error_logs: list[IO[bytes]] = []
         self.broken = False  # set when the ranks may be out of step: then nobody can read an "exit" call
         self.closed = False
-        self.rank0_threads = torch.get_num_threads()  # this process is rank 0: its share of cores until shutdown
-        if torch.device(config.device).type == "cpu":
-            torch.set_num_threads(cpu_threads_per_rank(config))
+        # This process is rank 0: on a CPU its ModelRunner takes its share of the cores (utils/threads.py, the
+        # ranks dividing them) until shutdown.
+        self.rank0_threads = torch.get_num_threads()
         # The workers import this very copy of the package, wherever it was imported from.
         package_root = str(Path(nanovllm_teach.__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}

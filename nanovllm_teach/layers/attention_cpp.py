@@ -62,22 +62,23 @@ def _processor() -> str:
     return f"{platform.machine()} {platform.processor()}"
 
 
-def _build_folder() -> Path:
-    """One folder per kernel source, compiler flags, processor, Python and torch: a library built from another
+def _build_folder(source: Path = SOURCE, name: str = EXTENSION_NAME) -> Path:
+    """One folder per source, compiler flags, processor, Python and torch: a library built from another
     source, for another processor or against another torch is never loaded."""
     from torch.utils import cpp_extension
-    built_from = SOURCE.read_bytes() + " ".join(_compiler_flags()).encode() + _processor().encode()
+    built_from = source.read_bytes() + " ".join(_compiler_flags()).encode() + _processor().encode()
     key = hashlib.sha256(built_from).hexdigest()[:12]
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root())
-    return root / f"{EXTENSION_NAME}-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-{key}"
+    return root / f"{name}-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-{key}"
 
 
-@functools.cache
-def _load() -> str | None:
-    """Load the kernel, building it first when this machine has not; None when it worked, else why not.
-    Once per process."""
-    folder = _build_folder()
-    library = folder / f"{EXTENSION_NAME}.so"
+def load_native_library(source: Path, name: str, what: str) -> str | None:
+    """Load the operators of the C++ file ``source`` into ``torch.ops`` (and ``torch.classes``) as the
+    library ``name``, building it first when this machine has not; None when it worked, else why not.
+    ``what`` names it in the one line printed while it builds. Also used for the native decode step
+    (``engine/compiled_decode.py``)."""
+    folder = _build_folder(source, name)
+    library = folder / f"{name}.so"
     if library.exists():
         try:
             torch.ops.load_library(str(library))  # built before: no compiler needed, no build lock taken
@@ -95,15 +96,24 @@ def _load() -> str | None:
     lock = folder / "lock"
     if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
         lock.unlink(missing_ok=True)
-    print(f"nanovllm_teach: building the C++ decode-attention kernel (once per machine) from {SOURCE.name} ...",
-          file=sys.stderr, flush=True)
+    print(f"nanovllm_teach: building {what} (once per machine) from {source.name} ...", file=sys.stderr, flush=True)
+    start = time.perf_counter()
     try:
-        cpp_extension.load(name=EXTENSION_NAME, sources=[str(SOURCE)], extra_cflags=_compiler_flags(),
+        cpp_extension.load(name=name, sources=[str(source)], extra_cflags=_compiler_flags(),
                            build_directory=str(folder), is_python_module=False, verbose=False)
     except (RuntimeError, OSError, ImportError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"building {SOURCE.name} failed: {first_line}"
+        return f"building {source.name} failed: {first_line}"
+    print(f"nanovllm_teach: built {what} in {time.perf_counter() - start:.0f} s, cached in {folder}",
+          file=sys.stderr, flush=True)
     return None
+
+
+@functools.cache
+def _load() -> str | None:
+    """Load the kernel, building it first when this machine has not; None when it worked, else why not.
+    Once per process."""
+    return load_native_library(SOURCE, EXTENSION_NAME, "the C++ decode-attention kernel")
 
 
 def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int | None = None,

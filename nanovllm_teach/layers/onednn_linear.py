@@ -11,7 +11,8 @@ most for a decode step, whose few rows make each call short.
 This is what ``torch.compile`` itself does on a CPU when it freezes a model (its weight pre-packing pass),
 with the same two operators: ``torch.ops.mkldnn._reorder_linear_weight`` packs, and
 ``torch.ops.mkldnn._linear_pointwise`` multiplies. They are private to PyTorch (the leading underscore), so
-they are called here and nowhere else, and ``onednn_unusable_reason`` checks that they exist.
+they are called here and, with the same arguments, from the native decode step
+(``kernels/decode_step_cpu.cpp``) and nowhere else, and ``onednn_unusable_reason`` checks that they exist.
 
 The sums are added in another order than MKL's, so the logits are not bitwise ``F.linear``'s; greedy
 tokens are checked against Hugging Face's with both (``linear_backend="onednn"`` and ``"torch"``). A packed
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import math
 import platform
-import weakref
 
 import torch
 import torch.nn.functional as F
@@ -52,16 +52,9 @@ def auto_linear_backend(device: torch.device, dtype: torch.dtype) -> str:
     return "onednn" if usable and platform.machine().lower() in ("x86_64", "amd64") else "torch"
 
 
-# Every packed weight, by the address of the plain weight it was packed from: how the compiled step's
-# operator finds it (see ``onednn_linear_op``). An entry lives as long as its layer holds the packed weight.
-_PACKED: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
-
-
 def pack(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` (out_features, in_features) in oneDNN's layout for ``linear``."""
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
-    _PACKED[weight.data_ptr()] = packed
-    return packed
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -69,23 +62,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     """``x @ weight.T + bias``: through oneDNN when the layer holds a ``packed`` weight, else ``F.linear``."""
     if packed is None:
         return F.linear(x, weight, bias)
-    if torch.compiler.is_compiling():
-        return onednn_linear_op(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-
-
-@torch.library.custom_op("nanovllm_teach::onednn_linear", mutates_args=())
-def onednn_linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``linear`` inside a ``torch.compile`` graph. The packed weight is an opaque oneDNN tensor the compiler
-    cannot trace, so the graph holds the plain weight and this operator, which the compiled code calls as it
-    is, multiplies by the packed copy registered for it. (Left to itself, inductor multiplies a step whose
-    batch size varies with the BLAS behind ``F.linear``.)"""
-    return torch.ops.mkldnn._linear_pointwise(x, _PACKED[weight.data_ptr()], bias, "none", [], "")
-
-
-@onednn_linear_op.register_fake
-def _(x, weight, bias):
-    return x.new_empty(*x.shape[:-1], weight.size(0))
 
 
 def pack_linear_weights(model: nn.Module) -> int:

@@ -69,6 +69,11 @@ class TpRuntimeInit(Payload, kw_only=True):
     attention_backend: Field(str, "attention implementation this rank runs", volatile=True)
     linear_backend: Field(str | UnsetType, 'how its linear layers multiply: "torch" (F.linear) or "onednn" '
                           "(weights packed for oneDNN)") = UNSET
+    num_threads: Field(int | UnsetType, "torch's intra-op CPU threads on this rank (utils/threads.py)",
+                       volatile=True) = UNSET
+    threads_reason: Field(str | UnsetType, "what decided num_threads", volatile=True) = UNSET
+    omp_wait_policy: Field(str | UnsetType, 'the OpenMP wait policy libgomp was given ("unset": it spins a '
+                           "while before sleeping)", volatile=True) = UNSET
 
 
 class ModelWeightsLoaded(Payload, kw_only=True):
@@ -118,6 +123,8 @@ class KvBudgetEstimate(Payload, kw_only=True):
     uncapped_num_blocks: Field(int | UnsetType, "what the memory formula alone allows", unit="blocks",
                                volatile=True) = UNSET
     cap_bytes: Field(int | None | UnsetType, "the cpu_kvcache_gib cap on CPU (None on GPU)", unit="bytes") = UNSET
+    cap_reason: Field(str | UnsetType, "where the CPU cap came from: cpu_kvcache_gib as set, or when unset a share "
+                      "of the memory available at start-up, or what the limits can fill", volatile=True) = UNSET
     limited_by: Field(Literal["memory", "cpu_kvcache_gib", "num_kvcache_blocks"] | UnsetType,
                       "what decided num_blocks", volatile=True) = UNSET
     graph_reserve_bytes: Field(int | None | UnsetType, "device memory held for the CUDA graphs' pool while the "
@@ -153,8 +160,10 @@ class DecodeCompile(Payload, kw_only=True):
     actor = "ModelRunner"
     shown_from = "quiet"
 
-    seconds: Field(Duration, "wall time of torch.compile on the decode forward", unit="s", volatile=True)
-    batch_sizes: Field(Ids, "batch sizes compiled at start-up (other sizes reuse the dynamic graph)", unit="seqs")
+    seconds: Field(Duration, "wall time to get the native decode step: its build the first time on a machine, "
+                   "then a load of the cached library", unit="s", volatile=True)
+    batch_sizes: Field(Ids, "batch sizes compiled for (empty: the native step serves every batch size)",
+                       unit="seqs")
 
 
 class EngineReady(Payload, kw_only=True):
@@ -424,7 +433,8 @@ class RunModel(_Cost, kw_only=True):
     actor = "ModelRunner"
     shown_from = "detail"
 
-    mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: torch.compile, compile=True)")
+    mode: Field(Literal["eager", "compiled"], "how the forward pass ran (compiled: the native decode step on a "
+                "CPU, engine/compiled_decode.py)")
     batch_size: Field(Count, "sequences whose logits are computed", unit="seqs")
     num_tokens: Field(Count, "tokens through the model", unit="tokens")
     graph_batch_size: Field(None, "always None (no graph ran)")

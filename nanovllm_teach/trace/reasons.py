@@ -50,17 +50,20 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     KvBudgetEstimate: {
         "size_kv_cache_from_memory": _say("KV cache sized from the memory left after warm-up",
                                           "按预热后剩余内存（GPU 上即显存）估算 KV 缓存的块数"),
-        "size_kv_cache_cpu_cap": _say("KV cache sized by the CPU cap cpu_kvcache_gib, below what the memory left "
-                                      "after warm-up allows",
-                                      "KV 缓存的块数由 CPU 上限 cpu_kvcache_gib 决定，小于预热后剩余内存所允许的"),
+        "size_kv_cache_cpu_cap": _say("KV cache sized by the CPU cap (cpu_kvcache_gib; unset: a share of the memory "
+                                      "available at start-up, or what the limits can fill), below what the memory "
+                                      "left after warm-up allows",
+                                      "KV 缓存的块数由 CPU 上限决定（cpu_kvcache_gib；未设置时取启动时可用内存的一部分，"
+                                      "或各项上限所能用满的量），小于预热后剩余内存所允许的"),
     },
     CudagraphCapture: {
         "capture_decode_graphs": _say("decode CUDA graphs captured, one per batch-size bucket",
                                       "按 batch size 档位逐个录制解码的 CUDA Graph"),
     },
     DecodeCompile: {
-        "compile_decode_step": _say("decode forward compiled with torch.compile",
-                                    "用 torch.compile 编译解码的前向计算"),
+        "compile_decode_step": _say("decode forward compiled ahead of time into native code (built once per "
+                                    "machine, then loaded)",
+                                    "解码的前向计算预先编译成原生代码（每台机器构建一次，之后直接载入）"),
     },
     EngineReady: {
         "engine_ready": _say("engine ready: KV cache allocated, scheduler built",
@@ -125,8 +128,8 @@ SENTENCES: dict[type[Payload], dict[str, dict[str, str]]] = {
     RunModel: {
         "eager_forward": _say("eager forward pass",
                               "eager 模式前向"),
-        "compiled_forward": _say("decode step through the torch.compile'd forward (compile=True)",
-                                 "解码步走 torch.compile 编译后的前向计算（compile=True）"),
+        "compiled_forward": _say("decode step as one call into the native decode step (engine/compiled_decode.py)",
+                                 "解码步以一次调用跑在原生解码步里（engine/compiled_decode.py）"),
     },
     CudagraphReplay: {
         "replay_decode_graph": _say("decode replays the CUDA graph of the smallest bucket that holds the batch",

@@ -10,6 +10,13 @@ The budget formula is the same on both (nano-vllm's ``allocate_kv_cache``)::
 ``kv_cache_blocks`` turns that into a block count (capped on a CPU), ``kv_block_bytes`` says what one block
 costs.
 
+On a CPU the cache is also capped, because system RAM is shared with everything else on the machine: at
+``cpu_kvcache_gib`` when it is set, else by ``auto_cpu_kv_cap``, sized from the machine and the model as
+vLLM's CPU build sizes its cache from a share of memory: ``CPU_KV_SHARE`` of the memory available when the
+engine starts, and never more than the limits can fill (``max_num_seqs`` sequences of ``max_model_len``
+tokens), so a tiny model does not take gigabytes it can never use and a real checkpoint gets hundreds of
+blocks, not the handful a fixed quarter of a GiB left Qwen3-0.6B (4 blocks of 256 tokens).
+
 Where the peak comes from (``reset_peak`` returns its name, the WARMUP event's ``peak_source``):
 
 - on a GPU, ``torch.cuda.max_memory_allocated``: tensors only, reset by ``torch.cuda.reset_peak_memory_stats``;
@@ -21,6 +28,8 @@ Where the peak comes from (``reset_peak`` returns its name, the WARMUP event's `
 
 from __future__ import annotations
 
+import math
+import mmap
 import os
 import resource
 import sys
@@ -110,6 +119,27 @@ def read_memory(device: torch.device) -> MemoryReading:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         free = total - _current_rss()
     return MemoryReading("cpu", total, free, total - free, _peak_rss(), _current_rss())
+
+
+def zeros_committed_on_write(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A CPU tensor of zeros in an anonymous memory mapping: the operating system hands out zero pages and
+    commits each only when it is first written, so a KV cache sized for the limits costs the memory of the
+    blocks actually used, not of its size (``torch.zeros`` would write, and so commit, every page)."""
+    nbytes = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
+    return torch.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype).view(shape)  # the tensor keeps the mapping alive
+
+
+CPU_KV_SHARE = 0.25  # of the memory available at start-up: weights, activations and other programs need the rest
+
+
+def auto_cpu_kv_cap(block_bytes: int, max_blocks: int, available: int | None) -> tuple[int, str]:
+    """The CPU cap when ``cpu_kvcache_gib`` is not set, and why: ``CPU_KV_SHARE`` of ``available`` bytes (None:
+    not known, as for a simulated device), at most ``max_blocks`` blocks (what the limits can fill)."""
+    most = max_blocks * block_bytes
+    if available is not None and available * CPU_KV_SHARE < most:
+        share = int(available * CPU_KV_SHARE)
+        return share, f"{CPU_KV_SHARE:g} of the {available / 2**30:.1f} GiB available at start-up"
+    return most, f"what the limits can fill: {max_blocks} blocks (max_num_seqs x max_model_len)"
 
 
 def kv_block_bytes(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
