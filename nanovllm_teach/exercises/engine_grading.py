@@ -128,7 +128,7 @@ class EngineExercise(Exercise):
     @property
     def remote(self) -> bool:
         """Whether the learner's functions run in the sandboxed worker (every piece's arguments are data)."""
-        return all(piece.wire is not None for piece in self.pieces)
+        return all(piece.wire is not None or piece.state is not None for piece in self.pieces)
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
@@ -163,7 +163,7 @@ class EngineExercise(Exercise):
         """The learner's functions in the sandboxed worker; the engine, in the grading child, calls them
         through ``remote`` proxies, so only plain data crosses to them and back."""
         source = Path(solution) if not isinstance(solution, dict) else solution
-        with Worker(source, self.functions, time_limit, isolate) as worker:
+        with Worker(source, self.functions, tuple(p.point for p in self.pieces), time_limit, isolate) as worker:
             result = self._not_loaded(worker.load())
             if result is None:
                 result = self._run_and_judge(worker.proxies(self.pieces), model, time_limit, references)

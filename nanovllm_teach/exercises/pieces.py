@@ -26,6 +26,7 @@ from unittest import mock
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
 from nanovllm_teach.exercises.remote import RemoteFailure
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.i18n import Text, say
 
 
@@ -53,11 +54,13 @@ class Piece:
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
     # The types of the function's arguments (``"module:Type"`` or a builtin's name), when every one is
     # plain data: then the function runs in the sandboxed worker and the engine calls it across the edge
-    # (``remote``). None: it runs in the grading child, beside the engine (the piece is a method of a live
-    # scheduler or block manager).
+    # (``remote``).
     wire: tuple[str, ...] | None = None
     # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
     encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
+    # For a method of the scheduler or the block manager: how its object crosses the edge as a snapshot and
+    # comes back changed (``snapshots.StateWire``), in place of ``wire``.
+    state: StateWire | None = None
 
 
 def resolve(point: str) -> Any:
