@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from nanovllm_teach.cli import main
+from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import resolve
 from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
 from nanovllm_teach.exercises.workloads import MAX_STEPS, MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE, WORKLOADS
@@ -62,6 +63,8 @@ def test_reference_solution_passes(name):
     result = grade(name, EXERCISES[name].solution_path)
     assert result.passed, result.message
     assert result.message.startswith(f"PASS {name}")
+    if isinstance(EXERCISES[name], EngineExercise):  # every engine exercise: the learner's file in bubblewrap
+        assert result.isolated is True
 
 
 @pytest.mark.parametrize("name", NAMES)
