@@ -21,6 +21,7 @@ from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, grade
+from nanovllm_teach.exercises.pieces import Piece
 from nanovllm_teach.exercises.remote import RemoteFailure
 from nanovllm_teach.exercises.snapshots import StateCall, StateWire, run, snapshot
 from nanovllm_teach.sampling_params import SamplingParams
@@ -131,6 +132,8 @@ def test_a_schedule_decode_handing_out_a_block_it_does_not_own_fails_in_bubblewr
     assert "which its block table does not hold" in result.message
 
 
-def test_the_engine_exercises_that_act_on_state_have_no_piece_left_beside_the_engine():
+def test_the_exercises_that_act_on_state_send_it_as_a_snapshot_and_no_piece_can_stay_beside_the_engine():
     for name in ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate"):
-        assert EXERCISES[name].remote, name
+        assert all(piece.state is not None for piece in EXERCISES[name].pieces), name
+    with pytest.raises(ValueError, match="'mine' needs exactly one of wire= .* and state="):
+        Piece("mine", "nanovllm_teach.engine.scheduler:Scheduler.schedule_decode")

@@ -1,4 +1,5 @@
-"""Plugging a student's functions into the engine (in the grading child process only).
+"""Plugging a student's functions into the engine (in the grading child process only): for a file, the
+proxies that call them in the sandboxed worker (``remote``).
 
 A ``Piece`` names a student function and the engine's exercise point it replaces, ``"module:attribute"``
 (``"nanovllm_teach.engine.scheduler:Scheduler.schedule_decode"``, a method; ``"nanovllm_teach.engine.
@@ -61,6 +62,11 @@ class Piece:
     # For a method of the scheduler or the block manager: how its object crosses the edge as a snapshot and
     # comes back changed (``snapshots.StateWire``), in place of ``wire``.
     state: StateWire | None = None
+
+    def __post_init__(self) -> None:
+        if (self.wire is None) == (self.state is None):
+            raise ValueError(f"piece {self.function!r} needs exactly one of wire= (plain arguments) and state= "
+                             f"(a method of the scheduler or the block manager), to run in the sandbox")
 
 
 def resolve(point: str) -> Any:
