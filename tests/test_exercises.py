@@ -136,6 +136,17 @@ def test_unchained_hash_reuses_blocks_cached_under_another_prefix(tmp_path):
                      rf"{re.escape(str(right.stats['block_ids']))} for seq 2", result.message), result.message
 
 
+def test_key_lengths_that_forget_the_cached_prefix(tmp_path):
+    source = EXERCISES["prepare_prefill"].solution_path.read_text()
+    result = grade("prepare_prefill", _solution(tmp_path, "keys", source.replace("cu_seqlens_k[-1] + end)",
+                                                                                  "cu_seqlens_k[-1] + new)")))
+    first = next(e for e in reference_trace(WORKLOADS["cached_under_budget"]).events
+                 if e.event == "PREPARE_PREFILL_TENSORS" and e.stats["max_seqlen_k"] > e.stats["max_seqlen_q"])
+    assert not result.passed and result.workload == "cached_under_budget"
+    assert f"in step {first.step} (PREPARE_PREFILL_TENSORS)" in result.message, result.message
+    assert "PREPARE_PREFILL_TENSORS.max_seqlen_k: you wrote" in result.message
+
+
 def test_block_size_missing_the_factor_two(tmp_path):
     reference_blocks = FUTURE + _reference_function("kv_cache_blocks", "kv_cache_blocks")
     result = grade("kv_cache_blocks", _solution(tmp_path, "factor", reference_blocks + """

@@ -126,7 +126,7 @@ class MemoryNumbers(msgspec.Struct, frozen=True):
 
 
 _BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int],
-                  "int|None": int | None, "list[WaitingSeq]": list[WaitingSeq],
+                  "int|None": int | None, "list[list[int]]": list[list[int]], "list[WaitingSeq]": list[WaitingSeq],
                   "MemoryNumbers": MemoryNumbers}
 
 
