@@ -254,6 +254,18 @@ def decode_slot(seq, block_size):
 """
 
 
+def test_the_engines_own_function_is_unavailable_where_it_is_defined_too(tmp_path):
+    # model_runner imports kv_block_bytes from utils.memory: a learner importing it from there gets no answer.
+    result = grade("kv_cache_blocks", _solution(tmp_path, "borrowed", FUTURE + """
+from nanovllm_teach.utils.memory import kv_block_bytes as engines
+
+def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
+    return engines(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes)
+""" + _reference_function("kv_cache_blocks", "kv_cache_blocks")))
+    assert not result.passed and result.isolated is True
+    assert "the engine's own kv_block_bytes is not available while grading" in result.message, result.message
+
+
 def test_importing_the_reference_solutions_is_refused(tmp_path):
     direct = _solution(tmp_path, "direct", "from nanovllm_teach.exercises.decode_slot.solution import decode_slot\n")
     result = grade("decode_slot", direct)

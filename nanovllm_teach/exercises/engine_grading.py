@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
-from nanovllm_teach.exercises.pieces import Piece, Watch, describe_failure, installed
+from nanovllm_teach.exercises.pieces import Piece, Watch, defined_at, describe_failure, installed
 from nanovllm_teach.exercises.references import PendingReferences
 from nanovllm_teach.exercises.remote import Worker
 from nanovllm_teach.exercises.sandbox import LOADING, ChildEnd, read_outcome, run_in_child, write_outcome
@@ -156,13 +156,17 @@ class EngineExercise(Exercise):
         """The learner's functions in the sandboxed worker; the engine, in the grading child, calls them
         through ``remote`` proxies, so only plain data crosses to them and back."""
         source = Path(solution) if not isinstance(solution, dict) else solution
-        with Worker(source, self.functions, tuple(p.point for p in self.pieces), time_limit, isolate) as worker:
+        with Worker(source, self.functions, self._points(), time_limit, isolate) as worker:
             result = self._not_loaded(worker.load())
             if result is None:
                 result = self._run_and_judge(worker.proxies(self.pieces), model, time_limit, references)
             result.output = worker.close()
             result.isolated = worker.isolated
         return result
+
+    def _points(self) -> tuple[str, ...]:
+        """What raises in the worker's copy of the package: the exercise points, and where each is defined."""
+        return tuple(sorted({p.point for p in self.pieces} | {defined_at(p.point) for p in self.pieces}))
 
     def _not_loaded(self, loaded: dict[str, Any]) -> GradeResult | None:
         """The verdict on a file the worker could not load (None: it loaded, every function is there)."""

@@ -74,6 +74,17 @@ def resolve(point: str) -> Any:
     return pkgutil.resolve_name(point)
 
 
+def defined_at(point: str) -> str:
+    """Where what stands at ``point`` is defined, as a point: ``"nanovllm_teach.engine.model_runner:
+    kv_block_bytes"`` is imported from ``"nanovllm_teach.utils.memory:kv_block_bytes"``, where a learner
+    could import it too (``point`` itself if it is defined there, or is no plain function of the package)."""
+    found = resolve(point)
+    module, name = getattr(found, "__module__", ""), getattr(found, "__qualname__", "")
+    if not module.startswith("nanovllm_teach.") or "<" in name:
+        return point
+    return f"{module}:{name}"
+
+
 # Said after "your <function> " in the verdict (in the child, in the language the parent chose).
 NOT_SEQUENCES = Text(en="returned {type} {value}: it must return a list of Sequence objects",
                      zh="返回了 {type} {value}：它必须返回由 Sequence 对象组成的 list")
