@@ -43,7 +43,8 @@ def _busy_scheduler() -> Scheduler:
     scheduler = Scheduler(max_num_seqs=4, max_num_batched_tokens=32, max_model_len=64, eos=-1, num_kvcache_blocks=7,
                           block_size=4)
     for i, length in enumerate((6, 5, 7, 3)):
-        scheduler.add(Sequence(i, list(range(100 * i, 100 * i + length)), SamplingParams(temperature=0, max_tokens=9), 4))
+        tokens = list(range(100 * i, 100 * i + length))
+        scheduler.add(Sequence(i, tokens, SamplingParams(temperature=0, max_tokens=9), 4))
     for step in range(3):
         batch = scheduler.schedule()
         scheduler.postprocess(batch, [7 + step] * len(batch.seqs))

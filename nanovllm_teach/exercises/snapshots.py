@@ -14,8 +14,9 @@ reference count, a decision that gives a sequence only blocks its table holds, t
 the one ``postprocess`` is given, every accepted sequence in one queue, the limits unchanged); a refused
 answer leaves the engine as it was and the verdict says why. A count or a free list that is merely wrong
 is not refused: the engine goes on, as it would have with its own code, and the trace shows the mistake
-at the decision where it first makes a difference. Then the real objects take the snapshot's values, in place, and the engine
-goes on with the result (a sequence named by its id becomes the engine's own ``Sequence``).
+at the decision where it first makes a difference. Then the real objects take the snapshot's values, in
+place, and the engine goes on with the result (a sequence named by its id becomes the engine's own
+``Sequence``).
 
 Inside (the worker, on the grading copy of the package) ``run`` rebuilds a ``Scheduler``, a
 ``BlockManager`` and ``Sequence`` objects from the records (the resources layer is pure Python), calls the
