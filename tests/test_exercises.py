@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from nanovllm_teach.cli import main
+from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import resolve
 from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
 from nanovllm_teach.exercises.workloads import MAX_STEPS, MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE, WORKLOADS
@@ -62,6 +63,8 @@ def test_reference_solution_passes(name):
     result = grade(name, EXERCISES[name].solution_path)
     assert result.passed, result.message
     assert result.message.startswith(f"PASS {name}")
+    if isinstance(EXERCISES[name], EngineExercise):  # every engine exercise: the learner's file in bubblewrap
+        assert result.isolated is True
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -131,6 +134,17 @@ def test_unchained_hash_reuses_blocks_cached_under_another_prefix(tmp_path):
     assert re.search(rf"step {right.step}: you reused the cached blocks \[{right.stats['block_ids'][0]}, \d+\] "
                      rf"for seq 2 \(8 tokens\), the reference reused the cached blocks "
                      rf"{re.escape(str(right.stats['block_ids']))} for seq 2", result.message), result.message
+
+
+def test_key_lengths_that_forget_the_cached_prefix(tmp_path):
+    source = EXERCISES["prepare_prefill"].solution_path.read_text()
+    result = grade("prepare_prefill", _solution(tmp_path, "keys", source.replace("cu_seqlens_k[-1] + end)",
+                                                                                  "cu_seqlens_k[-1] + new)")))
+    first = next(e for e in reference_trace(WORKLOADS["cached_under_budget"]).events
+                 if e.event == "PREPARE_PREFILL_TENSORS" and e.stats["max_seqlen_k"] > e.stats["max_seqlen_q"])
+    assert not result.passed and result.workload == "cached_under_budget"
+    assert f"in step {first.step} (PREPARE_PREFILL_TENSORS)" in result.message, result.message
+    assert "PREPARE_PREFILL_TENSORS.max_seqlen_k: you wrote" in result.message
 
 
 def test_block_size_missing_the_factor_two(tmp_path):
@@ -238,6 +252,18 @@ WRONG_SLOT = """
 def decode_slot(seq, block_size):
     return 0
 """
+
+
+def test_the_engines_own_function_is_unavailable_where_it_is_defined_too(tmp_path):
+    # model_runner imports kv_block_bytes from utils.memory: a learner importing it from there gets no answer.
+    result = grade("kv_cache_blocks", _solution(tmp_path, "borrowed", FUTURE + """
+from nanovllm_teach.utils.memory import kv_block_bytes as engines
+
+def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
+    return engines(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes)
+""" + _reference_function("kv_cache_blocks", "kv_cache_blocks")))
+    assert not result.passed and result.isolated is True
+    assert "the engine's own kv_block_bytes is not available while grading" in result.message, result.message
 
 
 def test_importing_the_reference_solutions_is_refused(tmp_path):

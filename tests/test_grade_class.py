@@ -163,7 +163,7 @@ def test_the_gradescope_bundle_runs_as_gradescope_runs_it(tmp_path):
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, timeout=300, capture_output=True)
     results = json.loads((root / "results" / "results.json").read_text())
-    assert results["score"] == 1 and results["tests"][0]["status"] == "passed"
+    assert results["score"] == 1 and results["tests"][0]["status"] == "passed", results
 
 
 POLICIES = {

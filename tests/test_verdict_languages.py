@@ -519,6 +519,14 @@ REFUSED_RESULTS = {
         ((SimpleNamespace(total=1000), 0.9, 100, None), 11,
          "returned 11 blocks of 100 bytes = 1100 bytes, more than the machine's whole memory (1000 bytes); the "
          "grader stops here instead of allocating it")],
+    ("prepare_prefill", "prefill_layout"): [
+        (([0, 4], [3, 2], [[5], [2, 7]], 4), [[0, 1, 2, 4, 5], [0, 3, 5]],
+         "returned [[0, 1, 2, 4, 5], [0, 3, 5]]: it must return four lists of ints (positions, cu_seqlens_q, "
+         "cu_seqlens_k, slot_mapping)"),
+        (([0, 4], [3, 2], [[5], [2, 7]], 4), ([0, 1, 2, 4, 5], [0, 3, 5], [3, 9], [20, 21, 22, 28, 29]),
+         "returned cu_seqlens_k with 2 entries for 2 sequences computing 5 new tokens: it needs 3"),
+        (([0, 4], [3, 2], [[5], [2, 7]], 4), ([0, 1, 2, 4, 5], [0, 3, 5], [0, 3, 9], [20, 21, 22, 12, 13]),
+         "put a token's K/V in slot 12, outside every block the batch holds (blocks [2, 5, 7] of 4 slots)")],
     ("scheduling_policy", "choose_next"): [
         (([_seq(0, 4), _seq(1, 4), _seq(2, 4)],), 3,
          "returned 3: it must return the index (an int from 0 to 2) of one of the 3 waiting sequences")],

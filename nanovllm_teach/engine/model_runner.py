@@ -39,6 +39,7 @@ from msgspec import UNSET
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
+from nanovllm_teach.engine import prefill_layout  # looked up at each call: the prepare_prefill exercise replaces it
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
@@ -276,19 +277,10 @@ class ModelRunner(RunnerDefaults):
                             torch.int32)
 
     def prepare_prefill(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, torch.Tensor]:
-        input_ids: list[int] = []
-        positions: list[int] = []
-        cu_seqlens_q, cu_seqlens_k = [0], [0]
-        slot_mapping: list[int] = []
-        bs = self.block_size
-        for seq in seqs:
-            start, end = seq.num_cached_tokens, seq.context_len
-            input_ids.extend(seq.token_ids)
-            positions.extend(range(start, end))
-            cu_seqlens_q.append(cu_seqlens_q[-1] + end - start)
-            cu_seqlens_k.append(cu_seqlens_k[-1] + end)
-            if seq.block_table:  # the warm-up's sequences have no blocks and store nothing
-                slot_mapping.extend(seq.block_table[p // bs] * bs + p % bs for p in range(start, end))
+        input_ids = [token for seq in seqs for token in seq.token_ids]
+        positions, cu_seqlens_q, cu_seqlens_k, slot_mapping = prefill_layout.prefill_layout(
+            [seq.num_cached_tokens for seq in seqs], [len(seq.token_ids) for seq in seqs],
+            [seq.block_table for seq in seqs], self.block_size)
         # Keys longer than queries: part of the context is read back from the cache through block tables.
         block_tables = self._block_tables(seqs) if cu_seqlens_k[-1] > cu_seqlens_q[-1] else None
         ctx = Context(is_prefill=True,

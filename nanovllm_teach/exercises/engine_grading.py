@@ -7,13 +7,13 @@ Role: grading. Emits no events (the engine it runs emits its own).
 2. The reference traces are recorded (``references``: known already in this process, recorded here
    first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
    modules only, so that each child starts warm).
-3. A *remote* exercise (every piece's arguments are plain data: ``Piece.wire``) starts the sandboxed
-   worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one), which loads the
+3. The sandboxed worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one) loads the
    student's file; a forked grading child (``sandbox``) runs every workload on the engine with proxies
    in place of the student's functions, so the engine, its recorder and its traces stay outside the
-   sandbox and only arguments and results cross it. Any other exercise (a method of the live scheduler or
-   block manager) runs the student's functions in that grading child, beside the engine. The child writes
-   one trace file per workload and a small outcome record.
+   sandbox and only data crosses it: plain arguments (``Piece.wire``), or for a method of the scheduler
+   or the block manager a snapshot of their state, which comes back changed and checked
+   (``Piece.state``, ``snapshots``). Functions defined in a notebook run in a forked worker instead. The
+   child writes one trace file per workload and a small outcome record.
 4. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
    (the exercise's ``decisions`` events) are compared with the reference's in order; the first workload
    that differs fails the exercise, with the sequence behind the first difference (``feedback``); PASS
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
-from nanovllm_teach.exercises.pieces import Piece, Watch, describe_failure, installed
+from nanovllm_teach.exercises.pieces import Piece, Watch, defined_at, describe_failure, installed
 from nanovllm_teach.exercises.references import PendingReferences
 from nanovllm_teach.exercises.remote import Worker
 from nanovllm_teach.exercises.sandbox import LOADING, ChildEnd, read_outcome, run_in_child, write_outcome
@@ -125,14 +125,9 @@ class EngineExercise(Exercise):
         outcome["finished"] = True
         write_outcome(path, outcome)
 
-    @property
-    def remote(self) -> bool:
-        """Whether the learner's functions run in the sandboxed worker (every piece's arguments are data)."""
-        return all(piece.wire is not None for piece in self.pieces)
-
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
-        """``isolate`` (a remote exercise's file only): True needs bubblewrap, False runs the worker in a
+        """``isolate`` (a file only): True needs bubblewrap, False runs the worker in a
         plain process, None takes bubblewrap where there is one."""
         if isinstance(solution, dict):
             problem = missing_functions(solution, self.functions) or borrowed_from_solutions(solution)
@@ -143,9 +138,7 @@ class EngineExercise(Exercise):
         references = PendingReferences(self.workloads, model)
         try:
             warm_up()
-            if self.remote:
-                return self._grade_remote(solution, model, time_limit, isolate, references)
-            return self._run_and_judge(solution, model, time_limit, references)
+            return self._grade_remote(solution, model, time_limit, isolate, references)
         finally:
             references.cancel()
 
@@ -163,13 +156,17 @@ class EngineExercise(Exercise):
         """The learner's functions in the sandboxed worker; the engine, in the grading child, calls them
         through ``remote`` proxies, so only plain data crosses to them and back."""
         source = Path(solution) if not isinstance(solution, dict) else solution
-        with Worker(source, self.functions, time_limit, isolate) as worker:
+        with Worker(source, self.functions, self._points(), time_limit, isolate) as worker:
             result = self._not_loaded(worker.load())
             if result is None:
                 result = self._run_and_judge(worker.proxies(self.pieces), model, time_limit, references)
             result.output = worker.close()
             result.isolated = worker.isolated
         return result
+
+    def _points(self) -> tuple[str, ...]:
+        """What raises in the worker's copy of the package: the exercise points, and where each is defined."""
+        return tuple(sorted({p.point for p in self.pieces} | {defined_at(p.point) for p in self.pieces}))
 
     def _not_loaded(self, loaded: dict[str, Any]) -> GradeResult | None:
         """The verdict on a file the worker could not load (None: it loaded, every function is there)."""

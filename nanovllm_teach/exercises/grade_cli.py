@@ -145,7 +145,7 @@ def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args:
     from nanovllm_teach.exercises.engine_grading import EngineExercise
     from nanovllm_teach.exercises.references import PendingReferences
 
-    remote = isinstance(exercise, EngineExercise) and exercise.remote
+    remote = isinstance(exercise, EngineExercise)  # its learner's functions run in the worker, sandboxed
     if len(submissions) > 1 and not args.unsafe_no_isolation:
         if not remote:
             raise UsageError(say(BESIDE_ENGINE, exercise=exercise.name))

@@ -14,8 +14,8 @@ Role: grading, the sandbox's walls. Emits no events.
   (``LIMITS``) before the learner's file is loaded.
 
 ``grading_root()`` is the package as graded: a copy of its Python files in a temporary folder, without the
-reference solutions, in which every exercise point (the engine's own implementation a learner rewrites)
-raises "not available while grading". Without bubblewrap (``available()`` is False: macOS, a machine
+reference solutions, in which the exercise's points (the engine's own implementation a learner rewrites)
+raise "not available while grading". Without bubblewrap (``available()`` is False: macOS, a machine
 without it), the worker still runs on that copy, in a process of its own with the same limits, and the
 verdict says it was not isolated.
 """
@@ -115,15 +115,13 @@ def make_grading_root(folder: Path, points: list[str], lang: str) -> Path:
 
 
 @functools.cache
-def grading_root(lang: str) -> Path:
-    """This process's grading copy of the package, speaking ``lang`` (made once, removed at exit)."""
-    from nanovllm_teach.exercises import EXERCISES
-    from nanovllm_teach.exercises.engine_grading import EngineExercise
-
-    points = sorted({p.point for ex in EXERCISES.values() if isinstance(ex, EngineExercise) for p in ex.pieces})
+def grading_root(lang: str, points: tuple[str, ...]) -> Path:
+    """This process's grading copy of the package for an exercise whose exercise points are ``points``,
+    speaking ``lang`` (made once, removed at exit). Only the exercise's own points raise: the rest of the
+    engine is there for the learner's function to use (a ``schedule_decode`` calls ``can_append``)."""
     folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_grading_root_"))
     atexit.register(_remove, folder)
-    return make_grading_root(folder, points, lang)
+    return make_grading_root(folder, sorted(points), lang)
 
 
 def _remove(folder: Path) -> None:
@@ -160,11 +158,12 @@ def _walls() -> list[str]:
             "--setenv", "LANG", "C.UTF-8", "--chdir", INSIDE_HOME]
 
 
-def worker_command(solution: Path, functions: tuple[str, ...], fds: tuple[int, int], tag: str,
-                   isolated: bool, limits: Limits = LIMITS) -> list[str]:
+def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str, ...], fds: tuple[int, int],
+                   tag: str, isolated: bool, limits: Limits = LIMITS) -> list[str]:
     """The command line of a worker serving ``functions`` from ``solution``, on ``fds`` (calls in, answers
-    out); ``tag`` marks its processes (tests look for them); ``isolated``: inside bubblewrap."""
-    root = grading_root(resolve_lang())
+    out), on the grading copy where ``points`` raise; ``tag`` marks its processes (tests look for them);
+    ``isolated``: inside bubblewrap."""
+    root = grading_root(resolve_lang(), points)
     worker_args = [",".join(functions), limits.argument(), f"{fds[0]},{fds[1]}", tag]
     if not isolated:
         return [sys.executable, "-E", "-s", "-u", str(root / "nanovllm_teach" / "exercises" / "worker.py"), str(root),

@@ -1,4 +1,5 @@
-"""Plugging a student's functions into the engine (in the grading child process only).
+"""Plugging a student's functions into the engine (in the grading child process only): for a file, the
+proxies that call them in the sandboxed worker (``remote``).
 
 A ``Piece`` names a student function and the engine's exercise point it replaces, ``"module:attribute"``
 (``"nanovllm_teach.engine.scheduler:Scheduler.schedule_decode"``, a method; ``"nanovllm_teach.engine.
@@ -26,6 +27,7 @@ from unittest import mock
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
 from nanovllm_teach.exercises.remote import RemoteFailure
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.i18n import Text, say
 
 
@@ -53,16 +55,34 @@ class Piece:
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
     # The types of the function's arguments (``"module:Type"`` or a builtin's name), when every one is
     # plain data: then the function runs in the sandboxed worker and the engine calls it across the edge
-    # (``remote``). None: it runs in the grading child, beside the engine (the piece is a method of a live
-    # scheduler or block manager).
+    # (``remote``).
     wire: tuple[str, ...] | None = None
     # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
     encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
+    # For a method of the scheduler or the block manager: how its object crosses the edge as a snapshot and
+    # comes back changed (``snapshots.StateWire``), in place of ``wire``.
+    state: StateWire | None = None
+
+    def __post_init__(self) -> None:
+        if (self.wire is None) == (self.state is None):
+            raise ValueError(f"piece {self.function!r} needs exactly one of wire= (plain arguments) and state= "
+                             f"(a method of the scheduler or the block manager), to run in the sandbox")
 
 
 def resolve(point: str) -> Any:
     """What stands at the exercise point ``point`` now."""
     return pkgutil.resolve_name(point)
+
+
+def defined_at(point: str) -> str:
+    """Where what stands at ``point`` is defined, as a point: ``"nanovllm_teach.engine.model_runner:
+    kv_block_bytes"`` is imported from ``"nanovllm_teach.utils.memory:kv_block_bytes"``, where a learner
+    could import it too (``point`` itself if it is defined there, or is no plain function of the package)."""
+    found = resolve(point)
+    module, name = getattr(found, "__module__", ""), getattr(found, "__qualname__", "")
+    if not module.startswith("nanovllm_teach.") or "<" in name:
+        return point
+    return f"{module}:{name}"
 
 
 # Said after "your <function> " in the verdict (in the child, in the language the parent chose).

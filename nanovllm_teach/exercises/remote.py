@@ -2,7 +2,7 @@
 
 Role: grading (the parent, and the engine's grading child). Emits no events.
 
-``Worker(solution, functions, time_limit)`` starts the worker (``worker``) for one submission: a file runs
+``Worker(solution, functions, points, time_limit)`` starts the worker (``worker``) for one submission: a file runs
 in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False); functions
 from a notebook run in a forked process (they exist only in this process's memory). ``load()`` says
 whether the file loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
@@ -89,8 +89,9 @@ def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> N
 class Worker:
     """One submission's worker, from start to ``close``."""
 
-    def __init__(self, solution: Path | dict[str, Any], functions: tuple[str, ...], time_limit: float,
-                 isolate: bool | None = None) -> None:
+    def __init__(self, solution: Path | dict[str, Any], functions: tuple[str, ...], points: tuple[str, ...],
+                 time_limit: float, isolate: bool | None = None) -> None:
+        """``points``: the exercise points the learner rewrites (they raise in the worker's copy)."""
         self.functions = functions
         self.time_limit = time_limit
         self.tag = f"nanovllm-teach-worker-{uuid.uuid4().hex}"
@@ -102,8 +103,8 @@ class Worker:
         self._forked: Any = None
         try:
             if isinstance(solution, Path):
-                command = isolation.worker_command(solution.resolve(), functions, (calls_r, answers_w), self.tag,
-                                                   self.isolated)
+                command = isolation.worker_command(solution.resolve(), functions, points, (calls_r, answers_w),
+                                                   self.tag, self.isolated)
                 self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._output,
                                                  stderr=subprocess.STDOUT, pass_fds=(calls_r, answers_w),
                                                  start_new_session=True)
@@ -131,11 +132,12 @@ class Worker:
             return {"ended": self._exitcode()}
         return answer if isinstance(answer, dict) else {"ended": None}
 
-    def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...]) -> Any:
-        """``function(*args)`` in the worker: its result (plain data), or ``RemoteFailure``."""
+    def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...], adapter: str | None = None) -> Any:
+        """``function(*args)`` in the worker (``adapter(function, *args)`` with one, see ``worker.serve``):
+        its result (plain data), or ``RemoteFailure``."""
         try:
-            write_frame(self._calls_w, {"function": function, "args": [msgspec.to_builtins(a) for a in args],
-                                        "types": list(types)})
+            frame = {"function": function, "args": [msgspec.to_builtins(a) for a in args], "types": list(types)}
+            write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame)
             answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
             raise RemoteFailure({"function": function, "timeout": self.time_limit}) from None
@@ -166,9 +168,12 @@ class Worker:
             return None
 
     def proxies(self, pieces: tuple[Any, ...]) -> dict[str, Callable[..., Any]]:
-        """The functions the engine calls in place of the learner's (one per piece with a ``wire``)."""
+        """The functions the engine calls in place of the learner's (one per piece with a ``wire`` or a
+        ``state``)."""
         def proxy(piece: Any) -> Callable[..., Any]:
             def call(*args: Any) -> Any:
+                if piece.state is not None:  # the objects it acts on go as a snapshot, and come back changed
+                    return piece.state.call(self, piece.function, args)
                 return self.call(piece.function, piece.encode(args) if piece.encode else args, piece.wire)
             call.__name__ = piece.function
             return call

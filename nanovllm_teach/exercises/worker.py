@@ -79,7 +79,9 @@ def describe_error(error: BaseException, code_file: str | None) -> dict[str, Any
 
 def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answers_fd: int) -> None:
     """Answer calls until the channel closes: ``{"function": name, "args": [...]}`` → ``{"result": value}``
-    or ``{"error": describe_error(...)}``. Arguments are rebuilt as the types named in ``"types"``; the
+    or ``{"error": describe_error(...)}``. Arguments are rebuilt as the types named in ``"types"``; with
+    an ``"adapter"`` (``"module:function"`` of the grading copy, ``snapshots``) the call is
+    ``adapter(function, *args)``, which rebuilds the objects the function works on from the records. The
     line blamed is in ``code_file`` (None: the function's own file, for functions from a notebook)."""
     while True:
         try:
@@ -90,7 +92,8 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
         where = code_file or getattr(getattr(function, "__code__", None), "co_filename", None)
         try:
             args = [msgspec.convert(arg, _resolve(kind)) for arg, kind in zip(call["args"], call["types"])]
-            result = function(*args)
+            adapter = call.get("adapter")
+            result = _resolve(adapter)(function, *args) if adapter else function(*args)
             answer = {"result": msgspec.to_builtins(result)}
             write_frame(answers_fd, answer)
         except BaseException as error:  # everything the learner's code does is an answer, even SystemExit
@@ -110,8 +113,21 @@ class WaitingSeq(msgspec.Struct, frozen=True):
     num_preemptions: int
 
 
+class MemoryNumbers(msgspec.Struct, frozen=True):
+    """What ``kv_cache_blocks`` sees of the machine's memory reading: the fields of ``utils.memory``'s
+    ``MemoryReading`` (bytes), without the module, which imports torch."""
+
+    device: str
+    total: int
+    free: int
+    used: int
+    peak: int
+    current: int
+
+
 _BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int],
-                  "list[WaitingSeq]": list[WaitingSeq]}
+                  "int|None": int | None, "list[list[int]]": list[list[int]], "list[WaitingSeq]": list[WaitingSeq],
+                  "MemoryNumbers": MemoryNumbers}
 
 
 def _resolve(kind: str) -> Any:

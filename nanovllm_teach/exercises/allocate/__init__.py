@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
@@ -72,5 +73,6 @@ EXERCISE = EngineExercise(
     "allocate", TITLE, "BlockManager.allocate",
     ("allocate",),
     HINTS,
-    (Piece("allocate", "nanovllm_teach.engine.block_manager:BlockManager.allocate", _check_allocation, logged),),
+    (Piece("allocate", "nanovllm_teach.engine.block_manager:BlockManager.allocate", _check_allocation, logged,
+           state=StateWire("block_manager", ("seq", "int"))),),
     (PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE))

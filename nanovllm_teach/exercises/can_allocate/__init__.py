@@ -9,6 +9,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
@@ -59,5 +60,6 @@ EXERCISE = EngineExercise(
     "can_allocate", TITLE, "BlockManager.can_allocate",
     ("can_allocate",),
     HINTS,
-    (Piece("can_allocate", "nanovllm_teach.engine.block_manager:BlockManager.can_allocate", _check_cached_blocks),),
+    (Piece("can_allocate", "nanovllm_teach.engine.block_manager:BlockManager.can_allocate", _check_cached_blocks,
+           state=StateWire("block_manager", ("seq",))),),
     (PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE))

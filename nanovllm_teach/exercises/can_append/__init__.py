@@ -10,6 +10,7 @@ from typing import Any
 from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
@@ -44,6 +45,8 @@ EXERCISE = EngineExercise(
     "can_append", TITLE, "BlockManager.can_append, may_append",
     ("can_append", "may_append"),
     HINTS,
-    (Piece("can_append", "nanovllm_teach.engine.block_manager:BlockManager.can_append", _check_bool),
-     Piece("may_append", "nanovllm_teach.engine.block_manager:BlockManager.may_append", wrap=logged)),
+    (Piece("can_append", "nanovllm_teach.engine.block_manager:BlockManager.can_append", _check_bool,
+           state=StateWire("block_manager", ("seq",))),
+     Piece("may_append", "nanovllm_teach.engine.block_manager:BlockManager.may_append", wrap=logged,
+           state=StateWire("block_manager", ("seq",)))),
     (TIGHT_CACHE, LATE_ARRIVALS))

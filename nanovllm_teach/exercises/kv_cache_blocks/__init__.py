@@ -5,10 +5,12 @@ Beside this definition: ``template.py`` to start from, ``solution.py`` the refer
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.worker import MemoryNumbers
 from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMORY_BOUND
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
@@ -41,6 +43,11 @@ def _check_num_blocks(args: tuple[Any, ...], result: Any) -> str | None:
     return None
 
 
+def _memory_numbers(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    reading, *rest = args
+    return (MemoryNumbers(**asdict(reading)), *rest)
+
+
 TITLE = Text(en='Sizing the KV cache: bytes per block, blocks per budget',
              zh='确定 KV 缓存的大小：每块字节数，预算内的块数')
 # Hints from the gentlest to the strongest; none of them is the code.
@@ -64,7 +71,9 @@ EXERCISE = EngineExercise(
     "utils.memory.kv_block_bytes, kv_cache_blocks",
     ("kv_block_bytes", "kv_cache_blocks"),
     HINTS,
-    (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes),
-     Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks)),
+    (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes,
+           wire=("int", "int", "int", "int", "int")),
+     Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks,
+           wire=("MemoryNumbers", "float", "int", "int|None"), encode=_memory_numbers)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION),
     ("KV_BUDGET_ESTIMATE", "ENGINE_READY") + DECISION_EVENTS)

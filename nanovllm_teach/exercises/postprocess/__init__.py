@@ -9,6 +9,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
@@ -52,6 +53,7 @@ EXERCISE = EngineExercise(
     "postprocess", TITLE, "Scheduler.postprocess",
     ("postprocess",),
     HINTS,
-    (Piece("postprocess", "nanovllm_teach.engine.scheduler:Scheduler.postprocess", _check_postprocessed),),
+    (Piece("postprocess", "nanovllm_teach.engine.scheduler:Scheduler.postprocess", _check_postprocessed,
+           state=StateWire("scheduler", ("batch", "list[int]"))),),
     (FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE))
 

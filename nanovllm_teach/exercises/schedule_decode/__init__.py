@@ -9,6 +9,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, SEQ_CAP, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
@@ -48,5 +49,6 @@ EXERCISE = EngineExercise(
     "schedule_decode", TITLE, "Scheduler.schedule_decode",
     ("schedule_decode",),
     HINTS,
-    (Piece("schedule_decode", "nanovllm_teach.engine.scheduler:Scheduler.schedule_decode", _check_schedule),),
+    (Piece("schedule_decode", "nanovllm_teach.engine.scheduler:Scheduler.schedule_decode", _check_schedule,
+           state=StateWire("scheduler")),),
     (TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS))

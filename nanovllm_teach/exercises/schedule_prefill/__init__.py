@@ -9,6 +9,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_sequences
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text
 
@@ -44,5 +45,6 @@ EXERCISE = EngineExercise(
     "schedule_prefill", TITLE,
     "Scheduler.schedule_prefill", ("schedule_prefill",),
     HINTS,
-    (Piece("schedule_prefill", "nanovllm_teach.engine.scheduler:Scheduler.schedule_prefill", _check_scheduled),),
+    (Piece("schedule_prefill", "nanovllm_teach.engine.scheduler:Scheduler.schedule_prefill", _check_scheduled,
+           state=StateWire("scheduler")),),
     (SMALL_BUDGET, CACHED_UNDER_BUDGET, SHARED_PREFIXES, TIGHT_CACHE))
