@@ -88,7 +88,14 @@ BAD = [
     ("empty prompt", "/v1/completions", {"model": MODEL, "prompt": ""}, 400, "prompt is empty"),
     ("prompt over max_model_len", "/v1/completions", {"model": MODEL, "prompt": "hello " * 700}, 400, "max_model_len"),
     ("token id outside the vocabulary", "/v1/completions", {"model": MODEL, "prompt": [1, 10**9]}, 400, "vocabulary"),
-    ("unsupported field", "/v1/completions", {"model": MODEL, "prompt": "x", "top_p": 0.5}, 400, "top_p"),
+    ("unsupported field", "/v1/completions", {"model": MODEL, "prompt": "x", "presence_penalty": 0.5}, 400,
+     "presence_penalty"),
+    ("top_p out of range", "/v1/completions", {"model": MODEL, "prompt": "x", "top_p": 2}, 400, "top_p"),
+    ("an empty stop string", "/v1/completions", {"model": MODEL, "prompt": "x", "stop": ["a", ""]}, 400, "stop"),
+    ("too many logprobs", "/v1/completions", {"model": MODEL, "prompt": "x", "logprobs": 99}, 400, "logprobs"),
+    ("top_logprobs without logprobs", "/v1/chat/completions",
+     {"model": MODEL, "messages": CHAT, "top_logprobs": 2}, 400, "top_logprobs"),
+    ("n of zero", "/v1/completions", {"model": MODEL, "prompt": "x", "n": 0}, 400, "n must"),
     ("wrong type", "/v1/completions", {"model": MODEL, "prompt": "x", "temperature": "hot"}, 400, "temperature"),
     ("negative temperature", "/v1/chat/completions",
      {"model": MODEL, "messages": CHAT, "temperature": -1}, 400, "temperature"),
@@ -139,8 +146,9 @@ def test_a_full_queue_answers_503_with_retry_after(served):
 
 
 def _blocks_held(app) -> int:
-    bm = app.state.server.engine.scheduler.block_manager
-    return bm.num_blocks - bm.num_free_blocks
+    engine = app.state.server.engine
+    with engine.lock:  # the engine thread's between its steps
+        return engine.scheduler.block_manager.num_blocks - engine.scheduler.block_manager.num_free_blocks
 
 
 def test_clients_that_leave_have_their_requests_aborted_and_blocks_freed(served):
