@@ -16,16 +16,24 @@ PROMPT = "Once upon a time"
 CHAT = [{"role": "user", "content": "Tell me a story."}]
 
 
+BLOCK = 16  # small KV blocks, so that a short prompt fills some: the samples of a request share them
+
+
 @pytest.fixture(scope="module")
-def client():
-    with running_server() as (url, _app):
-        yield openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
+def served():
+    with running_server(kvcache_block_size=BLOCK) as (url, app):
+        yield url, app
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    return openai.OpenAI(base_url=served[0] + "/v1", api_key="none", max_retries=0, timeout=60)
 
 
 @pytest.fixture(scope="module")
 def offline():
     from nanovllm_teach import LLM
-    llm = LLM(max_model_len=512)
+    llm = LLM(max_model_len=512, kvcache_block_size=BLOCK)
     yield llm
     llm.close()
 
@@ -114,6 +122,24 @@ def test_n_choices_equal_offline_samples_streamed_or_not(client, offline):
     assert texts == expected and reasons == ["length", "length"] and chunks[-1].usage == whole.usage
     chat = client.chat.completions.create(model=MODEL, messages=CHAT, n=2, **fields)
     assert [c.index for c in chat.choices] == [0, 1]
+
+
+def test_n_choices_share_the_prompts_blocks(served, client, monkeypatch):
+    engine = served[1].state.server.engine
+    shared, step = [], engine.step
+
+    def watched_step():  # on the engine thread, holding the engine's lock
+        result = step()
+        running, bm = list(engine.scheduler.running), engine.scheduler.block_manager
+        if len(running) == 3:
+            shared.append([bm.blocks[b].ref_count for b in running[0].block_table[:2]])
+        return result
+    monkeypatch.setattr(engine, "step", watched_step)
+    prompt = "The engine schedules the waiting requests and allocates their blocks. " * 4  # over 2 blocks
+    out = client.completions.create(model=MODEL, prompt=prompt, n=3, max_tokens=6, temperature=1.0, seed=2,
+                                    extra_body={"ignore_eos": True})
+    assert len(out.choices) == 3 and out.usage.completion_tokens == 18
+    assert shared and all(counts == [3, 3] for counts in shared), shared
 
 
 def test_completion_logprobs_have_the_legacy_shape_and_offline_values(client, offline):
