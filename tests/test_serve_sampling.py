@@ -176,3 +176,41 @@ def test_chat_logprobs_have_openais_shape_and_offline_values(client, offline):
             sorted((p.logprob for p in step.values() if p.rank <= 2), reverse=True), abs=1e-4)
     _, _, parts = _streamed(client.chat.completions.create(stream=True, **fields), chat=True)
     assert [e.model_dump() for p in parts[0] for e in p.content] == [e.model_dump() for e in content]
+
+
+def test_a_stream_never_sends_what_a_stop_string_later_cuts():
+    """Token by token, as the engine finishes a request on the step its stop string is complete: every
+    prefix a stream has sent is a prefix of the final (cut) text, and the pieces add up to it."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+    from transformers import AutoTokenizer
+
+    from nanovllm_teach import SamplingParams
+    from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.engine.stopping import first_stop
+    from nanovllm_teach.serve.app import _Choice
+    from nanovllm_teach.serve.engine_thread import Update
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+    words = tokenizer.encode("I am a tiny Qwen3 model. 在线服务 🙂 stop here", add_special_tokens=False)
+
+    @hypothesis.settings(max_examples=80, deadline=None)
+    @hypothesis.given(st.lists(st.sampled_from(words), min_size=1, max_size=24), st.data())
+    def check(ids, data):
+        whole = tokenizer.decode(ids, skip_special_tokens=True)
+        start = data.draw(st.integers(0, max(len(whole) - 1, 0)))
+        stop = whole[start:start + data.draw(st.integers(1, 6))] or "x"
+        params = SamplingParams(stop=[stop, "never"])
+        choice, sent = _Choice(tokenizer, params, chat=False), ""
+        for k in range(1, len(ids) + 1):
+            text = tokenizer.decode(ids[:k], skip_special_tokens=True)
+            match = first_stop(text, params.stop)
+            if match is None and k < len(ids):
+                piece, _ = choice.add(Update(0, (ids[k - 1],)))
+                sent += piece
+                continue
+            final = text if match is None else text[:match[0]]
+            piece, _ = choice.add(Update(0, (ids[k - 1],), finish_reason="stop", text=final))
+            assert sent + piece == final
+            return
+    check()
