@@ -161,7 +161,7 @@ class Server:
             while not flight.updates.empty():
                 pending.append(flight.updates.get_nowait())
             events = [self._events(flight, update, choices, shape) for update in pending]
-            if flight.finished and include_usage:
+            if include_usage and all(c.finished for c in choices):  # (not after an error)
                 events.append(_sse(shape.usage_chunk(usage(num_prompt_tokens, sum(c.num_tokens for c in choices)))))
             yield b"".join(events)
         yield b"data: [DONE]\n\n"
@@ -210,8 +210,10 @@ class _Choice:
         if self.wants_logprobs:
             logprobs = (chat_logprobs(self.tokenizer, update.logprobs) if self.chat else
                         completion_logprobs(self.tokenizer, update.logprobs, self._offset()))
-            self.logprobs = logprobs if self.logprobs is None else {
-                key: self.logprobs[key] + logprobs[key] for key in logprobs}
+            if self.logprobs is None:
+                self.logprobs = {key: [] for key in logprobs}
+            for key, values in logprobs.items():
+                self.logprobs[key].extend(values)
         if update.finish_reason is not None:
             self.finished, self.finish_reason, self.stop_reason = True, update.finish_reason, update.stop_reason
             piece = update.text[len(self.sent):]  # the whole text starts with what was sent: nothing sent is cut
