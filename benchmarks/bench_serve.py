@@ -169,8 +169,9 @@ def disconnects(args, url: str, app, tmp: Path) -> bool:
     deadline = time.monotonic() + 30
     while _metric(url, "vllm:num_requests_running") != 0 and time.monotonic() < deadline:
         time.sleep(0.1)
-    bm = app.state.server.engine.scheduler.block_manager
-    held = bm.num_blocks - bm.num_free_blocks
+    engine = app.state.server.engine
+    with engine.lock:  # the engine thread's between its steps
+        held = engine.scheduler.block_manager.num_blocks - engine.scheduler.block_manager.num_free_blocks
     running = _metric(url, "vllm:num_requests_running")
     aborted = _metric(url, "nanovllm:requests_aborted_total")
     print(f"disconnects: {len(requests)} requests, Poisson at {args.rate}/s over {out['wall_s']:.1f} s; "

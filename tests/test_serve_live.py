@@ -97,7 +97,31 @@ def test_live_page_moves_as_requests_arrive(tmp_path):
                 shown, last = (int(x) for x in header.split(" of ")[0].split()[1:2] + header.split(" of ")[1].split()[:1])
                 assert shown == last > 1, "the live page opens at the newest step"
                 assert "running" in page.locator("#ticker").inner_text()
+                assert page.locator("#follow-label").inner_text() == "follow the newest step"
                 _screenshot(page, tmp_path, "live_page")
+
+                front_step = "() => document.querySelector('iframe:not(.back)').contentWindow.replay.step"
+                before = page.evaluate(front_step)
+                frame.locator("#back").click()  # the learner steps back by hand
+                stepped = page.evaluate(front_step)
+                assert stepped == before - 1
+                seen = page.evaluate("() => window.live.lastStep")
+                page.wait_for_function(f"() => window.live.lastStep > {seen} + 3 && !window.live.following",
+                                       timeout=60_000)
+                pages = page.evaluate("() => window.live.pages")
+                page.wait_for_timeout(1500)  # a page would have come by now, were it following
+                assert page.evaluate(front_step) == stepped, "not pulled to the newest step"
+                assert page.evaluate("() => window.live.pages") == pages
+                assert not page.locator("#follow").is_checked()
+                _screenshot(page, tmp_path, "live_page_not_following")
+                page.locator("#follow").check()  # and back to the newest
+                page.wait_for_function(f"() => window.live.pages > {pages}", timeout=60_000)
+                assert page.evaluate(front_step) > stepped
+
+                zh = browser.new_page()
+                zh.goto(url + "/live?lang=zh")
+                assert zh.locator("#follow-label").inner_text() == "跟随最新的步"
+                zh.close()
                 stop.set()
                 for c in clients:
                     c.join(120)
@@ -108,3 +132,30 @@ def test_live_page_moves_as_requests_arrive(tmp_path):
             guard.cancel()
             process.kill()
             process.wait(timeout=10)
+
+
+def test_live_events_are_bounded_and_the_page_is_built_once_for_everyone():
+    import concurrent.futures
+
+    import httpx
+
+    with running_server() as (url, app):
+        feed = app.state.live
+        feed.max_subscribers = 2
+        with httpx.Client(base_url=url, timeout=30) as http:
+            assert http.post("/v1/completions", json={"model": MODEL, "prompt": "Hi", "max_tokens": 4}).status_code == 200
+            with http.stream("GET", "/live/events") as one, http.stream("GET", "/live/events") as two:
+                assert one.status_code == two.status_code == 200
+                lines = one.iter_lines()  # kept: a dropped iterator closes its connection
+                assert next(lines).startswith("event: step")
+                refused = http.get("/live/events", timeout=10)
+                assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+                assert "2 clients" in refused.json()["error"]["message"]
+            assert wait_until(lambda: feed.subscribers == 0), "a client that leaves frees its place"
+            with http.stream("GET", "/live/events") as again:
+                assert again.status_code == 200
+            built = feed.pages_built
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                pages = list(pool.map(lambda _: http.get("/live/page?lang=en"), range(6)))
+            assert all(p.status_code == 200 for p in pages) and len({p.text for p in pages}) == 1
+            assert feed.pages_built == built + 1, "six clients, one page built"

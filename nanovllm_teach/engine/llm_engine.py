@@ -13,8 +13,9 @@ on the way as TEACHING events. The step is a transaction (``engine/transaction.p
 if anything in it raises, the scheduler is rolled back, so calling ``step()`` again resumes. ``generate()``
 is ``add_request`` for every prompt, then ``step()`` until they are done; if it raises, it aborts its
 requests first; it returns vLLM-shaped outputs (``nanovllm_teach/outputs.py``). A request with ``n > 1``
-is ``n`` sequences: the first is prefilled alone, the others join once its prompt is cached, so they share
-its full prompt blocks through the prefix cache. Requests that arrive in time are served on this public
+is ``n`` sequences (``make_request``, queued by ``enqueue_request``): the first is prefilled alone, the others
+are held back and join once its prompt is cached, so they share its full prompt blocks through the prefix
+cache; ``generate`` and a server's engine thread both go through this. Requests that arrive in time are served on this public
 API (``workload/arrivals.py``).
 
 Threads: one lock (``lock``, reentrant) serializes the public entry points, so calls from several threads run
@@ -44,7 +45,7 @@ from nanovllm_teach.engine import transaction
 from nanovllm_teach.engine.decisions import Aborted
 from nanovllm_teach.engine.runner import Clock, Runner
 from nanovllm_teach.engine.scheduler import Scheduler
-from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.engine.serialized import serialized
 from nanovllm_teach.engine.stopping import should_stop
 from nanovllm_teach.engine.teaching import Teaching
@@ -115,6 +116,7 @@ class LLMEngine:
         self.lock = threading.RLock()  # held by whichever thread is inside the engine (see the module's docstring)
         self._abort_lock = threading.Lock()  # guards the aborts queued by other threads
         self._queued_aborts: list[int] = []
+        self._held: list[list[Sequence]] = []  # [first sample, the others waiting for its prompt's blocks]
         self._seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
         self.last_step: StepResult | None = None  # the last step that completed
@@ -167,9 +169,36 @@ class LLMEngine:
         return Sequence(next(self._seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
 
     @serialized
+    def make_request(self, prompt: Prompt, sampling_params: SamplingParams) -> list[Sequence]:
+        """The ``sampling_params.n`` samples of one request, validated and given their ``seq_id``s (each
+        sample after the first draws with its own seed, ``sibling_params``), not queued yet."""
+        return [self._make_sequence(prompt, sibling_params(sampling_params, i)) for i in range(sampling_params.n)]
+
+    @serialized
     def enqueue(self, seq: Sequence) -> None:
         """Queue a sequence from ``make_sequence``: it joins the waiting queue."""
         self._enqueue(seq)
+
+    @serialized
+    def enqueue_request(self, samples: list[Sequence]) -> None:
+        """Queue the samples of one request (``make_request``): the first joins the waiting queue; with the
+        prefix cache on, the others are held back until its prompt is cached (``is_finished`` lets them
+        join), so that they share its prompt's blocks instead of prefilling it again."""
+        first, *others = samples
+        self._enqueue(first)
+        if others and self.config.enable_prefix_caching:
+            self._held.append(samples)
+        else:
+            for seq in others:
+                self._enqueue(seq)
+
+    def _release_held(self) -> None:
+        """Held samples join once their first sample has a token (its prompt is cached) or has finished."""
+        for samples in [h for h in self._held if h[0].num_completion_tokens or h[0].is_finished]:
+            self._held.remove(samples)
+            for seq in samples[1:]:
+                if seq.finish_reason is None:  # not aborted while held
+                    self._enqueue(seq)
 
     def _enqueue(self, seq: Sequence) -> None:
         seq.arrival_time = self.clock.now_s()
@@ -229,6 +258,7 @@ class LLMEngine:
         return [i for i in dict.fromkeys(ids) if i in accepted]
 
     def _abort(self, seq_ids: list[int]) -> list[int]:
+        self._drop_held(set(seq_ids))
         seqs = {i: self.scheduler.accepted[i] for i in seq_ids if i in self.scheduler.accepted}
         decisions = transaction.abort(self.scheduler, seq_ids)
         aborted = [d.seq_id for d in decisions if isinstance(d, Aborted)]
@@ -238,6 +268,13 @@ class LLMEngine:
         self.teaching.aborted(decisions)
         return aborted
 
+    def _drop_held(self, seq_ids: set[int]) -> None:
+        """Held samples among ``seq_ids`` never join: marked aborted (they hold no block)."""
+        for samples in self._held:
+            for seq in samples[1:]:
+                if seq.seq_id in seq_ids and seq.finish_reason is None:
+                    seq.status, seq.finish_reason, seq.finished_time = SequenceStatus.FINISHED, "aborted", self.clock.now_s()
+
     def _run_queued_aborts(self) -> None:
         """The aborts other threads queued while this one held the engine."""
         with self._abort_lock:
@@ -246,14 +283,16 @@ class LLMEngine:
             self._abort(ids)
 
     def is_finished(self) -> bool:
-        """Whether no request is waiting or running, once the aborts other threads queued have run (when no
-        other thread is inside the engine; else it only reads)."""
-        if self._queued_aborts and self.lock.acquire(blocking=False):
+        """Whether no request is waiting, running or held back, once the aborts other threads queued have run
+        and held samples whose prompt is cached have joined (when no other thread is inside the engine;
+        else it only reads)."""
+        if (self._queued_aborts or self._held) and self.lock.acquire(blocking=False):
             try:
                 self._run_queued_aborts()
+                self._release_held()
             finally:
                 self.lock.release()
-        return self.scheduler.is_finished()
+        return self.scheduler.is_finished() and not self._held
 
     # ---- the loop -------------------------------------------------------------------------------
 
@@ -365,8 +404,7 @@ class LLMEngine:
             raise ValueError(f"got {len(arrivals)} arrival_steps for {len(prompts)} prompts")
         if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
             raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
-        requests = [[self._make_sequence(p, sibling_params(sp, i)) for i in range(sp.n)]
-                    if isinstance(sp, SamplingParams) else [self._make_sequence(p, sp)]
+        requests = [self.make_request(p, sp) if isinstance(sp, SamplingParams) else [self._make_sequence(p, sp)]
                     for p, sp in zip(prompts, params)]
         seqs = [seq for samples in requests for seq in samples]
         # Arrival order: by arrival step, then prompt order (a stable sort keeps ties in prompt order).
@@ -401,30 +439,18 @@ class LLMEngine:
                 decode_steps=self.num_decode_steps - before[2], n_outputs=len(seqs)))
 
     def _run_until_done(self, pending: deque[tuple[int, list[Sequence]]], total: int, use_tqdm: bool) -> None:
-        """Step until every request of ``pending`` has arrived and finished. A request's first sample joins
-        on arrival; with the prefix cache on, the others wait until its prompt is cached, to share it."""
+        """Step until every request of ``pending`` has arrived and finished (``enqueue_request``: a request's
+        other samples wait for its prompt's blocks)."""
         prefill_tps = decode_tps = 0.0
         steps_run = 0
-        held: list[list[Sequence]] = []  # [first sample, the others waiting for its prompt's blocks]
-        share = self.config.enable_prefix_caching
         with tqdm(total=total, desc="Generating", dynamic_ncols=True, disable=not use_tqdm) as bar:
             while True:
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):
-                    first, *others = pending.popleft()[1]
-                    self._enqueue(first)
-                    if share and others:
-                        held.append([first, *others])
-                    else:
-                        for seq in others:
-                            self._enqueue(seq)
-                for samples in [h for h in held if h[0].num_completion_tokens or h[0].is_finished]:
-                    held.remove(samples)
-                    for seq in samples[1:]:
-                        self._enqueue(seq)
-                if self.is_finished():  # after the aborts other threads queued
-                    if not pending and not held:
+                    self.enqueue_request(pending.popleft()[1])
+                if self.is_finished():  # after the aborts other threads queued, and the held samples joined
+                    if not pending:
                         break
-                    continue  # the next arrival joins at once; a first sample aborted lets the others go
+                    continue  # the next arrival joins at once
                 start = self.clock.now_s()
                 step = self._step()
                 elapsed = self.clock.now_s() - start

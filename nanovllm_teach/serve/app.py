@@ -13,8 +13,14 @@ beyond), the prompt (the engine refuses one longer than ``max_model_len``, 400),
 requests beyond the running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the
 HTTP thread, with the server's own tokenizer (the engine's is the engine thread's), and validated by the
 engine thread; a refusal is a 400 naming the field, and nothing is queued. Streaming is Server-Sent Events
-in OpenAI's chunk format, one chunk per engine step that gave the request a token; a client that goes away
-(streamed or not) has its request aborted, which frees its KV blocks at the next step boundary.
+in OpenAI's chunk format, one chunk per engine step that gave a choice new text or tokens (``n`` choices
+share the stream, each chunk naming its ``index``); a stream holds back the last characters that could be
+the beginning of a stop string (as many as the longest stop string has, less one, as vLLM does), so no text
+is sent that the stop string later cuts. A client that goes away (streamed or not) has its request aborted,
+which frees its KV blocks at the next step boundary.
+
+Nothing here touches the engine: it is the engine thread's. What the routes need of it (the context
+length, the batch size) is read once, before the engine thread starts.
 
 Emits nothing itself.
 """
@@ -36,8 +42,8 @@ from nanovllm_teach.serve.detokenize import IncrementalText
 from nanovllm_teach.serve.engine_thread import Abort, EngineThread, Submit, Update
 from nanovllm_teach.serve.limits import ServeLimits
 from nanovllm_teach.serve.metrics import ServerMetrics
-from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, api_finish_reason,
-                                           parse, usage)
+from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, chat_logprobs,
+                                           completion_logprobs, parse, usage)
 
 COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat's is what the context has left
 _ENCODE = msgspec.json.Encoder().encode
@@ -48,15 +54,14 @@ class Server:
     in flight (touched only on the event loop's thread)."""
 
     def __init__(self, engine: LLMEngine, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
-        self.engine, self.tokenizer, self.model_name, self.limits = engine, tokenizer, model_name, limits
+        self.tokenizer, self.model_name, self.limits = tokenizer, model_name, limits
+        self.engine = engine  # for those who watch it (tests, a notebook): they take ``engine.lock``; routes never
+        self.max_model_len = engine.config.max_model_len
+        self.capacity = engine.config.max_num_seqs + limits.max_waiting
         self.metrics = ServerMetrics(model_name)
         self.thread: EngineThread | None = None
         self.in_flight = 0
         self._ids = itertools.count()
-
-    @property
-    def capacity(self) -> int:
-        return self.engine.config.max_num_seqs + self.limits.max_waiting
 
     # ---- one request ------------------------------------------------------------------------------
 
@@ -84,11 +89,16 @@ class Server:
             max_tokens = req.max_completion_tokens
         values = {"temperature": 1.0 if req.temperature is None else req.temperature,
                   "max_tokens": default_max_tokens if max_tokens is None else max_tokens,
-                  "seed": req.seed, "ignore_eos": req.ignore_eos}
+                  "seed": req.seed, "ignore_eos": req.ignore_eos, "top_p": 1.0 if req.top_p is None else req.top_p,
+                  "top_k": req.top_k or 0, "min_p": req.min_p or 0.0, "n": req.n, "stop": req.stop,
+                  "stop_token_ids": req.stop_token_ids, "logprobs": req.num_logprobs()}
         try:
             return SamplingParams(**values)
         except (TypeError, ValueError) as error:
-            field = next((name for name in values if str(error).startswith(name)), None)
+            # The message begins with the field's name, or says it in words ("every stop token id must ...").
+            message = str(error).removeprefix("every ")
+            field = next((name for name in sorted(values, key=len, reverse=True)
+                          if message.startswith((name, name.replace("_", " ").removesuffix("s")))), None)
             raise ApiError(400, str(error), param=field) from None
 
     async def run(self, request: Request, req: CompletionRequest | ChatRequest, token_ids: list[int],
@@ -105,29 +115,31 @@ class Server:
                 flight.finished = True
                 raise ApiError(400, first.error, param="messages" if chat else "prompt")
             shape = Shape(chat, self.model_name)
+            choices = [_Choice(self.tokenizer, params, chat) for _ in range(params.n)]
             if req.stream:
                 include_usage = req.stream_options is not None and req.stream_options.include_usage
-                stream = _Stream(self._stream(flight, shape, first.num_prompt_tokens, include_usage),
+                stream = _Stream(self._stream(flight, shape, choices, first.num_prompt_tokens, include_usage),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
                 stream.flight, flight = flight, None  # the response closes it, whenever and however it ends
                 return stream
-            update = await self._until_finished_or_gone(request, flight)
-            if update is None:
-                return Response(status_code=499)  # the client left; ``close`` aborts the request
+            for _ in choices:
+                update = await self._until_finished_or_gone(request, flight)
+                if update is None:
+                    return Response(status_code=499)  # the client left; ``close`` aborts the request
+                if update.error is not None:
+                    flight.finished = True
+                    raise ApiError(500, update.error)
+                choices[update.index].add(update)
             flight.finished = True
-            if update.error is not None:
-                raise ApiError(500, update.error)
-            text = IncrementalText(self.tokenizer)
-            text.token_ids.extend(update.token_ids)
-            body = shape.whole(text.text(), api_finish_reason(update.finish_reason),
-                               usage(first.num_prompt_tokens, len(update.token_ids)))
+            body = shape.whole([c.result() for c in choices],
+                               usage(first.num_prompt_tokens, sum(c.num_tokens for c in choices)))
             return Response(_ENCODE(body), media_type="application/json")
         finally:
             if flight is not None:
                 flight.close()
 
     async def _until_finished_or_gone(self, request: Request, flight: "_Flight") -> Update | None:
-        """The request's last update, or None if the client went away first."""
+        """The request's next update, or None if the client went away first."""
         result = asyncio.ensure_future(flight.updates.get())
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -138,40 +150,89 @@ class Server:
                 result.cancel()
         return result.result() if result.done() and not result.cancelled() else None
 
-    async def _stream(self, flight: "_Flight", shape: Shape, num_prompt_tokens: int,
+    async def _stream(self, flight: "_Flight", shape: Shape, choices: list["_Choice"], num_prompt_tokens: int,
                       include_usage: bool) -> AsyncIterator[bytes]:
-        text = IncrementalText(self.tokenizer)
         if shape.chat:
-            yield _sse(shape.chunk(None, role=True))
+            yield b"".join(_sse(shape.chunk(index, None, role=True)) for index in range(len(choices)))
         while not flight.finished:
             # Every update waiting now goes out in one write (still one event per token): a stream that
             # fell behind catches up without one trip through the server per token.
             pending = [await flight.updates.get()]
             while not flight.updates.empty():
                 pending.append(flight.updates.get_nowait())
-            events = [self._events(flight, update, text, shape, num_prompt_tokens, include_usage) for update in pending]
+            events = [self._events(flight, update, choices, shape) for update in pending]
+            if include_usage and all(c.finished for c in choices):  # (not after an error)
+                events.append(_sse(shape.usage_chunk(usage(num_prompt_tokens, sum(c.num_tokens for c in choices)))))
             yield b"".join(events)
         yield b"data: [DONE]\n\n"
 
     @staticmethod
-    def _events(flight: "_Flight", update: Update, text: IncrementalText, shape: Shape, num_prompt_tokens: int,
-                include_usage: bool) -> bytes:
+    def _events(flight: "_Flight", update: Update, choices: list["_Choice"], shape: Shape) -> bytes:
         """The Server-Sent Events of one update (none for a token that completes no character)."""
         if flight.finished:
             return b""
         if update.error is not None:
             flight.finished = True
             return _sse(ApiError(500, update.error).body())
-        piece = text.add(update.token_ids)
-        if update.finish_reason is None:
-            return shape.delta_event(piece) if piece else b""
-        flight.finished = True
-        piece += text.finish()
-        events = [shape.delta_event(piece)] if piece else []
-        events.append(_sse(shape.chunk(None, api_finish_reason(update.finish_reason))))
-        if include_usage:
-            events.append(_sse(shape.usage_chunk(usage(num_prompt_tokens, len(text.token_ids)))))
+        choice = choices[update.index]
+        piece, logprobs = choice.add(update)
+        events = []
+        if logprobs is not None:
+            events.append(_sse(shape.chunk(update.index, piece, logprobs=logprobs)))
+        elif piece:
+            events.append(shape.delta_event(update.index, piece))
+        if update.finish_reason is not None:
+            events.append(_sse(shape.chunk(update.index, None, update.finish_reason, stop_reason=update.stop_reason)))
+            flight.finished = all(c.finished for c in choices)
         return b"".join(events)
+
+
+class _Choice:
+    """One choice of a response as its updates arrive: the text sent so far (a stream holds back what could
+    begin a stop string), the tokens counted, the log-probabilities in the request's shape."""
+
+    def __init__(self, tokenizer: Any, params: SamplingParams, chat: bool) -> None:
+        self.tokenizer, self.chat = tokenizer, chat
+        self.text = IncrementalText(tokenizer, params.skip_special_tokens)
+        self.hold = max((len(stop) for stop in params.stop), default=1) - 1
+        self.wants_logprobs = params.logprobs is not None
+        self.sent = ""
+        self.num_tokens = 0
+        self.logprobs: dict[str, list] | None = None  # every token's, gathered (the whole response's)
+        self.finished = False
+        self.finish_reason: str | None = None
+        self.stop_reason: int | str | None = None
+
+    def add(self, update: Update) -> tuple[str, dict[str, list] | None]:
+        """The text ``update`` lets this choice send now, and its tokens' log-probabilities (None: not asked)."""
+        self.num_tokens += len(update.token_ids)
+        logprobs = None
+        if self.wants_logprobs:
+            logprobs = (chat_logprobs(self.tokenizer, update.logprobs) if self.chat else
+                        completion_logprobs(self.tokenizer, update.logprobs, self._offset()))
+            if self.logprobs is None:
+                self.logprobs = {key: [] for key in logprobs}
+            for key, values in logprobs.items():
+                self.logprobs[key].extend(values)
+        if update.finish_reason is not None:
+            self.finished, self.finish_reason, self.stop_reason = True, update.finish_reason, update.stop_reason
+            piece = update.text[len(self.sent):]  # the whole text starts with what was sent: nothing sent is cut
+        else:
+            self.text.add(update.token_ids)
+            safe = len(self.text.sent) - self.hold
+            piece = self.text.sent[len(self.sent):max(safe, len(self.sent))]
+        self.sent += piece
+        return piece, logprobs
+
+    def _offset(self) -> int:
+        """Where the next token's text begins (the legacy ``text_offset``)."""
+        if self.logprobs is None or not self.logprobs["tokens"]:
+            return 0
+        return self.logprobs["text_offset"][-1] + len(self.logprobs["tokens"][-1])
+
+    def result(self) -> dict[str, Any]:
+        return {"text": self.sent, "logprobs": self.logprobs, "finish_reason": self.finish_reason,
+                "stop_reason": self.stop_reason}
 
 
 class _Flight:
@@ -277,13 +338,13 @@ def create_app(engine: LLMEngine, *, model_name: str, tokenizer: Any, limits: Se
         req = parse(ChatRequest, await server.read_body(request))
         server.check_model(req.model)
         token_ids = _chat_prompt(tokenizer, req)
-        room = max(1, engine.config.max_model_len - len(token_ids))
+        room = max(1, server.max_model_len - len(token_ids))
         return await server.run(request, req, token_ids, server.params(req, room), chat=True)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "nanovllm-teach",
-                                            "max_model_len": engine.config.max_model_len}]}
+                                            "max_model_len": server.max_model_len}]}
 
     @app.get("/health")
     async def health() -> Response:

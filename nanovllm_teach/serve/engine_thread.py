@@ -5,11 +5,17 @@ The HTTP side (``serve/app.py``, an asyncio loop) never touches the engine. It p
 ``Update`` records back on its own loop (``loop.call_soon_threadsafe``, one call per engine step for every
 request the step advanced). The engine thread drains the inbox between steps, so a request joins, and an
 abort takes effect, at a step boundary: the step stays a transaction and no block is ever freed mid-step.
+It holds the engine's ``lock`` around each unit of its work (the inbox drained, then ``is_finished()`` and
+``step()``), as ``LLMEngine`` asks of a thread that makes several calls one unit, and releases it while it
+waits for work; anything else (a notebook reading the engine) takes the same lock.
 
-Each request is validated by ``LLMEngine.make_sequence`` here (the one validator); a refusal comes back as
-an ``Update`` with ``error`` set and nothing queued. A client that disconnects sends ``Abort``: its
-sequence leaves the engine and its KV blocks are freed before the next step. Times are measured with the
-same ``WorkloadResult`` the workload runs use (``workload/metrics.py``), on the engine's clock, and fed to
+Each request is validated by ``LLMEngine.make_request`` here (the one validator) and queued by
+``enqueue_request``: its ``n`` samples, the later ones held back by the engine until the prompt is cached,
+as ``generate`` does. A refusal comes back as an ``Update`` with ``error`` set and nothing queued. A client
+that disconnects sends ``Abort``: its samples leave the engine and their KV blocks are freed before the
+next step. A sample's last update carries its text as offline ``generate`` returns it (cut before a stop
+string) with vLLM's finish and stop reasons (``nanovllm_teach/outputs.py``). Times are measured with the same
+``WorkloadResult`` the workload runs use (``workload/metrics.py``), on the engine's clock, and fed to
 ``ServerMetrics`` (``serve/metrics.py``).
 
 Emits nothing itself (the engine emits its events into its recorder, with real arrival times).
@@ -25,6 +31,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.engine.runner import TokenLogprobs
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.engine.stopping import completion_text
+from nanovllm_teach.outputs import api_finish
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.serve.metrics import ServerMetrics
 from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
@@ -37,11 +47,17 @@ IDLE_POLL_S = 0.5
 
 @dataclass(frozen=True)
 class Update:
-    """What one step (or a refusal) did to one request: tokens new since the last update, whether it finished
-    and why (the engine's reason: eos, length, max_model_len), or the error that refused it."""
+    """What one step (or a refusal) did to one sample of a request (``index``): tokens new since the last
+    update with their log-probabilities (if asked), or the error that refused the request. A sample's last
+    update has ``finish_reason`` (vLLM's: stop, length), ``stop_reason`` (the stop string or stop token id
+    that ended it, else None) and ``text``, its whole text as offline ``generate`` gives it."""
 
+    index: int = 0
     token_ids: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprobs, ...] = ()
     finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    text: str | None = None
     error: str | None = None
     num_prompt_tokens: int = 0
     accepted: bool = False  # the first update: the engine took the request (it is queued)
@@ -54,7 +70,7 @@ class Submit:
     params: SamplingParams
     arrival_s: float  # on the engine's clock: when the HTTP request was received
     deliver: Callable[[Update], None]  # called on the HTTP loop
-    stream: bool  # deliver tokens at every step (else once, when the request finishes)
+    stream: bool  # deliver tokens at every step (else once per sample, when it finishes)
 
 
 @dataclass(frozen=True)
@@ -65,8 +81,9 @@ class Abort:
 @dataclass
 class _Live:
     submit: Submit
-    seq_id: int
-    sent: int = 0  # completion tokens delivered so far
+    samples: list[Sequence]
+    sent: list[int]  # per sample: completion tokens delivered so far
+    num_finished: int = 0
     scheduled: bool = False
     has_first_token: bool = False
 
@@ -80,7 +97,7 @@ class EngineThread:
     metrics: ServerMetrics
     inbox: "queue.SimpleQueue[Submit | Abort | None]" = field(default_factory=queue.SimpleQueue)
     _live: dict[int, _Live] = field(default_factory=dict)  # by request id
-    _by_seq: dict[int, int] = field(default_factory=dict)  # seq_id -> request id
+    _by_seq: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq_id -> (request id, sample index)
     _times: WorkloadResult = field(default_factory=WorkloadResult)
     _thread: threading.Thread | None = None
     _stopping: bool = False
@@ -98,23 +115,28 @@ class EngineThread:
         self.engine.close()
 
     def now_s(self) -> float:
+        """The engine's clock (a monotonic clock any thread may read; it is no engine state)."""
         return self.engine.clock.now_s()
 
     # ---- the thread -----------------------------------------------------------------------------
 
     def _run(self) -> None:
         while not self._stopping:
-            if self.engine.is_finished():
+            with self.engine.lock:
+                idle = self.engine.is_finished()
+            if idle:  # wait for work without holding the engine
                 try:
-                    self._take(self.inbox.get(timeout=IDLE_POLL_S))
+                    command = self.inbox.get(timeout=IDLE_POLL_S)
                 except queue.Empty:
                     continue
-            self._drain()
-            if self._stopping:
-                break
-            if not self.engine.is_finished():
-                self._step()
-        self._abort_all("the server is shutting down")
+                with self.engine.lock:
+                    self._take(command)
+            with self.engine.lock:
+                self._drain()
+                if not self._stopping and not self.engine.is_finished():
+                    self._step()
+        with self.engine.lock:
+            self._abort_all("the server is shutting down")
 
     def _drain(self) -> None:
         while True:
@@ -129,7 +151,7 @@ class EngineThread:
         elif isinstance(command, Abort):
             live = self._live.pop(command.request_id, None)
             if live is not None:
-                self.engine.abort_request(live.seq_id)
+                self.engine.abort(seq.seq_id for seq in live.samples)
                 self._forget(live)
                 self.metrics.aborted()
                 self.metrics.stepped(self.engine, None)
@@ -138,15 +160,16 @@ class EngineThread:
 
     def _admit(self, submit: Submit) -> None:
         try:
-            seq = self.engine.make_sequence(submit.prompt_token_ids, submit.params)
+            samples = self.engine.make_request(submit.prompt_token_ids, submit.params)
         except (ValueError, TypeError) as error:
             self._deliver([(submit.deliver, Update(error=str(error)))])
             return
-        self.engine.enqueue(seq)
-        self._live[submit.request_id] = _Live(submit, seq.seq_id)
-        self._by_seq[seq.seq_id] = submit.request_id
-        self._times.requests[seq.seq_id] = RequestTimes(submit.arrival_s, seq.num_prompt_tokens)
-        self._deliver([(submit.deliver, Update(accepted=True, num_prompt_tokens=seq.num_prompt_tokens))])
+        self.engine.enqueue_request(samples)
+        self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples))
+        for index, seq in enumerate(samples):
+            self._by_seq[seq.seq_id] = (submit.request_id, index)
+            self._times.requests[seq.seq_id] = RequestTimes(submit.arrival_s, seq.num_prompt_tokens)
+        self._deliver([(submit.deliver, Update(accepted=True, num_prompt_tokens=samples[0].num_prompt_tokens))])
 
     def _step(self) -> None:
         start = self.now_s()
@@ -161,7 +184,7 @@ class EngineThread:
         self._times.add_step(step.seqs, step.num_tokens > 0, now, None)
         sends = []
         for seq in step.seqs:
-            request_id = self._by_seq.get(seq.seq_id)
+            request_id, index = self._by_seq.get(seq.seq_id, (None, 0))
             live = self._live.get(request_id) if request_id is not None else None
             if live is None:
                 continue
@@ -172,27 +195,39 @@ class EngineThread:
             if not live.has_first_token and seq.num_completion_tokens:
                 live.has_first_token = True
                 self.metrics.first_token(times.ttft_s)
-            if not seq.is_finished and (not live.submit.stream or seq.num_completion_tokens == live.sent):
+            sent = live.sent[index]
+            if not seq.is_finished and (not live.submit.stream or seq.num_completion_tokens == sent):
                 continue  # not streamed, or a prefill chunk that produced no token yet
-            new = seq.completion_token_ids[live.sent:]
-            live.sent += len(new)
-            sends.append((live.submit.deliver, Update(tuple(new), seq.finish_reason if seq.is_finished else None,
-                                                      num_prompt_tokens=seq.num_prompt_tokens)))
+            sends.append((live.submit.deliver, self._update(seq, index, sent)))
+            live.sent[index] = seq.num_completion_tokens
             if seq.is_finished:
-                self.metrics.finished(times)
-                del self._live[request_id]
-                self._forget(live)
+                live.num_finished += 1
+                if live.num_finished == len(live.samples):
+                    self.metrics.finished(times)
+                    del self._live[request_id]
+                    self._forget(live)
         self.metrics.stepped(self.engine, step.num_batched_tokens)
         self._deliver(sends)
 
+    def _update(self, seq: Sequence, index: int, sent: int) -> Update:
+        """Sample ``index``'s tokens after the first ``sent``, and, once it has finished, its ending."""
+        start = seq.num_prompt_tokens + sent
+        logprobs = () if seq.num_logprobs is None else tuple(seq.logprobs[p] for p in range(start, seq.num_tokens))
+        new = tuple(seq.completion_token_ids[sent:])
+        if not seq.is_finished:
+            return Update(index, new, logprobs, num_prompt_tokens=seq.num_prompt_tokens)
+        finish_reason, stop_reason, text = api_finish(seq, completion_text(seq, self.engine.tokenizer))
+        return Update(index, new, logprobs, finish_reason, stop_reason, text, num_prompt_tokens=seq.num_prompt_tokens)
+
     def _forget(self, live: _Live) -> None:
-        self._by_seq.pop(live.seq_id, None)
-        self._times.requests.pop(live.seq_id, None)
+        for seq in live.samples:
+            self._by_seq.pop(seq.seq_id, None)
+            self._times.requests.pop(seq.seq_id, None)
 
     def _abort_all(self, why: str) -> None:
         lives = list(self._live.values())
         self._live.clear()
-        self.engine.abort(live.seq_id for live in lives)
+        self.engine.abort(seq.seq_id for live in lives for seq in live.samples)
         for live in lives:
             self._forget(live)
         self.metrics.stepped(self.engine, None)

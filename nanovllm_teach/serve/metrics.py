@@ -22,6 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from nanovllm_teach.outputs import API_FINISH_REASONS
 from nanovllm_teach.workload.metrics import RequestTimes
 
 # vLLM's bucket bounds for these histograms (seconds; tokens for the iteration histogram).
@@ -29,8 +30,6 @@ TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
 TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-# The engine's finish reasons as the API names them (vLLM's: stop or length).
-API_FINISH_REASON = {"eos": "stop", "length": "length", "max_model_len": "length"}
 
 
 class ServerMetrics:
@@ -86,7 +85,7 @@ class ServerMetrics:
             self.ttft.observe(ttft_s)
 
     def finished(self, times: RequestTimes) -> None:
-        self.success.labels(self.model_name, API_FINISH_REASON.get(times.finish_reason, "stop")).inc()
+        self.success.labels(self.model_name, API_FINISH_REASONS.get(times.finish_reason, "stop")).inc()
         self.prompt_tokens.inc(times.num_prompt_tokens)
         self.generation_tokens.inc(times.num_output_tokens)
         if times.tpot_s is not None:

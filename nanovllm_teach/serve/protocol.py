@@ -2,13 +2,19 @@
 
 Accepted: ``model``, ``prompt`` (a string or a list of token ids) or ``messages`` (``system`` / ``user`` /
 ``assistant``, content a string or text parts), ``max_tokens`` (chat: also ``max_completion_tokens``),
-``temperature``, ``seed``, ``stream``, ``stream_options.include_usage``, and vLLM's extra ``ignore_eos``.
-The other sampling fields of OpenAI's API are refused with a 400 naming the field when they ask for
-something other than their neutral value (``top_p`` other than 1, ``n`` other than 1, any ``stop``, ...);
-fields OpenAI does not define are ignored, as vLLM ignores them.
+``temperature``, ``top_p``, ``seed``, ``n``, ``stop`` (a string or a list), ``stream``,
+``stream_options.include_usage``, log-probabilities (completions: ``logprobs``, an int; chat: ``logprobs``
+true and ``top_logprobs``), and vLLM's extras ``top_k``, ``min_p``, ``stop_token_ids`` and ``ignore_eos``:
+each means what it means in ``SamplingParams``. The other sampling fields of OpenAI's API (penalties,
+``logit_bias``, ``tools``, ...) are refused with a 400 naming the field when they ask for something other
+than their neutral value; fields OpenAI does not define are ignored, as vLLM ignores them.
 
 Errors are OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``. Finish reasons are the API's
-(``stop``, ``length``); the engine's own (eos, length, max_model_len) stay in the trace.
+(``stop``, ``length``), with vLLM's ``stop_reason`` (the stop string or stop token id that ended a choice);
+the engine's own (eos, length, max_model_len, stop) stay in the trace. Log-probabilities come in OpenAI's
+two shapes: the completions' legacy object (``tokens``, ``token_logprobs``, ``top_logprobs``,
+``text_offset``) and chat's ``content`` list (``token``, ``logprob``, ``bytes``, ``top_logprobs``); the
+completions' ``top_logprobs`` also hold the sampled token, as vLLM's and offline ``generate``'s do.
 
 Emits no events.
 """
@@ -22,16 +28,15 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nanovllm_teach.serve.metrics import API_FINISH_REASON
+from nanovllm_teach.engine.runner import TokenLogprobs
 
 _ENCODE = msgspec.json.Encoder().encode
-# Fields of OpenAI's API this server does not implement yet, and the values that ask for nothing.
+# Fields of OpenAI's API this server does not implement, and the values that ask for nothing.
 NEUTRAL = {
-    "top_p": (None, 1, 1.0), "n": (None, 1), "best_of": (None, 1), "stop": (None, [], ""),
-    "logprobs": (None, False), "top_logprobs": (None, 0), "echo": (None, False),
+    "best_of": (None, 1), "echo": (None, False),
     "presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0), "logit_bias": (None, {}),
     "suffix": (None, ""), "tools": (None, []), "tool_choice": (None, "none", "auto"), "response_format": (None,),
-    "top_k": (None, -1, 0), "min_p": (None, 0, 0.0), "stop_token_ids": (None, []), "repetition_penalty": (None, 1, 1.0),
+    "repetition_penalty": (None, 1, 1.0),
 }
 
 
@@ -63,10 +68,20 @@ class _Common(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    n: int = 1
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
 
 
 class CompletionRequest(_Common):
     prompt: str | list[int]
+    logprobs: int | None = None
+
+    def num_logprobs(self) -> int | None:
+        return self.logprobs
 
 
 class TextPart(BaseModel):
@@ -85,6 +100,13 @@ class Message(BaseModel):
 class ChatRequest(_Common):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
+
+    def num_logprobs(self) -> int | None:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+        return (self.top_logprobs or 0) if self.logprobs else None
 
 
 def parse(kind: type[_Common], body: bytes) -> _Common:
@@ -112,8 +134,26 @@ def usage(num_prompt_tokens: int, num_completion_tokens: int) -> dict[str, int]:
             "total_tokens": num_prompt_tokens + num_completion_tokens}
 
 
-def api_finish_reason(engine_reason: str | None) -> str | None:
-    return None if engine_reason is None else API_FINISH_REASON.get(engine_reason, "stop")
+def completion_logprobs(tokenizer: Any, entries: tuple[TokenLogprobs, ...], offset: int) -> dict[str, list]:
+    """OpenAI's legacy completions ``logprobs`` for ``entries``, whose first token starts at ``offset`` in
+    the choice's text (the offsets of a stream's chunks go on where the last chunk's ended)."""
+    tokens = [tokenizer.decode([e.token_id]) for e in entries]
+    offsets = []
+    for token in tokens:
+        offsets.append(offset)
+        offset += len(token)
+    tops = [{**{tokenizer.decode([t]): lp for t, lp in e.top}, token: e.logprob} for e, token in zip(entries, tokens)]
+    return {"tokens": tokens, "token_logprobs": [e.logprob for e in entries], "top_logprobs": tops,
+            "text_offset": offsets}
+
+
+def chat_logprobs(tokenizer: Any, entries: tuple[TokenLogprobs, ...]) -> dict[str, list]:
+    """Chat's ``logprobs``: one ``content`` entry per token, with its ``top_logprobs`` best first."""
+    def one(token_id: int, logprob: float) -> dict[str, Any]:
+        token = tokenizer.decode([token_id])
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+    return {"content": [{**one(e.token_id, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]}
+                        for e in entries]}
 
 
 class Shape:
@@ -123,37 +163,49 @@ class Shape:
         self.chat, self.model = chat, model
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
-        # A text delta is the one chunk sent per token: its bytes around the text are made once per request.
-        marker = "\u0000delta\u0000"
-        template = _ENCODE(self.chunk(marker)).decode("utf-8")
-        before, after = template.split(_ENCODE(marker).decode("utf-8"))
-        self._delta_before, self._delta_after = b"data: " + before.encode(), after.encode() + b"\n\n"
+        self._delta_parts: dict[int, tuple[bytes, bytes]] = {}
 
-    def delta_event(self, text: str) -> bytes:
-        """The Server-Sent Event of one text delta (``chunk(text)`` as ``data: ...``), built from its parts."""
-        return self._delta_before + _ENCODE(text) + self._delta_after
+    def delta_event(self, index: int, text: str) -> bytes:
+        """The Server-Sent Event of one text delta of choice ``index`` (``chunk(index, text)`` as
+        ``data: ...``), built from its parts: the bytes around the text are made once per choice."""
+        if index not in self._delta_parts:
+            marker = "\u0000delta\u0000"
+            template = _ENCODE(self.chunk(index, marker)).decode("utf-8")
+            before, after = template.split(_ENCODE(marker).decode("utf-8"))
+            self._delta_parts[index] = b"data: " + before.encode(), after.encode() + b"\n\n"
+        before, after = self._delta_parts[index]
+        return before + _ENCODE(text) + after
 
     def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
 
-    def whole(self, text: str, finish_reason: str | None, use: dict[str, int]) -> dict[str, Any]:
+    def whole(self, choices: list[dict[str, Any]], use: dict[str, int]) -> dict[str, Any]:
+        """The whole response; ``choices``: per choice its ``text``, ``logprobs`` (a shape above, or None),
+        ``finish_reason`` and ``stop_reason``, by index."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                      "finish_reason": finish_reason}
-            return {**self._head("chat.completion"), "choices": [choice], "usage": use}
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-        return {**self._head("text_completion"), "choices": [choice], "usage": use}
+            body = [{"index": i, "message": {"role": "assistant", "content": c["text"]}, "logprobs": c["logprobs"],
+                     "finish_reason": c["finish_reason"], "stop_reason": c["stop_reason"]}
+                    for i, c in enumerate(choices)]
+            return {**self._head("chat.completion"), "choices": body, "usage": use}
+        body = [{"index": i, "text": c["text"], "logprobs": c["logprobs"], "finish_reason": c["finish_reason"],
+                 "stop_reason": c["stop_reason"]} for i, c in enumerate(choices)]
+        return {**self._head("text_completion"), "choices": body, "usage": use}
 
-    def chunk(self, text: str | None, finish_reason: str | None = None, role: bool = False) -> dict[str, Any]:
-        """One streamed chunk: a delta of ``text`` (chat: the role first, alone), or the finish reason."""
+    def chunk(self, index: int, text: str | None, finish_reason: str | None = None, role: bool = False,
+              logprobs: dict[str, list] | None = None, stop_reason: int | str | None = None) -> dict[str, Any]:
+        """One streamed chunk of choice ``index``: a delta of ``text`` (chat: the role first, alone) with the
+        log-probabilities of its tokens, or the finish reason."""
         if self.chat:
             delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
             if text:
                 delta["content"] = text
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            return {**self._head("chat.completion.chunk"), "choices": [choice]}
-        choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
-        return {**self._head("text_completion"), "choices": [choice]}
+            choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+        else:
+            choice = {"index": index, "text": text or "", "logprobs": logprobs, "finish_reason": finish_reason}
+        if finish_reason is not None:
+            choice["stop_reason"] = stop_reason
+        obj = "chat.completion.chunk" if self.chat else "text_completion"
+        return {**self._head(obj), "choices": [choice]}
 
     def usage_chunk(self, use: dict[str, int]) -> dict[str, Any]:
         obj = "chat.completion.chunk" if self.chat else "text_completion"
