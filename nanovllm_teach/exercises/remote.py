@@ -36,6 +36,9 @@ from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_
 OUTPUT_LINES = 20
 OUTPUT_CHARS = 2000
 QUOTE = "  | "
+# How long a worker may take to start (an interpreter in the sandbox) before the file's own time limit starts:
+# on a busy machine that is seconds, and none of them the learner's.
+STARTUP_LIMIT_S = 60.0
 
 
 class RemoteFailure(Exception):
@@ -125,6 +128,9 @@ class Worker:
         if self._forked is not None:
             return {"loaded": True}
         try:
+            ready = _read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S)
+            if ready != {"ready": True}:
+                return {"ended": None}
             answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
             return {"timeout": self.time_limit}

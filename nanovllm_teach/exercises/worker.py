@@ -15,7 +15,8 @@ open files).
 
 The frames: a 4-byte big-endian length, then that many bytes of JSON, at most ``MAX_FRAME`` bytes; one pipe
 carries calls in, another answers out (the learner's prints go to stdout and stderr, which the parent keeps
-apart and shows quoted). The first answer says whether the file loaded.
+apart and shows quoted). The first answer says that the worker is ready (its interpreter started, its limits
+set: seconds on a busy machine, none of them the learner's), the second whether the file loaded.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def main() -> None:
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded (``isolation.grading_root``), not this script's folder
     set_limits(*(int(v) for v in limits.split(",")))
+    write_frame(answers_fd, {"ready": True})
     solution = load(path, functions.split(","), answers_fd)
     if solution is not None:
         serve(solution, path, calls_fd, answers_fd)
