@@ -25,8 +25,10 @@ Phase = Literal["bootstrap", "init", "ingress", "prefill", "decode", "postproces
 
 # Header keys (dotted into nested objects) that say how and where the trace was recorded, not what the
 # engine decided: when, with which library versions, from which folder, on which device.
+# config.model: version-1 traces recorded a machine path there; config.cpu_kvcache_gib: unset, it is sized from the
+# memory this machine had available at start-up.
 HEADER_VOLATILE = ("recorded_at", "versions", "device", "config.device", "config.attention_backend",
-                   "config.linear_backend", "model.path", "config.model")  # version-1 traces recorded a machine path there
+                   "config.linear_backend", "model.path", "config.model", "config.cpu_kvcache_gib")
 
 # Events whose stats carry tensors: the recorder keeps their shapes always and their values only while the
 # detail budget lasts.
