@@ -201,6 +201,12 @@ class Efficiency:
         return asdict(self)
 
     @classmethod
+    def for_device(cls, name: str | None) -> "Efficiency":
+        """A GPU's own factors where published measurements fitted some (``DEVICE_EFFICIENCY``), the
+        defaults elsewhere (``this-cpu`` included: its factors come from ``sim_factors``' calibration file)."""
+        return cls(**DEVICE_EFFICIENCY.get(name or "", {}))
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, float]) -> "Efficiency":
         unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
@@ -211,6 +217,16 @@ class Efficiency:
     def from_json(cls, path: str | Path) -> "Efficiency":
         """Fitted factors saved by a calibration run (any subset; the rest keep their defaults)."""
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+# One set of factors per GPU model, shared by every model and case on it; a factor not named keeps its
+# default. Each was fitted on the "fitted" cases of sim/published.json for that GPU, and on nothing else
+# (benchmarks/bench_sim_published.py --fit prints the fit):
+# - h100-sxm: memory, from vLLM 0.21.0's median TPOT of 6.59 ms for Llama-3.1-8B with 4 clients on one
+#   H100-80GB-HBM3 (https://yobitelcomm.github.io/bench/recipes/concurrency-sweep/).
+DEVICE_EFFICIENCY: dict[str, dict[str, float]] = {
+    "h100-sxm": {"memory": 0.838},
+}
 
 
 @dataclass(frozen=True)
@@ -241,7 +257,7 @@ class StepCostModel:
                  tensor_parallel_size: int = 1) -> None:
         self.shape = shape
         self.device = device
-        self.eff = efficiency or Efficiency()
+        self.eff = efficiency or Efficiency.for_device(device.name)
         self.tp = tensor_parallel_size
         self.dtype_bytes = DTYPE_BYTES[device.dtype]
         s, tp, b = shape, tensor_parallel_size, self.dtype_bytes
