@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nanovllm_teach.sim.cost_model import Efficiency
-from nanovllm_teach.sim.published import CASES_FILE, case_errors, load_cases, simulate_case
+from nanovllm_teach.sim.published import CASES_FILE, case_errors, dump_cases, load_cases, simulate_case
 
 
 def fit_memory(cases: list) -> dict[str, float]:
@@ -75,7 +75,7 @@ def main() -> None:
         for raw in data["cases"]:
             if raw["id"] in recorded:
                 raw["recorded_error"] = recorded[raw["id"]]
-        CASES_FILE.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        CASES_FILE.write_text(dump_cases(data), encoding="utf-8")
         print(f"recorded the judged errors in {CASES_FILE}")
 
 

@@ -17,6 +17,8 @@ Emits no events itself (the engine and the simulated runner do).
 from __future__ import annotations
 
 import json
+import random
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +32,20 @@ FIGURES = ("tpot_p50_ms", "ttft_p50_ms", "output_tok_s", "decode_tok_s")
 ROLES = ("fitted", "judged")
 
 
+# The engine settings a case may state (``LLM``'s names), bounded so a damaged file cannot ask for absurd runs.
+SETTINGS = {"max_model_len": (1, 131072), "max_num_batched_tokens": (1, 131072), "max_num_seqs": (1, 1024),
+            "gpu_memory_utilization": (0.05, 1.0)}
+
+
 @dataclass(frozen=True)
 class Workload:
-    prompt: int | str  # a fixed length, or "sharegpt" (ShareGPT-like lengths, workload/requests.py)
-    output: int | str
-    concurrency: int  # closed loop: that many clients, as a benchmark's --max-concurrency
+    """Lengths: a fixed length, ``"sharegpt"`` (ShareGPT-like, ``workload/requests.py``) or one per request,
+    as the source listed them. ``concurrency``: that many clients (a benchmark's ``--max-concurrency``), or
+    None: every request at once (``--request-rate inf``)."""
+
+    prompt: int | str | tuple[int, ...]
+    output: int | str | tuple[int, ...]
+    concurrency: int | None
     num_requests: int
     ignore_eos: bool
 
@@ -50,16 +61,24 @@ class Case:
     hardware: str
     model: str
     workload: Workload
+    engine_settings: dict[str, float]
     measured: dict[str, float]
     judged: tuple[str, ...]
     not_judged_why: str
     recorded_error: dict[str, float]
 
 
-def _lengths(value: Any, where: str) -> int | str:
-    if value == "sharegpt" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 131072):
+def _length(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 131072
+
+
+def _lengths(value: Any, num_requests: int, where: str) -> int | str | tuple[int, ...]:
+    if value == "sharegpt" or _length(value):
         return value
-    raise ValueError(f"{where} must be 'sharegpt' or a length in 1..131072, got {value!r}")
+    if isinstance(value, list) and len(value) == num_requests and all(_length(v) for v in value):
+        return tuple(value)
+    raise ValueError(f"{where} must be 'sharegpt', a length in 1..131072 or one such length per request "
+                     f"({num_requests}), got {value!r:.80}")
 
 
 def _case(raw: Any, index: int) -> Case:
@@ -81,13 +100,24 @@ def _case(raw: Any, index: int) -> Case:
     if not isinstance(w, dict):
         raise ValueError(f"{where}: workload must be an object")
     for key in ("concurrency", "num_requests"):
-        if isinstance(w.get(key), bool) or not isinstance(w.get(key), int) or not 1 <= w[key] <= 1000:
-            raise ValueError(f"{where}: workload {key} must be an int in 1..1000, got {w.get(key)!r}")
+        value = w.get(key)
+        if (key == "num_requests" or value is not None) and (
+                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000):
+            raise ValueError(f"{where}: workload {key} must be an int in 1..1000, got {value!r}")
     if not isinstance(w.get("ignore_eos"), bool):
         raise ValueError(f"{where}: workload ignore_eos must be true or false")
-    workload = Workload(_lengths(w.get("prompt"), f"{where}: workload prompt"),
-                        _lengths(w.get("output"), f"{where}: workload output"), w["concurrency"],
-                        w["num_requests"], w["ignore_eos"])
+    n = w["num_requests"]
+    workload = Workload(_lengths(w.get("prompt"), n, f"{where}: workload prompt"),
+                        _lengths(w.get("output"), n, f"{where}: workload output"), w.get("concurrency"), n,
+                        w["ignore_eos"])
+    if isinstance(workload.prompt, tuple) != isinstance(workload.output, tuple):
+        raise ValueError(f"{where}: workload prompt and output lengths are listed per request both, or neither")
+    settings = raw.get("engine_settings", {})
+    if not isinstance(settings, dict) or any(
+            key not in SETTINGS or isinstance(value, bool) or not isinstance(value, (int, float))
+            or not SETTINGS[key][0] <= value <= SETTINGS[key][1] for key, value in settings.items()):
+        raise ValueError(f"{where}: engine_settings must map some of {sorted(SETTINGS)} to numbers in their "
+                         f"ranges {SETTINGS}, got {settings!r}")
     measured = raw.get("measured")
     if (not isinstance(measured, dict) or not measured or set(measured) - set(FIGURES)
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in measured.values())):
@@ -100,7 +130,7 @@ def _case(raw: Any, index: int) -> Case:
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in recorded.values()):
         raise ValueError(f"{where}: recorded_error must map judged figures to numbers, got {recorded!r}")
     return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
-                raw["model"], workload, {k: float(v) for k, v in measured.items()}, tuple(judged),
+                raw["model"], workload, dict(settings), {k: float(v) for k, v in measured.items()}, tuple(judged),
                 raw["not_judged_why"], {k: float(v) for k, v in recorded.items()})
 
 
@@ -127,15 +157,21 @@ def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int =
     from nanovllm_teach import LLM
     from nanovllm_teach.workload.arrivals import serve_workload
     from nanovllm_teach.workload.metrics import percentile
-    from nanovllm_teach.workload.requests import (AtOnce, Fixed, make_workload, sharegpt_output_lengths,
+    from nanovllm_teach.workload.requests import (AtOnce, Fixed, Request, make_workload, sharegpt_output_lengths,
                                                   sharegpt_prompt_lengths)
 
     shape = load_shape(case.model)
     w = case.workload
-    prompts = sharegpt_prompt_lengths() if w.prompt == "sharegpt" else Fixed(w.prompt)
-    outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
-    workload = make_workload(w.num_requests, AtOnce(), prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
-    llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors)
+    rng = random.Random(seed)
+    if isinstance(w.prompt, tuple) and isinstance(w.output, tuple):  # the source's own lengths, in its order
+        workload = [Request(0.0, [rng.randrange(shape.vocab_size) for _ in range(p)], o)
+                    for p, o in zip(w.prompt, w.output)]
+    else:
+        prompts = sharegpt_prompt_lengths() if w.prompt == "sharegpt" else Fixed(w.prompt)
+        outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
+        workload = make_workload(w.num_requests, AtOnce(), prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
+    llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
+              **case.engine_settings)
     result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency)
     llm.close()
     tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
@@ -148,3 +184,10 @@ def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int =
 def case_errors(case: Case, simulated: dict[str, float]) -> dict[str, float]:
     """Signed relative error of every measured figure (simulated / measured - 1)."""
     return {name: simulated[name] / value - 1 for name, value in case.measured.items()}
+
+
+def dump_cases(data: dict) -> str:
+    """``published.json``'s text: indented, with each list of numbers on one line."""
+    text = json.dumps(data, indent=1, ensure_ascii=False)
+    return re.sub(r"\[\s*([-0-9.,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]",
+                  text) + "\n"
