@@ -92,3 +92,32 @@ def test_bench_script_prints_every_case():
     for case in CASES:
         assert f"{case.id} ({case.role};" in done.stdout
     assert "(judged)" in done.stdout and "(fitted)" in done.stdout and "(not judged)" in done.stdout
+
+
+def _served(admit_every, concurrency=None):
+    from nanovllm_teach.workload.arrivals import serve_workload
+    from nanovllm_teach.workload.requests import Fixed, Poisson, make_workload
+
+    llm = LLM("qwen3-0.6b", runner="simulated", hardware="h100-sxm", max_model_len=1024)
+    workload = make_workload(60, Poisson(200.0), Fixed(200), Fixed(40), vocab_size=1000, seed=3)
+    result = serve_workload(llm, workload, answers=llm.answers, admit_every=admit_every, concurrency=concurrency)
+    llm.close()
+    return result
+
+
+def test_admission_every_k_steps_delays_first_tokens_only():
+    every, eight = _served(1), _served(8)
+    assert eight.output_tokens == every.output_tokens == 60 * 40
+    ttft = lambda r: sorted(t.ttft_s for t in r.requests.values())  # noqa: E731
+    assert sum(ttft(eight)) > sum(ttft(every))  # requests waited for a scheduling step
+    # a request waits at most for the 7 steps before the next admission, each no longer than the longest step
+    longest_step = max(t.ttft_s for t in every.requests.values())
+    assert max(ttft(eight)) <= max(ttft(every)) + 7 * longest_step
+    closed = _served(4, concurrency=8)
+    assert len(closed.requests) == 60 and all(t.finish_s is not None for t in closed.requests.values())
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, 10**6])
+def test_admission_every_is_checked(bad):
+    with pytest.raises(ValueError, match="admit_every"):
+        _served(bad)
