@@ -5,10 +5,11 @@ Every case runs through the public path (``LLM(model, runner="simulated", hardwa
 (``Efficiency.for_device``). Printed per case: fitted or judged, each measured figure beside the simulated
 one and the error; figures the source does not let us reproduce are printed and marked "not judged".
 
-``--fit``: for each GPU with fitted cases, the memory efficiency that makes the simulated median TPOT of its
-fitted cases match (bisection; the one factor a low-concurrency decode depends on), printed for
-``DEVICE_EFFICIENCY`` in ``nanovllm_teach/sim/cost_model.py``. ``--record``: write each judged case's
-errors into ``published.json`` as ``recorded_error`` (what ``tests/test_sim_published.py`` holds it to).
+``--fit``: for each GPU with fitted cases, the memory efficiency that makes its fitted one-GPU cases match on
+average (their first judged figure), then the collective's fixed cost for its fitted tensor-parallel cases
+(bisection), printed for ``DEVICE_EFFICIENCY`` in ``nanovllm_teach/sim/cost_model.py``. ``--record``: write
+each judged case's errors into ``published.json`` as ``recorded_error`` (what ``tests/test_sim_published.py``
+holds it to).
 
 Usage: ``python benchmarks/bench_sim_published.py [--fit] [--record]``.
 """
@@ -20,41 +21,61 @@ import json
 import subprocess
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from nanovllm_teach.sim.cost_model import Efficiency
 from nanovllm_teach.sim.published import CASES_FILE, case_errors, dump_cases, load_cases, simulate_case
 
 
-def fit_memory(cases: list) -> dict[str, float]:
-    """Per GPU: the memory factor whose simulated median TPOT matches the mean of its fitted cases' (bisection
-    on the mean signed error, which falls as the factor grows)."""
-    fitted: dict[str, float] = {}
+# What a fit may move, and where it searches: one GPU's memory efficiency (a decode reads every weight, so
+# one-GPU cases depend on it most) and, from cases on several GPUs of that model, a collective's fixed cost.
+FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6)}
+
+
+def _slowness(case, simulated: dict[str, float]) -> float:
+    """How much slower than measured the simulated engine ran on the case's first judged figure (> 0: slower)."""
+    name = case.judged[0]
+    error = case_errors(case, simulated)[name]
+    return -error if name.endswith("_tok_s") else error
+
+
+def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
+    """Per GPU: ``memory`` on its fitted one-GPU cases, then ``allreduce_latency_s`` on its fitted
+    tensor-parallel ones, each by bisection on their mean slowness."""
+    fitted: dict[str, dict[str, float]] = {}
     for hardware in sorted({c.hardware for c in cases if c.role == "fitted"}):
+        factors = Efficiency.for_device(hardware).to_dict()
         mine = [c for c in cases if c.role == "fitted" and c.hardware == hardware]
-        lo, hi = 0.3, 1.0
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "factors.json"
-            for _ in range(12):
-                mid = (lo + hi) / 2
-                path.write_text(json.dumps(replace(Efficiency.for_device(hardware), memory=mid).to_dict()))
-                error = sum(case_errors(c, simulate_case(c, path))["tpot_p50_ms"] for c in mine) / len(mine)
-                lo, hi = (mid, hi) if error > 0 else (lo, mid)
-        fitted[hardware] = round((lo + hi) / 2, 3)
-        print(f"fitted {hardware}: memory {fitted[hardware]} on {', '.join(c.id for c in mine)}")
+        plan = [("memory", [c for c in mine if c.engine_settings.get("tensor_parallel_size", 1) == 1]),
+                ("allreduce_latency_s", [c for c in mine if c.engine_settings.get("tensor_parallel_size", 1) > 1])]
+        for name, group in plan:
+            if not group:
+                continue
+            lo, hi = FIT_RANGES[name]
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "factors.json"
+                for _ in range(iterations):
+                    factors[name] = (lo + hi) / 2
+                    path.write_text(json.dumps(factors))
+                    slow = sum(_slowness(c, simulate_case(c, path)) for c in group) / len(group)
+                    # slower than measured: more bandwidth, or a cheaper collective
+                    lo, hi = ((factors[name], hi) if name == "memory" else (lo, factors[name])) if slow > 0 else (
+                        (lo, factors[name]) if name == "memory" else (factors[name], hi))
+            factors[name] = float(f"{(lo + hi) / 2:.3g}")
+            fitted.setdefault(hardware, {})[name] = factors[name]
+            print(f"fitted {hardware}: {name} {factors[name]} on {', '.join(c.id for c in group)}")
     return fitted
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fit", action="store_true", help="fit each GPU's memory factor on its fitted cases")
+    parser.add_argument("--fit", action="store_true", help="fit each GPU's factors on its fitted cases")
     parser.add_argument("--record", action="store_true", help="write judged errors into published.json")
     args = parser.parse_args()
     print("machine load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     cases = load_cases()
     if args.fit:
-        fit_memory(cases)
+        fit(cases)
     recorded: dict[str, dict[str, float]] = {}
     start = time.process_time()
     for case in cases:

@@ -222,13 +222,17 @@ class Efficiency:
 # One set of factors per GPU model, shared by every model and case on it; a factor not named keeps its
 # default. Each was fitted on the "fitted" cases of sim/published.json for that GPU and on nothing else, and
 # is judged on the others (benchmarks/bench_sim_published.py --fit prints the fit):
-# - h100-sxm: memory, fitted so that the simulated median TPOT of Llama-3.1-8B matches on average two vLLM
-#   measurements on one H100 80GB: 6.59 ms with 4 clients (vLLM 0.21.0, an InferenceBench sweep) and 7.56 ms
-#   for 10 ShareGPT requests at once (LambdaLabsML/vllm-benchmark, an older vLLM). The newer engine spends
-#   less host time per step than the older, so this one GPU factor sits between them (+7% and -7%).
-# GPUs with no fitted case (a100-40gb, a100-80gb and the rest) keep the defaults, and their cases are judged.
+# - h100-sxm: memory, so that the simulated median TPOT of Llama-3.1-8B on one H100 matches on average 6.59 ms
+#   with 4 clients (vLLM 0.21.0, an InferenceBench sweep) and 7.56 ms for 10 ShareGPT requests at once
+#   (LambdaLabsML/vllm-benchmark, an older vLLM): the newer engine spends less host time per step, so this one
+#   factor sits between them (+7% and -7%); then allreduce_latency_s, so that Llama-3.1-70B on four H100s
+#   matches vLLM 0.6.0's median TPOT of 23.58 ms at 4 requests/s (sglang's benchmark_vllm_060 README).
+# - a100-80gb: memory, so that Llama-3.1-8B matches vLLM 0.6.0's median TPOT of 14.14 ms at 4 requests/s on one
+#   A100 80G (the same README).
+# GPUs with no fitted case (a100-40gb and the rest) keep the defaults.
 DEVICE_EFFICIENCY: dict[str, dict[str, float]] = {
-    "h100-sxm": {"memory": 0.769},
+    "h100-sxm": {"memory": 0.769, "allreduce_latency_s": 3.76e-05},
+    "a100-80gb": {"memory": 0.647},
 }
 
 

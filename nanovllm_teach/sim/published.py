@@ -34,20 +34,23 @@ ROLES = ("fitted", "judged")
 
 # The engine settings a case may state (``LLM``'s names), bounded so a damaged file cannot ask for absurd runs.
 SETTINGS = {"max_model_len": (1, 131072), "max_num_batched_tokens": (1, 131072), "max_num_seqs": (1, 1024),
-            "gpu_memory_utilization": (0.05, 1.0)}
+            "gpu_memory_utilization": (0.05, 1.0), "tensor_parallel_size": (1, 8)}
 
 
 @dataclass(frozen=True)
 class Workload:
     """Lengths: a fixed length, ``"sharegpt"`` (ShareGPT-like, ``workload/requests.py``) or one per request,
-    as the source listed them. ``concurrency``: that many clients (a benchmark's ``--max-concurrency``), or
-    None: every request at once (``--request-rate inf``)."""
+    as the source listed them. ``concurrency``: that many clients (a benchmark's ``--max-concurrency``); else
+    ``rate``: Poisson arrivals; neither: every request at once (``--request-rate inf``). ``admit_every``:
+    ``serve_workload``'s admission every K steps, for an engine that ran ``--num-scheduler-steps K``."""
 
     prompt: int | str | tuple[int, ...]
     output: int | str | tuple[int, ...]
     concurrency: int | None
     num_requests: int
     ignore_eos: bool
+    rate: float | None = None  # Poisson arrivals at this many requests/s (a benchmark's --request-rate)
+    admit_every: int = 1  # the engine's multi-step scheduling, where the source's engine had it
 
 
 @dataclass(frozen=True)
@@ -102,14 +105,21 @@ def _case(raw: Any, index: int) -> Case:
     for key in ("concurrency", "num_requests"):
         value = w.get(key)
         if (key == "num_requests" or value is not None) and (
-                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000):
-            raise ValueError(f"{where}: workload {key} must be an int in 1..1000, got {value!r}")
+                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10000):
+            raise ValueError(f"{where}: workload {key} must be an int in 1..10000, got {value!r}")
     if not isinstance(w.get("ignore_eos"), bool):
         raise ValueError(f"{where}: workload ignore_eos must be true or false")
     n = w["num_requests"]
+    rate, admit_every = w.get("rate"), w.get("admit_every", 1)
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1000
+                             or w.get("concurrency") is not None):
+        raise ValueError(f"{where}: workload rate must be requests/s in (0, 1000], without a concurrency, "
+                         f"got {rate!r}")
+    if isinstance(admit_every, bool) or not isinstance(admit_every, int) or not 1 <= admit_every <= 1024:
+        raise ValueError(f"{where}: workload admit_every must be an int in 1..1024, got {admit_every!r}")
     workload = Workload(_lengths(w.get("prompt"), n, f"{where}: workload prompt"),
                         _lengths(w.get("output"), n, f"{where}: workload output"), w.get("concurrency"), n,
-                        w["ignore_eos"])
+                        w["ignore_eos"], None if rate is None else float(rate), admit_every)
     if isinstance(workload.prompt, tuple) != isinstance(workload.output, tuple):
         raise ValueError(f"{where}: workload prompt and output lengths are listed per request both, or neither")
     settings = raw.get("engine_settings", {})
@@ -151,14 +161,16 @@ def load_cases(path: str | Path = CASES_FILE) -> list[Case]:
     return cases
 
 
-def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0) -> dict[str, float]:
+def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0,
+                  max_requests: int | None = None) -> dict[str, float]:
     """The case's figures from the simulated engine on its GPU, with the factors in ``sim_factors`` (a JSON
-    file, as ``simulate --sim-factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``)."""
+    file, as ``simulate --factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``).
+    ``max_requests``: serve only the first that many of the case's requests (a quicker, rougher check)."""
     from nanovllm_teach import LLM
     from nanovllm_teach.workload.arrivals import serve_workload
     from nanovllm_teach.workload.metrics import percentile
-    from nanovllm_teach.workload.requests import (AtOnce, Fixed, Request, make_workload, sharegpt_output_lengths,
-                                                  sharegpt_prompt_lengths)
+    from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, make_workload,
+                                                  sharegpt_output_lengths, sharegpt_prompt_lengths)
 
     shape = load_shape(case.model)
     w = case.workload
@@ -169,10 +181,13 @@ def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int =
     else:
         prompts = sharegpt_prompt_lengths() if w.prompt == "sharegpt" else Fixed(w.prompt)
         outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
-        workload = make_workload(w.num_requests, AtOnce(), prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
+        arrivals = AtOnce() if w.rate is None else Poisson(w.rate)
+        workload = make_workload(w.num_requests, arrivals, prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
+    workload = workload[:max_requests]
     llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
               **case.engine_settings)
-    result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency)
+    result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
+                            admit_every=w.admit_every)
     llm.close()
     tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
     ttft = [r.ttft_s for r in result.requests.values() if r.ttft_s is not None]
