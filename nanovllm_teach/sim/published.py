@@ -161,11 +161,9 @@ def load_cases(path: str | Path = CASES_FILE) -> list[Case]:
     return cases
 
 
-def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0,
-                  max_requests: int | None = None) -> dict[str, float]:
+def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0) -> dict[str, float]:
     """The case's figures from the simulated engine on its GPU, with the factors in ``sim_factors`` (a JSON
-    file, as ``simulate --factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``).
-    ``max_requests``: serve only the first that many of the case's requests (a quicker, rougher check)."""
+    file, as ``simulate --factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``)."""
     from nanovllm_teach import LLM
     from nanovllm_teach.workload.arrivals import serve_workload
     from nanovllm_teach.workload.metrics import percentile
@@ -183,7 +181,6 @@ def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int =
         outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
         arrivals = AtOnce() if w.rate is None else Poisson(w.rate)
         workload = make_workload(w.num_requests, arrivals, prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
-    workload = workload[:max_requests]
     llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
               **case.engine_settings)
     result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
