@@ -65,6 +65,7 @@ def test_list_names_every_model_and_device(capsys):
     (["--rate", "2", "--arrivals", "at-once"], "one of --rate, --arrivals or --concurrency"),
     (["--rate", "2", "--concurrency", "4"], "one of --rate, --arrivals or --concurrency"),
     (["--concurrency", "0"], "--concurrency must be >= 1"),
+    (["--admit-every", "0"], "--admit-every must be in 1..1024"),
     (["--arrivals", "poison:3"], "unknown arrival spec"),
     (["--prompt-lens", "uniform:5"], "unknown length spec"),
     (["--shared-prefix", "3"], "GROUPS:LEN"),

@@ -66,6 +66,9 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     load.add_argument("--ignore-eos", action="store_true", help="every request runs to its whole output length "
                                                                   "and finishes by length (nano-vllm's benchmark)")
     load.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--admit-every", type=int, default=1, metavar="K",
+                     help="admit arrived requests only every K steps, as vLLM's multi-step scheduling "
+                          "(--num-scheduler-steps K) did; off (1) by default")
     engine = sim.add_argument_group("the engine (the settings of LLM(...))")
     engine.add_argument("--max-model-len", type=int, default=8192)
     engine.add_argument("--max-num-seqs", type=int, default=512)
@@ -127,6 +130,8 @@ def _workload(args: argparse.Namespace, vocab_size: int, max_model_len: int, num
         raise ValueError("give one of --rate, --arrivals or --concurrency")
     if args.concurrency is not None and args.concurrency < 1:
         raise ValueError(f"--concurrency must be >= 1 (clients), got {args.concurrency}")
+    if not 1 <= args.admit_every <= 1024:
+        raise ValueError(f"--admit-every must be in 1..1024 (steps between admissions), got {args.admit_every}")
     # A closed loop's requests arrive when the clients send them: drawn all at once, sent in order.
     arrivals = parse_arrivals("at-once" if args.concurrency is not None else
                               args.arrivals or f"poisson:{args.rate if args.rate is not None else 4}")
@@ -188,7 +193,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         raise ValueError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     try:
         result = serve_workload(llm, workload, ignore_eos=args.ignore_eos, answers=llm.answers,
-                                concurrency=args.concurrency, progress=True)
+                                concurrency=args.concurrency, progress=True, admit_every=args.admit_every)
     finally:
         llm.close()
     print(f"{args.requests} requests of {Path(llm.config.model).name} on {args.hardware} "

@@ -27,9 +27,10 @@ from nanovllm_teach.trace.recorder import Recorder
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
-    """The simulated device's efficiency factors: ``sim_factors``' file, or the defaults."""
+    """The simulated device's efficiency factors: ``sim_factors``' file, or the device's own
+    (``Efficiency.for_device``)."""
     if settings.sim_factors is None:
-        return Efficiency()
+        return Efficiency.for_device(settings.hardware)
     try:
         return Efficiency.from_json(settings.sim_factors)
     except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError

@@ -60,6 +60,10 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
            memory_bytes=80 * GIB, interconnect_bandwidth=300e9, interconnect="NVLink 3 (600 GB/s both ways)",
            source="NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: BF16 312 TFLOPS dense, "
                   "80 GB HBM2e at 2,039 GB/s, NVLink 600 GB/s"),
+    Device("a100-40gb", "gpu", "bfloat16", peak_flops=312e12, memory_bandwidth=1.555e12,
+           memory_bytes=40 * GIB, interconnect_bandwidth=300e9, interconnect="NVLink 3 (600 GB/s both ways)",
+           source="NVIDIA A100 Tensor Core GPU datasheet, A100 40GB: BF16 312 TFLOPS dense, "
+                  "40 GB HBM2 at 1,555 GB/s, NVLink 600 GB/s"),
     Device("l4", "gpu", "bfloat16", peak_flops=121e12, memory_bandwidth=300e9, memory_bytes=24 * GIB,
            interconnect_bandwidth=_PCIE4_X16, interconnect="PCIe 4.0 x16",
            source="NVIDIA L4 Tensor Core GPU datasheet: BF16 242 TFLOPS with sparsity (121 dense), "

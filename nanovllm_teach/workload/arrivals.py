@@ -8,6 +8,12 @@ requests join at once and each later one joins when an earlier one finishes, so 
 speed. Between arrivals the engine steps; every step's end is a moment the metrics (``workload/metrics.py``)
 are taken at.
 
+``admit_every=K`` (off: 1) delays admission as vLLM's multi-step scheduling did (``--num-scheduler-steps K``,
+v0.6): its scheduler ran once per K steps, so a request that arrives while the engine is busy waits outside it
+until the next step whose number is a multiple of K (at once if the engine is idle), and its TTFT counts the
+wait. Only the admission is modelled, not the tokens a multi-step run streams K at a time; use it to
+reproduce a measurement of an engine that had it, never to tune the efficiency factors.
+
 An answer is ``output_len`` tokens long. A real model writes what it writes, so it runs with
 ``max_tokens=output_len`` and ``ignore_eos``; a model that follows the workload's lengths (the simulator's:
 ``answers``) is told each length and ends the answer there with EOS, unless ``ignore_eos``, as in
@@ -41,14 +47,17 @@ class AnswerLengths(Protocol):
 
 def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_eos: bool = False,
                    answers: AnswerLengths | None = None, concurrency: int | None = None,
-                   progress: bool = False) -> WorkloadResult:
+                   progress: bool = False, admit_every: int = 1) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
     and aborts as ``generate`` does. ``concurrency``: closed-loop load, that many clients each sending
     its next request (in the workload's order, arrival times ignored) when its last one finishes;
-    ``progress``: a tqdm bar of requests done, with the engine's clock and steps per second."""
+    ``progress``: a tqdm bar of requests done, with the engine's clock and steps per second; ``admit_every``:
+    arrived requests join only every that many steps (vLLM's multi-step scheduling; 1: every step)."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
         raise ValueError(f"concurrency must be an int >= 1 (clients) or None (open loop), got {concurrency!r}")
+    if isinstance(admit_every, bool) or not isinstance(admit_every, int) or not 1 <= admit_every <= 1024:
+        raise ValueError(f"admit_every must be an int in 1..1024 (steps between admissions), got {admit_every!r}")
     seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
     if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
         for seq, request in zip(seqs, workload):
@@ -59,7 +68,7 @@ def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_e
             pairs.sort(key=lambda pair: pair[0].arrival_s)
         with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
                                                           desc="serving") as bar:
-            result = _arrive_and_step(engine, pairs, concurrency, bar)
+            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every)
     finally:
         if answers is not None:
             answers.forget(seq.seq_id for seq in seqs)
@@ -74,30 +83,33 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
                           max_tokens=min(request.max_tokens or request.output_len, request.output_len))
 
 
-def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None, bar: tqdm) -> WorkloadResult:
+def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None, bar: tqdm,
+                     admit_every: int) -> WorkloadResult:
     pending = list(reversed(arrivals))  # the next arrival last: popped in order
+    arrived: list[tuple[Sequence, float]] = []  # sent, not yet admitted: they wait for a scheduling step
     result = WorkloadResult()
     clock = engine.clock
     t0 = clock.now_s()
     in_flight = 0  # closed loop: the clients waiting for an answer
     steps_at, wall_at = 0, time.monotonic()
 
-    def join(request: Request, seq: Sequence, arrival_s: float) -> None:
-        engine.enqueue(seq)
-        result.requests[seq.seq_id] = RequestTimes(arrival_s, seq.num_prompt_tokens)
-
-    while pending or not engine.is_finished():
+    while pending or arrived or not engine.is_finished():
         if concurrency is not None:  # every client without an answer to wait for sends its next request now
             while pending and in_flight < concurrency:
-                join(*pending.pop(), clock.now_s())
+                arrived.append((pending.pop()[1], clock.now_s()))
                 in_flight += 1
         else:
-            if engine.is_finished():  # idle until the next arrival
+            if engine.is_finished() and not arrived:  # idle until the next arrival
                 clock.wait_until(t0 + pending[-1][0].arrival_s)
             now = clock.now_s()
             while pending and t0 + pending[-1][0].arrival_s <= now:
                 request, seq = pending.pop()
-                join(request, seq, t0 + request.arrival_s)
+                arrived.append((seq, t0 + request.arrival_s))
+        if engine.is_finished() or result.num_steps % admit_every == 0:  # the scheduler runs: all who wait join
+            for seq, arrival_s in arrived:
+                engine.enqueue(seq)
+                result.requests[seq.seq_id] = RequestTimes(arrival_s, seq.num_prompt_tokens)
+            arrived.clear()
         engine.step()
         step = engine.last_step
         result.add_step(step.seqs, step.num_tokens > 0, clock.now_s(), step.runner_stats.get("bound"))

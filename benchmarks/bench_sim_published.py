@@ -1,0 +1,104 @@
+"""The simulator against published serving measurements of real engines (``nanovllm_teach/sim/published.json``).
+
+Every case runs through the public path (``LLM(model, runner="simulated", hardware=...)`` and
+``serve_workload`` with the case's clients, lengths and ``ignore_eos``) on its GPU's own efficiency factors
+(``Efficiency.for_device``). Printed per case: fitted or judged, each measured figure beside the simulated
+one and the error; figures the source does not let us reproduce are printed and marked "not judged".
+
+``--fit``: for each GPU with fitted cases, the memory efficiency that makes its fitted one-GPU cases match on
+average (their first judged figure), then the collective's fixed cost for its fitted tensor-parallel cases
+(bisection), printed for ``DEVICE_EFFICIENCY`` in ``nanovllm_teach/sim/cost_model.py``. ``--record``: write
+each judged case's errors into ``published.json`` as ``recorded_error`` (what ``tests/test_sim_published.py``
+holds it to).
+
+Usage: ``python benchmarks/bench_sim_published.py [--fit] [--record]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from nanovllm_teach.sim.cost_model import Efficiency
+from nanovllm_teach.sim.published import CASES_FILE, case_errors, dump_cases, load_cases, simulate_case
+
+
+# What a fit may move, and where it searches: one GPU's memory efficiency (a decode reads every weight, so
+# one-GPU cases depend on it most) and, from cases on several GPUs of that model, a collective's fixed cost.
+FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6)}
+
+
+def _slowness(case, simulated: dict[str, float]) -> float:
+    """How much slower than measured the simulated engine ran on the case's first judged figure (> 0: slower)."""
+    name = case.judged[0]
+    error = case_errors(case, simulated)[name]
+    return -error if name.endswith("_tok_s") else error
+
+
+def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
+    """Per GPU: ``memory`` on its fitted one-GPU cases, then ``allreduce_latency_s`` on its fitted
+    tensor-parallel ones, each by bisection on their mean slowness."""
+    fitted: dict[str, dict[str, float]] = {}
+    for hardware in sorted({c.hardware for c in cases if c.role == "fitted"}):
+        factors = Efficiency.for_device(hardware).to_dict()
+        mine = [c for c in cases if c.role == "fitted" and c.hardware == hardware]
+        plan = [("memory", [c for c in mine if c.engine_settings.get("tensor_parallel_size", 1) == 1]),
+                ("allreduce_latency_s", [c for c in mine if c.engine_settings.get("tensor_parallel_size", 1) > 1])]
+        for name, group in plan:
+            if not group:
+                continue
+            lo, hi = FIT_RANGES[name]
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "factors.json"
+                for _ in range(iterations):
+                    factors[name] = (lo + hi) / 2
+                    path.write_text(json.dumps(factors))
+                    slow = sum(_slowness(c, simulate_case(c, path)) for c in group) / len(group)
+                    # slower than measured: more bandwidth, or a cheaper collective
+                    lo, hi = ((factors[name], hi) if name == "memory" else (lo, factors[name])) if slow > 0 else (
+                        (lo, factors[name]) if name == "memory" else (factors[name], hi))
+            factors[name] = float(f"{(lo + hi) / 2:.3g}")
+            fitted.setdefault(hardware, {})[name] = factors[name]
+            print(f"fitted {hardware}: {name} {factors[name]} on {', '.join(c.id for c in group)}")
+    return fitted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fit", action="store_true", help="fit each GPU's factors on its fitted cases")
+    parser.add_argument("--record", action="store_true", help="write judged errors into published.json")
+    args = parser.parse_args()
+    print("machine load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    cases = load_cases()
+    if args.fit:
+        fit(cases)
+    recorded: dict[str, dict[str, float]] = {}
+    start = time.process_time()
+    for case in cases:
+        simulated = simulate_case(case)
+        errors = case_errors(case, simulated)
+        print(f"{case.id} ({case.role}; {case.engine}, {case.gpu}, {case.model} on {case.hardware}, "
+              f"{case.workload.concurrency} clients)")
+        for name, value in case.measured.items():
+            mark = "judged" if name in case.judged and case.role == "judged" else (
+                "fitted" if name in case.judged else "not judged")
+            print(f"  {name:13s} measured {value:9.2f}  simulated {simulated[name]:9.2f}  error {errors[name]:+6.1%}"
+                  f"  ({mark})")
+        if case.role == "judged":
+            recorded[case.id] = {name: round(errors[name], 4) for name in case.judged}
+    print(f"{len(cases)} cases simulated in {time.process_time() - start:.1f} s CPU")
+    if args.record:
+        data = json.loads(CASES_FILE.read_text(encoding="utf-8"))
+        for raw in data["cases"]:
+            if raw["id"] in recorded:
+                raw["recorded_error"] = recorded[raw["id"]]
+        CASES_FILE.write_text(dump_cases(data), encoding="utf-8")
+        print(f"recorded the judged errors in {CASES_FILE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Execution layer (simulated), checking: published serving measurements of real engines, reproduced.
+
+``published.json`` holds each case as its source printed it (address, quoted text, engine, GPU, model,
+workload, figures) and which role it plays: a *fitted* case chose its GPU's efficiency factors
+(``Efficiency.for_device``), a *judged* case did not, and only judged cases say how good the simulator is.
+``load_cases`` validates the file; ``simulate_case`` runs a case through the public path a user takes
+(``LLM(model, runner="simulated", hardware=...)`` and ``serve_workload``) and returns the same figures,
+simulated; ``case_errors`` compares them.
+
+Figures: ``tpot_p50_ms`` (median time per output token after the first, as vLLM's benchmark prints it),
+``ttft_p50_ms``, ``output_tok_s`` (output tokens over the run's duration), ``decode_tok_s`` (1000 / the
+median TPOT: one client's decode rate).
+
+Emits no events itself (the engine and the simulated runner do).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.sim.hardware import DEVICES
+
+CASES_FILE = Path(__file__).resolve().parent / "published.json"
+FIGURES = ("tpot_p50_ms", "ttft_p50_ms", "output_tok_s", "decode_tok_s")
+ROLES = ("fitted", "judged")
+
+
+# The engine settings a case may state (``LLM``'s names), bounded so a damaged file cannot ask for absurd runs.
+SETTINGS = {"max_model_len": (1, 131072), "max_num_batched_tokens": (1, 131072), "max_num_seqs": (1, 1024),
+            "gpu_memory_utilization": (0.05, 1.0), "tensor_parallel_size": (1, 8)}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Lengths: a fixed length, ``"sharegpt"`` (ShareGPT-like, ``workload/requests.py``) or one per request,
+    as the source listed them. ``concurrency``: that many clients (a benchmark's ``--max-concurrency``); else
+    ``rate``: Poisson arrivals; neither: every request at once (``--request-rate inf``). ``admit_every``:
+    ``serve_workload``'s admission every K steps, for an engine that ran ``--num-scheduler-steps K``."""
+
+    prompt: int | str | tuple[int, ...]
+    output: int | str | tuple[int, ...]
+    concurrency: int | None
+    num_requests: int
+    ignore_eos: bool
+    rate: float | None = None  # Poisson arrivals at this many requests/s (a benchmark's --request-rate)
+    admit_every: int = 1  # the engine's multi-step scheduling, where the source's engine had it
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    role: str
+    source: str
+    quote: str
+    engine: str
+    gpu: str
+    hardware: str
+    model: str
+    workload: Workload
+    engine_settings: dict[str, float]
+    measured: dict[str, float]
+    judged: tuple[str, ...]
+    not_judged_why: str
+    recorded_error: dict[str, float]
+
+
+def _length(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 131072
+
+
+def _lengths(value: Any, num_requests: int, where: str) -> int | str | tuple[int, ...]:
+    if value == "sharegpt" or _length(value):
+        return value
+    if isinstance(value, list) and len(value) == num_requests and all(_length(v) for v in value):
+        return tuple(value)
+    raise ValueError(f"{where} must be 'sharegpt', a length in 1..131072 or one such length per request "
+                     f"({num_requests}), got {value!r:.80}")
+
+
+def _case(raw: Any, index: int) -> Case:
+    where = f"published case {index}"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} is not a JSON object")
+    for key in ("id", "role", "source", "quote", "engine", "gpu", "hardware", "model", "not_judged_why"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise ValueError(f"{where} has no text {key!r}")
+    where = f"published case {raw['id']!r}"
+    if raw["role"] not in ROLES:
+        raise ValueError(f"{where}: role must be one of {ROLES}, got {raw['role']!r}")
+    if not raw["source"].startswith("https://"):
+        raise ValueError(f"{where}: source must be an https address, got {raw['source']!r}")
+    if raw["hardware"] not in DEVICES:
+        raise ValueError(f"{where}: unknown hardware {raw['hardware']!r}")
+    load_shape(raw["model"])  # a shipped shape, or ValueError saying which exist
+    w = raw.get("workload")
+    if not isinstance(w, dict):
+        raise ValueError(f"{where}: workload must be an object")
+    for key in ("concurrency", "num_requests"):
+        value = w.get(key)
+        if (key == "num_requests" or value is not None) and (
+                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10000):
+            raise ValueError(f"{where}: workload {key} must be an int in 1..10000, got {value!r}")
+    if not isinstance(w.get("ignore_eos"), bool):
+        raise ValueError(f"{where}: workload ignore_eos must be true or false")
+    n = w["num_requests"]
+    rate, admit_every = w.get("rate"), w.get("admit_every", 1)
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1000
+                             or w.get("concurrency") is not None):
+        raise ValueError(f"{where}: workload rate must be requests/s in (0, 1000], without a concurrency, "
+                         f"got {rate!r}")
+    if isinstance(admit_every, bool) or not isinstance(admit_every, int) or not 1 <= admit_every <= 1024:
+        raise ValueError(f"{where}: workload admit_every must be an int in 1..1024, got {admit_every!r}")
+    workload = Workload(_lengths(w.get("prompt"), n, f"{where}: workload prompt"),
+                        _lengths(w.get("output"), n, f"{where}: workload output"), w.get("concurrency"), n,
+                        w["ignore_eos"], None if rate is None else float(rate), admit_every)
+    if isinstance(workload.prompt, tuple) != isinstance(workload.output, tuple):
+        raise ValueError(f"{where}: workload prompt and output lengths are listed per request both, or neither")
+    settings = raw.get("engine_settings", {})
+    if not isinstance(settings, dict) or any(
+            key not in SETTINGS or isinstance(value, bool) or not isinstance(value, (int, float))
+            or not SETTINGS[key][0] <= value <= SETTINGS[key][1] for key, value in settings.items()):
+        raise ValueError(f"{where}: engine_settings must map some of {sorted(SETTINGS)} to numbers in their "
+                         f"ranges {SETTINGS}, got {settings!r}")
+    measured = raw.get("measured")
+    if (not isinstance(measured, dict) or not measured or set(measured) - set(FIGURES)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in measured.values())):
+        raise ValueError(f"{where}: measured must map some of {FIGURES} to positive numbers, got {measured!r}")
+    judged = raw.get("judged")
+    if not isinstance(judged, list) or not judged or not set(judged) <= set(measured):
+        raise ValueError(f"{where}: judged must name measured figures, got {judged!r}")
+    recorded = raw.get("recorded_error", {})
+    if not isinstance(recorded, dict) or not set(recorded) <= set(judged) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in recorded.values()):
+        raise ValueError(f"{where}: recorded_error must map judged figures to numbers, got {recorded!r}")
+    return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
+                raw["model"], workload, dict(settings), {k: float(v) for k, v in measured.items()}, tuple(judged),
+                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()})
+
+
+def load_cases(path: str | Path = CASES_FILE) -> list[Case]:
+    """Every case in ``path``, validated; a damaged file raises ValueError naming what is wrong. At most half
+    of them are fitted: the rest must judge."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{path} cannot be read as JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list) or not data["cases"]:
+        raise ValueError(f"{path} has no list of cases")
+    cases = [_case(raw, i) for i, raw in enumerate(data["cases"])]
+    if len({c.id for c in cases}) != len(cases):
+        raise ValueError(f"{path} names a case twice")
+    if 2 * sum(c.role == "fitted" for c in cases) > len(cases):
+        raise ValueError(f"{path}: more than half of the cases are fitted")
+    return cases
+
+
+def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0) -> dict[str, float]:
+    """The case's figures from the simulated engine on its GPU, with the factors in ``sim_factors`` (a JSON
+    file, as ``simulate --factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``)."""
+    from nanovllm_teach import LLM
+    from nanovllm_teach.workload.arrivals import serve_workload
+    from nanovllm_teach.workload.metrics import percentile
+    from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, make_workload,
+                                                  sharegpt_output_lengths, sharegpt_prompt_lengths)
+
+    shape = load_shape(case.model)
+    w = case.workload
+    rng = random.Random(seed)
+    if isinstance(w.prompt, tuple) and isinstance(w.output, tuple):  # the source's own lengths, in its order
+        workload = [Request(0.0, [rng.randrange(shape.vocab_size) for _ in range(p)], o)
+                    for p, o in zip(w.prompt, w.output)]
+    else:
+        prompts = sharegpt_prompt_lengths() if w.prompt == "sharegpt" else Fixed(w.prompt)
+        outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
+        arrivals = AtOnce() if w.rate is None else Poisson(w.rate)
+        workload = make_workload(w.num_requests, arrivals, prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
+    llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
+              **case.engine_settings)
+    result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
+                            admit_every=w.admit_every)
+    llm.close()
+    tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
+    ttft = [r.ttft_s for r in result.requests.values() if r.ttft_s is not None]
+    tpot_ms = statistics.median(tpot) * 1e3
+    return {"tpot_p50_ms": tpot_ms, "ttft_p50_ms": percentile(ttft, 0.5) * 1e3,
+            "output_tok_s": result.output_tokens_per_s, "decode_tok_s": 1e3 / tpot_ms}
+
+
+def case_errors(case: Case, simulated: dict[str, float]) -> dict[str, float]:
+    """Signed relative error of every measured figure (simulated / measured - 1)."""
+    return {name: simulated[name] / value - 1 for name, value in case.measured.items()}
+
+
+def dump_cases(data: dict) -> str:
+    """``published.json``'s text: indented, with each list of numbers on one line."""
+    text = json.dumps(data, indent=1, ensure_ascii=False)
+    return re.sub(r"\[\s*([-0-9.,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]",
+                  text) + "\n"
