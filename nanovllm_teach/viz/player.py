@@ -386,8 +386,8 @@ def _snapshots(source: "TraceRecorder | Callable[[], Trace]") -> "Callable[[], T
 
         def from_recorder() -> Trace:
             trace = Trace.from_recorder(source)
-            last = max((k for k, e in enumerate(trace.events) if e.event == "STEP_DONE"), default=-1)
-            return Trace(trace.header, trace.events[:last + 1], trace.path)
+            completed = cut_steps(trace.events).after.start
+            return Trace(trace.header, trace.events[:completed], trace.path)
         return from_recorder
     if callable(source):
         return source
