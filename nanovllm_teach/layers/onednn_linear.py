@@ -9,6 +9,10 @@ the weight is reordered once into its own blocked layout (*packed*) instead of o
 most for a decode step, whose few rows make each call short. Below ``PACKED_MIN_ROWS`` rows, though, oneDNN's
 fixed cost per call (~15 µs on one thread of a Xeon) outweighs what it saves: there ``F.linear``'s
 matrix-vector product is up to 2-3x faster, so a decode step of a few sequences multiplies through it.
+The price: through oneDNN a row's result does not depend on how many rows are multiplied with it, while
+``F.linear`` sums one row (a matrix-vector product) in another order than several, so a sequence's logits
+now differ by rounding between a decode step of 1, of 2-15 and of 16 or more sequences (as they always did
+with ``linear_backend="torch"``). Greedy tokens are still checked against transformers'.
 
 This is what ``torch.compile`` itself does on a CPU when it freezes a model (its weight pre-packing pass),
 with the same two operators: ``torch.ops.mkldnn._reorder_linear_weight`` packs, and
