@@ -14,7 +14,8 @@ Every step, ``run(batch)``:
 - ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back.
 - run the model (on a GPU decode replays a CUDA graph, ``engine/cuda_graphs.py``; on a CPU it is one call
   into the native decode step, ``engine/compiled_decode.py``, where that can run), keep each sequence's last
-  hidden state, sample.
+  hidden state, sample. The native step runs through the LM head, and when every row is greedy with nothing
+  else asked of the sampler, through the argmax (``native_greedy``): its token ids skip the sampler.
 
 It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor parallelism every rank builds
 one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
