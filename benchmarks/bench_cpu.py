@@ -213,10 +213,10 @@ class DecodeRoofline:
         self.steps = 0
         inner = runner.run_model
 
-        def timed(input_ids, positions, is_prefill):
+        def timed(input_ids, positions, is_prefill, *rest):
             start = perf_counter()
             try:
-                return inner(input_ids, positions, is_prefill)
+                return inner(input_ids, positions, is_prefill, *rest)
             finally:
                 if not is_prefill:
                     self.seconds += perf_counter() - start

@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
         with_model = measure(engines, lengths, args.repeats, rng, hf.vocab_size)
         for engine in engines.values():
             engine.model_runner.model = StandInModel(hf.hidden_size, hf.vocab_size)
+            engine.model_runner.compiled_decode = None  # else decode steps would still run the native step
         host_only = measure(engines, lengths, args.host_repeats, rng, hf.vocab_size)
         for engine in engines.values():
             engine.close()

@@ -11,9 +11,12 @@ call and no Python between the layers. As with a CUDA graph:
   graph bakes in the cache's addresses, this step holds the cache tensors);
 - each step passes only its inputs (token ids, positions, slots, block tables, context lengths), and every
   batch size and context length runs the same code: nothing to capture per batch size;
+- the step runs to the logits (the LM head included) and, when every row is greedy, to the token ids (the
+  argmax): a greedy step costs Python one call;
 - the result equals the eager step's: the same operations in the same order on the same weights, the
-  attention being the ``cpp`` backend's kernel. The greedy tokens are identical (tests check them against
-  the eager step and against transformers).
+  attention being the ``cpp`` backend's kernel, each multiply through oneDNN or ``F.linear`` by the same
+  rule (``layers/onednn_linear.py``). The greedy tokens are identical (tests check them against the eager
+  step and against transformers).
 
 It is built the first time a machine needs it, with PyTorch's C++ extension loader (a compiler must be
 installed; ~30 s, a line says so), cached like the C++ attention kernel (``layers/attention_cpp.py``:
@@ -32,6 +35,7 @@ import torch
 
 from nanovllm_teach.layers.attention import Attention
 from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason, load_native_library
+from nanovllm_teach.layers.onednn_linear import PACKED_MIN_ROWS
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import get_context
 
@@ -67,8 +71,9 @@ def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, a
 
 
 class CompiledDecode:
-    """``model``'s decode step as one native call: call it where the eager step ``model(input_ids,
-    positions)`` runs, after the step's ``Context`` is set. Build it once the KV cache is bound."""
+    """``model``'s decode step as one native call: call it where the eager step ``model.compute_logits(
+    model(input_ids, positions))`` runs, after the step's ``Context`` is set. Build it once the KV cache is
+    bound."""
 
     def __init__(self, model: Qwen3ForCausalLM) -> None:
         if (problem := _load()) is not None:
@@ -78,21 +83,25 @@ class CompiledDecode:
         assert all(layer.k_cache.numel() for layer in layers), "bind the KV cache first"
         packed = body.layers[0].self_attn.qkv_proj.packed_weight is not None
 
-        def weight(linear: torch.nn.Module) -> torch.Tensor:
+        def packed_weight(linear: torch.nn.Module) -> torch.Tensor:
             return linear.packed_weight if packed else linear.weight
 
         tensors = []
         for layer in body.layers:
-            attn = layer.self_attn
-            tensors += [layer.input_layernorm.weight, weight(attn.qkv_proj), attn.q_norm.weight, attn.k_norm.weight,
-                        weight(attn.o_proj), layer.post_attention_layernorm.weight, weight(layer.mlp.gate_up_proj),
-                        weight(layer.mlp.down_proj)]
+            attn, mlp = layer.self_attn, layer.mlp
+            linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+            tensors += [layer.input_layernorm.weight, attn.qkv_proj.weight, attn.q_norm.weight, attn.k_norm.weight,
+                        attn.o_proj.weight, layer.post_attention_layernorm.weight, mlp.gate_up_proj.weight,
+                        mlp.down_proj.weight, *(packed_weight(linear) for linear in linears)]
         first = body.layers[0].self_attn
         self.step = torch.classes.nanovllm_teach_decode.DecodeStep(
             tensors, [layer.k_cache for layer in layers], [layer.v_cache for layer in layers],
-            body.embed_tokens.weight, body.norm.weight, body.rotary_emb.cos_sin_cache, first.num_heads,
-            first.num_kv_heads, first.head_dim, body.norm.eps, first.attn.scale, packed)
+            body.embed_tokens.weight, body.norm.weight, body.rotary_emb.cos_sin_cache, model.lm_head.weight,
+            packed_weight(model.lm_head), first.num_heads, first.num_kv_heads, first.head_dim, PACKED_MIN_ROWS,
+            body.norm.eps, first.attn.scale, packed)
 
-    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """The step's logits, (tokens, vocab); with ``greedy``, each row's most likely token id instead."""
         ctx = get_context()
-        return self.step.forward(input_ids, positions, ctx.slot_mapping, ctx.block_tables, ctx.context_lens)
+        return self.step.forward(input_ids, positions, ctx.slot_mapping, ctx.block_tables, ctx.context_lens,
+                                 greedy)

@@ -14,7 +14,8 @@ Every step, ``run(batch)``:
 - ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back.
 - run the model (on a GPU decode replays a CUDA graph, ``engine/cuda_graphs.py``; on a CPU it is one call
   into the native decode step, ``engine/compiled_decode.py``, where that can run), keep each sequence's last
-  hidden state, sample.
+  hidden state, sample. The native step runs through the LM head, and when every row is greedy with nothing
+  else asked of the sampler, through the argmax (``native_greedy``): its token ids skip the sampler.
 
 It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor parallelism every rank builds
 one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
@@ -339,7 +340,11 @@ class ModelRunner(RunnerDefaults):
         return SampleInputs(temperatures, seeds, filters,
                             num_logprobs if any(n is not None for n in num_logprobs) else None)
 
-    def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, is_prefill: bool) -> torch.Tensor:
+    def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, is_prefill: bool,
+                  greedy: bool = False) -> torch.Tensor | None:
+        """The logits of each sequence's next token (None on the ranks other than 0). ``greedy``: every row
+        is greedy and the sampler has nothing else to do; the native decode step then returns the token ids
+        themselves (``native_greedy``)."""
         graph_sizes = self.decode_graphs.batch_sizes if self.decode_graphs is not None else []
         graph_bs = choose_graph_batch_size(is_prefill, input_ids.size(0), graph_sizes)
         if graph_bs is not None:
@@ -350,16 +355,28 @@ class ModelRunner(RunnerDefaults):
                     graph_batch_size=graph_bs))
             return self.model.compute_logits(hidden_states)
         compiled = self.compiled_decode is not None and not is_prefill
-        hidden_states = (self.compiled_decode if compiled else self.model)(input_ids, positions)
-        if is_prefill:
-            # Only each sequence's last position predicts a next token.
-            hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
+        if compiled:  # the LM head (and the argmax) inside the native step
+            out = self.compiled_decode(input_ids, positions, greedy)
+            batch_size = input_ids.size(0)
+        else:
+            hidden_states = self.model(input_ids, positions)
+            if is_prefill:
+                # Only each sequence's last position predicts a next token.
+                hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
+            out = self.model.compute_logits(hidden_states)
+            batch_size = hidden_states.size(0)
         if self.rec.enabled:
             self.rec.record("prefill" if is_prefill else "decode", "compiled_forward" if compiled else "eager_forward",
-                            RunModel(mode="compiled" if compiled else "eager", batch_size=hidden_states.size(0),
+                            RunModel(mode="compiled" if compiled else "eager", batch_size=batch_size,
                                      num_tokens=input_ids.size(0), graph_batch_size=None,
                                      eager_reason=eager_reason(is_prefill, self.graph_skip)))
-        return self.model.compute_logits(hidden_states)
+        return out
+
+    def native_greedy(self, is_prefill: bool, seqs: list[ScheduledSeq], inputs: SampleInputs) -> bool:
+        """Whether this step's token ids come out of the native decode step: every row greedy, no filter,
+        no log-probabilities (the sampler would take the argmax of the same logits)."""
+        return (self.compiled_decode is not None and not is_prefill and inputs.filters is None
+                and inputs.num_logprobs is None and not any(seq.temperature > 0 for seq in seqs))
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int]:
@@ -368,9 +385,14 @@ class ModelRunner(RunnerDefaults):
         try:
             input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
             inputs = self.prepare_sample(seqs)
-            logits = self.run_model(input_ids, positions, is_prefill)
-            # The LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here.
-            sampled = self.sampler.sample(logits, *inputs) if logits is not None else Sampled([], None, None)
+            greedy = self.native_greedy(is_prefill, seqs, inputs)
+            out = self.run_model(input_ids, positions, is_prefill, greedy)
+            if greedy:
+                sampled = Sampled(out.tolist(), None, None)
+            elif out is not None:
+                sampled = self.sampler.sample(out, *inputs)
+            else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here
+                sampled = Sampled([], None, None)
         finally:
             reset_context()
         self.last_logprobs = sampled.logprobs

@@ -10,8 +10,9 @@
 //
 // The operations are the eager step's own, in the same order, on the same weights (the oneDNN-packed ones
 // when the model has them, through the same operator), and the attention is the "cpp" backend's kernel
-// (kernels/paged_decode_cpu.cpp, found through the dispatcher): the hidden states are bitwise the eager
-// step's. Emits no events.
+// (kernels/paged_decode_cpu.cpp, found through the dispatcher): the logits are bitwise the eager step's.
+// The step ends with the LM head, and, when every row is greedy, with the argmax: a greedy step returns its
+// token ids and nothing of it runs in Python but the call. Emits no events.
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -24,15 +25,19 @@
 
 namespace {
 
-// The tensors of one decoder layer, in the order Python hands them over (engine/compiled_decode.py).
-constexpr int64_t kPerLayer = 8;
-enum Weight { kInputNorm, kQkv, kQNorm, kKNorm, kOProj, kPostNorm, kGateUp, kDown };
+// The tensors of one decoder layer, in the order Python hands them over (engine/compiled_decode.py): the
+// four linears' weights twice, plain and packed (the same tensor when the model has no packed weights).
+constexpr int64_t kPerLayer = 12;
+enum Weight { kInputNorm, kQkv, kQNorm, kKNorm, kOProj, kPostNorm, kGateUp, kDown,
+              kQkvPacked, kOProjPacked, kGateUpPacked, kDownPacked };
 
 struct DecodeStep : torch::CustomClassHolder {
-  std::vector<at::Tensor> layers;  // kPerLayer per layer: plain weights, or oneDNN-packed ones for the linears
+  std::vector<at::Tensor> layers;  // kPerLayer per layer
   std::vector<at::Tensor> k_caches, v_caches;  // each (blocks, block_size, kv_heads, head_dim)
   at::Tensor embed, final_norm, cos_sin;  // cos_sin: (positions, 2, head_dim), RotaryEmbedding's table
+  at::Tensor lm_head, lm_head_packed;  // the LM head's weight, plain and packed (or plain again)
   int64_t heads, kv_heads, head_dim;
+  int64_t packed_min_rows;  // fewer rows multiply through at::linear (layers/onednn_linear.py's PACKED_MIN_ROWS)
   double eps, scale;
   bool packed;
   std::optional<c10::OperatorHandle> onednn_linear;  // the packed multiply, when the weights are packed
@@ -41,11 +46,14 @@ struct DecodeStep : torch::CustomClassHolder {
       attention;
 
   DecodeStep(std::vector<at::Tensor> layers_, std::vector<at::Tensor> k_caches_, std::vector<at::Tensor> v_caches_,
-             at::Tensor embed_, at::Tensor final_norm_, at::Tensor cos_sin_, int64_t heads_, int64_t kv_heads_,
-             int64_t head_dim_, double eps_, double scale_, bool packed_)
+             at::Tensor embed_, at::Tensor final_norm_, at::Tensor cos_sin_, at::Tensor lm_head_,
+             at::Tensor lm_head_packed_, int64_t heads_, int64_t kv_heads_, int64_t head_dim_,
+             int64_t packed_min_rows_, double eps_, double scale_, bool packed_)
       : layers(std::move(layers_)), k_caches(std::move(k_caches_)), v_caches(std::move(v_caches_)),
         embed(std::move(embed_)), final_norm(std::move(final_norm_)), cos_sin(std::move(cos_sin_)),
-        heads(heads_), kv_heads(kv_heads_), head_dim(head_dim_), eps(eps_), scale(scale_), packed(packed_),
+        lm_head(std::move(lm_head_)), lm_head_packed(std::move(lm_head_packed_)), heads(heads_),
+        kv_heads(kv_heads_), head_dim(head_dim_), packed_min_rows(packed_min_rows_), eps(eps_), scale(scale_),
+        packed(packed_),
         attention(c10::Dispatcher::singleton()
                       .findSchemaOrThrow("nanovllm_teach_cpp::paged_decode_attention", "")
                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
@@ -55,8 +63,9 @@ struct DecodeStep : torch::CustomClassHolder {
                 "expected ", kPerLayer, " tensors and two caches per layer");
   }
 
-  at::Tensor linear(const at::Tensor& x, const at::Tensor& w) const {
-    if (!packed) return at::linear(x, w);
+  // x @ plain.T, through oneDNN's packed weight where the eager layer would use it (layers/onednn_linear.py).
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& plain, const at::Tensor& w) const {
+    if (!packed || x.size(0) < packed_min_rows) return at::linear(x, plain);
     // torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), as layers/onednn_linear.py calls it.
     std::vector<c10::IValue> stack{x, w, c10::IValue(), std::string("none"),
                                    c10::List<std::optional<at::Scalar>>(), std::string("")};
@@ -68,8 +77,9 @@ struct DecodeStep : torch::CustomClassHolder {
     return at::rms_norm(x, {w.size(0)}, w, eps);
   }
 
+  // The step's logits, (tokens, vocab); with `greedy`, each row's most likely token id instead.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& positions, const at::Tensor& slot_mapping,
-                     const at::Tensor& block_tables, const at::Tensor& context_lens) {
+                     const at::Tensor& block_tables, const at::Tensor& context_lens, bool greedy) {
     const int64_t tokens = input_ids.size(0);
     at::Tensor hidden = at::embedding(embed, input_ids);
     // Every layer rotates by the same angles: each token's (cos, sin) rows, (tokens, 1, head_dim) each.
@@ -86,7 +96,7 @@ struct DecodeStep : torch::CustomClassHolder {
         hidden = norm(residual, w[kInputNorm]);
       }
       // Queries, keys, values; the query and key heads normalised together, then rotated together.
-      const at::Tensor qkv = linear(hidden, w[kQkv]).view({-1, heads + 2 * kv_heads, head_dim});
+      const at::Tensor qkv = linear(hidden, w[kQkv], w[kQkvPacked]).view({-1, heads + 2 * kv_heads, head_dim});
       const auto qk_v = qkv.split_with_sizes({heads + kv_heads, kv_heads}, 1);
       at::Tensor qk = at::rms_norm(qk_v[0], {head_dim}, std::nullopt, eps);
       qk.narrow(1, 0, heads).mul_(w[kQNorm]);
@@ -98,13 +108,14 @@ struct DecodeStep : torch::CustomClassHolder {
       v_caches[i].view({-1, kv_heads, head_dim}).index_copy_(0, slot_mapping, qk_v[1]);
       const at::Tensor out =
           attention.call(q_k[0].contiguous(), k_caches[i], v_caches[i], block_tables, context_lens, scale);
-      hidden = linear(out.view({tokens, heads * head_dim}), w[kOProj]);
+      hidden = linear(out.view({tokens, heads * head_dim}), w[kOProj], w[kOProjPacked]);
       residual = hidden + residual;
       hidden = norm(residual, w[kPostNorm]);
-      const auto gate_up = linear(hidden, w[kGateUp]).chunk(2, -1);
-      hidden = linear(at::silu(gate_up[0]) * gate_up[1], w[kDown]);
+      const auto gate_up = linear(hidden, w[kGateUp], w[kGateUpPacked]).chunk(2, -1);
+      hidden = linear(at::silu(gate_up[0]) * gate_up[1], w[kDown], w[kDownPacked]);
     }
-    return norm(hidden + residual, final_norm);
+    const at::Tensor logits = linear(norm(hidden + residual, final_norm), lm_head, lm_head_packed);
+    return greedy ? logits.argmax(-1) : logits;
   }
 };
 
@@ -113,6 +124,7 @@ struct DecodeStep : torch::CustomClassHolder {
 TORCH_LIBRARY(nanovllm_teach_decode, m) {
   m.class_<DecodeStep>("DecodeStep")
       .def(torch::init<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>, at::Tensor,
-                       at::Tensor, at::Tensor, int64_t, int64_t, int64_t, double, double, bool>())
+                       at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t, int64_t, double,
+                       double, bool>())
       .def("forward", &DecodeStep::forward);
 }

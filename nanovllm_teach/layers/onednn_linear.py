@@ -6,7 +6,13 @@ some processors, AMD's among them, MKL's float32 GEMM takes a code path that rea
 the cores can do: on a 2-core AMD EPYC, 48 rows times a 256 x 1024 weight ran at 95 GFLOP/s through
 ``F.linear`` and at 190 GFLOP/s through oneDNN, the other CPU library PyTorch ships. oneDNN does best when
 the weight is reordered once into its own blocked layout (*packed*) instead of on every call; that matters
-most for a decode step, whose few rows make each call short.
+most for a decode step, whose few rows make each call short. Below ``PACKED_MIN_ROWS`` rows, though, oneDNN's
+fixed cost per call (~15 µs on one thread of a Xeon) outweighs what it saves: there ``F.linear``'s
+matrix-vector product is up to 2-3x faster, so a decode step of a few sequences multiplies through it.
+The price: through oneDNN a row's result does not depend on how many rows are multiplied with it, while
+``F.linear`` sums one row (a matrix-vector product) in another order than several, so a sequence's logits
+now differ by rounding between a decode step of 1, of 2-15 and of 16 or more sequences (as they always did
+with ``linear_backend="torch"``). Greedy tokens are still checked against transformers'.
 
 This is what ``torch.compile`` itself does on a CPU when it freezes a model (its weight pre-packing pass),
 with the same two operators: ``torch.ops.mkldnn._reorder_linear_weight`` packs, and
@@ -57,10 +63,17 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
+# The fewest rows worth oneDNN's packed multiply. One thread of this project's Xeon, oneDNN's time over
+# F.linear's for the shipped model's four weight shapes: 1.8-3.8x at 1-2 rows, 1.3-2.2x at 8, 0.9-1.3x at
+# 16, 0.9-1.3x at 32-64 (benchmarks/RESULTS.md). The native decode step follows the same rule.
+PACKED_MIN_ROWS = 16
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
            packed: torch.Tensor | None) -> torch.Tensor:
-    """``x @ weight.T + bias``: through oneDNN when the layer holds a ``packed`` weight, else ``F.linear``."""
-    if packed is None:
+    """``x @ weight.T + bias``: through oneDNN when the layer holds a ``packed`` weight and ``x`` has at least
+    ``PACKED_MIN_ROWS`` rows, else ``F.linear``."""
+    if packed is None or x.numel() < PACKED_MIN_ROWS * x.size(-1):
         return F.linear(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 

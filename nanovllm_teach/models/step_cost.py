@@ -71,14 +71,16 @@ def make_decode_batch(model: nn.Module, context_lens: list[int], block_size: int
 
 
 def decode_step(model: nn.Module, batch: DecodeBatch, forward: Callable | None = None) -> torch.Tensor:
-    """Run one decode step (``forward(input_ids, positions)``, the model's own by default): the logits.
+    """Run one decode step: the logits, from ``forward(input_ids, positions)`` (the native step's
+    ``CompiledDecode``, which ends with the LM head) or, by default, the model's own forward and LM head.
     A fresh copy of the Context each time, so nothing one step derived from it is reused by the next."""
     set_context(Context(**{name: getattr(batch.context, name) for name in (
         "is_prefill", "slot_mapping", "context_lens", "block_tables")}))
     try:
         with torch.inference_mode():
-            hidden = (forward or model)(batch.input_ids, batch.positions)
-            return model.compute_logits(hidden)
+            if forward is not None:
+                return forward(batch.input_ids, batch.positions)
+            return model.compute_logits(model(batch.input_ids, batch.positions))
     finally:
         reset_context()
 
