@@ -63,8 +63,7 @@ def test_reference_solution_passes(name):
     result = grade(name, EXERCISES[name].solution_path)
     assert result.passed, result.message
     assert result.message.startswith(f"PASS {name}")
-    if isinstance(EXERCISES[name], EngineExercise):  # every engine exercise: the learner's file in bubblewrap
-        assert result.isolated is True
+    assert result.isolated is True  # every exercise: the learner's file in bubblewrap
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -208,3 +208,22 @@ def test_the_gradebook_page_shows_every_student_escaped(gradebook, browser, tmp_
     pass_cell = page.locator("#gradebook td.verdict.PASS")
     assert pass_cell.count() == 1 and pass_cell.evaluate("e => getComputedStyle(e).color") == "rgb(26, 127, 55)"
     assert _screenshot(page, tmp_path, "gradebook").stat().st_size > 10_000
+
+
+@needs_bwrap
+def test_a_class_of_the_trace_quiz_is_graded_in_bubblewrap_without_the_flag(tmp_path):
+    from nanovllm_teach.exercises import EXERCISES
+
+    room = tmp_path / "quiz"
+    room.mkdir()
+    (room / "right.py").write_text(EXERCISES["trace_quiz"].solution_path.read_text())
+    (room / "wrong.py").write_text("answer_quiz = {'num_steps': 1000}\n")
+    # Outside the sandbox this would run the reference's answers; inside, the repository is not there.
+    (room / "peek.py").write_text(f"def answer_quiz(trace):\n    names = {{}}\n    exec(open("
+                                  f"{str(EXERCISES['trace_quiz'].folder)!r} + '/solu' + 'tion.py').read(), names)\n"
+                                  f"    return names['answer_quiz'](trace)\n")
+    assert main(["grade", "trace_quiz", str(room), "--csv", str(tmp_path / "quiz.csv")]) == 0
+    rows = {row["student"]: row for row in _rows(tmp_path / "quiz.csv")}
+    assert rows["right"]["verdict"] == "PASS", rows["right"]
+    assert rows["wrong"]["verdict"] == "FAIL" and "num_steps: 1000 is too high" in rows["wrong"]["reason"]
+    assert rows["peek"]["verdict"] == "FAIL" and "FileNotFoundError" in rows["peek"]["reason"], rows["peek"]

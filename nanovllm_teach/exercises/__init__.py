@@ -91,7 +91,7 @@ def grade(exercise: str, solution: str | Path | dict[str, Any], model: str | Pat
           time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
     """Grade a solution file (or the names a solution defines) against ``exercise``.
 
-    The file is executed only in the grading child process; a file that cannot be loaded there (a syntax
+    The file is executed only in the sandboxed worker (``remote``); a file that cannot be loaded there (a syntax
     error, a failing import) fails with the reason. ``time_limit``: the most seconds one call of the
     solution's code may take.
     """

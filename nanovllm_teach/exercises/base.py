@@ -4,7 +4,7 @@
 engine with the student's functions plugged in and compares traces; ``QuizExercise`` (``trace_quiz``)
 compares answers read off a trace. Both return a ``GradeResult``.
 
-A solution is handed over either as a file (``Path``: it is executed only in the grading child process) or
+A solution is handed over either as a file (``Path``: it is executed only in the sandboxed worker, ``remote``) or
 as the functions themselves (a ``dict`` of name to function, from a notebook).
 """
 
@@ -45,8 +45,8 @@ class GradeResult:
     """The verdict on one exercise: ``passed``, and ``message``, the sentence a student reads.
 
     ``workload`` and ``divergence`` say where a failing solution went wrong (None for other failures).
-    ``isolated``: whether the learner's code ran in the bubblewrap sandbox (None: it ran in the grading
-    child, ``sandbox``); ``output``: what it printed, quoted (``remote.quoted``), "" if nothing.
+    ``isolated``: whether the learner's code ran in the bubblewrap sandbox (None: none of it ran, as with
+    the quiz's answers given as a dict); ``output``: what it printed, quoted (``remote.quoted``), "" if nothing.
     """
 
     exercise: str

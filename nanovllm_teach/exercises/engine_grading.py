@@ -27,15 +27,15 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
 from nanovllm_teach.exercises.pieces import Piece, Watch, defined_at, describe_failure, installed
 from nanovllm_teach.exercises.references import PendingReferences
 from nanovllm_teach.exercises.remote import Worker
-from nanovllm_teach.exercises.sandbox import LOADING, ChildEnd, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.sandbox import ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.solution_files import (
-    borrowed_from_solutions, imports_reference_solutions, load_solution, missing_functions, missing_sentence,
+    borrowed_from_solutions, imports_reference_solutions, missing_functions, missing_sentence,
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
@@ -62,26 +62,6 @@ ALL_MATCH = Text(en="with your {functions} the engine decides as the reference d
 AND = Text(en=" and ", zh=" 和 ")
 
 
-def obtain_solution(exercise: Exercise, source: SolutionSource, watch: Watch, outcome: dict[str, Any]) -> dict | None:
-    """In the child: the solution's names (a file is executed here), or None after writing why not."""
-    if isinstance(source, dict):
-        return source
-    previous = watch.enter(LOADING)
-    try:
-        solution = load_solution(source)
-    except BaseException as error:  # a syntax error, a failing import, sys.exit() at the top level...
-        outcome["unusable"] = say(NOT_LOADED, type=type(error).__name__, message=str(error))
-        return None
-    finally:
-        watch.leave(previous)
-    problem = (missing_functions(solution, exercise.functions)
-               or borrowed_from_solutions(solution, own_file=source))
-    if problem is not None:
-        outcome["unusable"] = problem
-        return None
-    return solution
-
-
 def run_failure(end: ChildEnd, outcome: dict[str, Any], workload: str) -> dict[str, Any] | None:
     """How the child's run of ``workload`` failed (None: it did not)."""
     runs = outcome.get("runs", {})
@@ -103,18 +83,16 @@ class EngineExercise(Exercise):
     # scheduling and block decisions, and for an execution-layer piece the event its result shows in.
     decisions: tuple[str, ...] = DECISION_EVENTS
 
-    def _run_student(self, watch: Watch, source: SolutionSource, folder: Path, model: str | Path | None) -> None:
-        """The child: every workload with the student's pieces in, one trace file each, then the outcome."""
+    def _run_student(self, watch: Watch, proxies: dict[str, Callable[..., Any]], folder: Path,
+                     model: str | Path | None) -> None:
+        """The child: every workload with the proxies of the student's pieces in, one trace file each, then
+        the outcome."""
         outcome: dict[str, Any] = {"runs": {}}
         path = folder / OUTCOME
-        solution = obtain_solution(self, source, watch, outcome)
-        if solution is None:
-            write_outcome(path, outcome)
-            return
         for workload in self.workloads:
             failure = None
             try:
-                with installed(self.pieces, solution, watch):
+                with installed(self.pieces, proxies, watch):
                     record_graded(workload, folder / f"{workload.name}.jsonl", model, MAX_STEPS)
             except BaseException as error:  # whatever the student's code raised is the verdict's business
                 failure = describe_failure(error)
@@ -142,12 +120,12 @@ class EngineExercise(Exercise):
         finally:
             references.cancel()
 
-    def _run_and_judge(self, solution: SolutionSource, model: str | Path | None, time_limit: float,
+    def _run_and_judge(self, proxies: dict[str, Callable[..., Any]], model: str | Path | None, time_limit: float,
                        references: PendingReferences) -> GradeResult:
-        """Run every workload in the grading child with ``solution`` plugged in, and judge the runs."""
+        """Run every workload in the grading child with ``proxies`` plugged in, and judge the runs."""
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             folder = Path(tmp)
-            end = run_in_child(self._run_student, solution, folder, model, time_limit=time_limit)
+            end = run_in_child(self._run_student, proxies, folder, model, time_limit=time_limit)
             outcome = read_outcome(folder / OUTCOME)
             return self._verdict(end, outcome, folder, references.traces())
 
@@ -183,20 +161,7 @@ class EngineExercise(Exercise):
             return self.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
         return None
 
-    def _unusable(self, end: ChildEnd, outcome: dict[str, Any]) -> GradeResult | None:
-        """The verdict on a solution that never ran: its file did not load, or lacks a function."""
-        if end.running == LOADING and end.exitcode is None:
-            return self.fail(say(LOADING_TOO_LONG, limit=end.limit))
-        if end.running == LOADING:
-            return self.fail(say(ENDED_WHILE_LOADING, code=end.exitcode))
-        if "unusable" in outcome:
-            return self.fail(outcome["unusable"])
-        return None
-
     def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
-        unusable = self._unusable(end, outcome)
-        if unusable is not None:
-            return unusable
         events = 0
         for workload in self.workloads:
             verdict = judge(self, workload, load_run(folder / f"{workload.name}.jsonl"),

@@ -29,10 +29,6 @@ NEEDS_ISOLATION = Text(en="grading several submissions runs other people's code:
                           "apt-get install bubblewrap), or --unsafe-no-isolation to run it unisolated",
                        zh="评多份作业就是运行别人的代码：需要 bubblewrap（Debian/Ubuntu：apt-get install "
                           "bubblewrap），或用 --unsafe-no-isolation 在不隔离的情况下运行")
-BESIDE_ENGINE = Text(en="{exercise} runs the learner's code beside the engine, outside the bubblewrap sandbox: "
-                        "grading several submissions of it needs --unsafe-no-isolation",
-                     zh="{exercise} 的学生代码与引擎在同一进程中运行，不在 bubblewrap 沙箱里：评多份这样的作业需要 "
-                        "--unsafe-no-isolation")
 ONE_FOR_GRADESCOPE = Text(en="--gradescope writes one submission's results, and {count} were found",
                           zh="--gradescope 只写一份作业的结果，而这里找到了 {count} 份")
 NOTHING_TO_DO = Text(en="give the solution file(s) to grade, or --gradescope-bundle", zh="请给出要评分的解答文件，或 --gradescope-bundle")
@@ -145,12 +141,8 @@ def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args:
     from nanovllm_teach.exercises.engine_grading import EngineExercise
     from nanovllm_teach.exercises.references import PendingReferences
 
-    remote = isinstance(exercise, EngineExercise)  # its learner's functions run in the worker, sandboxed
-    if len(submissions) > 1 and not args.unsafe_no_isolation:
-        if not remote:
-            raise UsageError(say(BESIDE_ENGINE, exercise=exercise.name))
-        if not isolation.available():
-            raise UsageError(say(NEEDS_ISOLATION))
+    if len(submissions) > 1 and not args.unsafe_no_isolation and not isolation.available():
+        raise UsageError(say(NEEDS_ISOLATION))
     if isinstance(exercise, EngineExercise):
         PendingReferences(exercise.workloads, model).traces()  # recorded once, here, before any submission
     started = time.monotonic()

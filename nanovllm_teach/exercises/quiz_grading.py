@@ -13,16 +13,15 @@ chosen one (``i18n.resolve_lang``); the verdict's ``PASS``/``FAIL trace_quiz:`` 
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
-from nanovllm_teach.exercises.engine_grading import obtain_solution
-from nanovllm_teach.exercises.pieces import Watch
+from nanovllm_teach.exercises.engine_grading import ENDED_WHILE_LOADING, LOADING_TOO_LONG, NOT_LOADED
+from nanovllm_teach.exercises.quiz_wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.exercises.references import reference_trace
-from nanovllm_teach.exercises.sandbox import LOADING, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.remote import RemoteFailure, Worker
 from nanovllm_teach.exercises.solution_files import borrowed_from_solutions, imports_reference_solutions
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS
 from nanovllm_teach.i18n import Text, say
@@ -100,8 +99,6 @@ QUESTIONS: tuple[Question, ...] = (
 NO_ANSWER_QUIZ = Text(
     en="your solution defines no answer_quiz: write a function answer_quiz(trace) that returns your answers dict",
     zh="你的解答没有定义 answer_quiz：请写一个函数 answer_quiz(trace)，返回你的答案 dict")
-LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s: the grader stopped it",
-                        zh="你的文件在 {limit:g} 秒内没有加载完：评分器已将它停止")
 ANSWERING_TOO_LONG = Text(en="your answer_quiz did not return within {limit:g} s: the grader stopped it",
                           zh="你的 answer_quiz 在 {limit:g} 秒内没有返回：评分器已将它停止")
 RAISED = Text(en="your answer_quiz raised {type}: {message}",
@@ -134,37 +131,6 @@ def quiz_trace(model: str | Path | None = None) -> Trace:
     return reference_trace(QUIZ_WORKLOAD, model)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _plain_answer(value: Any) -> Any:
-    """An answer as the parent may read it: an int stays, anything else is described, never unpickled."""
-    return value if _is_int(value) else {"not_int": type(value).__name__, "repr": repr(value)[:60]}
-
-
-def _answer_in_child(watch: Watch, exercise: Exercise, source: SolutionSource, trace: Trace,
-                     outcome_path: Path) -> None:
-    """The child: load the file, call answer_quiz(trace) if it is a function, write the answers."""
-    outcome: dict[str, Any] = {}
-    solution = obtain_solution(exercise, source, watch, outcome)
-    if solution is not None:
-        given = solution["answer_quiz"]
-        if callable(given):
-            previous = watch.enter("answer_quiz")
-            try:
-                given = given(trace)
-            except BaseException as error:  # NotImplementedError, SystemExit...: the verdict says which
-                outcome["raised"] = {"type": type(error).__name__, "message": str(error),
-                                     "not_implemented": isinstance(error, NotImplementedError)}
-            finally:
-                watch.leave(previous)
-        if "raised" not in outcome:
-            outcome["answers"] = ({str(k): _plain_answer(v) for k, v in given.items()} if isinstance(given, dict)
-                                  else {"not_a_dict": type(given).__name__})
-    write_outcome(outcome_path, outcome)
-
-
 @dataclass(frozen=True)
 class QuizExercise(Exercise):
     """Graded by comparing the student's answers with the ones computed from the quiz trace."""
@@ -172,9 +138,11 @@ class QuizExercise(Exercise):
     questions: tuple[Question, ...]
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
-              time_limit: float = DEFAULT_TIME_LIMIT_S) -> GradeResult:
-        """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it
-        (which runs in the grading child, like every student function)."""
+              time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
+        """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it,
+        which runs in the sandboxed worker (``remote``) like every learner's function: the trace goes
+        there as data (``quiz_wire``), the answers come back as data. ``isolate`` as for
+        ``EngineExercise.grade``."""
         trace = quiz_trace(model)
         if isinstance(solution, dict):
             if "answer_quiz" not in solution:
@@ -186,27 +154,45 @@ class QuizExercise(Exercise):
             problem = imports_reference_solutions(Path(solution))
         if problem is not None:
             return self.fail(problem)
-        with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
-            path = Path(tmp) / "outcome.json"
-            end = run_in_child(_answer_in_child, self, solution, trace, path, time_limit=time_limit)
-            outcome = read_outcome(path)
-        if end.exitcode is None:
-            too_long = LOADING_TOO_LONG if end.running == LOADING else ANSWERING_TOO_LONG
-            return self.fail(say(too_long, limit=end.limit))
-        if "unusable" in outcome:
-            return self.fail(outcome["unusable"])
-        if "raised" in outcome:
-            raised = outcome["raised"]
+        source = Path(solution) if not isinstance(solution, dict) else solution
+        # No function is required to load: a file may hold the answers dict itself.
+        with Worker(source, (), (), time_limit, isolate) as worker:
+            result = self._answered(worker, trace, time_limit)
+            result.output = worker.close()
+            result.isolated = worker.isolated
+        return result
+
+    def _answered(self, worker: Worker, trace: Trace, time_limit: float) -> GradeResult:
+        loaded = worker.load()
+        if "load_error" in loaded:
+            error = loaded["load_error"] if isinstance(loaded["load_error"], dict) else {}
+            return self.fail(say(NOT_LOADED, type=str(error.get("type", ""))[:80],
+                                 message=str(error.get("message", ""))[:500]))
+        if "timeout" in loaded:
+            return self.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
+        if loaded.get("loaded") is not True:
+            return self.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
+        try:
+            answered = worker.call("answer_quiz", (quiz_record(trace),), (RECORD_TYPE,), adapter=ADAPTER)
+        except RemoteFailure as failure:
+            raised = failure.description
+            if "timeout" in raised:
+                return self.fail(say(ANSWERING_TOO_LONG, limit=time_limit))
+            if "exitcode" in raised:
+                return self.fail(say(NO_ANSWERS, code=raised["exitcode"]))
             if raised["not_implemented"]:
                 return not_implemented(self, "answer_quiz")
             return self.fail(say(RAISED, type=raised["type"], message=raised["message"]))
-        if "answers" not in outcome:
-            return self.fail(say(NO_ANSWERS, code=end.exitcode))
-        answers = outcome["answers"]
-        if "not_a_dict" in answers:
-            return self._mark(_Described(answers["not_a_dict"]), trace)
-        return self._mark({k: (v if _is_int(v) else _Described(v["not_int"], v["repr"])) for k, v in answers.items()},
-                          trace)
+        if not isinstance(answered, dict) or answered.get("absent") is True:
+            return self.fail(say(NO_ANSWER_QUIZ))
+        if "not_a_dict" in answered:
+            return self._mark(_Described(str(answered["not_a_dict"])), trace)
+        answers = answered.get("answers")
+        if not isinstance(answers, dict):
+            return self.fail(say(NO_ANSWERS, code=None))
+        return self._mark({key: (value if is_int(value) else _Described(str(value.get("not_int", "")),
+                                                                         str(value.get("repr", ""))))
+                           for key, value in answers.items() if is_int(value) or isinstance(value, dict)}, trace)
 
     def _mark(self, given: Any, trace: Trace) -> GradeResult:
         if not isinstance(given, dict):
@@ -220,7 +206,7 @@ class QuizExercise(Exercise):
             answer, right = given.get(q.key), q.answer(trace)
             if answer is None:
                 wrong.append(say(NO_ANSWER_YET, key=q.key, question=say(q.text), hint=say(q.hint)))
-            elif not _is_int(answer):
+            elif not is_int(answer):
                 shown = answer if isinstance(answer, _Described) else _Described(type(answer).__name__, repr(answer))
                 wrong.append(say(NOT_AN_INT, key=q.key, type=shown.type_name, text=shown.text))
             elif answer != right:

@@ -2,13 +2,11 @@
 
 Role: grading. Emits no events.
 
-``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. For a
-remote exercise the child holds only proxies and the student's code runs in the sandboxed worker
-(``remote``); for the others (a method of the live scheduler or block manager) the student's functions
-run here, beside the engine. Either way the parent never runs the student's code, so nothing it does
-(patching the engine, replacing the grader's ``judge`` or ``diff_traces``, ``sys.exit``) reaches the
-verdict, which the parent computes from the trace files and the small outcome record the child leaves
-behind. The child:
+``run_in_child(target, ...)`` forks a child that calls ``target(watch, ...)`` and waits for it. The
+child holds only proxies: the student's code runs in the sandboxed worker (``remote``), and neither the
+child nor the parent ever runs it, so nothing it does (patching the engine, replacing the grader's
+``judge`` or ``diff_traces``, ``sys.exit``) reaches the verdict, which the parent computes from the trace
+files and the small outcome record the child leaves behind. The child:
 
 - refuses imports of the reference solutions (``nanovllm_teach.exercises.<name>.solution``), even ones
   the parent had already imported;
@@ -17,12 +15,8 @@ behind. The child:
 - runs torch on one thread: the shipped model is tiny, and a forked child must not reuse the parent's
   OpenMP thread pool (it hangs);
 - speaks the parent's language (``i18n.resolve_lang`` in the parent, ``set_lang`` in the child): the few
-  sentences worded there (a refused import, a result a check refused, an unusable file) read as the
-  verdict around them does.
-
-Forking keeps functions defined in a notebook usable in the child as they are. A student whose code runs
-in this child (not a remote exercise) could write a fake trace file from it: that is why grading a class
-of those exercises needs ``--unsafe-no-isolation``.
+  sentences worded there (a refused import, a result a check refused) read as the verdict around them
+  does.
 """
 
 from __future__ import annotations
@@ -43,8 +37,6 @@ from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 
 # The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
 RUN_LIMIT_S = 120.0
-# What the watch says while the student's file is being executed.
-LOADING = "<loading your file>"
 _NAME_BYTES = 96
 # A class is graded by several threads; one forks at a time, so that no child starts with a lock another
 # thread held at that moment.

@@ -1,4 +1,4 @@
-"""Solutions as the grader receives them: a file to execute (in the grading child only), or the functions.
+"""Solutions as the grader receives them: a file to execute (in the sandboxed worker only), or the functions.
 
 Before anything runs, a file is read for imports of the reference solutions (refused with a sentence);
 once loaded, functions that were borrowed from the reference solutions' files are refused too, however

@@ -172,7 +172,7 @@ def main() -> None:
     sys.path[0] = root  # the package as graded (``isolation.grading_root``), not this script's folder
     set_limits(*(int(v) for v in limits.split(",")))
     write_frame(answers_fd, {"ready": True})
-    solution = load(path, functions.split(","), answers_fd)
+    solution = load(path, [name for name in functions.split(",") if name], answers_fd)
     if solution is not None:
         serve(solution, path, calls_fd, answers_fd)
     sys.stdout.flush()
