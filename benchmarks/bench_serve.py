@@ -19,7 +19,10 @@ are held and ``vllm:num_requests_running`` is 0. Exit status 1 if any check fail
 ``--versus-simulator``: ``--sim-requests`` Poisson arrivals at ``--sim-rate`` of ``--prompt-len`` + 32 tokens,
 measured through the server (streamed; TTFT to the first text chunk, TPOT between the first and the last)
 and predicted by the simulator for this machine (``hardware="this-cpu"``) on the same arrivals and lengths:
-the medians side by side.
+the medians side by side. The simulator prices engine steps only, so its TTFT is set against the engine side
+of each request (stamped by the engine thread: from the hand-over to the end of the first token's step, and
+the part of it spent waiting for a step to start); the client's TTFT (HTTP, JSON, tokenizing, the hand-over,
+the SSE write) is printed beside it.
 
 All use one server, ``build_server(live=False)`` (no recording), under uvicorn on 127.0.0.1.
 """
@@ -40,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MODEL = "qwen3-tiny"
+FACTORS_FILE = ROOT / "nanovllm_teach" / "sim" / "this_cpu_factors.json"  # this-cpu's calibration (bench_sim.py)
 
 
 # ---- the load generator (a separate process) -------------------------------------------------------------
@@ -112,6 +116,13 @@ def _metric(url: str, name: str) -> float:
     raise KeyError(name)
 
 
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of the finished child processes (the load generator's runs)."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def saturation(args, url: str, tmp: Path) -> None:
     from nanovllm_teach import LLM, SamplingParams
     prompts = [args.text_ids[k:k + args.prompt_len] for k in range(args.requests)]
@@ -120,6 +131,7 @@ def saturation(args, url: str, tmp: Path) -> None:
     params = SamplingParams(temperature=0.0, max_tokens=args.output_len, ignore_eos=True)
     total = args.requests * args.output_len
     rates = {"offline": [], "offline-main": [], "served": [], "streamed": []}
+    cpu_us = {"served": [], "streamed": []}  # CPU microseconds per output token: (server process, client process)
     offline.generate(prompts[:4], params, use_tqdm=False)  # warm
 
     def timed_generate(name: str) -> None:
@@ -133,7 +145,10 @@ def saturation(args, url: str, tmp: Path) -> None:
         worker.join()
         timed_generate("offline-main")
         for name, stream in (("served", False), ("streamed", True)):
+            server_cpu, client_cpu = time.process_time(), _children_cpu_s()
             out = run_client(url, requests, stream, tmp)
+            cpu_us[name].append(((time.process_time() - server_cpu) / total * 1e6,
+                                 (_children_cpu_s() - client_cpu) / total * 1e6))
             got = sum(r["usage"]["completion_tokens"] for r in out["results"])
             assert got == total, (name, got, total)
             if stream:
@@ -149,6 +164,9 @@ def saturation(args, url: str, tmp: Path) -> None:
     for name in rates:
         print(f"  {name:12} {statistics.median(rates[name]):7.0f} output tok/s  "
               f"({statistics.median(rates[name]) / base:.1%} of offline)")
+    for name, pairs in cpu_us.items():
+        print(f"  {name:12} CPU per output token (median): server process {statistics.median(p[0] for p in pairs):.0f} "
+              f"us, load generator {statistics.median(p[1] for p in pairs):.0f} us (its start-up included)")
 
 
 def disconnects(args, url: str, app, tmp: Path) -> bool:
@@ -181,35 +199,52 @@ def disconnects(args, url: str, app, tmp: Path) -> bool:
     return not wrong and held == 0 and running == 0
 
 
-def versus_simulator(args, url: str, tmp: Path) -> None:
+def versus_simulator(args, url: str, app, tmp: Path) -> None:
     """The same arrivals and lengths measured through the server (client in its own process) and predicted
     by the simulator on this machine (``hardware="this-cpu"``): TTFT and TPOT medians."""
-    from nanovllm_teach import LLM
-    from nanovllm_teach.assets import default_model_path
     from nanovllm_teach.workload.requests import Fixed, Poisson, make_workload
     workload = make_workload(args.sim_requests, Poisson(args.sim_rate), Fixed(args.prompt_len), Fixed(32),
                              vocab_size=args.vocab_size, seed=args.seed)
     requests = [{"prompt": args.text_ids[k:k + args.prompt_len], "max_tokens": r.output_len, "arrival_s": r.arrival_s}
                 for k, r in enumerate(workload)]
-    before = [_metric(url, f"vllm:time_to_first_token_seconds_{k}") for k in ("sum", "count")]
-    out = run_client(url, requests, True, tmp)
-    after = [_metric(url, f"vllm:time_to_first_token_seconds_{k}") for k in ("sum", "count")]
-    server_ttft = (after[0] - before[0]) / (after[1] - before[1]) * 1e3
+    # The engine side of each request, stamped by the engine thread on the engine's clock (the server runs in
+    # this process): the wait from the hand-over to the start of the step that took it, and its TTFT.
+    metrics, waits, engine_ttfts = app.state.server.metrics, [], []
+    queued, first_token = metrics.queued, metrics.first_token
+    metrics.queued = lambda seconds: (waits.append(seconds), queued(seconds))
+    metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
+    try:
+        out = run_client(url, requests, True, tmp)
+    finally:
+        metrics.queued, metrics.first_token = queued, first_token
+    engine_ttft = statistics.median(engine_ttfts) * 1e3
+    wait = statistics.median(waits) * 1e3
     ttft = statistics.median(r["first_s"] for r in out["results"]) * 1e3
     mean_ttft = statistics.mean(r["first_s"] for r in out["results"]) * 1e3
     # TPOT as workload/metrics.py defines it: (last token - first token) / (tokens - 1).
     tpot = statistics.median((r["last_s"] - r["first_s"]) / (r["usage"]["completion_tokens"] - 1)
                              for r in out["results"]) * 1e3
-    sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len)
+    sim_ttft, sim_tpot = _predicted(args, workload, None)
+    fitted_ttft, fitted_tpot = _predicted(args, workload, FACTORS_FILE)
+    print(f"versus the simulator: {args.sim_requests} requests, Poisson at {args.sim_rate}/s, {args.prompt_len} + 32 "
+          f"tokens: engine-side TTFT p50 (from the hand-over to the engine thread to the end of the first token's "
+          f"step) measured {engine_ttft:.1f} ms, predicted {sim_ttft:.1f} ms ({sim_ttft / engine_ttft:.0%}), of "
+          f"which waiting for a step to start {wait:.2f} ms (p50); TPOT p50 measured {tpot:.2f} ms, predicted "
+          f"{sim_tpot:.2f} ms ({sim_tpot / tpot:.0%}); client-side TTFT p50 {ttft:.1f} ms (mean {mean_ttft:.1f} ms): "
+          f"HTTP, tokenizing, the hand-over and the SSE write beside the engine's part; with this-cpu's calibrated "
+          f"factors ({FACTORS_FILE.name}) the simulator predicts TTFT {fitted_ttft:.1f} ms, TPOT {fitted_tpot:.2f} ms")
+
+
+def _predicted(args, workload, sim_factors: Path | None) -> tuple[float, float]:
+    """The simulator's TTFT and TPOT medians (ms) on this machine, with the default factors or a calibration's."""
+    from nanovllm_teach import LLM
+    from nanovllm_teach.assets import default_model_path
+    sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len,
+              sim_factors=None if sim_factors is None else str(sim_factors))
     predicted = sim.run_workload(workload, ignore_eos=True)
     sim.close()
-    sim_ttft = statistics.median(t.ttft_s for t in predicted.requests.values()) * 1e3
-    sim_tpot = statistics.median(t.tpot_s for t in predicted.requests.values()) * 1e3
-    print(f"versus the simulator: {args.sim_requests} requests, Poisson at {args.sim_rate}/s, {args.prompt_len} + 32 "
-          f"tokens: TTFT p50 measured {ttft:.1f} ms, predicted {sim_ttft:.1f} ms ({sim_ttft / ttft:.0%}); "
-          f"TPOT p50 measured {tpot:.2f} ms, predicted {sim_tpot:.2f} ms ({sim_tpot / tpot:.0%}); mean TTFT "
-          f"{mean_ttft:.1f} ms at the client, {server_ttft:.1f} ms inside the server (vllm:time_to_first_token_seconds: "
-          f"from the request's hand-over to the engine thread to the end of its first token's step)")
+    return (statistics.median(t.ttft_s for t in predicted.requests.values()) * 1e3,
+            statistics.median(t.tpot_s for t in predicted.requests.values()) * 1e3)
 
 
 def main() -> int:
@@ -249,7 +284,7 @@ def main() -> int:
             if args.saturation:
                 saturation(args, url, Path(tmp))
             if args.versus_simulator:
-                versus_simulator(args, url, Path(tmp))
+                versus_simulator(args, url, app, Path(tmp))
             if args.disconnects:
                 ok = disconnects(args, url, app, Path(tmp))
     finally:

@@ -251,11 +251,12 @@ def test_the_serving_benchmark_runs_and_its_checks_pass():
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_serve.py"), "--saturation", "--disconnects",
-                           "--requests", "4", "--output-len", "8", "--repeats", "1", "--poisson-requests", "30",
+                           "--versus-simulator", "--sim-requests", "6", "--sim-rate", "40", "--requests", "4", "--output-len", "8", "--repeats", "1", "--poisson-requests", "30",
                            "--rate", "60"], capture_output=True, text=True, cwd=root, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "of offline" in done.stdout and "0 KV blocks held" in done.stdout
+    assert "engine-side TTFT p50" in done.stdout and "client-side TTFT p50" in done.stdout
 
 
 # ---- the sampling fields, each against offline generate ----------------------------------------------
