@@ -134,12 +134,13 @@ def _read_only_binds() -> list[str]:
     """The interpreter and its libraries, each bound read-only at its own path."""
     paths = {"/usr", sys.base_prefix, sys.prefix, *(p for p in sys.path if p and Path(p).is_dir())}
     paths = {str(Path(p).resolve()) for p in paths} | {sys.base_prefix, sys.prefix}
+    # The repository (the current folder of `python -m`, PYTHONPATH, a test runner's folders) stays out: the
+    # grading copy stands in for it. A virtual environment inside it (the README's .venv) is still bound.
+    repository, environment = str(PACKAGE.parent) + "/", str(Path(sys.prefix).resolve()) + "/"
+    paths = {p for p in paths if not (p + "/").startswith(repository) or (p + "/").startswith(environment)}
     kept = sorted(p for p in paths if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in paths))
     args = []
-    repository, environment = str(PACKAGE.parent) + "/", str(Path(sys.prefix).resolve()) + "/"
     for path in kept:
-        if (path + "/").startswith(repository) and not (path + "/").startswith(environment):
-            continue  # the repository (PYTHONPATH, a test runner's folders): the grading copy stands in
         args += ["--ro-bind", path, path]
     for link in ("/bin", "/lib", "/lib64", "/sbin"):
         if os.path.islink(link):
@@ -150,8 +151,10 @@ def _read_only_binds() -> list[str]:
 
 
 def _walls() -> list[str]:
-    return [bwrap() or "bwrap", *_read_only_binds(),
-            "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", "--size", str(_TMPFS_BYTES), "--tmpfs", INSIDE_HOME,
+    # The private /tmp first: bubblewrap mounts in order, and an interpreter or a virtual environment that lives
+    # under /tmp (a CI runner's clone) is then bound on top of it instead of hidden under it.
+    return [bwrap() or "bwrap", "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *_read_only_binds(),
+            "--size", str(_TMPFS_BYTES), "--tmpfs", INSIDE_HOME,
             "--proc", "/proc", "--dev", "/dev", "--unshare-all", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--clearenv", "--setenv", "HOME", INSIDE_HOME, "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
