@@ -198,7 +198,12 @@ def to_gguf(peers_dir: Path, model: Path) -> tuple[Path | None, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     python = peers_dir / "llama" / "convert-venv" / "bin" / "python"
     print(f"converting {model} to {out} (GGUF float32)", flush=True)
-    done = subprocess.run([python, script, model, "--outtype", "f32", "--outfile", out],
+    # The converter names the tokenizer's pre-tokenizer from a hash of known ones and refuses the shipped
+    # tokenizer's; the benchmark feeds token ids, never text, so any name will do: Qwen2's, set at run time.
+    shim = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); import conversion.base as base; "
+            "base.TextModel.get_vocab_base_pre = lambda self, tokenizer: 'qwen2'; "
+            "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    done = subprocess.run([python, "-c", shim, script.parent, script, model, "--outtype", "f32", "--outfile", out],
                           capture_output=True, text=True, env=env)
     if done.returncode != 0:
         return None, "GGUF conversion failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]
