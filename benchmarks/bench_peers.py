@@ -16,7 +16,7 @@ caches count, so run twice to see both), then every repeat runs each engine in t
   compared with ours, request by request, in every repeat;
 - **one request, ms/token**: one 32-token prompt decoding ``--decode-tokens`` + 1 tokens, minus the same
   with 1 token, over ``--decode-tokens`` (prefill and fixed costs cancel);
-- **batch 32, ms/step**: 32 prompts of 128 tokens, the same difference over ``--decode-tokens`` steps
+- **batch 32, ms/step**: 32 prompts of ``--batch-prompt`` tokens, the same difference over ``--decode-tokens`` steps
   (llama-cpp-python runs the 32 one after another: its ``Llama`` holds one sequence).
 
 Medians of ``--repeats``. ``--threads default`` leaves every engine at its own default (ours: the engine's
@@ -59,10 +59,13 @@ WORKER = HERE / "peer_worker.py"
 ENGINES = ("ours", "vllm", "llama", "hf")
 TITLES = {"ours": "nanovllm_teach", "vllm": "vLLM CPU build", "llama": "llama.cpp (llama-cpp-python)",
           "hf": "transformers generate"}
-SINGLE_PROMPT, BATCH, BATCH_PROMPT = 32, 32, 128
-# Per model: requests, length range, decode tokens for the ms/token and ms/step columns, repeats.
-WORKLOADS = {"shipped": dict(num_requests=48, min_len=16, max_len=192, decode_tokens=128, repeats=3),
-             "qwen3-0.6b-shape": dict(num_requests=16, min_len=16, max_len=128, decode_tokens=16, repeats=1)}
+SINGLE_PROMPT, BATCH = 32, 32
+# Per model: requests, length range, decode tokens for the ms/token and ms/step columns, the batch-32
+# prompts' length (a 0.6 B model prefills 32 x 128 tokens in about a minute here), repeats.
+WORKLOADS = {"shipped": dict(num_requests=48, min_len=16, max_len=192, decode_tokens=128, batch_prompt=128,
+                             repeats=3),
+             "qwen3-0.6b-shape": dict(num_requests=16, min_len=16, max_len=128, decode_tokens=16, batch_prompt=16,
+                                      repeats=1)}
 
 
 # ---- pure parts (tested without installing anything) -------------------------------------------------
@@ -284,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peers-dir", type=Path, default=Path("/work/peers"))
     ap.add_argument("--skip-install", action="store_true", help="run only the peers already installed")
     ap.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
-    for key in ("num_requests", "min_len", "max_len", "decode_tokens", "repeats"):
+    for key in WORKLOADS["shipped"]:
         ap.add_argument(f"--{key.replace('_', '-')}", type=int, default=None,
                         help=f"default: {', '.join(f'{m} {w[key]}' for m, w in WORKLOADS.items())}")
     ap.add_argument("--hf-batch", type=int, default=16, help="transformers' static batch size (default 16)")
@@ -354,7 +357,7 @@ def run(args: argparse.Namespace, model: Path) -> None:
         for r in range(args.repeats):
             prompts = random_prompts(rng, lengths, vocab)
             single = random_prompts(rng, [SINGLE_PROMPT], vocab)
-            batch = random_prompts(rng, [BATCH_PROMPT] * BATCH, vocab)
+            batch = random_prompts(rng, [args.batch_prompt] * BATCH, vocab)
             print(f"-- repeat {r + 1}/{args.repeats} (load average {load()})", flush=True)
             turn = order[r % len(order):] + order[:r % len(order)]
             results: dict[str, list[list[int]]] = {}
@@ -382,7 +385,7 @@ def run(args: argparse.Namespace, model: Path) -> None:
         threads = ours.ready["info"]["threads"]
         floors = {label: (ours.ask({"cost": lens}), lens) for label, lens in (
             ("one request", [SINGLE_PROMPT + args.decode_tokens // 2]),
-            ("batch 32", [BATCH_PROMPT + args.decode_tokens // 2] * BATCH))}
+            ("batch 32", [args.batch_prompt + args.decode_tokens // 2] * BATCH))}
     finally:
         for engine in engines.values():
             engine.close()
