@@ -27,7 +27,7 @@ covers the longest request.
 
 **The floor** of a decode step, at our engine's thread count: the bytes it must read (every weight once,
 every cached K/V row once: ``nanovllm_teach/models/step_cost.py``) over the rate at which this process
-reads a buffer of that many bytes, and its FLOPs over this machine's measured float32 matmul peak; the
+reads a buffer of that many bytes (a matrix-vector product over it, as a decode step reads its weights), and its FLOPs over this machine's measured float32 matmul peak; the
 larger of the two. ``--model qwen3-0.6b-shape`` makes a random-weight Qwen3-0.6B-shaped checkpoint on the
 fly (28 layers, 596 M parameters), where the matrix multiplies dominate.
 
@@ -60,6 +60,7 @@ ENGINES = ("ours", "vllm", "llama", "hf")
 TITLES = {"ours": "nanovllm_teach", "vllm": "vLLM CPU build", "llama": "llama.cpp (llama-cpp-python)",
           "hf": "transformers generate"}
 SINGLE_PROMPT, BATCH = 32, 32
+READ_WIDTH = 1024  # columns of the matrix the floor's read rate is measured on
 # Per model: requests, length range, decode tokens for the ms/token and ms/step columns, the batch-32
 # prompts' length (a 0.6 B model prefills 32 x 128 tokens in about a minute here), repeats.
 WORKLOADS = {"shipped": dict(num_requests=48, min_len=16, max_len=192, decode_tokens=128, batch_prompt=128,
@@ -235,8 +236,11 @@ class Engine:
         if not line:
             self.proc.wait()
             self.stderr.seek(0)
-            tail = self.stderr.read().decode(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"{self.name} exited ({self.proc.returncode}): {' | '.join(tail)}")
+            lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+            # The root cause, where a library logged one, and the last line.
+            causes = [line.strip() for line in lines if "Error" in line or "error:" in line][-2:]
+            why = " | ".join(dict.fromkeys(causes + lines[-1:]))
+            raise RuntimeError(f"{self.name} exited ({self.proc.returncode}): {why}")
         return json.loads(line)
 
     def ask(self, request: dict) -> dict:
@@ -268,9 +272,11 @@ def measure_floor(cost: dict, threads: int) -> dict[str, float]:
     from nanovllm_teach.models import step_cost
 
     torch.set_num_threads(threads)
-    buffer = torch.ones(max(int(cost["bytes"]) // 4, 1))
-    seconds = step_cost.time_it(lambda: buffer.sum(), repeats=20, warmup=3)
-    read_gbs = buffer.numel() * 4 / seconds / 1e9
+    # Read the way a decode step reads its weights: a matrix of that many bytes times a vector.
+    matrix = torch.ones(max(int(cost["bytes"]) // (4 * READ_WIDTH), 1), READ_WIDTH)
+    vector = torch.ones(READ_WIDTH)
+    seconds = step_cost.time_it(lambda: torch.mv(matrix, vector), repeats=20, warmup=3)
+    read_gbs = matrix.numel() * 4 / seconds / 1e9
     peak = step_cost.matmul_peak_gflops()
     return {"read_gbs": read_gbs, "peak_gflops": peak, **floor_ms(cost["bytes"], read_gbs, cost["flops"], peak)}
 
