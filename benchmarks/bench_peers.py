@@ -52,7 +52,6 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from time import perf_counter
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peer_worker.py"
