@@ -168,8 +168,9 @@ def test_clients_that_leave_have_their_requests_aborted_and_blocks_freed(served)
                 got = [next(lines) for _ in range(6)]
                 assert got[0].startswith("data: ")
                 assert metric(http.get(url + "/metrics").text, "vllm:num_requests_running") >= 1
-        with pytest.raises(httpx.ReadTimeout):  # not streamed: leave before the answer
-            http.post(url + "/v1/completions", json={**body, "stream": False}, timeout=0.5)
+        # Not streamed: leave before the answer (500 tokens take about half a second on a fast CPU).
+        with pytest.raises(httpx.ReadTimeout):
+            http.post(url + "/v1/completions", json={**body, "stream": False, "max_tokens": 500}, timeout=0.1)
         assert wait_until(lambda: metric(http.get(url + "/metrics").text, "vllm:num_requests_running") == 0)
         text = http.get(url + "/metrics").text
     assert metric(text, "nanovllm:requests_aborted_total") >= 4
