@@ -7,8 +7,9 @@ exactly ``--output-len`` tokens: greedy, ignore_eos) three ways, alternating ``-
 ``LLM.generate`` (called from a thread of its own, as the server calls its engine, and, for reference, from
 the main thread); through the server, not streamed; through the server, streamed (one SSE chunk per token,
 every chunk read). All requests are sent at once (saturation). The load generator is a separate process on
-the same machine (``--client``: httpx, asyncio, one connection per request), so it takes CPU from the server
-as a real client on the same host would; the engines run at torch's default threads. Printed: output tokens
+the same machine (``--client``: aiohttp, the HTTP client vLLM's own serving benchmark uses, on asyncio, one
+connection per request, msgspec for the JSON), so it takes CPU from the server as a real client on the same
+host would; the engines run at torch's default threads. Printed: output tokens
 per second of each way and the served ways as a fraction of offline (the medians of the repeats).
 
 ``--disconnects``: ``--poisson-requests`` requests arriving as a Poisson process (``--rate`` per second), all
@@ -40,9 +41,12 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MODEL = "qwen3-tiny"
+_DECODE = msgspec.json.Decoder().decode
 FACTORS_FILE = ROOT / "nanovllm_teach" / "sim" / "this_cpu_factors.json"  # this-cpu's calibration (bench_sim.py)
 
 
@@ -50,18 +54,16 @@ FACTORS_FILE = ROOT / "nanovllm_teach" / "sim" / "this_cpu_factors.json"  # this
 
 async def _one(http, url: str, body: dict, stream: bool, leave_after: int | None) -> dict:
     if not stream:
-        response = await http.post(url, json=body)
-        data = response.json()
-        return {"status": response.status_code, "usage": data.get("usage"), "chunks": 0}
-    chunks, usage, status, first, last = 0, None, None, None, None
+        async with http.post(url, json=body) as response:
+            data = _DECODE(await response.read())
+            return {"status": response.status, "usage": data.get("usage"), "chunks": 0}
+    chunks, usage, first, last = 0, None, None, None
     sent = time.perf_counter()
-    async with http.stream("POST", url, json={**body, "stream": True,
-                                               "stream_options": {"include_usage": True}}) as response:
-        status = response.status_code
-        async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+    async with http.post(url, json={**body, "stream": True, "stream_options": {"include_usage": True}}) as response:
+        async for line in response.content:  # one line at a time: "data: {...}\n", then the blank line
+            if not line.startswith(b"data: {"):
                 continue
-            chunk = json.loads(line[6:])
+            chunk = _DECODE(line[6:])
             if chunk.get("usage"):
                 usage = chunk["usage"]
             elif chunk.get("choices") and chunk["choices"][0]["text"]:
@@ -69,15 +71,16 @@ async def _one(http, url: str, body: dict, stream: bool, leave_after: int | None
                 last = time.perf_counter() - sent
                 first = last if first is None else first
                 if leave_after is not None and chunks >= leave_after:
-                    return {"status": status, "usage": None, "chunks": chunks, "left": True}
-    return {"status": status, "usage": usage, "chunks": chunks, "first_s": first, "last_s": last}
+                    return {"status": response.status, "usage": None, "chunks": chunks, "left": True}
+        return {"status": response.status, "usage": usage, "chunks": chunks, "first_s": first, "last_s": last}
 
 
 async def _client(spec: dict) -> dict:
-    import httpx
+    import aiohttp
     url = spec["url"] + "/v1/completions"
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as http:
+    # No limit on connections (one per request in flight) nor on a request's time: the run is bounded outside.
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                     timeout=aiohttp.ClientTimeout(total=None)) as http:
         start = time.perf_counter()
 
         async def later(k: int, request: dict) -> dict:
