@@ -43,8 +43,8 @@ from nanovllm_teach.i18n import say
 
 # The order of a course: the scheduler's step, the block manager, the model runner, then reading and design.
 COURSE_ORDER = ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate",
-                "block_hash", "prepare_prefill", "decode_slot", "kv_cache_blocks", "graph_bucket", "trace_quiz",
-                "scheduling_policy")
+                "block_hash", "prepare_prefill", "decode_slot", "kv_cache_blocks", "graph_bucket", "tp_slice",
+                "trace_quiz", "scheduling_policy")
 
 
 @functools.cache
