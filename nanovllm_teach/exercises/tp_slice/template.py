@@ -51,7 +51,8 @@ It is graded by loading a small Qwen3 model (8 query heads, 4 key/value heads, b
 
 写出 ``rank_slice(kind, shape, parts, part, tp_size, tp_rank)``，返回 ``(dim, start, length, offset)``：
 rank ``tp_rank`` 留下 checkpoint 张量沿 ``dim`` 的第 ``start`` 到第 ``start + length - 1`` 项，
-并把它们放在自己参数沿 ``dim`` 的 ``offset`` 处。如果这个 rank 一点也不留，返回 ``None``（它的参数在那里存零）。
+并把它们放在自己参数沿 ``dim`` 的 ``offset`` 处。
+如果这个 rank 一点也不留，返回 ``None``（它的参数在那里存零）。
 
 - ``kind`` 是 ``"column"`` 或 ``"row"``：这一层怎样切分（见下文）。
 - ``shape`` 是 checkpoint 张量的形状：权重是 ``[out, in]``，偏置（bias）是 ``[out]``。
