@@ -89,6 +89,18 @@ def graded_config() -> Any:
     return Qwen3Config(**GRADED_CONFIG)
 
 
+def warm_up() -> None:
+    """Import, in this process, what a grading child's loading imports (transformers' Qwen3 configuration,
+    the model, the loader, safetensors), so that each child forked from it starts warm: the imports cost more
+    than the loading itself. Runs none of the engine's code."""
+    import safetensors.torch  # noqa: F401 (for every child to come)
+
+    import nanovllm_teach.models.loader  # noqa: F401
+    import nanovllm_teach.models.qwen3  # noqa: F401
+
+    graded_config()  # transformers imports a model's configuration module on first use
+
+
 def write_checkpoint(folder: Path) -> None:
     """The graded model's checkpoint in ``folder``: every entry of every tensor a different value (1, 2, 3,
     ... in the order of the tensor names), so that a tensor's place in a rank's parameter tells where it
@@ -285,6 +297,7 @@ class ShardExercise(Exercise):
             problem = imports_reference_solutions(Path(solution))
         if problem is not None:
             return self.fail(problem)
+        warm_up()
         reference = reference_run()
         source = Path(solution) if not isinstance(solution, dict) else solution
         with Worker(source, self.functions, exercise_points(self.pieces), time_limit, isolate) as worker:
