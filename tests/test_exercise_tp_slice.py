@@ -6,7 +6,8 @@ group and refuses a rank outside the group. Then the grader: classic wrong solut
 the tensor and the first slice taken differently, in numbers (off by one, forgetting the rank, the wrong
 dimension of a row-parallel weight, the bias on every rank, q/k/v packed as if the key/value projections
 were as large as the query's, k and v swapped); the engine's own function is not available inside the
-sandbox; a function that never returns is stopped; the verdict is said in Chinese with the same numbers; and
+sandbox; a function that never returns is stopped; a notebook that patched the engine's own function is
+graded against the engine on disk; the verdict is said in Chinese with the same numbers; and
 ``nanovllm-teach grade tp_slice CLASS/`` grades a small class. (The reference passing and the template
 failing are checked for every exercise in ``test_exercises.py``.) The graded model is ``GRADED_CONFIG``'s:
 q_proj has 32 rows, k_proj and v_proj 16, o_proj and down_proj 16 rows of 32 and 32 columns, gate_proj and
@@ -173,6 +174,20 @@ def test_a_rank_slice_that_never_returns_is_stopped_and_a_notebook_function_is_g
                               "return within 1 s: the grader stopped it")
     exec(compile(SOLUTION, "mine.py", "exec"), names := {})
     assert check("tp_slice", names["rank_slice"]).passed
+
+
+def test_a_notebook_that_patched_the_engines_rank_slice_is_graded_against_the_engine_on_disk(monkeypatch):
+    from nanovllm_teach.exercises import shard_grading
+    from nanovllm_teach.layers import rank_slice
+
+    def nothing(kind, shape, parts, part, tp_size, tp_rank):
+        return None
+
+    monkeypatch.setattr(shard_grading, "_reference", None)
+    monkeypatch.setattr(rank_slice, "rank_slice", nothing)  # recorded here, the reference would agree with it
+    result = check("tp_slice", nothing)
+    assert result.message.startswith("FAIL tp_slice: on rank 0 of 1, "), result.message
+    assert "you took none of it" in result.message
 
 
 def test_a_class_is_graded_from_the_command_line(tmp_path, capsys):

@@ -67,10 +67,8 @@ SLICES_DIFFER = Text(en="{where}, {tensor} (shape {shape}{packing}):\n  you took
                      zh="{where}，{tensor}（形状 {shape}{packing}）：\n  你取了{yours}；\n  参考实现取了{reference}")
 PACKED = Text(en=", packed in {layer}: projection {part} of the output sizes {parts}",
               zh="，打包在 {layer} 中：输出大小 {parts} 中的第 {part} 个投影")
-HOLDS_OTHERWISE = Text(en="{where}, the rank's {param} (shape {shape}) differs from the reference's: {detail}",
-                       zh="{where}，这个 rank 的 {param}（形状 {shape}）与参考实现的不同：{detail}")
-UNFILLED = Text(en="{count} of its entries were never written", zh="其中有 {count} 项从未被写入")
-OTHER_VALUES = Text(en="{count} of its entries hold other values", zh="其中有 {count} 项的值不同")
+HOLDS_OTHERWISE = Text(en="{where}, the rank's {param} (shape {shape}) differs from the reference's",
+                       zh="{where}，这个 rank 的 {param}（形状 {shape}）与参考实现的不同")
 DID_NOT_FIT = Text(en="\n  your rank_slice returned {result} for {tensor} (shape {shape}); the rank's {param} has shape "
                       "{local}",
                    zh="\n  你的 rank_slice 对 {tensor}（形状 {shape}）返回了 {result}；这个 rank 的 {param} 的形状是 {local}")
@@ -226,7 +224,7 @@ def _record_reference(watch: Any, folder: Path) -> None:
     load_every_rank(folder)
 
 
-_references: dict[str, Loaded] = {}
+_reference: Loaded | None = None
 _RECORDING = threading.Lock()
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -234,8 +232,9 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 def reference_run() -> Loaded:
     """The engine's own run (recorded once per process: forked when the engine here is the one on disk, else in a
     fresh interpreter, which shares nothing with a notebook that patched it)."""
+    global _reference
     with _RECORDING:
-        if "run" not in _references:
+        if _reference is None:
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as tmp:
                 if replaced_definitions():
                     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -250,8 +249,8 @@ def reference_run() -> Loaded:
                 run = read_run(Path(tmp))
                 if not run.finished:
                     raise RuntimeError(say(REFERENCE_FAILED, message=message))
-                _references["run"] = run
-        return _references["run"]
+                _reference = run
+        return _reference
 
 
 def main(folder: str) -> None:
@@ -374,9 +373,6 @@ class ShardExercise(Exercise):
                     return self.fail(say(SLICES_DIFFER, where=where, tensor=right["tensor"], shape=_shape(args[1]),
                                          packing=_packing(args, name), yours=_took(call, call.get("result")),
                                          reference=_took(right, right["result"])))
-            unfilled = int(torch.isnan(have).sum()) if have is not None else want.numel()
-            detail = (say(UNFILLED, count=unfilled) if unfilled
-                      else say(OTHER_VALUES, count=int((have != want).sum())))
-            return self.fail(say(HOLDS_OTHERWISE, where=where, param=name, shape=_shape(list(want.shape)),
-                                 detail=detail))
+            # Every slice the same and yet another tensor: the engine's loading is not deterministic.
+            return self.fail(say(HOLDS_OTHERWISE, where=where, param=name, shape=_shape(list(want.shape))))
         return None
