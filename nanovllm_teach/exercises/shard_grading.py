@@ -1,10 +1,10 @@
-"""Grading a weight-loading exercise (``tp_slice``): what every rank holds, with the learner's function against the engine's.
+"""Grading ``tp_slice``: what every tensor-parallel rank holds after loading, the learner's slices against the engine's.
 
 Role: grading. Emits no events.
 
 The model is a small Qwen3 (``GRADED_CONFIG``: one layer, 8 query heads and 4 key/value heads, attention
 biases, so that grouped-query attention and a row-parallel bias are there), its checkpoint written with
-distinct values in every entry. A forked grading child (``sandbox``) builds it as every rank of 1, 2 and 4
+distinct values in every entry, so that any entry out of place shows. A forked grading child (``sandbox``) builds it as every rank of 1, 2 and 4
 ranks (``layers.parallel.acting_as``: no process group), sets its linear layers' parameters to NaN, and
 loads the checkpoint through the engine's own loader (``models.loader.load_model``), with the exercise
 point replaced by a proxy of the learner's function, which runs in the sandboxed worker (``remote``) on
@@ -15,8 +15,8 @@ The reference is the same run with the engine's own function, recorded once per 
 child when the engine in this process is the one on disk (``provenance``), else in a fresh interpreter.
 The parent compares the two, rank by rank and tensor by tensor: PASS when every rank holds exactly what the
 reference's does. Otherwise the verdict names the first rank and tensor that differ and the first slice
-taken differently, in numbers ("rows 0..8 of k_proj.weight, put at rows 16..24 of the rank's qkv_proj"),
-never the formula.
+taken differently, in numbers ("you took rows [0:8] of it, put at rows [16:24] of the rank's
+self_attn.qkv_proj.weight; the reference took rows [8:16] of it, ..."), never the formula.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ ALL_RANKS_MATCH = Text(en="with your {functions}, every rank in groups of {world
                           "does ({tensors} tensors on {ranks} ranks)",
                        zh="换上你的 {functions} 后，在由 {worlds} 个 rank 组成的各组中，每个 rank 持有的都与参考实现的相同"
                           "（{ranks} 个 rank 上共 {tensors} 个张量）")
-WORLDS_OR = Text(en=", ", zh="、")
+WORLDS_SEPARATOR = Text(en=", ", zh="、")
 REFERENCE_FAILED = Text(en="the reference engine failed to load the graded model: {message}",
                         zh="参考引擎加载评分用的模型时失败：{message}")
 
@@ -331,7 +331,7 @@ class ShardExercise(Exercise):
             tensors += len(reference.tensors[(world, rank)])
         if not run.finished or end.exitcode != 0:
             return self.fail(say(ENDED_AFTER_THE_RUNS, code=end.exitcode))
-        worlds = say(WORLDS_OR).join(str(w) for w in WORLD_SIZES)
+        worlds = say(WORLDS_SEPARATOR).join(str(w) for w in WORLD_SIZES)
         return GradeResult(self.name, True, f"PASS {self.name}: " + say(
             ALL_RANKS_MATCH, functions=say(AND).join(self.functions), worlds=worlds, tensors=tensors,
             ranks=len(reference.ranks)))
