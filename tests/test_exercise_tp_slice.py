@@ -57,7 +57,8 @@ def test_the_graded_model_has_grouped_query_attention_biases_and_whole_heads_on_
 def test_every_ranks_shards_reassemble_each_checkpoint_tensor(tmp_path):
     write_checkpoint(tmp_path)
     full = load_file(str(tmp_path / "model.safetensors"))
-    q, kv = full["model.layers.0.self_attn.q_proj.weight"].shape[0], full["model.layers.0.self_attn.k_proj.weight"].shape[0]
+    q = full["model.layers.0.self_attn.q_proj.weight"].shape[0]
+    kv = full["model.layers.0.self_attn.k_proj.weight"].shape[0]
     inter = full["model.layers.0.mlp.gate_proj.weight"].shape[0]
     run = reference_run()
     for world in WORLD_SIZES:
@@ -96,9 +97,10 @@ def test_acting_as_builds_a_rank_without_a_process_group_and_refuses_a_rank_outs
 # (the planted bug, what the verdict must say)
 WRONG = {
     "off_by_one": (
-        _changed("return 0, tp_rank * rows, rows, packed_before", "return 0, tp_rank * rows + 1, rows - 1, packed_before"),
-        "on rank 0 of 1, mlp.gate_proj.weight (shape [32, 16], packed in gate_up_proj: projection 0 of the output "
-        "sizes [32, 32]):\n  you took rows [1:32] of it, put at rows [0:31] of the rank's mlp.gate_up_proj.weight;\n"
+        _changed("return 0, tp_rank * rows, rows, packed_before",
+                 "return 0, tp_rank * rows + 1, rows - 1, packed_before"),
+        "on rank 0 of 1, mlp.gate_proj.weight (shape [32, 16], packed in gate_up_proj: parts=[32, 32], part=0):\n"
+        "  you took rows [1:32] of it, put at rows [0:31] of the rank's mlp.gate_up_proj.weight;\n"
         "  the reference took rows [0:32] of it, put at rows [0:32] of the rank's mlp.gate_up_proj.weight"),
     "forgetting_the_rank": (
         _changed("return 1, tp_rank * columns, columns, 0", "return 1, 0, columns, 0"),
@@ -125,8 +127,8 @@ WRONG = {
     "k_and_v_swapped": (
         _changed("packed_before = sum(parts[:part]) // tp_size",
                  "packed_before = sum(parts[:{1: 2, 2: 1}.get(part, part) if len(parts) == 3 else part]) // tp_size"),
-        "on rank 0 of 1, self_attn.k_proj.bias (shape [16], packed in qkv_proj: projection 1 of the output sizes "
-        "[32, 16, 16]):\n  you took entries [0:16] of it, put at entries [48:64] of the rank's "
+        "on rank 0 of 1, self_attn.k_proj.bias (shape [16], packed in qkv_proj: parts=[32, 16, 16], part=1):\n"
+        "  you took entries [0:16] of it, put at entries [48:64] of the rank's "
         "self_attn.qkv_proj.bias;\n  the reference took entries [0:16] of it, put at entries [32:48] of the rank's "
         "self_attn.qkv_proj.bias"),
 }

@@ -4,9 +4,9 @@ Role: grading. Emits no events.
 
 The model is a small Qwen3 (``GRADED_CONFIG``: one layer, 8 query heads and 4 key/value heads, attention
 biases, so that grouped-query attention and a row-parallel bias are there), its checkpoint written with
-distinct values in every entry, so that any entry out of place shows. A forked grading child (``sandbox``) builds it as every rank of 1, 2 and 4
-ranks (``layers.parallel.acting_as``: no process group), sets its linear layers' parameters to NaN, and
-loads the checkpoint through the engine's own loader (``models.loader.load_model``), with the exercise
+distinct values in every entry, so that any entry out of place shows. A forked grading child (``sandbox``)
+builds it as every rank of 1, 2 and 4 ranks (``layers.parallel.acting_as``: no process group), sets its
+linear layers' parameters to NaN, and loads the checkpoint through the engine's own loader (``models.loader.load_model``), with the exercise
 point replaced by a proxy of the learner's function, which runs in the sandboxed worker (``remote``) on
 plain arguments. It writes what each rank's linear layers hold (safetensors) and every call it made, with
 the tensor being loaded (an outcome record).
@@ -63,14 +63,14 @@ ENTRIES = Text(en="entries", zh="项")
 TOOK = Text(en="{unit} [{start}:{end}] of it, put at {unit} [{at}:{until}] of the rank's {param}",
             zh="它的 [{start}:{end}] {unit}，放在这个 rank 的 {param} 的 [{at}:{until}] {unit}")
 TOOK_NOTHING = Text(en="none of it (the rank's {param} holds zeros)", zh="什么也没取（这个 rank 的 {param} 存的是零）")
-SLICES_DIFFER = Text(en="{where}, {tensor} (shape {shape}{packing}):\n  you took {yours};\n  the reference took {reference}",
+SLICES_DIFFER = Text(en="{where}, {tensor} (shape {shape}{packing}):\n  you took {yours};\n  the reference took "
+                        "{reference}",
                      zh="{where}，{tensor}（形状 {shape}{packing}）：\n  你取了{yours}；\n  参考实现取了{reference}")
-PACKED = Text(en=", packed in {layer}: projection {part} of the output sizes {parts}",
-              zh="，打包在 {layer} 中：输出大小 {parts} 中的第 {part} 个投影")
+PACKED = Text(en=", packed in {layer}: parts={parts}, part={part}", zh="，打包在 {layer} 中：parts={parts}，part={part}")
 HOLDS_OTHERWISE = Text(en="{where}, the rank's {param} (shape {shape}) differs from the reference's",
                        zh="{where}，这个 rank 的 {param}（形状 {shape}）与参考实现的不同")
-DID_NOT_FIT = Text(en="\n  your rank_slice returned {result} for {tensor} (shape {shape}); the rank's {param} has shape "
-                      "{local}",
+DID_NOT_FIT = Text(en="\n  your rank_slice returned {result} for {tensor} (shape {shape}); the rank's {param} has "
+                      "shape {local}",
                    zh="\n  你的 rank_slice 对 {tensor}（形状 {shape}）返回了 {result}；这个 rank 的 {param} 的形状是 {local}")
 ALL_RANKS_MATCH = Text(en="with your {functions}, every rank in groups of {worlds} ranks holds what the reference's "
                           "does ({tensors} tensors on {ranks} ranks)",

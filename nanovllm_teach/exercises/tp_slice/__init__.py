@@ -1,4 +1,4 @@
-"""Exercise ``tp_slice``: the slice of ``qkv_proj``, ``o_proj``, ``gate_up_proj`` and ``down_proj`` a tensor-parallel rank holds.
+"""Exercise ``tp_slice``: the slice of ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj`` a rank holds.
 
 Beside this definition: ``template.py`` to start from, ``solution.py`` the reference. The learner's
 ``rank_slice`` takes and returns plain numbers; the linear layers (``layers/linear.py``) copy the slice it
