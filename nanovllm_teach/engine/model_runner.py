@@ -310,7 +310,7 @@ class ModelRunner(RunnerDefaults):
         ints = self._tensor([seq.num_tokens for seq in seqs]
                             + [b for seq in seqs for b in seq.block_table + [-1] * (width - len(seq.block_table))],
                             torch.int32)
-        ids, pos, slot_mapping = longs
+        ids, pos, slot_mapping = longs.unbind()
         ctx = Context(is_prefill=False, slot_mapping=slot_mapping, context_lens=ints[:len(seqs)],
                       block_tables=ints[len(seqs):].view(len(seqs), width))
         set_context(ctx)

@@ -147,7 +147,8 @@ struct DecodeStep : torch::CustomClassHolder {
         rms_norm_row(row + h * head_dim, is_query ? q_norm : k_norm, normed, head_dim, eps);
         float* out = is_query ? q_out + (t * heads + h) * head_dim : k_out + slot * kv_row + (h - heads) * head_dim;
         // x * [cos | cos] + roll(x, half) * [-sin | sin]: each half turned by its partner in the other half.
-        for (int64_t d = 0; d < head_dim; ++d) out[d] = normed[d] * cos[d] + normed[(d + half) % head_dim] * sin[d];
+        for (int64_t d = 0; d < half; ++d) out[d] = normed[d] * cos[d] + normed[d + half] * sin[d];
+        for (int64_t d = half; d < head_dim; ++d) out[d] = normed[d] * cos[d] + normed[d - half] * sin[d];
       }
       if (slot >= 0) std::copy_n(row + (heads + kv_heads) * head_dim, kv_row, v_out + slot * kv_row);
     }
