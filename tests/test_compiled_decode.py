@@ -96,7 +96,7 @@ def test_native_decode_tokens_and_cache_equal_eager(linear):
             if not native:  # built once the cache is bound, as the model runner builds it
                 native.append(CompiledDecode(model))
             logits = native[0](ids, positions)
-            # Eager's to rounding (eager rewrites the same rows): the native step's norms, rotation and SiLU are
+            # Eager's to rounding (eager rewrites the same rows): the native step's norms and rotation are
             # loops of its own, which add in another order than ATen's operators (kernels/decode_step_cpu.cpp).
             # The greedy step's ids are the argmax of its own logits.
             eager_logits = model.compute_logits(model(ids, positions))
