@@ -442,21 +442,3 @@ def test_a_stream_never_sends_what_a_stop_string_later_cuts():
             assert sent + piece == final
             return
     check()
-
-
-def test_the_gil_switch_interval_is_short_while_any_engine_thread_runs():
-    """The engine thread needs the GIL back the moment a native step returns (serve/engine_thread.py): the
-    interval is short while a server runs, stays short while a second one does, and is the process's own
-    again when the last has stopped."""
-    import sys
-
-    from nanovllm_teach.serve.engine_thread import SWITCH_INTERVAL_S
-
-    own = sys.getswitchinterval()
-    assert own != pytest.approx(SWITCH_INTERVAL_S)
-    with running_server():
-        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
-        with running_server():
-            assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
-        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
-    assert sys.getswitchinterval() == own
