@@ -24,8 +24,9 @@ this machine (``hardware="this-cpu"``: peaks measured now, the shipped calibrati
 arrivals and lengths: the medians and the prediction's errors. The simulator prices engine steps only
 (refit them with ``python benchmarks/bench_sim.py --part calibrate --save``), so the engine side of each
 request is printed too (stamped by the engine thread: from the hand-over to the end of the first token's
-step, and the part of it spent waiting for a step to start); the client's TTFT adds HTTP, JSON,
-tokenizing, the hand-over and the SSE write.
+step, the part of it spent waiting for a step to start, and the TPOT between the steps that made the first
+and the last token); the client's TTFT adds HTTP, JSON, tokenizing, the hand-over and the SSE write, and
+its TPOT the server's per-token work (detokenizing, one SSE chunk a token) where it delays the engine.
 
 All use one server, ``build_server(live=False)`` (no recording), under uvicorn on 127.0.0.1.
 """
@@ -214,16 +215,18 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
         requests = [{"prompt": args.text_ids[k:k + args.prompt_len], "max_tokens": r.output_len,
                      "arrival_s": r.arrival_s} for k, r in enumerate(workload)]
         # The engine side of each request, stamped by the engine thread on the engine's clock (the server runs
-        # in this process): the wait from the hand-over to the start of the step that took it, and its TTFT.
-        metrics, waits, engine_ttfts = app.state.server.metrics, [], []
-        queued, first_token = metrics.queued, metrics.first_token
+        # in this process): the wait from the hand-over to the start of the step that took it, its TTFT and TPOT.
+        metrics, waits, engine_ttfts, engine_tpots = app.state.server.metrics, [], [], []
+        queued, first_token, finished = metrics.queued, metrics.first_token, metrics.finished
         metrics.queued = lambda seconds: (waits.append(seconds), queued(seconds))
         metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
+        metrics.finished = lambda times: (engine_tpots.append(times.tpot_s), finished(times))
         try:
             out = run_client(url, requests, True, tmp)
         finally:
-            metrics.queued, metrics.first_token = queued, first_token
+            metrics.queued, metrics.first_token, metrics.finished = queued, first_token, finished
         engine_ttft = statistics.median(engine_ttfts) * 1e3
+        engine_tpot = statistics.median(engine_tpots) * 1e3
         wait = statistics.median(waits) * 1e3
         ttft = statistics.median(r["first_s"] for r in out["results"]) * 1e3
         # TPOT as workload/metrics.py defines it: (last token - first token) / (tokens - 1).
@@ -235,7 +238,8 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
               f"({sim_ttft / ttft - 1:+.0%}); TPOT p50 as the client sees it {tpot:.2f} ms, predicted {sim_tpot:.2f} ms "
               f"({sim_tpot / tpot - 1:+.0%}); engine-side TTFT p50 (from the hand-over to the engine thread to the "
               f"end of the first token's step) {engine_ttft:.1f} ms ({sim_ttft / engine_ttft - 1:+.0%}), of which "
-              f"waiting for a step to start {wait:.2f} ms", flush=True)
+              f"waiting for a step to start {wait:.2f} ms; engine-side TPOT p50 {engine_tpot:.2f} ms "
+              f"({sim_tpot / engine_tpot - 1:+.0%})", flush=True)
 
 
 def _predicted(args, workload) -> tuple[float, float]:
