@@ -20,13 +20,13 @@ are held and ``vllm:num_requests_running`` is 0. Exit status 1 if any check fail
 ``--versus-simulator``: for each of ``--sim-rate`` (requests/s; several may be given), ``--sim-requests``
 Poisson arrivals of ``--prompt-len`` + 32 tokens, measured through the server (streamed; TTFT to the first
 text chunk, TPOT between the first and the last, as the client sees them) and predicted by the simulator for
-this machine (``hardware="this-cpu"``: peaks measured now, the shipped calibration's factors) on the same
-arrivals and lengths: the medians and the prediction's errors. The simulator prices engine steps only
-(refit them with ``python benchmarks/bench_sim.py --part calibrate --save``), so the engine side of each
-request is printed too (stamped by the engine thread: from the hand-over to the end of the first token's
-step, the part of it spent waiting for a step to start, and the TPOT between the steps that made the first
-and the last token); the client's TTFT adds HTTP, JSON, tokenizing, the hand-over and the SSE write, and
-its TPOT the server's per-token work (detokenizing, one SSE chunk a token) where it delays the engine.
+this machine (``hardware="this-cpu"``: peaks measured now; ``sim_factors=THIS_CPU_SERVED_FACTORS``, the
+served calibration, fitted on the engine's steps inside this server) on the same arrivals and lengths: the
+medians and the prediction's errors. Both calibrations are refitted by ``python benchmarks/bench_sim.py
+--part calibrate --save``. The simulator prices engine steps only, so the engine side of each request is
+printed too (stamped by the engine thread: from the hand-over to the end of the first token's step, the
+part of it spent waiting for a step to start, and the TPOT between the steps that made the first and the
+last token); the client's TTFT adds HTTP, JSON, tokenizing, the hand-over and the SSE write.
 
 All use one server, ``build_server(live=False)`` (no recording), under uvicorn on 127.0.0.1.
 """
@@ -207,7 +207,7 @@ def disconnects(args, url: str, app, tmp: Path) -> bool:
 def versus_simulator(args, url: str, app, tmp: Path) -> None:
     """For each ``--sim-rate``, the same arrivals and lengths measured through the server (client in its own
     process) and predicted by the simulator on this machine (``hardware="this-cpu"``: its measured peaks and
-    the shipped calibration): TTFT and TPOT medians, and the errors of the prediction."""
+    the served calibration): TTFT and TPOT medians, and the errors of the prediction."""
     from nanovllm_teach.workload.requests import Fixed, Poisson, make_workload
     for rate in args.sim_rate:
         workload = make_workload(args.sim_requests, Poisson(rate), Fixed(args.prompt_len), Fixed(32),
@@ -243,10 +243,12 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
 
 
 def _predicted(args, workload) -> tuple[float, float]:
-    """The simulator's TTFT and TPOT medians (ms) on this machine."""
+    """The simulator's TTFT and TPOT medians (ms) on this machine, for the engine as its server runs it."""
     from nanovllm_teach import LLM
     from nanovllm_teach.assets import default_model_path
-    sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len)
+    from nanovllm_teach.sim.cost_model import THIS_CPU_SERVED_FACTORS
+    sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len,
+              sim_factors=str(THIS_CPU_SERVED_FACTORS))
     predicted = sim.run_workload(workload, ignore_eos=True)
     sim.close()
     return (statistics.median(t.ttft_s for t in predicted.requests.values()) * 1e3,

@@ -17,6 +17,9 @@ The fit is small on purpose, so that a learner can follow it:
   one whose factors are all >= 0 kept (four terms: sixteen small solves);
 - the point whose median absolute relative error is lowest wins.
 
+A second fit can keep the shares of a first one and refit the host terms alone (``shares``): that is how
+the engine measured inside its server, where the same device does more host work, is calibrated.
+
 ``graph_launch_s`` (the call into the native decode step) is set to 0: on a CPU it is a fixed cost of every
 decode step, which ``step_overhead_s`` absorbs; ``kernels_per_layer`` keeps its count, so ``kernel_launch_s``
 is the price of one eager kernel as this engine issues it, its Python included.
@@ -55,9 +58,11 @@ def relative_errors(predicted: Sequence[float], measured: Sequence[float]) -> li
     return [abs(p - m) / m for p, m in zip(predicted, measured)]
 
 
-def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork],
-                   measured_s: Sequence[float]) -> Fit:
-    """The factors that best predict ``measured_s`` (one measured step time per step) on a CPU."""
+def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork], measured_s: Sequence[float],
+                   *, shares: Efficiency | None = None) -> Fit:
+    """The factors that best predict ``measured_s`` (one measured step time per step) on a CPU. ``shares``:
+    keep these factors' ``matmul``, ``attention`` and ``memory`` (the grid is that one point) and fit the
+    host terms alone: the same device, with other host work (the engine inside its server)."""
     if len(steps) != len(measured_s) or not steps:
         raise ValueError(f"need one measured time per step, got {len(steps)} steps, {len(measured_s)} times")
     if device.kind != "cpu":
@@ -71,7 +76,9 @@ def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork],
     weighted = [[x / m for x in row] for row, m in zip(columns, measured_s)]
     gram = [[sum(r[i] * r[j] for r in weighted) for j in range(len(HOST_TERMS))] for i in range(len(HOST_TERMS))]
     best: Fit | None = None
-    for matmul, attention, memory in itertools.product(_SHARES, _SHARES, _SHARES):
+    grid = (itertools.product(_SHARES, _SHARES, _SHARES) if shares is None
+            else [(shares.matmul, shares.attention, shares.memory)])
+    for matmul, attention, memory in grid:
         flops_rate, attention_rate = device.peak_flops * matmul, device.peak_flops * attention
         bytes_rate = device.memory_bandwidth * memory
         base = [max(c.linear_flops / flops_rate + c.attention_flops / attention_rate, c.bytes / bytes_rate)

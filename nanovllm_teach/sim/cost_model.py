@@ -53,6 +53,10 @@ SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
 # The factors of this engine on a CPU, fitted by ``python benchmarks/bench_sim.py --part calibrate --save`` on the
 # machine the project is built on; rerun it to fit them to yours (``this-cpu``'s peaks are measured anyway).
 THIS_CPU_FACTORS = Path(__file__).resolve().parent / "this_cpu_factors.json"
+# The same engine measured inside its server (nanovllm-teach serve), by the same command: there its steps share
+# the cores, and Python's GIL, with the server's work for every token it streams, so they take longer. Pass it
+# as ``sim_factors`` to predict a served engine.
+THIS_CPU_SERVED_FACTORS = Path(__file__).resolve().parent / "this_cpu_served_factors.json"
 _FRACTIONS = frozenset({"matmul", "attention", "memory", "interconnect"})
 
 
