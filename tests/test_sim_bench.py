@@ -25,6 +25,7 @@ def test_bench_sim_small(tmp_path):
     assert set(json.loads((tmp_path / "factors.json").read_text())) >= {"matmul", "memory", "step_overhead_s",
                                                                          "kernel_launch_s", "wake_s"}
     assert "draw 1 arriving, per request: TTFT p50 measured" in done.stdout
+    assert "served: judged on draw 1" in done.stdout and (tmp_path / "factors.served.json").is_file()
     assert "nano-vllm README benchmark on rtx-4070-laptop, draw 0" in done.stdout
     assert "40 requests of qwen3-8b on h100-sxm" in done.stdout and "TTFT p50" in done.stdout
     from nanovllm_teach.trace.reader import load_trace

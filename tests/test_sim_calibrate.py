@@ -72,3 +72,14 @@ def test_each_step_is_priced_as_it_ran():
     warm_s, cold_s, decode_s = predict(SHAPE, CPU, eff, [prefill, cold, decode])
     assert cold_s - warm_s == pytest.approx(5e-3)
     assert warm_s - decode_s > SHAPE.num_layers * eff.kernels_per_layer * eff.kernel_launch_s * 0.9
+
+
+def test_a_second_fit_keeps_the_first_ones_shares_and_refits_the_host_terms():
+    offline = Efficiency(matmul=0.5, attention=0.2, memory=1.0, graph_launch_s=0.0, step_overhead_s=100e-6,
+                         seq_overhead_s=20e-6, kernel_launch_s=80e-6, wake_s=1e-3)
+    served = dataclasses.replace(offline, step_overhead_s=300e-6, seq_overhead_s=60e-6)
+    steps = _steps(seed=2)
+    fit = fit_efficiency(SHAPE, CPU, steps, predict(SHAPE, CPU, served, steps), shares=offline)
+    assert (fit.efficiency.matmul, fit.efficiency.attention, fit.efficiency.memory) == (0.5, 0.2, 1.0)
+    for name in HOST_TERMS:
+        assert getattr(fit.efficiency, name) == pytest.approx(getattr(served, name), abs=1e-9), name

@@ -142,10 +142,15 @@ def test_a_step_after_an_idle_wait_pays_wake_s_and_only_it():
 
 
 def test_this_cpu_uses_the_shipped_calibration_and_every_factor_is_named():
-    from nanovllm_teach.sim.cost_model import THIS_CPU_FACTORS
+    from nanovllm_teach.sim.cost_model import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS
 
     shipped = json.loads(THIS_CPU_FACTORS.read_text())
-    assert set(shipped) == {f.name for f in dataclasses.fields(Efficiency)}  # a refit writes every factor
+    served = Efficiency.from_json(THIS_CPU_SERVED_FACTORS)
+    assert set(shipped) == set(json.loads(THIS_CPU_SERVED_FACTORS.read_text())) == {
+        f.name for f in dataclasses.fields(Efficiency)}  # a refit writes every factor
     assert Efficiency.for_device("this-cpu") == Efficiency.from_dict(shipped)
     assert Efficiency.for_device("this-cpu") != Efficiency()
     assert Efficiency.for_device("a100-40gb") == Efficiency()
+    # The served calibration refits the host terms alone: the same device, the same shares of its peaks.
+    assert [getattr(served, name) for name in ("matmul", "attention", "memory")] == [
+        shipped[name] for name in ("matmul", "attention", "memory")]
