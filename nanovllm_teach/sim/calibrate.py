@@ -14,7 +14,7 @@ The fit is small on purpose, so that a learner can follow it:
   kernel an eager step launches from Python (a CPU prefill: the decode step is one native call), ``wake_s``
   per step after an idle wait. They are solved by least squares on the *relative* error, so a 1 ms decode
   weighs as much as a 200 ms prefill, none below zero: every subset of the terms is solved and the best
-  one whose factors are all >= 0 kept (four terms: sixteen small solves);
+  one whose factors are all >= 0 kept (four terms: fifteen small solves);
 - the point whose median absolute relative error is lowest wins.
 
 A second fit can keep the shares of a first one and refit the host terms alone (``shares``): that is how
