@@ -1,11 +1,11 @@
-"""Grading speed: a class of ``decode_slot`` submissions, and one learner's self-check.
+"""Grading speed: a class of ``decode_slot`` (or ``tp_slice``) submissions, and one learner's self-check.
 
-    python benchmarks/bench_grading.py [--students 30] [--jobs 2]
+    python benchmarks/bench_grading.py [--students 30] [--jobs 2] [--exercise decode_slot|tp_slice]
 
 1. A class of ``--students`` submissions (right and wrong ones in turn) graded by ``nanovllm-teach grade
-   decode_slot CLASS --jobs N`` in a fresh interpreter: wall seconds and CPU seconds (the command and
+   EXERCISE CLASS --jobs N`` in a fresh interpreter: wall seconds and CPU seconds (the command and
    everything it started), against the target of 3 minutes on 2 cores.
-2. One self-check, ``nanovllm-teach grade decode_slot mine.py``, in a fresh interpreter: CPU seconds (the
+2. One self-check, ``nanovllm-teach grade EXERCISE mine.py``, in a fresh interpreter: CPU seconds (the
    command and everything it started: torch's import, the reference runs, the sandbox, the graded runs),
    against the target of 5 s.
 
@@ -32,6 +32,16 @@ RIGHT = """def decode_slot(seq, block_size):
 WRONG = """def decode_slot(seq, block_size):
     return seq.block_table[-1] * block_size + seq.num_tokens % block_size
 """
+TP_RIGHT = """def rank_slice(kind, shape, parts, part, tp_size, tp_rank):
+    if kind == "column":
+        rows = parts[part] // tp_size
+        return 0, tp_rank * rows, rows, sum(parts[:part]) // tp_size
+    if len(shape) == 2:
+        return 1, tp_rank * (shape[1] // tp_size), shape[1] // tp_size, 0
+    return (0, 0, shape[0], 0) if tp_rank == 0 else None
+"""
+TP_WRONG = TP_RIGHT.replace("return 1, tp_rank * (shape[1] // tp_size)", "return 1, 0")  # forgets the rank
+SUBMISSIONS = {"decode_slot": (RIGHT, WRONG), "tp_slice": (TP_RIGHT, TP_WRONG)}
 CLASS_TARGET_S = 180.0
 SELF_CHECK_TARGET_CPU_S = 5.0
 
@@ -54,7 +64,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--exercise", choices=sorted(SUBMISSIONS), default="decode_slot")
     args = parser.parse_args()
+    right, wrong = SUBMISSIONS[args.exercise]
     from nanovllm_teach.exercises import isolation
 
     print(f"bubblewrap: {'yes' if isolation.available() else 'NO (plain processes)'}; load: {os.getloadavg()}")
@@ -62,14 +74,14 @@ def main() -> None:
         room = Path(tmp) / "class"
         room.mkdir()
         for k in range(args.students):
-            (room / f"student_{k:02d}.py").write_text(RIGHT if k % 2 == 0 else WRONG)
-        wall, cpu, out = _run(["grade", "decode_slot", str(room), "--jobs", str(args.jobs)])
+            (room / f"student_{k:02d}.py").write_text(right if k % 2 == 0 else wrong)
+        wall, cpu, out = _run(["grade", args.exercise, str(room), "--jobs", str(args.jobs)])
         print(out.strip().splitlines()[-1])
         print(f"class of {args.students}, --jobs {args.jobs}: {wall:.1f} s wall ({wall / CLASS_TARGET_S:.2f} of the "
               f"3-minute target), {cpu:.1f} s CPU ({cpu / args.students:.2f} s per submission)")
         mine = Path(tmp) / "mine.py"
-        mine.write_text(RIGHT)
-        wall, cpu, out = _run(["grade", "decode_slot", str(mine)])
+        mine.write_text(right)
+        wall, cpu, out = _run(["grade", args.exercise, str(mine)])
         print(out.strip().splitlines()[-1][:60])
         print(f"one self-check: {cpu:.2f} s CPU ({cpu / SELF_CHECK_TARGET_CPU_S:.2f} of the 5 s target), "
               f"{wall:.1f} s wall")

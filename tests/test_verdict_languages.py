@@ -527,6 +527,14 @@ REFUSED_RESULTS = {
          "returned cu_seqlens_k with 2 entries for 2 sequences computing 5 new tokens: it needs 3"),
         (([0, 4], [3, 2], [[5], [2, 7]], 4), ([0, 1, 2, 4, 5], [0, 3, 5], [0, 3, 9], [20, 21, 22, 12, 13]),
          "put a token's K/V in slot 12, outside every block the batch holds (blocks [2, 5, 7] of 4 slots)")],
+    ("tp_slice", "rank_slice"): [
+        (("row", [16, 32], [16], 0, 2, 1), (1, 16, 16), "returned (1, 16, 16): it must return four ints (dim, start, "
+                                                        "length, offset), or None when the rank keeps none of the tensor"),
+        (("row", [16], [16], 0, 2, 0), (1, 0, 16, 0), "returned dim 1, but the tensor of shape [16] has dimensions 0 to 0"),
+        (("column", [16, 16], [32, 16, 16], 1, 2, 1), (0, 16, 8, 24),
+         "returned start 16 and length 8 along dim 0, outside the tensor's 16 entries there (shape [16, 16])"),
+        (("column", [16, 16], [32, 16, 16], 1, 2, 1), (0, 8, 8, -8),
+         "returned offset -8: a place in the rank's parameter counts from 0")],
     ("scheduling_policy", "choose_next"): [
         (([_seq(0, 4), _seq(1, 4), _seq(2, 4)],), 3,
          "returned 3: it must return the index (an int from 0 to 2) of one of the 3 waiting sequences")],

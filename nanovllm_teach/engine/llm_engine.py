@@ -455,6 +455,8 @@ class LLMEngine:
                 step = self._step()
                 elapsed = self.clock.now_s() - start
                 steps_run += 1
+                if not use_tqdm:
+                    continue  # formatting the bar's figures costs a few µs a step, against ~0.5 ms of step
                 # The tokens computed, not nano-vllm's num_tokens (which counts cached prefixes and earlier chunks).
                 if step.num_tokens > 0:
                     prefill_tps = step.num_batched_tokens / elapsed

@@ -12,8 +12,10 @@ workloads), ``<name>/template.py`` is where the learner starts and ``<name>/solu
 ``nanovllm-teach exercises`` lists them; adding an exercise is adding a folder (see the teachers' section of
 the README).
 
-``scheduling_policy`` has no single right answer: the grader runs the policy on the simulated engine on
-timed workloads and compares its time to first token with first come, first served (``policy_grading``).
+``tp_slice`` is graded by what every tensor-parallel rank holds once the weights are loaded with the
+learner's slices (``shard_grading``). ``scheduling_policy`` has no single right answer: the grader runs the
+policy on the simulated engine on timed workloads and compares its time to first token with first come,
+first served (``policy_grading``).
 
 From a terminal: copy a template, fill it in, and ``nanovllm-teach grade decode_slot my_decode_slot.py``.
 From a notebook::
@@ -43,8 +45,8 @@ from nanovllm_teach.i18n import say
 
 # The order of a course: the scheduler's step, the block manager, the model runner, then reading and design.
 COURSE_ORDER = ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate",
-                "block_hash", "prepare_prefill", "decode_slot", "kv_cache_blocks", "graph_bucket", "trace_quiz",
-                "scheduling_policy")
+                "block_hash", "prepare_prefill", "decode_slot", "kv_cache_blocks", "graph_bucket", "tp_slice",
+                "trace_quiz", "scheduling_policy")
 
 
 @functools.cache

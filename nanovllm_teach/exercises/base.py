@@ -1,8 +1,9 @@
 """What every exercise is: its name, the functions a student writes, a template, hints, and a verdict.
 
-``Exercise.grade`` is implemented by the two kinds: ``EngineExercise`` (``engine_grading``) runs the real
+``Exercise.grade`` is implemented by three kinds: ``EngineExercise`` (``engine_grading``) runs the real
 engine with the student's functions plugged in and compares traces; ``QuizExercise`` (``trace_quiz``)
-compares answers read off a trace. Both return a ``GradeResult``.
+compares answers read off a trace; ``ShardExercise`` (``shard_grading``) compares what every
+tensor-parallel rank holds after loading weights with the student's function. All return a ``GradeResult``.
 
 A solution is handed over either as a file (``Path``: it is executed only in the sandboxed worker, ``remote``) or
 as the functions themselves (a ``dict`` of name to function, from a notebook).

@@ -72,6 +72,27 @@ def run_failure(end: ChildEnd, outcome: dict[str, Any], workload: str) -> dict[s
     return {"exitcode": end.exitcode, "function": end.running}  # it ended during this workload, saying nothing
 
 
+def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
+    """What raises in the worker's copy of the package: the exercise points, and where each is defined."""
+    return tuple(sorted({p.point for p in pieces} | {defined_at(p.point) for p in pieces}))
+
+
+def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None:
+    """The verdict on a file the worker could not load (None: it loaded, every function is there)."""
+    if "load_error" in loaded:
+        error = loaded["load_error"] if isinstance(loaded["load_error"], dict) else {}
+        return exercise.fail(say(NOT_LOADED, type=str(error.get("type", ""))[:80],
+                                 message=str(error.get("message", ""))[:500]))
+    if "missing" in loaded:
+        missing = [name for name in exercise.functions if name in loaded["missing"]] or list(exercise.functions)
+        return exercise.fail(missing_sentence(missing))
+    if "timeout" in loaded:
+        return exercise.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
+    if loaded.get("loaded") is not True:
+        return exercise.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
+    return None
+
+
 @dataclass(frozen=True)
 class EngineExercise(Exercise):
     """An exercise graded by running the real engine with the student's ``pieces`` plugged in, on each of
@@ -134,32 +155,13 @@ class EngineExercise(Exercise):
         """The learner's functions in the sandboxed worker; the engine, in the grading child, calls them
         through ``remote`` proxies, so only plain data crosses to them and back."""
         source = Path(solution) if not isinstance(solution, dict) else solution
-        with Worker(source, self.functions, self._points(), time_limit, isolate) as worker:
-            result = self._not_loaded(worker.load())
+        with Worker(source, self.functions, exercise_points(self.pieces), time_limit, isolate) as worker:
+            result = not_loaded(self, worker.load())
             if result is None:
                 result = self._run_and_judge(worker.proxies(self.pieces), model, time_limit, references)
             result.output = worker.close()
             result.isolated = worker.isolated
         return result
-
-    def _points(self) -> tuple[str, ...]:
-        """What raises in the worker's copy of the package: the exercise points, and where each is defined."""
-        return tuple(sorted({p.point for p in self.pieces} | {defined_at(p.point) for p in self.pieces}))
-
-    def _not_loaded(self, loaded: dict[str, Any]) -> GradeResult | None:
-        """The verdict on a file the worker could not load (None: it loaded, every function is there)."""
-        if "load_error" in loaded:
-            error = loaded["load_error"] if isinstance(loaded["load_error"], dict) else {}
-            return self.fail(say(NOT_LOADED, type=str(error.get("type", ""))[:80],
-                                 message=str(error.get("message", ""))[:500]))
-        if "missing" in loaded:
-            missing = [name for name in self.functions if name in loaded["missing"]] or list(self.functions)
-            return self.fail(missing_sentence(missing))
-        if "timeout" in loaded:
-            return self.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
-        if loaded.get("loaded") is not True:
-            return self.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
-        return None
 
     def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
         events = 0

@@ -6,11 +6,19 @@
 // each pays the interpreter and torch's Python binding, a few microseconds apiece: together several times the
 // arithmetic. A CUDA graph removes that cost on a GPU by recording the kernel launches once and replaying
 // them; here the same list of operations is written out in C++ once and compiled, so a step is one call
-// from Python and each operation a direct ATen call.
+// from Python.
 //
-// The operations are the eager step's own, in the same order, on the same weights (the oneDNN-packed ones
-// when the model has them, through the same operator), and the attention is the "cpp" backend's kernel
-// (kernels/paged_decode_cpu.cpp, found through the dispatcher): the logits are bitwise the eager step's.
+// The multiplies are ATen's (at::mm on the plain weights, as F.linear calls it, or oneDNN's packed multiply
+// from 16 rows on, through the same operator as the eager layers: layers/onednn_linear.py), and the
+// attention is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp, found through the dispatcher), and
+// so is SiLU (at::silu_, vectorised). Everything else is a loop of its own: the embedding lookup, each
+// RMSNorm with the residual add before it, the query/key norms with the rotation and the K/V store (one pass
+// over the qkv rows), the product of the gate and the up projection, the argmax. Through ATen those were ~60 calls a step, and even in C++ each call
+// costs a dispatch and an allocation, and ATen's RMSNorm on a CPU is itself ~10 operations (pow, mean, add,
+// rsqrt, mul, ...): at one sequence they took more time than the multiplies (0.71 -> 0.41 ms a step here).
+// The price: these loops add in another order than ATen's vectorised operators, so the logits equal the
+// eager step's to rounding (~1e-6 relative), no longer bitwise; the greedy tokens are identical to the eager
+// step's and to transformers' (tests/test_compiled_decode.py, tests/test_engine_parity.py).
 // The step ends with the LM head, and, when every row is greedy, with the argmax: a greedy step returns its
 // token ids and nothing of it runs in Python but the call. Emits no events.
 
@@ -19,6 +27,7 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,14 +39,36 @@ namespace {
 constexpr int64_t kPerLayer = 12;
 enum Weight { kInputNorm, kQkv, kQNorm, kKNorm, kOProj, kPostNorm, kGateUp, kDown,
               kQkvPacked, kOProjPacked, kGateUpPacked, kDownPacked };
+constexpr int64_t kLanes = 16;  // partial sums, one per vector lane (as in kernels/paged_decode_cpu.cpp)
+constexpr int64_t kMaxHeadDim = 256;
+
+// The sum of x[i]^2: 16 partial sums, so that the compiler vectorises it without reordering a
+// floating-point sum it was not told it may reorder.
+inline float sum_of_squares(const float* x, int64_t n) {
+  float lane[kLanes] = {0.f};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] += x[i + j] * x[i + j];
+  float sum = 0.f;
+  for (int64_t j = 0; j < kLanes; ++j) sum += lane[j];
+  for (; i < n; ++i) sum += x[i] * x[i];
+  return sum;
+}
+
+// RMSNorm of one row of n: out = x / sqrt(mean(x^2) + eps) * w.
+inline void rms_norm_row(const float* x, const float* w, float* out, int64_t n, float eps) {
+  const float r = 1.f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * w[i];
+}
 
 struct DecodeStep : torch::CustomClassHolder {
   std::vector<at::Tensor> layers;  // kPerLayer per layer
+  std::vector<at::Tensor> transposed;  // each layer's four plain weights as (in, out) views, for at::mm
   std::vector<at::Tensor> k_caches, v_caches;  // each (blocks, block_size, kv_heads, head_dim)
   at::Tensor embed, final_norm, cos_sin;  // cos_sin: (positions, 2, head_dim), RotaryEmbedding's table
-  at::Tensor lm_head, lm_head_packed;  // the LM head's weight, plain and packed (or plain again)
+  at::Tensor lm_head, lm_head_packed, lm_head_t;  // the LM head's weight, plain and packed (or plain again)
   int64_t heads, kv_heads, head_dim;
-  int64_t packed_min_rows;  // fewer rows multiply through at::linear (layers/onednn_linear.py's PACKED_MIN_ROWS)
+  int64_t packed_min_rows;  // fewer rows multiply through at::mm (layers/onednn_linear.py's PACKED_MIN_ROWS)
   double eps, scale;
   bool packed;
   std::optional<c10::OperatorHandle> onednn_linear;  // the packed multiply, when the weights are packed
@@ -61,11 +92,16 @@ struct DecodeStep : torch::CustomClassHolder {
     if (packed) onednn_linear = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
     TORCH_CHECK(layers.size() == k_caches.size() * kPerLayer && k_caches.size() == v_caches.size(),
                 "expected ", kPerLayer, " tensors and two caches per layer");
+    TORCH_CHECK(head_dim % 2 == 0 && head_dim <= kMaxHeadDim, "head_dim must be even and at most ", kMaxHeadDim);
+    for (size_t i = 0; i < k_caches.size(); ++i)
+      for (Weight plain : {kQkv, kOProj, kGateUp, kDown}) transposed.push_back(layers[i * kPerLayer + plain].t());
+    lm_head_t = lm_head.t();
   }
 
-  // x @ plain.T, through oneDNN's packed weight where the eager layer would use it (layers/onednn_linear.py).
-  at::Tensor linear(const at::Tensor& x, const at::Tensor& plain, const at::Tensor& w) const {
-    if (!packed || x.size(0) < packed_min_rows) return at::linear(x, plain);
+  // x @ plain.T (plain_t is that transposed view, what at::linear hands at::mm), through oneDNN's packed
+  // weight where the eager layer would use it (layers/onednn_linear.py).
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& plain_t, const at::Tensor& w) const {
+    if (!packed || x.size(0) < packed_min_rows) return at::mm(x, plain_t);
     // torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), as layers/onednn_linear.py calls it.
     std::vector<c10::IValue> stack{x, w, c10::IValue(), std::string("none"),
                                    c10::List<std::optional<at::Scalar>>(), std::string("")};
@@ -73,49 +109,101 @@ struct DecodeStep : torch::CustomClassHolder {
     return stack[0].toTensor();
   }
 
-  at::Tensor norm(const at::Tensor& x, const at::Tensor& w) const {
-    return at::rms_norm(x, {w.size(0)}, w, eps);
+  // residual += x (x is the residual itself on the first layer: then only copied), out = norm(residual).
+  void add_norm(const at::Tensor& x, at::Tensor& residual, const at::Tensor& w, at::Tensor& out,
+                bool first) const {
+    const int64_t rows = x.size(0), n = x.size(1);
+    const float* xs = x.data_ptr<float>();
+    float* res = residual.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t r = 0; r < rows * n; ++r) res[r] = first ? xs[r] : xs[r] + res[r];
+    for (int64_t r = 0; r < rows; ++r) rms_norm_row(res + r * n, w.data_ptr<float>(), o + r * n, n, eps);
+  }
+
+  // The query and key heads of each token normalised (q_norm, k_norm) and rotated, the queries written to
+  // q (tokens, heads, head_dim), the key and value rows stored in the token's cache slot: one pass over
+  // the qkv rows, where the eager step takes a norm, two scalings, a roll, three products and two stores.
+  void qk_norm_rotate_store(const at::Tensor& qkv, const at::Tensor* w, const at::Tensor& positions,
+                            const at::Tensor& slot_mapping, at::Tensor& k_cache, at::Tensor& v_cache,
+                            at::Tensor& q) const {
+    const int64_t tokens = qkv.size(0), half = head_dim / 2, kv_row = kv_heads * head_dim;
+    const float* rows = qkv.data_ptr<float>();
+    const int64_t* pos = positions.data_ptr<int64_t>();
+    const int64_t* slots = slot_mapping.data_ptr<int64_t>();
+    const float* q_norm = w[kQNorm].data_ptr<float>();
+    const float* k_norm = w[kKNorm].data_ptr<float>();
+    float* k_out = k_cache.data_ptr<float>();
+    float* v_out = v_cache.data_ptr<float>();
+    float* q_out = q.data_ptr<float>();
+    float normed[kMaxHeadDim];
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* row = rows + t * (heads + 2 * kv_heads) * head_dim;
+      const float* cos = cos_sin.data_ptr<float>() + pos[t] * 2 * head_dim;  // [cos | cos]
+      const float* sin = cos + head_dim;  // [-sin | sin]
+      const int64_t slot = slots[t];
+      for (int64_t h = 0; h < heads + kv_heads; ++h) {
+        const bool is_query = h < heads;
+        if (!is_query && slot < 0) continue;  // a padding row stores nothing
+        rms_norm_row(row + h * head_dim, is_query ? q_norm : k_norm, normed, head_dim, eps);
+        float* out = is_query ? q_out + (t * heads + h) * head_dim : k_out + slot * kv_row + (h - heads) * head_dim;
+        // x * [cos | cos] + roll(x, half) * [-sin | sin]: each half turned by its partner in the other half.
+        for (int64_t d = 0; d < half; ++d) out[d] = normed[d] * cos[d] + normed[d + half] * sin[d];
+        for (int64_t d = half; d < head_dim; ++d) out[d] = normed[d] * cos[d] + normed[d - half] * sin[d];
+      }
+      if (slot >= 0) std::copy_n(row + (heads + kv_heads) * head_dim, kv_row, v_out + slot * kv_row);
+    }
   }
 
   // The step's logits, (tokens, vocab); with `greedy`, each row's most likely token id instead.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& positions, const at::Tensor& slot_mapping,
                      const at::Tensor& block_tables, const at::Tensor& context_lens, bool greedy) {
-    const int64_t tokens = input_ids.size(0);
-    at::Tensor hidden = at::embedding(embed, input_ids);
-    // Every layer rotates by the same angles: each token's (cos, sin) rows, (tokens, 1, head_dim) each.
-    const at::Tensor rows = at::index_select(cos_sin, 0, positions).unsqueeze(2);
-    const at::Tensor cos = rows.select(1, 0), sin = rows.select(1, 1);
-    at::Tensor residual;
+    TORCH_CHECK(input_ids.scalar_type() == at::kLong && positions.scalar_type() == at::kLong &&
+                    slot_mapping.scalar_type() == at::kLong && input_ids.is_contiguous() &&
+                    positions.is_contiguous() && slot_mapping.is_contiguous(),
+                "expected contiguous int64 token ids, positions and slots");
+    const int64_t tokens = input_ids.size(0), hidden_size = embed.size(1);
+    const auto options = embed.options();
+    // The residual stream starts as each token's embedding row.
+    at::Tensor hidden = at::empty({tokens, hidden_size}, options);
+    for (int64_t t = 0; t < tokens; ++t)
+      std::copy_n(embed.data_ptr<float>() + input_ids.data_ptr<int64_t>()[t] * hidden_size, hidden_size,
+                  hidden.data_ptr<float>() + t * hidden_size);
+    at::Tensor residual = at::empty_like(hidden), normed = at::empty_like(hidden);
+    at::Tensor q = at::empty({tokens, heads, head_dim}, options);
     for (size_t i = 0; i < k_caches.size(); ++i) {
       const at::Tensor* w = &layers[i * kPerLayer];
-      if (!residual.defined()) {
-        residual = hidden;
-        hidden = norm(hidden, w[kInputNorm]);
-      } else {
-        residual = hidden + residual;
-        hidden = norm(residual, w[kInputNorm]);
-      }
-      // Queries, keys, values; the query and key heads normalised together, then rotated together.
-      const at::Tensor qkv = linear(hidden, w[kQkv], w[kQkvPacked]).view({-1, heads + 2 * kv_heads, head_dim});
-      const auto qk_v = qkv.split_with_sizes({heads + kv_heads, kv_heads}, 1);
-      at::Tensor qk = at::rms_norm(qk_v[0], {head_dim}, std::nullopt, eps);
-      qk.narrow(1, 0, heads).mul_(w[kQNorm]);
-      qk.narrow(1, heads, kv_heads).mul_(w[kKNorm]);
-      qk = qk * cos + qk.roll({head_dim / 2}, {-1}) * sin;
-      const auto q_k = qk.split_with_sizes({heads, kv_heads}, 1);
-      // Store this step's K/V rows in their slots, then attend over each sequence's cache.
-      k_caches[i].view({-1, kv_heads, head_dim}).index_copy_(0, slot_mapping, q_k[1]);
-      v_caches[i].view({-1, kv_heads, head_dim}).index_copy_(0, slot_mapping, qk_v[1]);
-      const at::Tensor out =
-          attention.call(q_k[0].contiguous(), k_caches[i], v_caches[i], block_tables, context_lens, scale);
-      hidden = linear(out.view({tokens, heads * head_dim}), w[kOProj], w[kOProjPacked]);
-      residual = hidden + residual;
-      hidden = norm(residual, w[kPostNorm]);
-      const auto gate_up = linear(hidden, w[kGateUp], w[kGateUpPacked]).chunk(2, -1);
-      hidden = linear(at::silu(gate_up[0]) * gate_up[1], w[kDown], w[kDownPacked]);
+      const at::Tensor* t = &transposed[i * 4];
+      add_norm(hidden, residual, w[kInputNorm], normed, i == 0);
+      const at::Tensor qkv = linear(normed, t[0], w[kQkvPacked]);
+      qk_norm_rotate_store(qkv, w, positions, slot_mapping, k_caches[i], v_caches[i], q);
+      const at::Tensor out = attention.call(q, k_caches[i], v_caches[i], block_tables, context_lens, scale);
+      hidden = linear(out.view({tokens, heads * head_dim}), t[1], w[kOProjPacked]);
+      add_norm(hidden, residual, w[kPostNorm], normed, false);
+      const at::Tensor gate_up = linear(normed, t[2], w[kGateUpPacked]);
+      // silu(gate) * up, into the gate's half of each row, which the down projection then reads. ATen's SiLU
+      // (its exponential is vectorised, the compiler's std::exp is not), then the product in the same pass.
+      const int64_t inter = gate_up.size(1) / 2;
+      at::Tensor gate = gate_up.narrow(1, 0, inter);
+      at::silu_(gate);
+      float* gu = gate_up.data_ptr<float>();
+      for (int64_t r = 0; r < tokens; ++r, gu += 2 * inter)
+        for (int64_t j = 0; j < inter; ++j) gu[j] *= gu[inter + j];
+      hidden = linear(gate, t[3], w[kDownPacked]);
     }
-    const at::Tensor logits = linear(norm(hidden + residual, final_norm), lm_head, lm_head_packed);
-    return greedy ? logits.argmax(-1) : logits;
+    add_norm(hidden, residual, final_norm, normed, false);
+    const at::Tensor logits = linear(normed, lm_head_t, lm_head_packed);
+    if (!greedy) return logits;
+    // The first most likely id of each row, as torch.argmax picks it.
+    at::Tensor ids = at::empty({tokens}, input_ids.options());
+    const int64_t vocab = logits.size(1);
+    for (int64_t r = 0; r < tokens; ++r) {
+      const float* row = logits.data_ptr<float>() + r * vocab;
+      int64_t best = 0;
+      for (int64_t v = 1; v < vocab; ++v)
+        if (row[v] > row[best] || (std::isnan(row[v]) && !std::isnan(row[best]))) best = v;  // NaN wins
+      ids.data_ptr<int64_t>()[r] = best;
+    }
+    return ids;
   }
 };
 

@@ -1,7 +1,8 @@
 """Execution layer: linear layers that know how to shard themselves for tensor parallelism.
 
 Every weight carries a ``weight_loader(param, loaded_weight[, shard_id])`` attribute: the checkpoint
-loader hands it the full Hugging Face tensor and the layer copies the slice this rank owns. Qwen3's
+loader hands it the full Hugging Face tensor and the layer copies the slice this rank owns, where
+``rank_slice`` (``layers/rank_slice.py``: the ``tp_slice`` exercise's point) says it goes. Qwen3's
 separate ``q/k/v_proj`` land in one packed ``qkv_proj`` and ``gate/up_proj`` in one ``gate_up_proj``
 so that each becomes a single matrix multiply.
 
@@ -19,8 +20,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from nanovllm_teach.layers import rank_slice  # looked up at each call: the tp_slice exercise replaces it
 from nanovllm_teach.layers.onednn_linear import linear
 from nanovllm_teach.layers.parallel import divide, tp_rank, tp_size
+
+_KINDS = {0: "column", 1: "row"}  # by the dimension of the weight that is split across ranks
 
 
 class LinearBase(nn.Module):
@@ -42,8 +46,18 @@ class LinearBase(nn.Module):
         if self.tp_dim is None:
             param.data.copy_(loaded_weight)
             return
-        shard = param.data.size(self.tp_dim)
-        param.data.copy_(loaded_weight.narrow(self.tp_dim, self.tp_rank * shard, shard))
+        self.load_part(param, loaded_weight, [loaded_weight.size(0)], 0)
+
+    def load_part(self, param: nn.Parameter, loaded_weight: torch.Tensor, parts: list[int], part: int) -> None:
+        """Copy this rank's slice of ``loaded_weight``, projection number ``part`` of those packed in this
+        layer (output sizes ``parts``), into its place in ``param``."""
+        taken = rank_slice.rank_slice(_KINDS[self.tp_dim], list(loaded_weight.shape), parts, part, self.tp_size,
+                                      self.tp_rank)
+        if taken is None:
+            param.data.zero_()
+            return
+        dim, start, length, offset = taken
+        param.data.narrow(dim, offset, length).copy_(loaded_weight.narrow(dim, start, length))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self.packed_weight)
@@ -67,10 +81,7 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
         super().__init__(input_size, sum(output_sizes), bias)
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id: int) -> None:
-        offset = sum(self.output_sizes[:shard_id]) // self.tp_size
-        size = self.output_sizes[shard_id] // self.tp_size
-        target = param.data.narrow(0, offset, size)
-        target.copy_(loaded_weight.narrow(0, self.tp_rank * size, size))
+        self.load_part(param, loaded_weight, self.output_sizes, shard_id)
 
 
 class QKVParallelLinear(ColumnParallelLinear):
@@ -82,27 +93,16 @@ class QKVParallelLinear(ColumnParallelLinear):
         self.head_size = head_size
         self.num_heads = divide(total_num_heads, size, "num_attention_heads")
         self.num_kv_heads = divide(total_num_kv_heads, size, "num_key_value_heads")
-        output_size = (total_num_heads + 2 * total_num_kv_heads) * head_size
-        super().__init__(hidden_size, output_size, bias)
+        self.output_sizes = [total_num_heads * head_size] + [total_num_kv_heads * head_size] * 2
+        super().__init__(hidden_size, sum(self.output_sizes), bias)
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id: str) -> None:
-        q_size = self.num_heads * self.head_size
-        kv_size = self.num_kv_heads * self.head_size
-        offset, size = {"q": (0, q_size), "k": (q_size, kv_size), "v": (q_size + kv_size, kv_size)}[shard_id]
-        target = param.data.narrow(0, offset, size)
-        target.copy_(loaded_weight.narrow(0, self.tp_rank * size, size))
+        self.load_part(param, loaded_weight, self.output_sizes, "qkv".index(shard_id))
 
 
 class RowParallelLinear(LinearBase):
     def __init__(self, input_size: int, output_size: int, bias: bool = False) -> None:
         super().__init__(divide(input_size, tp_size(), "input_size"), output_size, bias, tp_dim=1)
-
-    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
-        if param.dim() == 1:
-            # The bias is added once, on rank 0, so the all-reduce does not count it tp_size times.
-            param.data.copy_(loaded_weight if self.tp_rank == 0 else torch.zeros_like(loaded_weight))
-            return
-        super().weight_loader(param, loaded_weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = super().forward(x)

@@ -38,11 +38,15 @@ __all__ = ["EVENTS", "HEADER_VOLATILE", "PAYLOADS", "PHASES", "READABLE_VERSIONS
            "SCHEMA_VERSION", "TENSOR_EVENTS", "Phase", "TraceEvent"]
 
 
-class TraceEvent(msgspec.Struct):
+class TraceEvent(msgspec.Struct, gc=False):
     """One event: its index ``i`` (dense from 0), ``t_ns`` (ns since the trace began; volatile), ``event``
     (one of ``EVENTS``), ``phase`` (one of ``PHASES``), ``step`` (the engine step it happened in, None outside
     a step), ``reason`` (a key of ``reasons.REASONS``) and ``stats``: the event's payload, a typed ``Payload``
-    in a ``Trace``, the plain dict the engine passed in a live recorder (both read as ``stats["key"]``)."""
+    in a ``Trace``, the plain dict the engine passed in a live recorder (both read as ``stats["key"]``).
+
+    Not tracked by Python's cycle collector (``gc=False``): a recorder keeps every event, and each collection
+    would walk them all again; an event never refers back to anything that refers to it, so it is in no
+    cycle the collector would have to find."""
 
     i: int
     t_ns: int
