@@ -154,3 +154,11 @@ def test_this_cpu_uses_the_shipped_calibration_and_every_factor_is_named():
     # The served calibration refits the host terms alone: the same device, the same shares of its peaks.
     assert [getattr(served, name) for name in ("matmul", "attention", "memory")] == [
         shipped[name] for name in ("matmul", "attention", "memory")]
+
+
+def test_only_memory_may_exceed_its_peak_as_a_cache_does():
+    assert Efficiency(memory=2.5).memory == 2.5  # a small model's weights read from a CPU's cache
+    with pytest.raises(ValueError, match="memory must be in"):
+        Efficiency(memory=5.0)
+    with pytest.raises(ValueError, match="attention"):
+        Efficiency(attention=1.2)

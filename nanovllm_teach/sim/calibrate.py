@@ -8,7 +8,9 @@ real engine's decisions (``tests/test_sim_same_decisions.py``) when every reques
 
 The fit is small on purpose, so that a learner can follow it:
 
-- the device's shares of its peaks (``matmul``, ``attention`` and ``memory``) are searched on a grid;
+- the device's shares of its peaks (``matmul``, ``attention`` and ``memory``) are searched on a grid
+  (``memory`` up to 3: a copy far larger than the caches measured the bandwidth, and a small model's weights
+  stay in the last-level cache between steps);
 - for each grid point the host's costs are linear in what the step did, one named factor each
   (``HOST_TERMS``): ``step_overhead_s`` per step, ``seq_overhead_s`` per sequence, ``kernel_launch_s`` per
   kernel an eager step launches from Python (a CPU prefill: the decode step is one native call), ``wake_s``
@@ -38,6 +40,8 @@ from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCostModel,
 from nanovllm_teach.sim.hardware import Device
 
 _SHARES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)
+# Above 1: the weights of a small model stay in a CPU's last-level cache, read faster than the copy's DRAM rate.
+_MEMORY_SHARES = (*_SHARES, 1.5, 2.0, 3.0)
 HOST_TERMS = ("step_overhead_s", "seq_overhead_s", "kernel_launch_s", "wake_s")
 
 
@@ -76,7 +80,7 @@ def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork],
     weighted = [[x / m for x in row] for row, m in zip(columns, measured_s)]
     gram = [[sum(r[i] * r[j] for r in weighted) for j in range(len(HOST_TERMS))] for i in range(len(HOST_TERMS))]
     best: Fit | None = None
-    grid = (itertools.product(_SHARES, _SHARES, _SHARES) if shares is None
+    grid = (itertools.product(_SHARES, _SHARES, _MEMORY_SHARES) if shares is None
             else [(shares.matmul, shares.attention, shares.memory)])
     for matmul, attention, memory in grid:
         flops_rate, attention_rate = device.peak_flops * matmul, device.peak_flops * attention
