@@ -220,7 +220,8 @@ def calibrate(args: argparse.Namespace) -> None:
     workload, real, steps, measured, num_blocks, arriving, arrived, arrived_steps, arrived_measured = draws[0]
     fit = fit_efficiency(shape, device, steps + arrived_steps, measured + arrived_measured)
     factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
-    print(f"fitted on draw 0 ({len(steps) + len(arrived_steps)} steps): median |error| {fit.median_abs_error:.1%}; "
+    print(f"fitted on draw 0 ({len(steps) + len(arrived_steps)} steps): error {fit.median_abs_error:.1%} (the mean of "
+          f"the prefills' and the decodes' median |error|); "
           f"factors {factors}")
     path = FACTORS_FILE if args.save else Path(args.factors_out)
     path.write_text(json.dumps(factors, indent=1) + "\n")
@@ -244,7 +245,7 @@ def calibrate(args: argparse.Namespace) -> None:
     factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
     path = SERVED_FACTORS_FILE if args.save else Path(args.factors_out).with_suffix(".served.json")
     path.write_text(json.dumps(factors, indent=1) + "\n")
-    print(f"served: fitted on draw 0 arriving through the server ({len(served[0][0])} steps): median |error| "
+    print(f"served: fitted on draw 0 arriving through the server ({len(served[0][0])} steps): error "
           f"{fit.median_abs_error:.1%}; factors {factors}, in {path}")
     steps, measured = served[1]
     errors = relative_errors(predict(shape, device, fit.efficiency, steps), measured)

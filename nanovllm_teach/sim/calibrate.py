@@ -17,7 +17,8 @@ The fit is small on purpose, so that a learner can follow it:
   per step after an idle wait. They are solved by least squares on the *relative* error, so a 1 ms decode
   weighs as much as a 200 ms prefill, none below zero: every subset of the terms is solved and the best
   one whose factors are all >= 0 kept (four terms: fifteen small solves);
-- the point whose median absolute relative error is lowest wins.
+- the point whose error is lowest wins: the mean of the median absolute relative errors of the prefills
+  and of the decodes, so that each kind counts the same however many of each there are.
 
 A second fit can keep the shares of a first one and refit the host terms alone (``shares``): that is how
 the engine measured inside its server, where the same device does more host work, is calibrated.
@@ -48,7 +49,7 @@ HOST_TERMS = ("step_overhead_s", "seq_overhead_s", "kernel_launch_s", "wake_s")
 @dataclass(frozen=True)
 class Fit:
     efficiency: Efficiency
-    median_abs_error: float  # of the per-step latency, relative
+    median_abs_error: float  # of the per-step latency, relative: the mean of the prefills' and the decodes' medians
     predicted_s: list[float]
 
 
@@ -91,12 +92,20 @@ def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork],
         rhs = [sum(r[i] * y for r, y in zip(weighted, target)) for i in range(len(HOST_TERMS))]
         host = _host_costs(gram, rhs)
         predicted = [t + sum(x * h for x, h in zip(row, host)) for t, row in zip(base, columns)]
-        error = statistics.median(relative_errors(predicted, measured_s))
+        error = _kinds_error(relative_errors(predicted, measured_s), steps)
         if best is None or error < best.median_abs_error:
             efficiency = replace(Efficiency(), matmul=matmul, attention=attention, memory=memory, graph_launch_s=0.0,
                                  **dict(zip(HOST_TERMS, host)))
             best = Fit(efficiency, error, predicted)
     return best
+
+
+def _kinds_error(errors: Sequence[float], steps: Sequence[StepWork]) -> float:
+    """The mean of the median errors of eager steps (prefills) and of native ones (decodes): each kind counts
+    the same, however many of each a workload has (a thousand decodes would otherwise leave the shares that
+    only prefills feel to chance)."""
+    kinds = [[e for e, w in zip(errors, steps) if w.native == native] for native in (False, True)]
+    return statistics.mean(statistics.median(kind) for kind in kinds if kind)
 
 
 def _host_costs(gram: Sequence[Sequence[float]], rhs: Sequence[float]) -> list[float]:
