@@ -221,7 +221,7 @@ def calibrate(args: argparse.Namespace) -> None:
     fit = fit_efficiency(shape, device, steps + arrived_steps, measured + arrived_measured)
     factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
     print(f"fitted on draw 0 ({len(steps) + len(arrived_steps)} steps): error {fit.median_abs_error:.1%} (the mean of "
-          f"the prefills' and the decodes' median |error|); "
+          f"the median |error| of prefills, decodes of a few sequences and batched decodes); "
           f"factors {factors}")
     path = FACTORS_FILE if args.save else Path(args.factors_out)
     path.write_text(json.dumps(factors, indent=1) + "\n")

@@ -17,8 +17,9 @@ The fit is small on purpose, so that a learner can follow it:
   per step after an idle wait. They are solved by least squares on the *relative* error, so a 1 ms decode
   weighs as much as a 200 ms prefill, none below zero: every subset of the terms is solved and the best
   one whose factors are all >= 0 kept (four terms: fifteen small solves);
-- the point whose error is lowest wins: the mean of the median absolute relative errors of the prefills
-  and of the decodes, so that each kind counts the same however many of each there are.
+- the point whose error is lowest wins: the mean of the median absolute relative errors of three kinds of
+  step (prefills, decodes of a few sequences, batched decodes), so that each kind counts the same however
+  many of each there are.
 
 A second fit can keep the shares of a first one and refit the host terms alone (``shares``): that is how
 the engine measured inside its server, where the same device does more host work, is calibrated.
@@ -41,6 +42,7 @@ from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCostModel,
 from nanovllm_teach.sim.hardware import Device
 
 _SHARES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)
+_FEW_SEQS = 4  # a decode of at most this many sequences is "a few" (the error's kinds of step)
 # Above 1: the weights of a small model stay in a CPU's last-level cache, read faster than the copy's DRAM rate.
 _MEMORY_SHARES = (*_SHARES, 1.5, 2.0, 3.0)
 HOST_TERMS = ("step_overhead_s", "seq_overhead_s", "kernel_launch_s", "wake_s")
@@ -49,7 +51,7 @@ HOST_TERMS = ("step_overhead_s", "seq_overhead_s", "kernel_launch_s", "wake_s")
 @dataclass(frozen=True)
 class Fit:
     efficiency: Efficiency
-    median_abs_error: float  # of the per-step latency, relative: the mean of the prefills' and the decodes' medians
+    median_abs_error: float  # of the per-step latency, relative: the mean of the kinds' medians (_kinds_error)
     predicted_s: list[float]
 
 
@@ -101,11 +103,17 @@ def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork],
 
 
 def _kinds_error(errors: Sequence[float], steps: Sequence[StepWork]) -> float:
-    """The mean of the median errors of eager steps (prefills) and of native ones (decodes): each kind counts
-    the same, however many of each a workload has (a thousand decodes would otherwise leave the shares that
-    only prefills feel to chance)."""
-    kinds = [[e for e, w in zip(errors, steps) if w.native == native] for native in (False, True)]
-    return statistics.mean(statistics.median(kind) for kind in kinds if kind)
+    """The mean of the median errors of three kinds of step: prefills (eager), decodes of a few sequences
+    and batched decodes (more than ``_FEW_SEQS``). Each kind counts the same however many of each a workload
+    has: a thousand one-sequence decodes would otherwise leave to chance what only prefills feel (the matmul
+    share) and what only long batched decodes feel (attention, each sequence's cost)."""
+    def kind(w: StepWork) -> int:
+        return 0 if not w.native else 1 if len(w.batch) <= _FEW_SEQS else 2
+
+    groups: dict[int, list[float]] = {}
+    for e, w in zip(errors, steps):
+        groups.setdefault(kind(w), []).append(e)
+    return statistics.mean(statistics.median(group) for group in groups.values())
 
 
 def _host_costs(gram: Sequence[Sequence[float]], rhs: Sequence[float]) -> list[float]:
