@@ -85,3 +85,18 @@ def test_the_chinese_readme_is_the_whole_readme_in_chinese():
     assert problems == []
     quick_start = zh.split("\n## ")[1]
     assert "nanovllm-teach demo --lang zh" in quick_start
+
+
+def test_the_teachers_guide_is_the_same_guide_in_chinese():
+    """docs/teaching.md and docs/teaching.zh-CN.md: section for section, the glossary's terms said its way,
+    with the English in brackets the first time, and the same commands."""
+    from nanovllm_teach.i18n.notebooks import pair_problems
+
+    docs = README.parent / "docs"
+    en, zh = (docs / "teaching.md").read_text(encoding="utf-8"), (docs / "teaching.zh-CN.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"^#+ ", zh, flags=re.M)) == len(re.findall(r"^#+ ", en, flags=re.M))
+    # The English guide names the language it links to ("中文"): not a slip.
+    problems = [p for p in pair_problems(en, zh, "docs/teaching.zh-CN.md", set()) if "English cell has Chinese" not in p]
+    assert problems == []
+    commands = re.compile(r"nanovllm-teach [a-z-]+")
+    assert sorted(set(commands.findall(zh))) == sorted(set(commands.findall(en)))
