@@ -234,8 +234,8 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
                                  for r in out["results"]) * 1e3
         sim_ttft, sim_tpot = _predicted(args, workload)
         print(f"versus the simulator at {rate}/s ({args.sim_requests} Poisson arrivals, {args.prompt_len} + 32 tokens, "
-              f"streamed): TTFT p50 as the client sees it {ttft:.1f} ms, predicted {sim_ttft:.1f} ms "
-              f"({sim_ttft / ttft - 1:+.0%}); TPOT p50 as the client sees it {tpot:.2f} ms, predicted {sim_tpot:.2f} ms "
+              f"streamed): client-side TTFT p50 {ttft:.1f} ms, predicted {sim_ttft:.1f} ms "
+              f"({sim_ttft / ttft - 1:+.0%}); client-side TPOT p50 {tpot:.2f} ms, predicted {sim_tpot:.2f} ms "
               f"({sim_tpot / tpot - 1:+.0%}); engine-side TTFT p50 (from the hand-over to the engine thread to the "
               f"end of the first token's step) {engine_ttft:.1f} ms ({sim_ttft / engine_ttft - 1:+.0%}), of which "
               f"waiting for a step to start {wait:.2f} ms; engine-side TPOT p50 {engine_tpot:.2f} ms "
