@@ -17,13 +17,16 @@ streamed; a tenth of the clients (drawn with ``--seed``) close the connection af
 every other request completes with usage equal to its prompt and its ``max_tokens``; afterwards 0 KV blocks
 are held and ``vllm:num_requests_running`` is 0. Exit status 1 if any check fails.
 
-``--versus-simulator``: ``--sim-requests`` Poisson arrivals at ``--sim-rate`` of ``--prompt-len`` + 32 tokens,
-measured through the server (streamed; TTFT to the first text chunk, TPOT between the first and the last)
-and predicted by the simulator for this machine (``hardware="this-cpu"``) on the same arrivals and lengths:
-the medians side by side. The simulator prices engine steps only, so its TTFT is set against the engine side
-of each request (stamped by the engine thread: from the hand-over to the end of the first token's step, and
-the part of it spent waiting for a step to start); the client's TTFT (HTTP, JSON, tokenizing, the hand-over,
-the SSE write) is printed beside it.
+``--versus-simulator``: for each of ``--sim-rate`` (requests/s; several may be given), ``--sim-requests``
+Poisson arrivals of ``--prompt-len`` + 32 tokens, measured through the server (streamed; TTFT to the first
+text chunk, TPOT between the first and the last, as the client sees them) and predicted by the simulator for
+this machine (``hardware="this-cpu"``: peaks measured now; ``sim_factors=THIS_CPU_SERVED_FACTORS``, the
+served calibration, fitted on the engine's steps inside this server) on the same arrivals and lengths: the
+medians and the prediction's errors. Both calibrations are refitted by ``python benchmarks/bench_sim.py
+--part calibrate --save``. The simulator prices engine steps only, so the engine side of each request is
+printed too (stamped by the engine thread: from the hand-over to the end of the first token's step, the
+part of it spent waiting for a step to start, and the TPOT between the steps that made the first and the
+last token); the client's TTFT adds HTTP, JSON, tokenizing, the hand-over and the SSE write.
 
 All use one server, ``build_server(live=False)`` (no recording), under uvicorn on 127.0.0.1.
 """
@@ -47,7 +50,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MODEL = "qwen3-tiny"
 _DECODE = msgspec.json.Decoder().decode
-FACTORS_FILE = ROOT / "nanovllm_teach" / "sim" / "this_cpu_factors.json"  # this-cpu's calibration (bench_sim.py)
 
 
 # ---- the load generator (a separate process) -------------------------------------------------------------
@@ -203,47 +205,50 @@ def disconnects(args, url: str, app, tmp: Path) -> bool:
 
 
 def versus_simulator(args, url: str, app, tmp: Path) -> None:
-    """The same arrivals and lengths measured through the server (client in its own process) and predicted
-    by the simulator on this machine (``hardware="this-cpu"``): TTFT and TPOT medians."""
+    """For each ``--sim-rate``, the same arrivals and lengths measured through the server (client in its own
+    process) and predicted by the simulator on this machine (``hardware="this-cpu"``: its measured peaks and
+    the served calibration): TTFT and TPOT medians, and the errors of the prediction."""
     from nanovllm_teach.workload.requests import Fixed, Poisson, make_workload
-    workload = make_workload(args.sim_requests, Poisson(args.sim_rate), Fixed(args.prompt_len), Fixed(32),
-                             vocab_size=args.vocab_size, seed=args.seed)
-    requests = [{"prompt": args.text_ids[k:k + args.prompt_len], "max_tokens": r.output_len, "arrival_s": r.arrival_s}
-                for k, r in enumerate(workload)]
-    # The engine side of each request, stamped by the engine thread on the engine's clock (the server runs in
-    # this process): the wait from the hand-over to the start of the step that took it, and its TTFT.
-    metrics, waits, engine_ttfts = app.state.server.metrics, [], []
-    queued, first_token = metrics.queued, metrics.first_token
-    metrics.queued = lambda seconds: (waits.append(seconds), queued(seconds))
-    metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
-    try:
-        out = run_client(url, requests, True, tmp)
-    finally:
-        metrics.queued, metrics.first_token = queued, first_token
-    engine_ttft = statistics.median(engine_ttfts) * 1e3
-    wait = statistics.median(waits) * 1e3
-    ttft = statistics.median(r["first_s"] for r in out["results"]) * 1e3
-    mean_ttft = statistics.mean(r["first_s"] for r in out["results"]) * 1e3
-    # TPOT as workload/metrics.py defines it: (last token - first token) / (tokens - 1).
-    tpot = statistics.median((r["last_s"] - r["first_s"]) / (r["usage"]["completion_tokens"] - 1)
-                             for r in out["results"]) * 1e3
-    sim_ttft, sim_tpot = _predicted(args, workload, None)
-    fitted_ttft, fitted_tpot = _predicted(args, workload, FACTORS_FILE)
-    print(f"versus the simulator: {args.sim_requests} requests, Poisson at {args.sim_rate}/s, {args.prompt_len} + 32 "
-          f"tokens: engine-side TTFT p50 (from the hand-over to the engine thread to the end of the first token's "
-          f"step) measured {engine_ttft:.1f} ms, predicted {sim_ttft:.1f} ms ({sim_ttft / engine_ttft:.0%}), of "
-          f"which waiting for a step to start {wait:.2f} ms (p50); TPOT p50 measured {tpot:.2f} ms, predicted "
-          f"{sim_tpot:.2f} ms ({sim_tpot / tpot:.0%}); client-side TTFT p50 {ttft:.1f} ms (mean {mean_ttft:.1f} ms): "
-          f"HTTP, tokenizing, the hand-over and the SSE write beside the engine's part; with this-cpu's calibrated "
-          f"factors ({FACTORS_FILE.name}) the simulator predicts TTFT {fitted_ttft:.1f} ms, TPOT {fitted_tpot:.2f} ms")
+    for rate in args.sim_rate:
+        workload = make_workload(args.sim_requests, Poisson(rate), Fixed(args.prompt_len), Fixed(32),
+                                 vocab_size=args.vocab_size, seed=args.seed)
+        requests = [{"prompt": args.text_ids[k:k + args.prompt_len], "max_tokens": r.output_len,
+                     "arrival_s": r.arrival_s} for k, r in enumerate(workload)]
+        # The engine side of each request, stamped by the engine thread on the engine's clock (the server runs
+        # in this process): the wait from the hand-over to the start of the step that took it, its TTFT and TPOT.
+        metrics, waits, engine_ttfts, engine_tpots = app.state.server.metrics, [], [], []
+        queued, first_token, finished = metrics.queued, metrics.first_token, metrics.finished
+        metrics.queued = lambda seconds: (waits.append(seconds), queued(seconds))
+        metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
+        metrics.finished = lambda times: (engine_tpots.append(times.tpot_s), finished(times))
+        try:
+            out = run_client(url, requests, True, tmp)
+        finally:
+            metrics.queued, metrics.first_token, metrics.finished = queued, first_token, finished
+        engine_ttft = statistics.median(engine_ttfts) * 1e3
+        engine_tpot = statistics.median(engine_tpots) * 1e3
+        wait = statistics.median(waits) * 1e3
+        ttft = statistics.median(r["first_s"] for r in out["results"]) * 1e3
+        # TPOT as workload/metrics.py defines it: (last token - first token) / (tokens - 1).
+        tpot = statistics.median((r["last_s"] - r["first_s"]) / (r["usage"]["completion_tokens"] - 1)
+                                 for r in out["results"]) * 1e3
+        sim_ttft, sim_tpot = _predicted(args, workload)
+        print(f"versus the simulator at {rate}/s ({args.sim_requests} Poisson arrivals, {args.prompt_len} + 32 tokens, "
+              f"streamed): client-side TTFT p50 {ttft:.1f} ms, predicted {sim_ttft:.1f} ms "
+              f"({sim_ttft / ttft - 1:+.0%}); client-side TPOT p50 {tpot:.2f} ms, predicted {sim_tpot:.2f} ms "
+              f"({sim_tpot / tpot - 1:+.0%}); engine-side TTFT p50 (from the hand-over to the engine thread to the "
+              f"end of the first token's step) {engine_ttft:.1f} ms ({sim_ttft / engine_ttft - 1:+.0%}), of which "
+              f"waiting for a step to start {wait:.2f} ms; engine-side TPOT p50 {engine_tpot:.2f} ms "
+              f"({sim_tpot / engine_tpot - 1:+.0%})", flush=True)
 
 
-def _predicted(args, workload, sim_factors: Path | None) -> tuple[float, float]:
-    """The simulator's TTFT and TPOT medians (ms) on this machine, with the default factors or a calibration's."""
+def _predicted(args, workload) -> tuple[float, float]:
+    """The simulator's TTFT and TPOT medians (ms) on this machine, for the engine as its server runs it."""
     from nanovllm_teach import LLM
     from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.sim.cost_model import THIS_CPU_SERVED_FACTORS
     sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len,
-              sim_factors=None if sim_factors is None else str(sim_factors))
+              sim_factors=str(THIS_CPU_SERVED_FACTORS))
     predicted = sim.run_workload(workload, ignore_eos=True)
     sim.close()
     return (statistics.median(t.ttft_s for t in predicted.requests.values()) * 1e3,
@@ -257,7 +262,7 @@ def main() -> int:
     parser.add_argument("--disconnects", action="store_true")
     parser.add_argument("--versus-simulator", action="store_true")
     parser.add_argument("--sim-requests", type=int, default=200)
-    parser.add_argument("--sim-rate", type=float, default=8.0)
+    parser.add_argument("--sim-rate", type=float, nargs="+", default=[4.0, 16.0, 48.0])
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=128)

@@ -2,17 +2,29 @@
 figure, and how fast a large simulation runs. Every run is the real ``LLMEngine`` (``LLM(...,
 runner="simulated", hardware=...)``: its own Scheduler and BlockManager) and ``run_workload``.
 
-1. **Calibration on this machine** (``--part calibrate``). The real engine runs the shipped model on this
-   CPU (``--calib-requests`` requests, all at once, prompt and output lengths uniform in 16..256, greedy,
-   ``ignore_eos`` so each answer has its drawn length; ``--threads`` torch threads) on two draws of the
-   workload (seeds 0 and 1), recording a trace, after an unmeasured warm-up run; each draw runs
-   ``--calib-repeats`` times and each step keeps its fastest time (the least disturbed by other work on
-   a shared machine; the total is the fastest run's). The same workloads then go through the simulated
-   engine on ``this-cpu`` (peaks measured now) with the real run's KV cache size, so every step is the
-   same batch (the same-decisions test checks that). The efficiency factors are fitted on draw 0
-   (``nanovllm_teach/sim/calibrate.py``) and judged on draw 1: the median absolute per-step latency
-   error (target < 20%) and the total wall-time error (target < 15%). The fitted factors are printed and,
-   with ``--save``, written to ``nanovllm_teach/sim/this_cpu_factors.json`` (for ``sim_factors=``).
+1. **Calibration on this machine** (``--part calibrate``; ``--save`` makes it the shipped calibration). The
+   real engine runs the shipped model on this CPU as a server runs it (no trace recorded; ``--threads``
+   torch threads; greedy, ``ignore_eos`` so each answer has its drawn length), after an unmeasured warm-up
+   run, on two draws (seeds 0 and 1) of two workloads: ``--calib-requests`` requests all at once, prompt
+   and output lengths uniform in 16..256 (big prefills, then decodes of shrinking batches; each draw runs
+   ``--calib-repeats`` times and each step keeps its fastest time, the least disturbed by other work on a
+   shared machine; the total is the fastest run's); and ``--calib-poisson-requests`` requests arriving as
+   a Poisson process at ``--calib-rate`` per second, prompts 16..128 and answers 16..64 tokens long, run
+   once (lone small prefills, some after the engine sat idle, some while it decodes: what a server at
+   light load runs). Each step is timed from its start to the next step's start and kept with what it computed
+   (``StepWork``). The simulated engine on ``this-cpu`` (peaks measured now) with the real run's KV cache
+   size makes the same steps for the first workload (checked). The efficiency factors are fitted on draw 0
+   of both (``nanovllm_teach/sim/calibrate.py``) and judged on draw 1: the median absolute per-step latency
+   error (target < 20%) and the total wall-time error (target < 15%) of the first workload; for the
+   arriving one, the medians of prefills after an idle wait, other prefills and decodes, measured and
+   predicted, and the requests' TTFT and TPOT medians against the simulated engine on the same arrivals.
+   The fitted factors are printed and written to ``--factors-out``, or with ``--save`` to
+   ``nanovllm_teach/sim/this_cpu_factors.json`` (what ``hardware="this-cpu"`` uses without ``sim_factors``).
+   Then the **served calibration**: both arriving draws again, through the server (``build_server``, the
+   load generator of ``bench_serve.py`` in its own process, streamed), each step timed on the engine
+   thread; the host terms alone are refitted on draw 0 (the device's shares kept: the same machine, more
+   host work per step and per token) and judged on draw 1; written beside the other as
+   ``this_cpu_served_factors.json`` (``--save``) or ``--factors-out`` with ``.served.json``.
 2. **nano-vllm's README benchmark, predicted** (``--part nano-vllm``). The nano-vllm repository reports, for
    Qwen3-0.6B on an RTX 4070 Laptop (8 GB), 256 requests with input and output lengths uniform in
    100..1024, all submitted at once, ``ignore_eos``: 133,966 output tokens in 93.41 s, 1434.13 tok/s. The
@@ -45,49 +57,136 @@ from pathlib import Path
 from nanovllm_teach import LLM
 from nanovllm_teach.assets import default_model_path
 from nanovllm_teach.sim.calibrate import fit_efficiency, predict, relative_errors
-from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.sim.cost_model import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS, StepWork, load_shape
 from nanovllm_teach.sim.hardware import get_device
 from nanovllm_teach.workload.metrics import WorkloadResult
 from nanovllm_teach.workload.requests import (AtOnce, Poisson, Uniform, make_workload, sharegpt_output_lengths,
                                               sharegpt_prompt_lengths)
-from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 
 NANO_VLLM_REPORTED_TOK_S = 1434.13  # nano-vllm README, RTX 4070 Laptop (8GB), Qwen3-0.6B, 256 sequences
-FACTORS_FILE = Path(__file__).resolve().parent.parent / "nanovllm_teach" / "sim" / "this_cpu_factors.json"
+FACTORS_FILE = THIS_CPU_FACTORS
+SERVED_FACTORS_FILE = THIS_CPU_SERVED_FACTORS
 CALIB_SETTINGS = dict(max_num_seqs=64, max_num_batched_tokens=4096, kvcache_block_size=256, max_model_len=1024)
 
 
-def _real_run(workload: list, repeats: int = 1) -> tuple[WorkloadResult, list[float], int]:
-    """The real engine on this CPU, ``repeats`` times on fresh engines: the fastest run's result, each step's
-    fastest measured seconds (every repeat makes the same steps; the fastest is the least disturbed by
-    the machine's other work), and the KV cache size."""
+def _real_run(workload: list, repeats: int = 1) -> tuple[WorkloadResult, list[StepWork], list[float], int]:
+    """The real engine on this CPU, as a server runs it (no trace recorded), ``repeats`` times on fresh engines:
+    the fastest run's result, its steps (``StepWork``: what the real runner computed, whether the step was
+    the native decode call, whether the engine had waited for an arrival before it), each step's measured
+    seconds (``_step_times``) and the KV cache size. Repeats must
+    make the same steps (every request at once); each step keeps its fastest time, the least disturbed by
+    the machine's other work."""
     runs = []
     for _ in range(repeats):
-        rec = TraceRecorder()
-        llm = LLM(default_model_path(), trace=rec, **CALIB_SETTINGS)
+        llm = LLM(default_model_path(), **CALIB_SETTINGS)
+        steps, times, waited = [], [], [False]
+        run, step, wait = llm.model_runner.run, llm.step, llm.clock.wait_until
+
+        def recording_run(batch):
+            native = not batch.is_prefill and llm.model_runner.compiled_decode is not None
+            steps.append(StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in batch.seqs], native=native,
+                                  after_idle=waited[0]))
+            waited[0] = False
+            return run(batch)
+
+        def timed_step():
+            start = time.perf_counter()
+            out = step()
+            times.append((start, time.perf_counter()))
+            return out
+
+        def idle_wait(t_s: float) -> None:
+            waited[0] = waited[0] or t_s > time.perf_counter()
+            wait(t_s)
+
+        llm.model_runner.run, llm.step, llm.clock.wait_until = recording_run, timed_step, idle_wait
         result = llm.run_workload(workload)
         llm.close()
-        runs.append((result, [row.latency_ms / 1e3 for row in Trace.from_recorder(rec).steps]))
+        runs.append((result, steps, _step_times(steps, times)))
+    assert all(steps == runs[0][1] for _, steps, _ in runs), "repeats made different steps"
     fastest = min(runs, key=lambda run: run[0].duration_s)[0]
-    steps = [min(times) for times in zip(*(times for _, times in runs))]
-    return fastest, steps, llm.model_runner.num_kvcache_blocks
+    times = [min(each) for each in zip(*(times for _, _, times in runs))]
+    return fastest, runs[0][1], times, llm.model_runner.num_kvcache_blocks
 
 
-def _batches(workload: list, num_blocks: int, factors: str | None = None) -> tuple[WorkloadResult, list]:
-    """The same workload on the simulated engine (this CPU's peaks): its result and each step's batch."""
+def _simulated(workload: list, num_blocks: int, factors: str | None = None) -> tuple[WorkloadResult, list[StepWork]]:
+    """The same workload on the simulated engine (this CPU's peaks): its result and each step's work."""
     llm = LLM(default_model_path(), runner="simulated", hardware="this-cpu", num_kvcache_blocks=num_blocks,
               sim_factors=factors, **CALIB_SETTINGS)
-    batches = []
+    steps = []
     run = llm.model_runner.run
 
     def recording_run(batch):
         tokens = run(batch)
-        batches.append(llm.model_runner.last_work)
+        steps.append(llm.model_runner.last_work)
         return tokens
 
     llm.model_runner.run = recording_run
-    return llm.run_workload(workload), batches
+    return llm.run_workload(workload), steps
+
+
+def _served_run(workload: list) -> tuple[list[StepWork], list[float]]:
+    """The same engine inside the server (``build_server(live=False)``, as ``nanovllm-teach serve`` runs it),
+    the workload sent by ``bench_serve.py``'s load generator in its own process, streamed: each step as the
+    engine thread ran it and its measured seconds (``_step_times``: the engine thread's work between the steps
+    included). A step after an idle wait is one that found nothing running (the engine thread had waited on
+    its inbox)."""
+    from bench_serve import run_client  # the load generator: this directory's other script
+    from nanovllm_teach.serve.build import BackgroundServer, build_server
+
+    server = BackgroundServer(build_server(live=False, **CALIB_SETTINGS))
+    engine, thread = server.app.state.server.engine, server.app.state.server.thread
+    steps, times, idle = [], [], [False]
+    run, step = engine.model_runner.run, thread._step
+
+    def recording_run(batch):
+        native = not batch.is_prefill and engine.model_runner.compiled_decode is not None
+        steps.append(StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in batch.seqs], native=native,
+                              after_idle=idle[0]))
+        return run(batch)
+
+    def timed_step():
+        idle[0] = not engine.scheduler.running
+        start = time.perf_counter()
+        out = step()
+        times.append((start, time.perf_counter()))
+        return out
+
+    engine.model_runner.run, thread._step = recording_run, timed_step
+    requests = [{"prompt": r.prompt_token_ids, "max_tokens": r.output_len, "arrival_s": r.arrival_s}
+                for r in workload]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_client(server.url, requests, True, Path(tmp))
+    finally:
+        server.stop()
+    return steps, _step_times(steps, times)
+
+
+def _step_times(steps: list[StepWork], spans: list[tuple[float, float]]) -> list[float]:
+    """Each step's seconds from its start to the next step's start: what a running request waits between two
+    tokens, the loop's work between the steps included (for a server, handing the tokens over and taking
+    turns with its event loop); to its own end when the engine then sat idle, or for the last step."""
+    return [spans[k + 1][0] - start if k + 1 < len(spans) and not steps[k + 1].after_idle else end - start
+            for k, (start, end) in enumerate(spans)]
+
+
+def _by_kind(shape, device, efficiency, steps: list[StepWork], measured: list[float], label: str) -> None:
+    """Measured and predicted medians of prefills after an idle wait, other prefills and decodes."""
+    predicted = predict(shape, device, efficiency, steps)
+    for name, chosen in (("prefills after an idle wait", lambda w: w.after_idle),
+                         ("other prefills", lambda w: not w.native and not w.after_idle),
+                         ("decodes", lambda w: w.native)):
+        pairs = [(p, m) for p, m, w in zip(predicted, measured, steps) if chosen(w)]
+        if pairs:
+            print(f"  {label}, {name} ({len(pairs)}): measured p50 {statistics.median(m for _, m in pairs) * 1e3:.2f}"
+                  f" ms, predicted p50 {statistics.median(p for p, _ in pairs) * 1e3:.2f} ms")
+
+
+def _p50_ms(result: WorkloadResult, name: str) -> float:
+    """The median of a per-request figure (``ttft_s`` or ``tpot_s``), in ms."""
+    return statistics.median(v for t in result.requests.values() if (v := getattr(t, name)) is not None) * 1e3
 
 
 def calibrate(args: argparse.Namespace) -> None:
@@ -106,25 +205,52 @@ def calibrate(args: argparse.Namespace) -> None:
         workload = make_workload(args.calib_requests, AtOnce(), Uniform(16, 256), Uniform(16, 256),
                                  vocab_size=shape.vocab_size, seed=seed)
         wall = time.perf_counter()
-        real, measured, num_blocks = _real_run(workload, args.calib_repeats)
+        real, steps, measured, num_blocks = _real_run(workload, args.calib_repeats)
         print(f"draw {seed}: real engine {real.num_steps} steps, fastest of {args.calib_repeats} runs "
               f"{real.duration_s:.2f} s ({time.perf_counter() - wall:.1f} s with start-ups)")
-        _, batches = _batches(workload, num_blocks)
-        assert len(batches) == len(measured), (len(batches), len(measured))  # same decisions, same steps
-        draws[seed] = (workload, real, measured, batches, num_blocks)
-    workload, real, measured, batches, num_blocks = draws[0]
-    fit = fit_efficiency(shape, device, batches, measured)
+        _, simulated = _simulated(workload, num_blocks)
+        assert [w.batch for w in simulated] == [w.batch for w in steps]  # same decisions, same steps
+        # Requests arriving in time, as a server sees them: lone prefills, some after an idle wait.
+        arriving = make_workload(args.calib_poisson_requests, Poisson(args.calib_rate), Uniform(16, 128),
+                                 Uniform(16, 64), vocab_size=shape.vocab_size, seed=seed)
+        arrived, arrived_steps, arrived_measured, _ = _real_run(arriving)
+        print(f"draw {seed} arriving (Poisson {args.calib_rate}/s): real engine {arrived.num_steps} steps, "
+              f"{sum(w.after_idle for w in arrived_steps)} of them after an idle wait")
+        draws[seed] = (workload, real, steps, measured, num_blocks, arriving, arrived, arrived_steps, arrived_measured)
+    workload, real, steps, measured, num_blocks, arriving, arrived, arrived_steps, arrived_measured = draws[0]
+    fit = fit_efficiency(shape, device, steps + arrived_steps, measured + arrived_measured)
     factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
-    print(f"fitted on draw 0 ({len(batches)} steps): median |error| {fit.median_abs_error:.1%}; factors {factors}")
+    print(f"fitted on draw 0 ({len(steps) + len(arrived_steps)} steps): error {fit.median_abs_error:.1%} (the mean of "
+          f"the median |error| of prefills, decodes of a few sequences and batched decodes); "
+          f"factors {factors}")
     path = FACTORS_FILE if args.save else Path(args.factors_out)
     path.write_text(json.dumps(factors, indent=1) + "\n")
-    workload, real, measured, batches, num_blocks = draws[1]
-    errors = relative_errors(predict(shape, device, fit.efficiency, batches), measured)
-    simulated, _ = _batches(workload, num_blocks, str(path))
+    workload, real, steps, measured, num_blocks, arriving, arrived, arrived_steps, arrived_measured = draws[1]
+    errors = relative_errors(predict(shape, device, fit.efficiency, steps), measured)
+    simulated, _ = _simulated(workload, num_blocks, str(path))
     total_error = simulated.duration_s / real.duration_s - 1
-    print(f"judged on draw 1 ({len(batches)} steps): per-step median |error| {statistics.median(errors):.1%} "
+    print(f"judged on draw 1 ({len(steps)} steps): per-step median |error| {statistics.median(errors):.1%} "
           f"(p90 {sorted(errors)[int(0.9 * len(errors))]:.1%}); total wall time real {real.duration_s:.2f} s, "
           f"simulated {simulated.duration_s:.2f} s, error {total_error:+.1%}; factors in {path}")
+    _by_kind(shape, device, fit.efficiency, arrived_steps, arrived_measured, "draw 1 arriving")
+    simulated, _ = _simulated(arriving, num_blocks, str(path))
+    print(f"  draw 1 arriving, per request: TTFT p50 measured {_p50_ms(arrived, 'ttft_s'):.2f} ms, simulated "
+          f"{_p50_ms(simulated, 'ttft_s'):.2f} ms ({_p50_ms(simulated, 'ttft_s') / _p50_ms(arrived, 'ttft_s') - 1:+.0%});"
+          f" TPOT p50 measured {_p50_ms(arrived, 'tpot_s'):.2f} ms, simulated {_p50_ms(simulated, 'tpot_s'):.2f} ms "
+          f"({_p50_ms(simulated, 'tpot_s') / _p50_ms(arrived, 'tpot_s') - 1:+.0%})")
+    # The same arriving draws through the server: its steps share the cores (and Python's GIL) with the
+    # server's work for every token it streams, so they are fitted apart, into the served calibration.
+    served = {seed: _served_run(draws[seed][5]) for seed in (0, 1)}
+    fit = fit_efficiency(shape, device, *served[0], shares=fit.efficiency)  # the same device: host terms alone
+    factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
+    path = SERVED_FACTORS_FILE if args.save else Path(args.factors_out).with_suffix(".served.json")
+    path.write_text(json.dumps(factors, indent=1) + "\n")
+    print(f"served: fitted on draw 0 arriving through the server ({len(served[0][0])} steps): error "
+          f"{fit.median_abs_error:.1%}; factors {factors}, in {path}")
+    steps, measured = served[1]
+    errors = relative_errors(predict(shape, device, fit.efficiency, steps), measured)
+    print(f"served: judged on draw 1 ({len(steps)} steps): per-step median |error| {statistics.median(errors):.1%}")
+    _by_kind(shape, device, fit.efficiency, steps, measured, "served draw 1")
     print("machine load after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
@@ -173,6 +299,9 @@ def main() -> None:
     parser.add_argument("--part", choices=("all", "calibrate", "nano-vllm", "scale"), default="all")
     parser.add_argument("--calib-requests", type=int, default=64)
     parser.add_argument("--calib-repeats", type=int, default=3, help="real runs of each draw (fastest step kept)")
+    parser.add_argument("--calib-poisson-requests", type=int, default=60,
+                        help="requests of each draw's arriving part (Poisson at --calib-rate)")
+    parser.add_argument("--calib-rate", type=float, default=12.0, help="requests/s of the arriving part")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the real engine (calibration)")
     parser.add_argument("--save", action="store_true", help="write the fitted factors to nanovllm_teach/sim/")
     parser.add_argument("--factors-out", default=str(Path(tempfile.gettempdir()) / "this_cpu_factors.json"),

@@ -4,6 +4,7 @@ move in (more work never takes less time; the bound flips from memory to compute
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -119,3 +120,45 @@ def test_this_cpu_is_measured():
     cpu = get_device("this-cpu")
     assert cpu.kind == "cpu" and cpu.dtype == "float32"
     assert 1e8 < cpu.peak_flops < 1e14 and 1e8 < cpu.memory_bandwidth < 1e13 and cpu.memory_bytes > 2**28
+
+
+SLOW_CPU = dataclasses.replace(SLOW_GPU, name="slow-cpu", kind="cpu")
+
+
+def test_a_cpu_prefill_pays_every_kernel_and_the_native_decode_one_call():
+    eff = dataclasses.replace(EXACT, kernel_launch_s=2.0, graph_launch_s=0.5, kernels_per_layer=10)
+    model = StepCostModel(TINY, SLOW_CPU, eff)
+    eager, native = model.step([(1, 5)]), model.step([(1, 5)], native=True)
+    assert eager.launch_s == 2 * 10 * 2.0 and native.launch_s == 0.5  # 2 layers x 10 kernels, or one call
+    assert eager.total_s - native.total_s == pytest.approx(40.0 - 0.5)
+    assert native.flops == eager.flops and native.bytes == eager.bytes  # one call, no padding
+
+
+def test_a_step_after_an_idle_wait_pays_wake_s_and_only_it():
+    model = StepCostModel(TINY, SLOW_CPU, dataclasses.replace(EXACT, wake_s=3.0))
+    warm, cold = model.step([(7, 0)]), model.step([(7, 0)], after_idle=True)
+    assert cold.total_s - warm.total_s == pytest.approx(3.0) and cold.host_s == warm.host_s + 3.0
+    assert Efficiency().wake_s == 0  # a GPU's default: nothing fitted, nothing charged
+
+
+def test_this_cpu_uses_the_shipped_calibration_and_every_factor_is_named():
+    from nanovllm_teach.sim.cost_model import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS
+
+    shipped = json.loads(THIS_CPU_FACTORS.read_text())
+    served = Efficiency.from_json(THIS_CPU_SERVED_FACTORS)
+    assert set(shipped) == set(json.loads(THIS_CPU_SERVED_FACTORS.read_text())) == {
+        f.name for f in dataclasses.fields(Efficiency)}  # a refit writes every factor
+    assert Efficiency.for_device("this-cpu") == Efficiency.from_dict(shipped)
+    assert Efficiency.for_device("this-cpu") != Efficiency()
+    assert Efficiency.for_device("a100-40gb") == Efficiency()
+    # The served calibration refits the host terms alone: the same device, the same shares of its peaks.
+    assert [getattr(served, name) for name in ("matmul", "attention", "memory")] == [
+        shipped[name] for name in ("matmul", "attention", "memory")]
+
+
+def test_only_memory_may_exceed_its_peak_as_a_cache_does():
+    assert Efficiency(memory=2.5).memory == 2.5  # a small model's weights read from a CPU's cache
+    with pytest.raises(ValueError, match="memory must be in"):
+        Efficiency(memory=5.0)
+    with pytest.raises(ValueError, match="attention"):
+        Efficiency(attention=1.2)

@@ -52,7 +52,7 @@ def test_fitted_cases_are_the_only_ones_behind_a_gpus_factors():
     assert set(DEVICE_EFFICIENCY) <= fitted_gpus
     assert Efficiency.for_device("h100-sxm").memory == DEVICE_EFFICIENCY["h100-sxm"]["memory"]
     # nano-vllm's README benchmark runs on this GPU with the defaults: its -8.5% does not move
-    assert Efficiency.for_device("rtx-4070-laptop") == Efficiency() == Efficiency.for_device("this-cpu")
+    assert Efficiency.for_device("rtx-4070-laptop") == Efficiency()
     llm = LLM("qwen3-0.6b", runner="simulated", hardware="h100-sxm", max_model_len=1024)
     assert llm.model_runner.cost_model.eff == Efficiency.for_device("h100-sxm")
     llm.close()

@@ -152,3 +152,36 @@ def test_the_clock_moves_only_forward():
     assert clock.now_s() == 4.0
     with pytest.raises(AssertionError):
         clock.advance(-1.0)
+
+
+@pytest.mark.parametrize("model, settings, native", [
+    ("qwen3-0.6b", {}, True),
+    ("qwen3-0.6b", {"enforce_eager": True}, False),
+    ("qwen3-0.6b", {"tensor_parallel_size": 2}, False),
+    ("qwen2.5-7b", {}, False),  # attention biases: the native step has none
+])
+def test_a_cpu_decodes_natively_where_the_real_engine_would(model, settings, native):
+    cpu = dataclasses.replace(DEVICES["l4"], name="cpu-like", kind="cpu", dtype="float32", memory_bytes=64 * GIB)
+    runner, rec = _runner(model, cpu, **settings)
+    runner.run(_prefill(0, 40))
+    assert not runner.last_work.native and runner.last_cost.launch_s > runner.cost_model.eff.graph_launch_s
+    runner.run(_decode(41))
+    assert runner.last_work.native is native
+    modes = [e.stats["mode"] for e in rec.events if e.event == "RUN_MODEL"]
+    assert modes == ["eager", "compiled" if native else "eager"]
+
+
+def test_the_first_step_after_an_idle_wait_is_marked():
+    from nanovllm_teach.sim.runner import SimClock
+
+    runner, _ = _runner("qwen3-0.6b", clock=SimClock())
+    runner.run(_prefill(0, 40))
+    assert not runner.last_work.after_idle
+    runner.clock.wait_until(runner.clock.now_s())  # no time to wait: not idle
+    runner.run(_decode(41))
+    assert not runner.last_work.after_idle
+    runner.clock.wait_until(runner.clock.now_s() + 1.0)
+    runner.run(_prefill(1, 40))
+    assert runner.last_work.after_idle
+    runner.run(_decode(41, 41))
+    assert not runner.last_work.after_idle

@@ -95,7 +95,7 @@ def list_choices() -> str:
         lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, "
                      f"{device.memory_bandwidth / 1e9:6.0f} GB/s, {device.memory_bytes / GIB:4.0f} GiB, "
                      f"{device.interconnect}")
-    lines.append("  this-cpu         this machine's CPU, float32 (measured: about a second)")
+    lines.append("  this-cpu         this machine's CPU, float32 (measured: about two seconds)")
     return "\n".join(lines)
 
 

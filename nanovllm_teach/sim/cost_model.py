@@ -20,11 +20,17 @@ Then the parts a roofline leaves out:
 - launching kernels: an eager step launches ``kernels_per_layer`` kernels per layer from Python; on a GPU
   they queue up ahead of the device, so the step takes at least as long as launching them (a small decode
   on a fast GPU is *launch-bound*: the lesson of CUDA graphs); a replayed CUDA graph is one launch. On a CPU
-  the host runs every kernel itself, so launches add to the time.
+  the host runs every kernel itself, so launches add to the time, and the decode step is one call into
+  native code (``engine/compiled_decode.py``, the CPU's counterpart of a graph): one launch, no padding.
+  A CPU prefill still runs eagerly, so a lone small prefill costs several decode steps.
 - tensor parallelism: each rank holds 1/tp of the weights, heads and KV; two all-reduces per layer (after
   attention's output projection and after the MLP) plus one for the embedding send the step's hidden states
   over the interconnect, and the LM head's vocabulary shards are gathered onto rank 0.
 - the host: a fixed cost per step (schedule, build inputs, sample, postprocess) and a cost per sequence.
+- waking up: a step that starts after the engine sat idle waiting for an arrival finds its caches cold (and
+  on a shared or power-saving machine, its core given away or slowed down): ``wake_s``, 0 unless fitted.
+  On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its
+  first token more slowly than the same prefill run back to back.
 
 ``StepCost.bound`` says what decided: ``"compute"``, ``"memory"`` or ``"launch"``.
 
@@ -36,15 +42,26 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
-from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, Device
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # The sampler works on float32 logits: one write, one read per vocabulary entry and sequence.
 LOGIT_BYTES = 4 * 2
 SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
-_FRACTIONS = frozenset({"matmul", "attention", "memory", "interconnect"})
+# The factors of this engine on a CPU, fitted by ``python benchmarks/bench_sim.py --part calibrate --save`` on the
+# machine the project is built on; rerun it to fit them to yours (``this-cpu``'s peaks are measured anyway).
+THIS_CPU_FACTORS = Path(__file__).resolve().parent / "this_cpu_factors.json"
+# The same engine measured inside its server (nanovllm-teach serve), by the same command: there its steps share
+# the cores, and Python's GIL, with the server's work for every token it streams, so they take longer. Pass it
+# as ``sim_factors`` to predict a served engine.
+THIS_CPU_SERVED_FACTORS = Path(__file__).resolve().parent / "this_cpu_served_factors.json"
+_FRACTIONS = frozenset({"matmul", "attention", "interconnect"})
+# ``memory`` is a share of the measured or datasheet bandwidth, but may exceed 1 up to this: a CPU's bandwidth is
+# a copy far larger than its caches, and a model small enough to stay in the last-level cache between steps
+# (the shipped one: 7.7 MB) is read faster than that.
+MAX_MEMORY_SHARE = 4.0
 
 
 # The dense decoders whose config.json the shape is read from: the same block (RMSNorm, grouped-query
@@ -179,7 +196,7 @@ class Efficiency:
 
     matmul: float = 0.7  # share of peak FLOP/s a large matrix multiply reaches
     attention: float = 0.5  # share of peak FLOP/s the attention kernel reaches
-    memory: float = 0.8  # share of datasheet bandwidth a streaming read reaches
+    memory: float = 0.8  # share of datasheet bandwidth a streaming read reaches (above 1: from a CPU's cache)
     interconnect: float = 0.7  # share of link bandwidth a ring all-reduce reaches
     kernel_launch_s: float = 8e-6  # one eager kernel launch, Python dispatch included
     kernels_per_layer: int = 14  # norms, qkv, q/k norms, rotary, store K/V, attention, o, norm, gate_up, act, down
@@ -187,6 +204,7 @@ class Efficiency:
     allreduce_latency_s: float = 10e-6  # a collective's fixed cost, whatever its size
     step_overhead_s: float = 1e-3  # host work every step: schedule, build inputs, sample, postprocess
     seq_overhead_s: float = 10e-6  # host work per sequence in the batch
+    wake_s: float = 0.0  # the first step after the engine sat idle: cold caches, a core woken up
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -194,6 +212,9 @@ class Efficiency:
             if f.name in _FRACTIONS:
                 if not 0 < value <= 1:
                     raise ValueError(f"efficiency factor {f.name} must be in (0, 1], got {value!r}")
+            elif f.name == "memory":
+                if not 0 < value <= MAX_MEMORY_SHARE:
+                    raise ValueError(f"efficiency factor memory must be in (0, {MAX_MEMORY_SHARE:g}], got {value!r}")
             elif not value >= 0:
                 raise ValueError(f"efficiency factor {f.name} must be >= 0, got {value!r}")
 
@@ -202,8 +223,11 @@ class Efficiency:
 
     @classmethod
     def for_device(cls, name: str | None) -> "Efficiency":
-        """A GPU's own factors where published measurements fitted some (``DEVICE_EFFICIENCY``), the
-        defaults elsewhere (``this-cpu`` included: its factors come from ``sim_factors``' calibration file)."""
+        """A GPU's own factors where published measurements fitted some (``DEVICE_EFFICIENCY``); for
+        ``this-cpu``, the shipped calibration (``THIS_CPU_FACTORS``: this engine measured step by step on a
+        CPU, the GPU defaults being far from a CPU's host costs); the defaults elsewhere."""
+        if name == CPU_DEVICE_NAME:
+            return cls.from_json(THIS_CPU_FACTORS)
         return cls(**DEVICE_EFFICIENCY.get(name or "", {}))
 
     @classmethod
@@ -234,6 +258,25 @@ DEVICE_EFFICIENCY: dict[str, dict[str, float]] = {
     "h100-sxm": {"memory": 0.769, "allreduce_latency_s": 3.76e-05},
     "a100-80gb": {"memory": 0.647},
 }
+
+
+class StepCounts(NamedTuple):
+    """What a step computes and moves on one rank: the roofline's inputs, independent of the factors."""
+
+    linear_flops: float  # the linear layers and the LM head
+    attention_flops: float
+    bytes: float
+    rows: int  # token rows through the linear layers (a graph's padding included)
+    num_seqs: int
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """What one step did, as far as its cost goes (``StepCostModel.step``'s arguments, kept together)."""
+
+    batch: list[tuple[int, int]]  # (num_new_tokens, num_cached_tokens) per sequence
+    native: bool = False  # a CPU decode step run as one native call
+    after_idle: bool = False  # the engine waited for an arrival before it
 
 
 @dataclass(frozen=True)
@@ -279,10 +322,39 @@ class StepCostModel:
                                            + s.hidden_size) * b  # + the embedding row each token gathers
         self.num_kernels = s.num_layers * self.eff.kernels_per_layer
 
-    def step(self, batch: Sequence[tuple[int, int]], graph_batch_size: int | None = None) -> StepCost:
+    def step(self, batch: Sequence[tuple[int, int]], graph_batch_size: int | None = None, *, native: bool = False,
+             after_idle: bool = False) -> StepCost:
         """``batch``: ``(num_new_tokens, num_cached_tokens)`` per sequence. ``graph_batch_size``: the CUDA
-        graph bucket a decode replays (the padding rows are computed too), or None for an eager step."""
-        s, eff, dev = self.shape, self.eff, self.device
+        graph bucket a decode replays (the padding rows are computed too), or None for an eager step.
+        ``native``: a CPU decode step run as one native call (priced as one launch, ``graph_launch_s``).
+        ``after_idle``: the engine waited for an arrival before this step (it pays ``wake_s``)."""
+        eff, dev = self.eff, self.device
+        linear_flops, attention_flops, moved, rows, num_seqs = self.counts(batch, graph_batch_size)
+        compute_s = (linear_flops / (dev.peak_flops * eff.matmul)
+                     + attention_flops / (dev.peak_flops * eff.attention))
+        memory_s = moved / (dev.memory_bandwidth * eff.memory)
+        device_s = max(compute_s, memory_s)
+        bound = "compute" if compute_s >= memory_s else "memory"
+        comm_s = self._comm_s(rows, num_seqs)
+        if graph_batch_size is not None or native:
+            launch_s = eff.graph_launch_s
+            kernel_s = device_s + comm_s + launch_s
+        else:
+            launch_s = self.num_kernels * eff.kernel_launch_s
+            if dev.kind == "gpu":
+                kernel_s = max(device_s + comm_s, launch_s)  # launches run ahead of the device
+                if launch_s > device_s + comm_s:
+                    bound = "launch"
+            else:
+                kernel_s = device_s + comm_s + launch_s  # the host runs every kernel itself
+        host_s = eff.step_overhead_s + eff.seq_overhead_s * num_seqs + (eff.wake_s if after_idle else 0.0)
+        return StepCost(total_s=kernel_s + host_s, bound=bound, compute_s=compute_s, memory_s=memory_s,
+                        launch_s=launch_s, comm_s=comm_s, host_s=host_s,
+                        flops=linear_flops + attention_flops, bytes=moved)
+
+    def counts(self, batch: Sequence[tuple[int, int]], graph_batch_size: int | None = None) -> StepCounts:
+        """The step's work on one rank, whatever the efficiency factors (``step``'s arguments)."""
+        s = self.shape
         num_seqs = len(batch)
         num_new = 0
         attended = 0  # (query, key) pairs: each new token attends to the cache and to the new tokens before it
@@ -294,29 +366,9 @@ class StepCostModel:
         rows = graph_batch_size or num_new  # a graph computes its whole bucket, padding included
         linear_flops = self.linear_flops_per_token * rows + self.lm_head_flops_per_seq * num_seqs
         attention_flops = self.attention_flops_per_position * attended
-        compute_s = (linear_flops / (dev.peak_flops * eff.matmul)
-                     + attention_flops / (dev.peak_flops * eff.attention))
         moved = (self.weight_bytes + self.kv_bytes_per_token * (context + num_new)
                  + self.activation_bytes_per_token * rows + LOGIT_BYTES * s.vocab_size * num_seqs)
-        memory_s = moved / (dev.memory_bandwidth * eff.memory)
-        device_s = max(compute_s, memory_s)
-        bound = "compute" if compute_s >= memory_s else "memory"
-        comm_s = self._comm_s(rows, num_seqs)
-        if graph_batch_size is not None:
-            launch_s = eff.graph_launch_s
-            kernel_s = device_s + comm_s + launch_s
-        else:
-            launch_s = self.num_kernels * eff.kernel_launch_s
-            if dev.kind == "gpu":
-                kernel_s = max(device_s + comm_s, launch_s)  # launches run ahead of the device
-                if launch_s > device_s + comm_s:
-                    bound = "launch"
-            else:
-                kernel_s = device_s + comm_s + launch_s  # the host runs every kernel itself
-        host_s = eff.step_overhead_s + eff.seq_overhead_s * num_seqs
-        return StepCost(total_s=kernel_s + host_s, bound=bound, compute_s=compute_s, memory_s=memory_s,
-                        launch_s=launch_s, comm_s=comm_s, host_s=host_s,
-                        flops=linear_flops + attention_flops, bytes=moved)
+        return StepCounts(linear_flops, attention_flops, moved, rows, num_seqs)
 
     def _comm_s(self, rows: int, num_seqs: int) -> float:
         """Ring all-reduces of the hidden states (2 per layer + the embedding's), then the LM head's

@@ -3,7 +3,8 @@
 ``simulated_parts(model, settings)`` is what ``LLM(model, runner="simulated", hardware=...)`` is built from:
 the model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with the ``config.json`` of a
 dense decoder: Qwen3, Qwen2/2.5, Llama 2/3, Mistral; no tokenizer, no weights), ``hardware`` names the device (``sim/hardware.py``) and ``device`` becomes its name;
-the efficiency factors come from ``sim_factors``' file, or the defaults. The engine itself is the same
+the efficiency factors come from ``sim_factors``' file, or the device's own (``Efficiency.for_device``: a GPU's
+fitted ones or the defaults, ``this-cpu``'s shipped calibration). The engine itself is the same
 one, and does not know: this module imports the engine, never the other way round.
 
 Emits no events itself (the engine and the runner do).

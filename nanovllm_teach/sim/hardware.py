@@ -116,15 +116,18 @@ def _total_memory_bytes() -> int:
 def measure_this_cpu(copy_mib: int = 256, repeats: int = 5) -> Device:
     """This machine's CPU as the engine uses it, with torch's current thread count: float32 matrix-multiply
     FLOP/s through the library the engine's linear layers use by default, and memory bandwidth from
-    copying a ``copy_mib`` MiB tensor (each copy reads and writes every byte once). Takes about a second."""
+    copying a ``copy_mib`` MiB tensor (each copy reads and writes every byte once). Each is the best of
+    ``repeats`` runs: a peak is what the machine can do, and on a shared machine a median swings by 2x with
+    what else runs that second (measured on 2 busy cores), which would move every prediction with it.
+    Takes one to two seconds."""
     import torch  # only this measurement needs torch: the datasheet devices are plain data
 
     from nanovllm_teach.models.step_cost import matmul_peak_gflops, memory_bandwidth_gbs
 
-    flops = matmul_peak_gflops(repeats=repeats) * 1e9
-    bandwidth = memory_bandwidth_gbs(copy_mib, repeats) * 1e9
+    flops = max(matmul_peak_gflops(repeats=1) for _ in range(repeats)) * 1e9
+    bandwidth = max(memory_bandwidth_gbs(copy_mib, repeats=1) for _ in range(repeats)) * 1e9
     return Device(CPU_DEVICE_NAME, "cpu", "float32", peak_flops=flops, memory_bandwidth=bandwidth,
                   memory_bytes=_total_memory_bytes(), interconnect_bandwidth=bandwidth,
                   interconnect="shared memory (gloo)",
-                  source=f"measured now: a float32 1024x1024 matmul as the engine's linear layers run it, with "
-                         f"{torch.get_num_threads()} threads, a {copy_mib} MiB tensor copy, /proc/meminfo")
+                  source=f"measured now, best of {repeats}: a float32 1024x1024 matmul as the engine's linear layers "
+                         f"run it, with {torch.get_num_threads()} threads, a {copy_mib} MiB tensor copy; /proc/meminfo")

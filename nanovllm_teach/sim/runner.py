@@ -10,9 +10,11 @@ model and a GPU that are not there:
   the device's memory, the runtime's own share, the weights, and the warm-up prefill's activation peak;
   it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
-  ``last_cost`` (and what it was made from, each sequence's new and cached tokens, in ``last_work``); the
-  engine's STEP_DONE carries it (``step_stats``); decode steps replay a CUDA graph under the same rule as
-  on a real GPU (``engine/cuda_graphs.py``);
+  ``last_cost`` (and what it was made from in ``last_work``: each sequence's new and cached tokens, whether
+  the step ran as one native call and whether the engine had been idle before it); the engine's STEP_DONE
+  carries it (``step_stats``); decode steps replay a CUDA graph under the same rule as on a real GPU
+  (``engine/cuda_graphs.py``), and on a CPU run as the native decode step where the real engine's would
+  (``engine/compiled_decode.py``: one rank, no attention biases, ``enforce_eager`` off);
 - tokens are placeholders: a sequence gets EOS once it reaches the length the workload gave it
   (``answers``, which the arrival loop tells), another id otherwise (so without a target it runs to
   ``max_tokens``). Prompt ids are real, so prefix caching hits exactly as it would.
@@ -31,7 +33,7 @@ from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_bat
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
 from nanovllm_teach.engine.runner import RunnerDefaults
 from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, warmup_batch, weight_bytes
-from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel
+from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel, StepWork
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
 from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
@@ -39,10 +41,11 @@ from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, size_kv_c
 
 class SimClock:
     """Simulated seconds since the engine started (the engine's ``Clock``); only ``SimulatedRunner.run`` and
-    idle waits move it."""
+    idle waits move it. ``idle``: the last thing that moved it was a wait for an arrival."""
 
     def __init__(self) -> None:
         self.t_s = 0.0
+        self.idle = False
 
     def now_s(self) -> float:
         return self.t_s
@@ -50,10 +53,12 @@ class SimClock:
     def advance(self, seconds: float) -> None:
         assert seconds >= 0, seconds
         self.t_s += seconds
+        self.idle = False
 
     def wait_until(self, t_s: float) -> None:
         """An idle engine waits for the next arrival (time never runs backwards)."""
-        self.t_s = max(self.t_s, t_s)
+        if t_s > self.t_s:
+            self.t_s, self.idle = t_s, True
 
 
 class AnswerLengths:
@@ -99,13 +104,16 @@ class SimulatedRunner(RunnerDefaults):
         self.cost_model = StepCostModel(shape, device, efficiency, tensor_parallel_size)
         self.clock = clock or SimClock()
         self.last_cost: StepCost | None = None
-        self.last_work: list[tuple[int, int]] = []  # the step's (num_new_tokens, num_cached_tokens) per sequence
+        self.last_work = StepWork([])
         # What the engine reports: the names a real engine on that device would pick with "auto".
         self.device = device.name
         self.dtype = device.dtype
         self.attention_backend = attention_backend_on(device.kind)
         self.enforce_eager = enforce_eager
         self.graph_sizes = graph_batch_sizes(max_num_seqs) if device.kind == "gpu" and not enforce_eager else []
+        # The rule of engine/compiled_decode.py's unusable_reason (a CPU engine's attention backend is "cpp").
+        self.native_decode = (device.kind == "cpu" and tensor_parallel_size == 1 and not enforce_eager
+                              and not shape.qkv_bias)
         self.eos_token_id = shape.eos_token_id
         self.placeholder_token_id = 1 if shape.eos_token_id == 0 else 0
         self.answers = answers or AnswerLengths()
@@ -172,9 +180,10 @@ class SimulatedRunner(RunnerDefaults):
     def run(self, batch: ScheduledBatch) -> list[int]:
         """Predict the step, let the simulated time pass, and sample placeholder tokens."""
         seqs, is_prefill = batch.seqs, batch.is_prefill
-        work = [(len(seq.token_ids), seq.num_cached_tokens) for seq in seqs]
+        work = StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in seqs],
+                        native=self.native_decode and not is_prefill, after_idle=self.clock.idle)
         graph_bs = choose_graph_batch_size(is_prefill, len(seqs), self.graph_sizes)
-        cost = self.cost_model.step(work, graph_bs)
+        cost = self.cost_model.step(work.batch, graph_bs, native=work.native, after_idle=work.after_idle)
         self.clock.advance(cost.total_s)
         self.last_cost, self.last_work = cost, work
         phase = "prefill" if is_prefill else "decode"
@@ -184,8 +193,9 @@ class SimulatedRunner(RunnerDefaults):
                 mode="graph", batch_size=len(seqs), num_tokens=num_tokens, graph_batch_size=graph_bs,
                 **cost.as_stats()))
         elif self.rec.enabled:
-            self.rec.record(phase, "eager_forward", RunModel(
-                mode="eager", batch_size=len(seqs), num_tokens=num_tokens, graph_batch_size=None,
+            self.rec.record(phase, "compiled_forward" if work.native else "eager_forward", RunModel(
+                mode="compiled" if work.native else "eager", batch_size=len(seqs), num_tokens=num_tokens,
+                graph_batch_size=None,
                 eager_reason=self._eager_reason(is_prefill), **cost.as_stats()))
         token_ids = [self._next_token(seq) for seq in seqs]
         if self.rec.enabled:
