@@ -52,6 +52,22 @@ def test_workload_options_reach_the_engine(tmp_path):
     assert trace.header["config"]["max_num_seqs"] == 8
 
 
+
+def test_this_cpu_sizes_its_kv_cache_as_the_real_engine_does(capsys):
+    """Without --num-kvcache-blocks, this CPU's KV blocks come from the real engine's CPU cap (a share of the
+    memory available, at most what the limits can fill): it once multiplied an unset cpu_kvcache_gib."""
+    from nanovllm_teach.sim.cost_model import load_shape
+    from nanovllm_teach.utils.memory import CPU_KV_SHARE, kv_block_bytes, read_memory
+
+    assert _simulate("--model", "qwen3-0.6b", "--hardware", "this-cpu", "--requests", "3", "--max-num-seqs", "4",
+                     "--max-model-len", "1024") == 0
+    printed = capsys.readouterr().out
+    blocks = int(printed.split("(tp=1), ")[1].split(" KV blocks")[0])
+    shape = load_shape("qwen3-0.6b")
+    per_block = kv_block_bytes(shape.num_layers, 256, shape.num_kv_heads, shape.head_dim, 4)
+    by_memory = int(read_memory(__import__("torch").device("cpu")).free * CPU_KV_SHARE) // per_block
+    assert 0 < blocks <= 4 * (1024 // 256) and (blocks == 4 * (1024 // 256) or abs(blocks - by_memory) <= 1)
+
 def test_list_names_every_model_and_device(capsys):
     assert _simulate("--list") == 0
     printed = capsys.readouterr().out

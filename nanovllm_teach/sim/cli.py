@@ -153,8 +153,17 @@ def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
     tp, block = args.tensor_parallel_size, args.block_size
     shape.check_tensor_parallel(tp)
     if args.hardware == CPU_DEVICE_NAME:
+        if args.num_kvcache_blocks:
+            return args.num_kvcache_blocks
+        import torch  # this CPU is measured when the engine starts: torch is loaded then anyway
+
+        from nanovllm_teach.utils.memory import auto_cpu_kv_cap, read_memory
         per_block = kv_block_bytes_per_rank(shape, DTYPE_BYTES["float32"], tp, block)  # this CPU runs float32
-        return args.num_kvcache_blocks or int(Settings.cpu_kvcache_gib * GIB) // per_block
+        max_len = min(args.max_model_len, shape.max_position_embeddings)
+        # The real engine's CPU cap when cpu_kvcache_gib is not set (config.py): a share of what is available.
+        cap, _ = auto_cpu_kv_cap(per_block, args.max_num_seqs * -(-max_len // block),
+                                 read_memory(torch.device("cpu")).free // tp)
+        return cap // per_block
     device = get_device(args.hardware)  # a datasheet device: plain data
     if args.num_kvcache_blocks is not None:
         check_kv_blocks(shape, device, tp, block, args.num_kvcache_blocks)
