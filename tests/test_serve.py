@@ -233,14 +233,19 @@ def test_streamed_pieces_add_up_to_the_whole_text():
 
     @hypothesis.settings(max_examples=60, deadline=None)
     @hypothesis.given(st.lists(st.one_of(st.integers(0, tokenizer.vocab_size - 1), st.sampled_from(chinese)),
-                               max_size=30), st.integers(1, 3))
-    def check(ids, per_update):
-        text = IncrementalText(tokenizer)
+                               max_size=30), st.integers(1, 3), st.booleans())
+    def check(ids, per_update, skip):
+        text = IncrementalText(tokenizer, skip_special_tokens=skip)
         pieces = [text.add(ids[k:k + per_update]) for k in range(0, len(ids), per_update)]
         pieces.append(text.finish())
-        assert "".join(pieces) == tokenizer.decode(ids, skip_special_tokens=True)
+        assert "".join(pieces) == tokenizer.decode(ids, skip_special_tokens=skip)
         assert not any(piece.endswith("\ufffd") for piece in pieces[:-1])
     check()
+    # The tokenizer's Rust backend decodes (its own decode adds nothing here); with a clean-up of spaces
+    # asked for, which the backend does not do, the tokenizer's own decode is kept.
+    assert IncrementalText(tokenizer)._backend is tokenizer.backend_tokenizer
+    tokenizer.clean_up_tokenization_spaces = True
+    assert IncrementalText(tokenizer)._backend is None
 
 
 def test_the_serving_benchmark_runs_and_its_checks_pass():

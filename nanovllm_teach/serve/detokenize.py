@@ -19,12 +19,18 @@ class IncrementalText:
     def __init__(self, tokenizer: Any, skip_special_tokens: bool = True) -> None:
         self.tokenizer = tokenizer
         self.skip = skip_special_tokens
+        # A fast tokenizer's decode is its Rust backend's, then an optional clean-up of spaces. Without the
+        # clean-up, the backend alone gives the same text for a fifth of the cost (two calls a streamed token).
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._backend = None if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True) else backend
         self.token_ids: list[int] = []
         self.sent = ""
         self._prefix = 0  # the window's start: tokens before it are fully sent
         self._read = 0  # tokens up to here are sent
 
     def _decode(self, ids: list[int]) -> str:
+        if self._backend is not None:
+            return self._backend.decode(ids, skip_special_tokens=self.skip)
         return self.tokenizer.decode(ids, skip_special_tokens=self.skip)
 
     def add(self, token_ids: tuple[int, ...] | list[int]) -> str:
