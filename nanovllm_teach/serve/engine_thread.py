@@ -254,7 +254,7 @@ class EngineThread:
         """Sample ``index``'s tokens after the first ``sent``, and, once it has finished, its ending."""
         start = seq.num_prompt_tokens + sent
         logprobs = () if seq.num_logprobs is None else tuple(seq.logprobs[p] for p in range(start, seq.num_tokens))
-        new = tuple(seq.completion_token_ids[sent:])
+        new = tuple(seq.token_ids[start:])  # only the new tokens copied, not the whole answer each step
         if not seq.is_finished:
             return Update(index, new, logprobs, num_prompt_tokens=seq.num_prompt_tokens)
         finish_reason, stop_reason, text = api_finish(seq, completion_text(seq, self.engine.tokenizer))
