@@ -369,8 +369,8 @@ class ModelRunner(RunnerDefaults):
         """The logits of each sequence's next token (None on the ranks other than 0). ``greedy``: every row
         is greedy and the sampler has nothing else to do; the native decode step then returns the token ids
         themselves (``native_greedy``)."""
-        graph_sizes = self.decode_graphs.batch_sizes if self.decode_graphs is not None else []
-        graph_bs = choose_graph_batch_size(is_prefill, input_ids.size(0), graph_sizes)
+        graph_bs = None if self.decode_graphs is None else choose_graph_batch_size(
+            is_prefill, input_ids.size(0), self.decode_graphs.batch_sizes)
         if graph_bs is not None:
             hidden_states = self.decode_graphs.replay(input_ids, positions, get_context(), graph_bs)
             if self.rec.enabled:
@@ -403,20 +403,22 @@ class ModelRunner(RunnerDefaults):
                 and not any(seq.temperature > 0 or seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0
                             or seq.logprobs is not None for seq in seqs))
 
-    @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int]:
         """The one call the engine makes: one sampled token id per sequence of ``batch``."""
         seqs, is_prefill = batch.seqs, batch.is_prefill
+        # A with block, not the @torch.inference_mode() decorator, which makes a new context manager for each
+        # call (a few µs a step right after the native step: its weights push the interpreter's data out of cache).
         try:
-            input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
-            greedy = self.native_greedy(is_prefill, seqs)
-            out = self.run_model(input_ids, positions, is_prefill, greedy)
-            if greedy:  # the sampler has nothing to do: no sampling inputs are built
-                sampled = Sampled(out.tolist(), None, None)
-            elif out is not None:
-                sampled = self.sampler.sample(out, *self.prepare_sample(seqs))
-            else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here
-                sampled = Sampled([], None, None)
+            with torch.inference_mode():
+                input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
+                greedy = self.native_greedy(is_prefill, seqs)
+                out = self.run_model(input_ids, positions, is_prefill, greedy)
+                if greedy:  # the sampler has nothing to do: no sampling inputs are built
+                    sampled = Sampled(out.tolist(), None, None)
+                elif out is not None:
+                    sampled = self.sampler.sample(out, *self.prepare_sample(seqs))
+                else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here
+                    sampled = Sampled([], None, None)
         finally:
             reset_context()
         self.last_logprobs = sampled.logprobs
