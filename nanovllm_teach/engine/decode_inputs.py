@@ -7,8 +7,9 @@ each, and several times that right after a step, whose weights have pushed the i
 of the processor's cache). Here the numbers are written into two ``array.array`` buffers (one per dtype,
 a copy in C), and the tensors are views of those buffers, made once per batch shape and reused.
 
-A step's tensors hold their values until the next step writes new ones: nothing keeps them across steps
-(the recorder turns a tensor into a list when it records it). Emits no events.
+A step's tensors hold their values until the next decode step writes new ones, as a graph's buffers do:
+whoever needs them longer keeps a copy (``.clone()``); the recorder turns a tensor into a list when it
+records it. Emits no events.
 """
 
 from __future__ import annotations
