@@ -11,7 +11,8 @@ Every step, ``run(batch)``:
 - ``prepare_prefill``: the new tokens of every sequence flattened into one batch with absolute positions;
   ``cu_seqlens_q``/``cu_seqlens_k`` mark the boundaries (``k`` longer when part of the prompt is cached);
   ``slot_mapping`` says where each new token's K/V goes in the cache.
-- ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back.
+- ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back
+  (on a CPU written into buffers kept from step to step, ``engine/decode_inputs.py``).
 - run the model (on a GPU decode replays a CUDA graph, ``engine/cuda_graphs.py``; on a CPU it is one call
   into the native decode step, ``engine/compiled_decode.py``, where that can run), keep each sequence's last
   hidden state, sample. The native step runs through the LM head, and when every row is greedy with nothing
@@ -43,6 +44,7 @@ from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, c
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine import prefill_layout  # looked up at each call: the prepare_prefill exercise replaces it
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.decode_inputs import StaticDecodeInputs
 from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.onednn_linear import pack_linear_weights
@@ -142,6 +144,8 @@ class ModelRunner(RunnerDefaults):
             layer.backend = backend
 
         self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
+        self.static_decode_inputs = StaticDecodeInputs(
+            config.max_num_seqs, -(-config.max_model_len // self.block_size)) if self.device.type == "cpu" else None
         self.compiled_decode: CompiledDecode | None = None
         self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend)
         self.warmup_model()
@@ -316,15 +320,18 @@ class ModelRunner(RunnerDefaults):
 
     def prepare_decode(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, torch.Tensor]:
         bs = self.block_size
-        # One tensor per dtype, cut into the step's five inputs (views): a torch.tensor call costs a few
-        # microseconds, a view a fraction of one, and at one sequence the native step itself is ~0.4 ms.
-        longs = self._tensor([seq.token_ids[0] for seq in seqs] + [seq.num_cached_tokens for seq in seqs]
-                             + [decode_slot(seq, bs) for seq in seqs]).view(3, len(seqs))
+        longs = ([seq.token_ids[0] for seq in seqs] + [seq.num_cached_tokens for seq in seqs]
+                 + [decode_slot(seq, bs) for seq in seqs])
         tables, width = padded_block_tables(seqs)
-        ints = self._tensor([seq.num_tokens for seq in seqs] + tables, torch.int32)
-        ids, pos, slot_mapping = longs.unbind()
-        ctx = Context(is_prefill=False, slot_mapping=slot_mapping, context_lens=ints[:len(seqs)],
-                      block_tables=ints[len(seqs):].view(len(seqs), width))
+        ints = [seq.num_tokens for seq in seqs] + tables
+        if self.static_decode_inputs is not None:  # a CPU: written into the buffers kept from step to step
+            ids, pos, slot_mapping, context_lens, block_tables = self.static_decode_inputs.fill(longs, ints, width)
+        else:  # one tensor per dtype, cut into the step's five inputs (views)
+            ids, pos, slot_mapping = self._tensor(longs).view(3, len(seqs)).unbind()
+            ints_tensor = self._tensor(ints, torch.int32)
+            context_lens, block_tables = ints_tensor[:len(seqs)], ints_tensor[len(seqs):].view(len(seqs), width)
+        ctx = Context(is_prefill=False, slot_mapping=slot_mapping, context_lens=context_lens,
+                      block_tables=block_tables)
         set_context(ctx)
         if self.rec.enabled:
             self.rec.record("decode", "one_token_per_sequence", PrepareDecodeTensors(
@@ -362,8 +369,8 @@ class ModelRunner(RunnerDefaults):
         """The logits of each sequence's next token (None on the ranks other than 0). ``greedy``: every row
         is greedy and the sampler has nothing else to do; the native decode step then returns the token ids
         themselves (``native_greedy``)."""
-        graph_sizes = self.decode_graphs.batch_sizes if self.decode_graphs is not None else []
-        graph_bs = choose_graph_batch_size(is_prefill, input_ids.size(0), graph_sizes)
+        graph_bs = None if self.decode_graphs is None else choose_graph_batch_size(
+            is_prefill, input_ids.size(0), self.decode_graphs.batch_sizes)
         if graph_bs is not None:
             hidden_states = self.decode_graphs.replay(input_ids, positions, get_context(), graph_bs)
             if self.rec.enabled:
@@ -396,20 +403,22 @@ class ModelRunner(RunnerDefaults):
                 and not any(seq.temperature > 0 or seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0
                             or seq.logprobs is not None for seq in seqs))
 
-    @torch.inference_mode()
     def run(self, batch: ScheduledBatch) -> list[int]:
         """The one call the engine makes: one sampled token id per sequence of ``batch``."""
         seqs, is_prefill = batch.seqs, batch.is_prefill
+        # A with block, not the @torch.inference_mode() decorator, which makes a new context manager for each
+        # call (a few µs a step right after the native step: its weights push the interpreter's data out of cache).
         try:
-            input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
-            greedy = self.native_greedy(is_prefill, seqs)
-            out = self.run_model(input_ids, positions, is_prefill, greedy)
-            if greedy:  # the sampler has nothing to do: no sampling inputs are built
-                sampled = Sampled(out.tolist(), None, None)
-            elif out is not None:
-                sampled = self.sampler.sample(out, *self.prepare_sample(seqs))
-            else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here
-                sampled = Sampled([], None, None)
+            with torch.inference_mode():
+                input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
+                greedy = self.native_greedy(is_prefill, seqs)
+                out = self.run_model(input_ids, positions, is_prefill, greedy)
+                if greedy:  # the sampler has nothing to do: no sampling inputs are built
+                    sampled = Sampled(out.tolist(), None, None)
+                elif out is not None:
+                    sampled = self.sampler.sample(out, *self.prepare_sample(seqs))
+                else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here
+                    sampled = Sampled([], None, None)
         finally:
             reset_context()
         self.last_logprobs = sampled.logprobs
