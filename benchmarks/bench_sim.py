@@ -23,7 +23,9 @@ runner="simulated", hardware=...)``: its own Scheduler and BlockManager) and ``r
    Then the **served calibration**: both arriving draws again, through the server (``build_server``, the
    load generator of ``bench_serve.py`` in its own process, streamed), each step timed on the engine
    thread; the host terms alone are refitted on draw 0 (the device's shares kept: the same machine, more
-   host work per step and per token) and judged on draw 1; written beside the other as
+   host work per step and per token), ``frontend_s`` is the client's TTFT median beyond the engine side's
+   (what a request meets outside the engine), and both are judged on draw 1 (per step, and the requests'
+   TTFT and TPOT medians at the client against the simulated engine with these factors); written beside the other as
    ``this_cpu_served_factors.json`` (``--save``) or ``--factors-out`` with ``.served.json``.
 2. **nano-vllm's README benchmark, predicted** (``--part nano-vllm``). The nano-vllm repository reports, for
    Qwen3-0.6B on an RTX 4070 Laptop (8 GB), 256 requests with input and output lengths uniform in
@@ -52,6 +54,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from nanovllm_teach import LLM
@@ -126,12 +129,13 @@ def _simulated(workload: list, num_blocks: int, factors: str | None = None) -> t
     return llm.run_workload(workload), steps
 
 
-def _served_run(workload: list) -> tuple[list[StepWork], list[float]]:
+def _served_run(workload: list) -> tuple[list[StepWork], list[float], list[dict], list[float]]:
     """The same engine inside the server (``build_server(live=False)``, as ``nanovllm-teach serve`` runs it),
     the workload sent by ``bench_serve.py``'s load generator in its own process, streamed: each step as the
     engine thread ran it and its measured seconds (``_step_times``: the engine thread's work between the steps
-    included). A step after an idle wait is one that found nothing running (the engine thread had waited on
-    its inbox)."""
+    included), the client's results (``first_s``, ``last_s``, ``usage`` per request) and the engine side's
+    TTFTs (from the hand-over to the engine thread, as ``vllm:time_to_first_token_seconds`` observes them). A
+    step after an idle wait is one that found nothing running (the engine thread had waited on its inbox)."""
     from bench_serve import run_client  # the load generator: this directory's other script
     from nanovllm_teach.serve.build import BackgroundServer, build_server
 
@@ -154,14 +158,26 @@ def _served_run(workload: list) -> tuple[list[StepWork], list[float]]:
         return out
 
     engine.model_runner.run, thread._step = recording_run, timed_step
+    engine_ttfts, first_token = [], thread.metrics.first_token
+    thread.metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
     requests = [{"prompt": r.prompt_token_ids, "max_tokens": r.output_len, "arrival_s": r.arrival_s}
                 for r in workload]
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            run_client(server.url, requests, True, Path(tmp))
+            client = run_client(server.url, requests, True, Path(tmp))["results"]
     finally:
         server.stop()
-    return steps, _step_times(steps, times)
+    return steps, _step_times(steps, times), client, engine_ttfts
+
+
+def _client_p50_s(client: list[dict], name: str) -> float:
+    """The median of the load generator's ``first_s`` (its TTFT) or ``tpot_s`` over the requests that have it
+    (a request whose tokens completed no character has no text chunk to time)."""
+    def value(r: dict) -> float | None:
+        if name == "first_s" or r["first_s"] is None or r["usage"]["completion_tokens"] < 2:
+            return r["first_s"] if name == "first_s" else None
+        return (r["last_s"] - r["first_s"]) / (r["usage"]["completion_tokens"] - 1)
+    return statistics.median(v for v in map(value, client) if v is not None)
 
 
 def _step_times(steps: list[StepWork], spans: list[tuple[float, float]]) -> list[float]:
@@ -241,16 +257,28 @@ def calibrate(args: argparse.Namespace) -> None:
     # The same arriving draws through the server: its steps share the cores (and Python's GIL) with the
     # server's work for every token it streams, so they are fitted apart, into the served calibration.
     served = {seed: _served_run(draws[seed][5]) for seed in (0, 1)}
-    fit = fit_efficiency(shape, device, *served[0], shares=fit.efficiency)  # the same device: host terms alone
-    factors = {k: round(v, 9) for k, v in fit.efficiency.to_dict().items()}
+    steps, measured, client, engine_ttfts = served[0]
+    fit = fit_efficiency(shape, device, steps, measured, shares=fit.efficiency)  # the same device: host terms alone
+    # What a served request meets outside the engine (the client's send, HTTP, the hand-over, the first
+    # chunk's way back): the client's TTFT beyond the engine side's, medians of draw 0.
+    frontend_s = max(0.0, _client_p50_s(client, "first_s") - statistics.median(engine_ttfts))
+    efficiency = replace(fit.efficiency, frontend_s=frontend_s)
+    factors = {k: round(v, 9) for k, v in efficiency.to_dict().items()}
     path = SERVED_FACTORS_FILE if args.save else Path(args.factors_out).with_suffix(".served.json")
     path.write_text(json.dumps(factors, indent=1) + "\n")
-    print(f"served: fitted on draw 0 arriving through the server ({len(served[0][0])} steps): error "
-          f"{fit.median_abs_error:.1%}; factors {factors}, in {path}")
-    steps, measured = served[1]
-    errors = relative_errors(predict(shape, device, fit.efficiency, steps), measured)
+    print(f"served: fitted on draw 0 arriving through the server ({len(steps)} steps): error "
+          f"{fit.median_abs_error:.1%}; frontend_s {frontend_s * 1e3:.2f} ms (client TTFT p50 beyond the engine "
+          f"side's); factors {factors}, in {path}")
+    steps, measured, client, engine_ttfts = served[1]
+    errors = relative_errors(predict(shape, device, efficiency, steps), measured)
     print(f"served: judged on draw 1 ({len(steps)} steps): per-step median |error| {statistics.median(errors):.1%}")
-    _by_kind(shape, device, fit.efficiency, steps, measured, "served draw 1")
+    _by_kind(shape, device, efficiency, steps, measured, "served draw 1")
+    simulated, _ = _simulated(draws[1][5], num_blocks, str(path))
+    ttft = _client_p50_s(client, "first_s") * 1e3
+    tpot = _client_p50_s(client, "tpot_s") * 1e3
+    print(f"  served draw 1, per request at the client: TTFT p50 measured {ttft:.2f} ms, simulated "
+          f"{_p50_ms(simulated, 'ttft_s'):.2f} ms ({_p50_ms(simulated, 'ttft_s') / ttft - 1:+.0%}); TPOT p50 measured "
+          f"{tpot:.2f} ms, simulated {_p50_ms(simulated, 'tpot_s'):.2f} ms ({_p50_ms(simulated, 'tpot_s') / tpot - 1:+.0%})")
     print("machine load after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

@@ -47,6 +47,7 @@ class LLM(LLMEngine):
         asked = Settings.from_kwargs(settings)
         parts = simulated_parts(name, asked) if asked.simulated else real_parts(name, asked)
         self.answers = parts.answers
+        self.frontend_s = parts.frontend_s
         super().__init__(parts.config, recorder=make_recorder(trace),
                          trace_header=parts.config.trace_header(trace_metadata or {}, parts.simulated),
                          make_runner=parts.make_runner, clock=parts.clock, tokenizer=parts.tokenizer,
@@ -57,8 +58,9 @@ class LLM(LLMEngine):
         """Serve ``workload`` (see ``workload/arrivals.py``): each request joins ``arrival_s`` seconds after the
         call, simulated or by the wall clock. ``ignore_eos`` (simulated): every request runs to its
         ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does, and like it holds the
-        engine for the whole call (another thread's call waits)."""
-        return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers)
+        engine for the whole call (another thread's call waits). A simulated engine whose factors carry a
+        server's latency (``frontend_s``, the served calibration's) lets each request join that much later."""
+        return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers, frontend_s=self.frontend_s)
 
 
 def real_parts(model: str, asked: Settings) -> EngineParts:

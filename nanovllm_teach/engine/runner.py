@@ -94,3 +94,4 @@ class EngineParts:
     eos_token_id: int
     simulated: dict[str, Any] | None = None  # the trace header's description of a simulated device
     answers: Any | None = None  # where a workload's answer lengths go, for a model that follows them
+    frontend_s: float = 0.0  # a simulated server's latency outside the engine, which run_workload adds

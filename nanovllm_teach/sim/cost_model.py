@@ -31,6 +31,11 @@ Then the parts a roofline leaves out:
   on a shared or power-saving machine, its core given away or slowed down): ``wake_s``, 0 unless fitted.
   On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its
   first token more slowly than the same prefill run back to back.
+- serving, outside the steps: a request sent to a server meets latency the engine never sees (the client's
+  send, HTTP parsing and routing, the hand-over to the engine thread, the first token's way back as an SSE
+  chunk): ``frontend_s``, 0 unless fitted (the served calibration measures it). It is no step cost: the
+  simulated engine's ``run_workload`` lets each request join that much after it arrives
+  (``workload/arrivals.py``), so a served request's TTFT and end-to-end latency include it.
 
 ``StepCost.bound`` says what decided: ``"compute"``, ``"memory"`` or ``"launch"``.
 
@@ -205,6 +210,7 @@ class Efficiency:
     step_overhead_s: float = 1e-3  # host work every step: schedule, build inputs, sample, postprocess
     seq_overhead_s: float = 10e-6  # host work per sequence in the batch
     wake_s: float = 0.0  # the first step after the engine sat idle: cold caches, a core woken up
+    frontend_s: float = 0.0  # a served request's latency outside the engine (not a step cost: see above)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -69,4 +69,5 @@ def simulated_parts(model: str, asked: Settings) -> EngineParts:
 
     simulated = {"hardware": device.describe(), "efficiency": efficiency.to_dict(),
                  "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name}
-    return EngineParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers)
+    return EngineParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers,
+                       efficiency.frontend_s)

@@ -14,6 +14,12 @@ until the next step whose number is a multiple of K (at once if the engine is id
 wait. Only the admission is modelled, not the tokens a multi-step run streams K at a time; use it to
 reproduce a measurement of an engine that had it, never to tune the efficiency factors.
 
+``frontend_s`` (off: 0) is a server's own latency per request, outside the engine (the client's send, HTTP
+parsing, the hand-over to the engine thread, the first token's way back): each request joins the engine that
+much after it arrives (closed loop: after its client sent it), and its times still count from its arrival,
+so its TTFT and end-to-end latency include it. The simulator's served calibration measures it
+(``sim/cost_model.py``); a real engine served by ``run_workload`` has no server in front of it.
+
 An answer is ``output_len`` tokens long. A real model writes what it writes, so it runs with
 ``max_tokens=output_len`` and ``ignore_eos``; a model that follows the workload's lengths (the simulator's:
 ``answers``) is told each length and ends the answer there with EOS, unless ``ignore_eos``, as in
@@ -47,17 +53,20 @@ class AnswerLengths(Protocol):
 
 def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_eos: bool = False,
                    answers: AnswerLengths | None = None, concurrency: int | None = None,
-                   progress: bool = False, admit_every: int = 1) -> WorkloadResult:
+                   progress: bool = False, admit_every: int = 1, frontend_s: float = 0.0) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
     and aborts as ``generate`` does. ``concurrency``: closed-loop load, that many clients each sending
     its next request (in the workload's order, arrival times ignored) when its last one finishes;
     ``progress``: a tqdm bar of requests done, with the engine's clock and steps per second; ``admit_every``:
-    arrived requests join only every that many steps (vLLM's multi-step scheduling; 1: every step)."""
+    arrived requests join only every that many steps (vLLM's multi-step scheduling; 1: every step);
+    ``frontend_s``: a server's latency per request before it joins (see the module's docstring)."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
         raise ValueError(f"concurrency must be an int >= 1 (clients) or None (open loop), got {concurrency!r}")
     if isinstance(admit_every, bool) or not isinstance(admit_every, int) or not 1 <= admit_every <= 1024:
         raise ValueError(f"admit_every must be an int in 1..1024 (steps between admissions), got {admit_every!r}")
+    if isinstance(frontend_s, bool) or not isinstance(frontend_s, (int, float)) or not 0 <= frontend_s < 60:
+        raise ValueError(f"frontend_s must be a number of seconds in [0, 60), got {frontend_s!r}")
     seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
     if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
         for seq, request in zip(seqs, workload):
@@ -68,7 +77,7 @@ def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_e
             pairs.sort(key=lambda pair: pair[0].arrival_s)
         with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
                                                           desc="serving") as bar:
-            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every)
+            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, frontend_s)
     finally:
         if answers is not None:
             answers.forget(seq.seq_id for seq in seqs)
@@ -84,7 +93,7 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
 
 
 def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None, bar: tqdm,
-                     admit_every: int) -> WorkloadResult:
+                     admit_every: int, frontend_s: float) -> WorkloadResult:
     pending = list(reversed(arrivals))  # the next arrival last: popped in order
     arrived: list[tuple[Sequence, float]] = []  # sent, not yet admitted: they wait for a scheduling step
     result = WorkloadResult()
@@ -96,13 +105,13 @@ def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None,
     while pending or arrived or not engine.is_finished():
         if concurrency is not None:  # every client without an answer to wait for sends its next request now
             while pending and in_flight < concurrency:
-                arrived.append((pending.pop()[1], clock.now_s()))
+                arrived.append((pending.pop()[1], clock.now_s() - frontend_s))  # sent that long before it joins
                 in_flight += 1
         else:
-            if engine.is_finished() and not arrived:  # idle until the next arrival
-                clock.wait_until(t0 + pending[-1][0].arrival_s)
+            if engine.is_finished() and not arrived:  # idle until the next arrival reaches the engine
+                clock.wait_until(t0 + pending[-1][0].arrival_s + frontend_s)
             now = clock.now_s()
-            while pending and t0 + pending[-1][0].arrival_s <= now:
+            while pending and t0 + pending[-1][0].arrival_s + frontend_s <= now:
                 request, seq = pending.pop()
                 arrived.append((seq, t0 + request.arrival_s))
         if engine.is_finished() or result.num_steps % admit_every == 0:  # the scheduler runs: all who wait join
