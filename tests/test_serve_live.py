@@ -64,6 +64,7 @@ def test_live_page_moves_as_requests_arrive(tmp_path):
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         guard = threading.Timer(120, process.kill)
         guard.start()
+        stop = threading.Event()  # set when the test has seen what it checks, or failed: the clients end
         try:
             port_file = profile / "DevToolsActivePort"
             assert wait_until(lambda: port_file.exists() and port_file.read_text().strip(), timeout_s=30)
@@ -77,10 +78,8 @@ def test_live_page_moves_as_requests_arrive(tmp_path):
                 assert "waiting for the first request" in page.locator("#ticker").inner_text()
                 client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
 
-                stop = threading.Event()
-
-                def load() -> None:  # requests keep arriving until the test has seen the page move
-                    for k in range(40):
+                def load() -> None:  # requests keep arriving until the test has seen what it checks
+                    for k in range(2000):  # bounded; a fast engine answers 40 of these in about a second
                         if stop.is_set():
                             return
                         client.completions.create(model=MODEL, prompt=f"Story {k}", max_tokens=60, temperature=0,
@@ -129,6 +128,7 @@ def test_live_page_moves_as_requests_arrive(tmp_path):
                 _screenshot(page, tmp_path, "live_page_after")
                 assert not errors, errors
         finally:
+            stop.set()
             guard.cancel()
             process.kill()
             process.wait(timeout=10)
