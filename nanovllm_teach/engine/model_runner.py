@@ -85,6 +85,11 @@ def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     return seq.block_table[-1] * block_size + (seq.num_tokens - 1) % block_size
 
 
+def filters_rows(seq: ScheduledSeq) -> bool:
+    """Whether a sequence's sampling cuts its distribution (top-k, top-p or min-p)."""
+    return seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0
+
+
 def padded_block_tables(seqs: list[ScheduledSeq]) -> tuple[list[int], int]:
     """Every sequence's block table, padded with -1 to the longest, one after another (a flat list); and
     that longest length."""
@@ -356,7 +361,7 @@ class ModelRunner(RunnerDefaults):
         # A seeded request's noise depends only on its seed and its position, never on the batch.
         seeds = [None if seq.seed is None else (seq.seed * 1_000_003 + seq.num_tokens) % 2**63 for seq in seqs]
         filters = None
-        if any(seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0 for seq in seqs):
+        if any(filters_rows(seq) for seq in seqs):
             filters = SamplingFilters(self._tensor([seq.top_k for seq in seqs]),
                                       self._tensor([seq.top_p for seq in seqs], torch.float32),
                                       self._tensor([seq.min_p for seq in seqs], torch.float32))
@@ -400,8 +405,7 @@ class ModelRunner(RunnerDefaults):
         """Whether this step's token ids come out of the native decode step: every row greedy, no filter,
         no log-probabilities (the sampler would take the argmax of the same logits)."""
         return (self.compiled_decode is not None and not is_prefill
-                and not any(seq.temperature > 0 or seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0
-                            or seq.logprobs is not None for seq in seqs))
+                and not any(seq.temperature > 0 or filters_rows(seq) or seq.logprobs is not None for seq in seqs))
 
     def run(self, batch: ScheduledBatch) -> list[int]:
         """The one call the engine makes: one sampled token id per sequence of ``batch``."""
