@@ -93,6 +93,28 @@ def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None
     return None
 
 
+def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None:
+    """Why ``solution`` is refused before anything of it runs (None: it is not): a notebook's functions
+    missing or borrowed from the reference solutions, a file that imports them."""
+    if isinstance(solution, dict):
+        return missing_functions(solution, functions) or borrowed_from_solutions(solution)
+    return imports_reference_solutions(Path(solution))
+
+
+def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float, isolate: bool | None,
+                     judge: Callable[[dict[str, Callable[..., Any]]], GradeResult]) -> GradeResult:
+    """The learner's functions in the sandboxed worker (``remote``); once the file has loaded, ``judge`` gets
+    the proxies the engine calls in their place and gives the verdict, which carries what the worker printed."""
+    source = Path(solution) if not isinstance(solution, dict) else solution
+    with Worker(source, exercise.functions, exercise_points(exercise.pieces), time_limit, isolate) as worker:
+        result = not_loaded(exercise, worker.load())
+        if result is None:
+            result = judge(worker.proxies(exercise.pieces))
+        result.output = worker.close()
+        result.isolated = worker.isolated
+    return result
+
+
 @dataclass(frozen=True)
 class EngineExercise(Exercise):
     """An exercise graded by running the real engine with the student's ``pieces`` plugged in, on each of
@@ -128,16 +150,14 @@ class EngineExercise(Exercise):
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
         """``isolate`` (a file only): True needs bubblewrap, False runs the worker in a
         plain process, None takes bubblewrap where there is one."""
-        if isinstance(solution, dict):
-            problem = missing_functions(solution, self.functions) or borrowed_from_solutions(solution)
-        else:
-            problem = imports_reference_solutions(Path(solution))
+        problem = screened(solution, self.functions)
         if problem is not None:
             return self.fail(problem)
         references = PendingReferences(self.workloads, model)
         try:
             warm_up()
-            return self._grade_remote(solution, model, time_limit, isolate, references)
+            return graded_in_worker(self, solution, time_limit, isolate,
+                                    lambda proxies: self._run_and_judge(proxies, model, time_limit, references))
         finally:
             references.cancel()
 
@@ -149,19 +169,6 @@ class EngineExercise(Exercise):
             end = run_in_child(self._run_student, proxies, folder, model, time_limit=time_limit)
             outcome = read_outcome(folder / OUTCOME)
             return self._verdict(end, outcome, folder, references.traces())
-
-    def _grade_remote(self, solution: SolutionSource, model: str | Path | None, time_limit: float,
-                      isolate: bool | None, references: PendingReferences) -> GradeResult:
-        """The learner's functions in the sandboxed worker; the engine, in the grading child, calls them
-        through ``remote`` proxies, so only plain data crosses to them and back."""
-        source = Path(solution) if not isinstance(solution, dict) else solution
-        with Worker(source, self.functions, exercise_points(self.pieces), time_limit, isolate) as worker:
-            result = not_loaded(self, worker.load())
-            if result is None:
-                result = self._run_and_judge(worker.proxies(self.pieces), model, time_limit, references)
-            result.output = worker.close()
-            result.isolated = worker.isolated
-        return result
 
     def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
         events = 0

@@ -32,14 +32,10 @@ from typing import Any, Callable
 from unittest import mock
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
-from nanovllm_teach.exercises.engine_grading import AND, ENDED_AFTER_THE_RUNS, exercise_points, not_loaded
+from nanovllm_teach.exercises.engine_grading import AND, ENDED_AFTER_THE_RUNS, graded_in_worker, screened
 from nanovllm_teach.exercises.pieces import Piece, describe_failure, installed, resolve
 from nanovllm_teach.exercises.provenance import replaced_definitions
-from nanovllm_teach.exercises.remote import Worker
 from nanovllm_teach.exercises.sandbox import ChildEnd, read_outcome, run_in_child, write_outcome
-from nanovllm_teach.exercises.solution_files import (
-    borrowed_from_solutions, imports_reference_solutions, missing_functions,
-)
 from nanovllm_teach.exercises.verdict import failure_sentence
 from nanovllm_teach.i18n import Text, say
 
@@ -290,25 +286,17 @@ class ShardExercise(Exercise):
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
         """``model`` is not used: the graded model is ``GRADED_CONFIG``'s, written here. ``isolate`` as for
         ``EngineExercise.grade``."""
-        if isinstance(solution, dict):
-            problem = missing_functions(solution, self.functions) or borrowed_from_solutions(solution)
-        else:
-            problem = imports_reference_solutions(Path(solution))
+        problem = screened(solution, self.functions)
         if problem is not None:
             return self.fail(problem)
         warm_up()
         reference = reference_run()
-        source = Path(solution) if not isinstance(solution, dict) else solution
-        with Worker(source, self.functions, exercise_points(self.pieces), time_limit, isolate) as worker:
-            result = not_loaded(self, worker.load())
-            if result is None:
-                with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
-                    end = run_in_child(self._run_student, worker.proxies(self.pieces), Path(tmp),
-                                       time_limit=time_limit)
-                    result = self._verdict(end, read_run(Path(tmp)), reference)
-            result.output = worker.close()
-            result.isolated = worker.isolated
-        return result
+
+        def judge(proxies: dict[str, Callable[..., Any]]) -> GradeResult:
+            with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
+                end = run_in_child(self._run_student, proxies, Path(tmp), time_limit=time_limit)
+                return self._verdict(end, read_run(Path(tmp)), reference)
+        return graded_in_worker(self, solution, time_limit, isolate, judge)
 
     def _run_student(self, watch: Any, proxies: dict[str, Callable[..., Any]], folder: Path) -> None:
         import torch
