@@ -38,6 +38,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import torch
+
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCostModel, StepWork
 from nanovllm_teach.sim.hardware import Device
 
@@ -138,17 +140,10 @@ def _host_costs(gram: Sequence[Sequence[float]], rhs: Sequence[float]) -> list[f
 
 
 def _solve(a: list[list[float]]) -> list[float] | None:
-    """``a``'s linear system (each row: coefficients, then the right-hand side) by Gaussian elimination with
-    partial pivoting; None when it is (almost) singular: terms that no step tells apart."""
-    n = len(a)
-    scale = max(abs(a[i][i]) for i in range(n)) or 1.0
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda row: abs(a[row][col]))
-        if abs(a[pivot][col]) < 1e-12 * scale:
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        for row in range(n):
-            if row != col:
-                factor = a[row][col] / a[col][col]
-                a[row] = [x - factor * y for x, y in zip(a[row], a[col])]
-    return [a[i][n] / a[i][i] for i in range(n)]
+    """``a``'s linear system (each row: coefficients, then the right-hand side), solved by torch in float64;
+    None when it is (almost) singular: terms that no step tells apart."""
+    system = torch.tensor(a, dtype=torch.float64)
+    coefficients, rhs = system[:, :-1], system[:, -1]
+    if torch.linalg.cond(coefficients) > 1e12:
+        return None
+    return torch.linalg.solve(coefficients, rhs).tolist()
