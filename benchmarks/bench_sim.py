@@ -171,13 +171,15 @@ def _served_run(workload: list) -> tuple[list[StepWork], list[float], list[dict]
 
 
 def _client_p50_s(client: list[dict], name: str) -> float:
-    """The median of the load generator's ``first_s`` (its TTFT) or ``tpot_s`` over the requests that have it
-    (a request whose tokens completed no character has no text chunk to time)."""
-    def value(r: dict) -> float | None:
-        if name == "first_s" or r["first_s"] is None or r["usage"]["completion_tokens"] < 2:
-            return r["first_s"] if name == "first_s" else None
-        return (r["last_s"] - r["first_s"]) / (r["usage"]["completion_tokens"] - 1)
-    return statistics.median(v for v in map(value, client) if v is not None)
+    """The median of the load generator's TTFT (``first_s``) or TPOT (``tpot_s``) over the requests that have
+    one (a request whose tokens completed no character has no text chunk to time)."""
+    values = []
+    for r in client:
+        tokens = r["usage"]["completion_tokens"]
+        if r["first_s"] is None or (name == "tpot_s" and tokens < 2):
+            continue
+        values.append(r["first_s"] if name == "first_s" else (r["last_s"] - r["first_s"]) / (tokens - 1))
+    return statistics.median(values)
 
 
 def _step_times(steps: list[StepWork], spans: list[tuple[float, float]]) -> list[float]:
