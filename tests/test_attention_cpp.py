@@ -95,6 +95,10 @@ def test_the_largest_head_shapes_it_takes_and_the_first_it_refuses():
     wide = torch.randn(k_cache.shape[:3] + (MAX_HEAD_DIM + 16,))
     with pytest.raises(RuntimeError, match=f"head_dim up to {MAX_HEAD_DIM}"):
         kernel(torch.randn(2, 8, MAX_HEAD_DIM + 16), wide, wide, ctx.block_tables, ctx.context_lens, 0.1)
+    odd = torch.randn(k_cache.shape[:3] + (20,))  # no vector width divides 20
+    with pytest.raises(RuntimeError, match="head_dim that is a multiple of .*got 20"):
+        kernel(torch.randn(2, 8, 20), odd, odd, ctx.block_tables, ctx.context_lens, 0.1)
+    assert "multiple of 16, not 24" in cpp_unusable_reason(CPU, torch.float32, head_dim=24)
 
 
 def test_inputs_it_cannot_take_are_refused_by_name():

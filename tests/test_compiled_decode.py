@@ -140,6 +140,7 @@ def test_the_engine_runs_decode_natively_by_default_and_eagerly_when_told():
     ("float32, not bfloat16", dict(dtype=torch.bfloat16)),
     ("not the torch backend", dict(attention_backend="torch")),
     ("no attention biases", dict(attention_bias=True)),
+    ("hidden_size 200 is not a multiple of 16", dict(widths={"hidden_size": 200, "intermediate_size": 512})),
 ])
 def test_where_the_native_step_cannot_run_it_says_why(why, args):
     base = dict(device=torch.device("cpu"), world_size=1, dtype=torch.float32, attention_backend="cpp",

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from nanovllm_teach.layers.attention import Attention
-from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason, load_native_library
+from nanovllm_teach.layers.attention_cpp import WIDTH_MULTIPLE, cpp_unusable_reason, load_native_library
 from nanovllm_teach.layers.onednn_linear import PACKED_MIN_ROWS
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import get_context
@@ -53,9 +53,10 @@ def _load() -> str | None:
 
 
 def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, attention_backend: str,
-                    enforce_eager: bool, attention_bias: bool) -> str | None:
-    """Why decode steps cannot run as native code here (None when they can). Builds the library on the
-    first call that gets that far: that is the only way to know the compiler works."""
+                    enforce_eager: bool, attention_bias: bool, widths: dict[str, int] | None = None) -> str | None:
+    """Why decode steps cannot run as native code here (None when they can). ``widths``: the model's
+    ``hidden_size`` and ``intermediate_size``, which the step's loops take in whole vectors. Builds the
+    library on the first call that gets that far: that is the only way to know the compiler works."""
     if enforce_eager:
         return "enforce_eager is set"
     if device.type != "cpu":
@@ -68,6 +69,9 @@ def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, a
         return f"the native decode step attends with the cpp kernel, not the {attention_backend} backend"
     if attention_bias:
         return "the native decode step has no attention biases (Qwen3 has none)"
+    for name, width in (widths or {}).items():
+        if width % WIDTH_MULTIPLE:
+            return f"the native decode step works in whole vectors: {name} {width} is not a multiple of {WIDTH_MULTIPLE}"
     return _load()
 
 

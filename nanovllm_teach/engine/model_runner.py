@@ -162,7 +162,8 @@ class ModelRunner(RunnerDefaults):
         start = time.perf_counter()
         self.native_skip = compiled_decode.unusable_reason(
             self.device, self.world_size, self.dtype, self.attention_backend, config.enforce_eager,
-            bool(getattr(hf_config, "attention_bias", False)))
+            bool(getattr(hf_config, "attention_bias", False)),
+            {"hidden_size": hf_config.hidden_size, "intermediate_size": hf_config.intermediate_size})
         if self.native_skip is None:
             self.compiled_decode = CompiledDecode(self.model)
             if self.rec.enabled:

@@ -8,22 +8,30 @@
 // them; here the same list of operations is written out in C++ once and compiled, so a step is one call
 // from Python.
 //
-// The multiplies are ATen's (at::mm on the plain weights, as F.linear calls it, or oneDNN's packed multiply
-// from 16 rows on, through the same operator as the eager layers: layers/onednn_linear.py), and the
-// attention is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp, found through the dispatcher), and
-// so is SiLU (at::silu_, vectorised). Everything else is a loop of its own: the embedding lookup, each
-// RMSNorm with the residual add before it, the query/key norms with the rotation and the K/V store (one pass
-// over the qkv rows), the product of the gate and the up projection, the argmax. Through ATen those were ~60 calls a step, and even in C++ each call
+// From 16 rows on, the multiplies are oneDNN's packed multiply, through the same operator as the eager
+// layers (layers/onednn_linear.py); the attention is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp,
+// found through the dispatcher), and SiLU is ATen's (at::silu_, vectorised). Everything else is a loop of
+// its own, written with ATen's vector type at::vec::Vectorized<float> as the attention kernel is: the
+// multiplies of fewer than 16 rows, the embedding lookup, each RMSNorm with the residual add before it, the
+// query/key norms with the rotation and the K/V store (one pass over the qkv rows), the product of the gate
+// and the up projection, the argmax. Through ATen those were ~60 calls a step, and even in C++ each call
 // costs a dispatch and an allocation, and ATen's RMSNorm on a CPU is itself ~10 operations (pow, mean, add,
-// rsqrt, mul, ...): at one sequence they took more time than the multiplies (0.71 -> 0.41 ms a step here).
-// The price: these loops add in another order than ATen's vectorised operators, so the logits equal the
-// eager step's to rounding (~1e-6 relative), no longer bitwise; the greedy tokens are identical to the eager
-// step's and to transformers' (tests/test_compiled_decode.py, tests/test_engine_parity.py).
+// rsqrt, mul, ...): at one sequence they took more time than the multiplies (0.71 -> 0.41 ms a step on a
+// Xeon). A decode step of a few sequences is a few matrix-vector products, which read every weight once
+// and do little arithmetic with it: the loop here computes eight outputs at a time, each a dot product of a
+// weight row with the input row, so that the input stays in registers and eight independent sums hide the
+// latency of each multiply-add. On a 2-core AMD EPYC it reads the shipped model's 13 weights for one row in
+// 175-187 us against at::mm's 233-282 (F.linear's path), and 4 rows in 343 against 608 (one thread).
+// The price: these loops add in another order than ATen's operators, so the logits equal the eager step's
+// to rounding (~1e-6 relative), no longer bitwise; the greedy tokens are identical to the eager step's and
+// to transformers' (tests/test_compiled_decode.py, tests/test_engine_parity.py).
 // The step ends with the LM head, and, when every row is greedy, with the argmax: a greedy step returns its
 // token ids and nothing of it runs in Python but the call. Emits no events.
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
@@ -39,36 +47,68 @@ namespace {
 constexpr int64_t kPerLayer = 12;
 enum Weight { kInputNorm, kQkv, kQNorm, kKNorm, kOProj, kPostNorm, kGateUp, kDown,
               kQkvPacked, kOProjPacked, kGateUpPacked, kDownPacked };
-constexpr int64_t kLanes = 16;  // partial sums, one per vector lane (as in kernels/paged_decode_cpu.cpp)
+using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kMaxHeadDim = 256;
+constexpr int64_t kOutputsAtOnce = 8;  // weight rows of a few-row multiply computed together
 
-// The sum of x[i]^2: 16 partial sums, so that the compiler vectorises it without reordering a
-// floating-point sum it was not told it may reorder.
+inline float add_lanes(const Vec& v) {
+  return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, v);
+}
+
+// The sum of x[i]^2 (n a multiple of the vector width: the model's widths are, CompiledDecode checks).
 inline float sum_of_squares(const float* x, int64_t n) {
-  float lane[kLanes] = {0.f};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] += x[i + j] * x[i + j];
-  float sum = 0.f;
-  for (int64_t j = 0; j < kLanes; ++j) sum += lane[j];
-  for (; i < n; ++i) sum += x[i] * x[i];
-  return sum;
+  Vec sum(0.f);
+  for (int64_t i = 0; i < n; i += Vec::size()) {
+    const Vec v = Vec::loadu(x + i);
+    sum = at::vec::fmadd(v, v, sum);
+  }
+  return add_lanes(sum);
 }
 
 // RMSNorm of one row of n: out = x / sqrt(mean(x^2) + eps) * w.
 inline void rms_norm_row(const float* x, const float* w, float* out, int64_t n, float eps) {
-  const float r = 1.f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * w[i];
+  const Vec r(1.f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps));
+  for (int64_t i = 0; i < n; i += Vec::size()) (Vec::loadu(x + i) * r * Vec::loadu(w + i)).store(out + i);
+}
+
+// y[t, o] = x[t] . w[o] for outputs o .. o + kRows - 1 of every row t: the kRows weight rows are read from
+// memory once, then from the L1 cache for each further row of x.
+template <int64_t kRows>
+inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in_f, float* y,
+                     int64_t out_f) {
+  for (int64_t t = 0; t < rows; ++t, x += x_stride, y += out_f) {
+    Vec sum[kRows];
+    for (int64_t r = 0; r < kRows; ++r) sum[r] = Vec(0.f);
+    for (int64_t d = 0; d < in_f; d += Vec::size()) {
+      const Vec xv = Vec::loadu(x + d);
+      for (int64_t r = 0; r < kRows; ++r) sum[r] = at::vec::fmadd(xv, Vec::loadu(w + r * in_f + d), sum[r]);
+    }
+    for (int64_t r = 0; r < kRows; ++r) y[r] = add_lanes(sum[r]);
+  }
+}
+
+// x @ w.T for a few rows of x (each row contiguous), w (out_f, in_f) as the checkpoint stores it (in_f a
+// multiple of the vector width).
+at::Tensor few_rows_linear(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t rows = x.size(0), out_f = w.size(0), in_f = w.size(1), x_stride = x.stride(0);
+  at::Tensor y = at::empty({rows, out_f}, x.options());
+  const float* xs = x.data_ptr<float>();
+  const float* ws = w.data_ptr<float>();
+  float* ys = y.data_ptr<float>();
+  int64_t o = 0;
+  for (; o + kOutputsAtOnce <= out_f; o += kOutputsAtOnce)
+    dot_rows<kOutputsAtOnce>(xs, rows, x_stride, ws + o * in_f, in_f, ys + o, out_f);
+  for (; o < out_f; ++o) dot_rows<1>(xs, rows, x_stride, ws + o * in_f, in_f, ys + o, out_f);
+  return y;
 }
 
 struct DecodeStep : torch::CustomClassHolder {
   std::vector<at::Tensor> layers;  // kPerLayer per layer
-  std::vector<at::Tensor> transposed;  // each layer's four plain weights as (in, out) views, for at::mm
   std::vector<at::Tensor> k_caches, v_caches;  // each (blocks, block_size, kv_heads, head_dim)
   at::Tensor embed, final_norm, cos_sin;  // cos_sin: (positions, 2, head_dim), RotaryEmbedding's table
-  at::Tensor lm_head, lm_head_packed, lm_head_t;  // the LM head's weight, plain and packed (or plain again)
+  at::Tensor lm_head, lm_head_packed;  // the LM head's weight, plain and packed (or plain again)
   int64_t heads, kv_heads, head_dim;
-  int64_t packed_min_rows;  // fewer rows multiply through at::mm (layers/onednn_linear.py's PACKED_MIN_ROWS)
+  int64_t packed_min_rows;  // fewer rows multiply in few_rows_linear (layers/onednn_linear.py's PACKED_MIN_ROWS)
   double eps, scale;
   bool packed;
   std::optional<c10::OperatorHandle> onednn_linear;  // the packed multiply, when the weights are packed
@@ -92,16 +132,15 @@ struct DecodeStep : torch::CustomClassHolder {
     if (packed) onednn_linear = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
     TORCH_CHECK(layers.size() == k_caches.size() * kPerLayer && k_caches.size() == v_caches.size(),
                 "expected ", kPerLayer, " tensors and two caches per layer");
-    TORCH_CHECK(head_dim % 2 == 0 && head_dim <= kMaxHeadDim, "head_dim must be even and at most ", kMaxHeadDim);
-    for (size_t i = 0; i < k_caches.size(); ++i)
-      for (Weight plain : {kQkv, kOProj, kGateUp, kDown}) transposed.push_back(layers[i * kPerLayer + plain].t());
-    lm_head_t = lm_head.t();
+    TORCH_CHECK(head_dim % Vec::size() == 0 && head_dim <= kMaxHeadDim, "head_dim must be a multiple of ",
+                Vec::size(), " and at most ", kMaxHeadDim);
+    TORCH_CHECK(embed.size(1) % Vec::size() == 0 && layers[kGateUp].size(0) % (2 * Vec::size()) == 0,
+                "hidden_size and intermediate_size must be multiples of ", Vec::size());
   }
 
-  // x @ plain.T (plain_t is that transposed view, what at::linear hands at::mm), through oneDNN's packed
-  // weight where the eager layer would use it (layers/onednn_linear.py).
-  at::Tensor linear(const at::Tensor& x, const at::Tensor& plain_t, const at::Tensor& w) const {
-    if (!packed || x.size(0) < packed_min_rows) return at::mm(x, plain_t);
+  // x @ plain.T, through oneDNN's packed weight w where the eager layer would use it (layers/onednn_linear.py).
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& plain, const at::Tensor& w) const {
+    if (!packed || x.size(0) < packed_min_rows) return few_rows_linear(x, plain);
     // torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), as layers/onednn_linear.py calls it.
     std::vector<c10::IValue> stack{x, w, c10::IValue(), std::string("none"),
                                    c10::List<std::optional<at::Scalar>>(), std::string("")};
@@ -172,14 +211,13 @@ struct DecodeStep : torch::CustomClassHolder {
     at::Tensor q = at::empty({tokens, heads, head_dim}, options);
     for (size_t i = 0; i < k_caches.size(); ++i) {
       const at::Tensor* w = &layers[i * kPerLayer];
-      const at::Tensor* t = &transposed[i * 4];
       add_norm(hidden, residual, w[kInputNorm], normed, i == 0);
-      const at::Tensor qkv = linear(normed, t[0], w[kQkvPacked]);
+      const at::Tensor qkv = linear(normed, w[kQkv], w[kQkvPacked]);
       qk_norm_rotate_store(qkv, w, positions, slot_mapping, k_caches[i], v_caches[i], q);
       const at::Tensor out = attention.call(q, k_caches[i], v_caches[i], block_tables, context_lens, scale);
-      hidden = linear(out.view({tokens, heads * head_dim}), t[1], w[kOProjPacked]);
+      hidden = linear(out.view({tokens, heads * head_dim}), w[kOProj], w[kOProjPacked]);
       add_norm(hidden, residual, w[kPostNorm], normed, false);
-      const at::Tensor gate_up = linear(normed, t[2], w[kGateUpPacked]);
+      const at::Tensor gate_up = linear(normed, w[kGateUp], w[kGateUpPacked]);
       // silu(gate) * up, into the gate's half of each row, which the down projection then reads. ATen's SiLU
       // (its exponential is vectorised, the compiler's std::exp is not), then the product in the same pass.
       const int64_t inter = gate_up.size(1) / 2;
@@ -188,10 +226,10 @@ struct DecodeStep : torch::CustomClassHolder {
       float* gu = gate_up.data_ptr<float>();
       for (int64_t r = 0; r < tokens; ++r, gu += 2 * inter)
         for (int64_t j = 0; j < inter; ++j) gu[j] *= gu[inter + j];
-      hidden = linear(gate, t[3], w[kDownPacked]);
+      hidden = linear(gate, w[kDown], w[kDownPacked]);
     }
     add_norm(hidden, residual, final_norm, normed, false);
-    const at::Tensor logits = linear(normed, lm_head_t, lm_head_packed);
+    const at::Tensor logits = linear(normed, lm_head, lm_head_packed);
     if (!greedy) return logits;
     // The first most likely id of each row, as torch.argmax picks it.
     at::Tensor ids = at::empty({tokens}, input_ids.options());

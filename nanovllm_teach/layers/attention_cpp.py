@@ -37,6 +37,9 @@ EXTENSION_NAME = "nanovllm_teach_cpp"
 # The kernel's working arrays are sized for these (kMaxHeads, kMaxHeadDim in the C++ file); every Qwen3 fits.
 MAX_HEADS = 64  # query heads (on one tensor-parallel rank)
 MAX_HEAD_DIM = 256
+# The C++ kernels work in whole vectors (4, 8 or 16 floats by processor): a width they loop over (head_dim,
+# and in the native decode step hidden_size and intermediate_size) must be a multiple of 16, as every Qwen3's is.
+WIDTH_MULTIPLE = 16
 STALE_LOCK_SECONDS = 600
 
 
@@ -46,6 +49,12 @@ def _compiler_flags() -> list[str]:
     flags = ["-O3", "-fno-math-errno"]
     if platform.machine() in ("x86_64", "AMD64"):
         flags.append("-march=native")
+        # ATen's vector type (at::vec::Vectorized, used by the kernels) takes its AVX2 or AVX-512 form, and
+        # SLEEF's vectorised exp from libtorch, only when told which, as ATen's own CPU kernels and inductor's
+        # generated C++ are: the capability torch itself picked on this processor.
+        capability = torch.backends.cpu.get_cpu_capability()
+        if capability in ("AVX2", "AVX512"):
+            flags += [f"-DCPU_CAPABILITY_{capability}", f"-DCPU_CAPABILITY={capability}"]
     if sys.platform.startswith("linux"):
         # The parallel loop is OpenMP's, run by the OpenMP library PyTorch has already loaded.
         flags.append("-fopenmp")
@@ -127,6 +136,8 @@ def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int 
         return f"the C++ decode kernel computes in float32, not {str(dtype).removeprefix('torch.')}"
     if head_dim is not None and head_dim > MAX_HEAD_DIM:
         return f"the C++ decode kernel handles head_dim up to {MAX_HEAD_DIM}, not {head_dim}"
+    if head_dim is not None and head_dim % WIDTH_MULTIPLE:
+        return f"the C++ decode kernel needs a head_dim that is a multiple of {WIDTH_MULTIPLE}, not {head_dim}"
     if heads is not None and heads > MAX_HEADS:
         return f"the C++ decode kernel handles up to {MAX_HEADS} query heads, not {heads}"
     return _load()
