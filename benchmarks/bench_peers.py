@@ -22,8 +22,8 @@ caches count, so run twice to see both), then every repeat runs each engine in t
 Medians of ``--repeats``. ``--threads default`` leaves every engine at its own default (ours: the engine's
 thread rule; transformers: torch's; vLLM's CPU build: its own binding; llama-cpp-python: half the logical
 cores); ``--threads 1`` sets one thread in each. Every engine otherwise keeps its defaults, except that vLLM
-is given ``gpu_memory_utilization`` (its share of this shared machine's memory) and llama.cpp's context
-covers the longest request.
+is given ``gpu_memory_utilization`` (its share of this shared machine's memory), and vLLM's and llama.cpp's
+context (``max_model_len``, ``n_ctx``) covers the longest request.
 
 **The floor** of a decode step, at our engine's thread count: the bytes it must read (every weight once,
 every cached K/V row once: ``nanovllm_teach/models/step_cost.py``) over the rate at which this process
@@ -333,11 +333,12 @@ def run(args: argparse.Namespace, model: Path) -> None:
             python = venv_python(args.peers_dir, name)
             if not why and not has_module(python, {"vllm": "vllm", "llama": "llama_cpp"}[name]):
                 why = f"not installed in {python.parent.parent} (--skip-install)"
+            context = ["--context", str(max(512, 2 * args.max_len + 8))]  # covers the longest request
             if name == "vllm":
-                extra = ["--vllm-memory", str(args.vllm_memory)]
+                extra = ["--vllm-memory", str(args.vllm_memory), *context]
             if name == "llama" and not why:
                 gguf, why = to_gguf(args.peers_dir, model)
-                extra = ["--gguf", str(gguf), "--llama-ctx", str(max(512, 2 * args.max_len + 8))]
+                extra = ["--gguf", str(gguf), *context]
             if why:
                 rows[name].why = why
                 continue

@@ -82,7 +82,10 @@ def build_vllm(args: argparse.Namespace) -> tuple[Generate, str, dict]:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(args.model, dtype="float32", gpu_memory_utilization=args.vllm_memory, skip_tokenizer_init=False)
+    # max_model_len: otherwise vLLM reserves room for one request of the checkpoint's whole context (40,960
+    # positions for a Qwen3-0.6B shape: 8.75 GiB of KV cache) and refuses to start in a share of this machine.
+    llm = LLM(args.model, dtype="float32", gpu_memory_utilization=args.vllm_memory, skip_tokenizer_init=False,
+              max_model_len=args.context)
 
     def generate(prompts: list[list[int]], max_tokens: list[int]) -> list[list[int]]:
         params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in max_tokens]
@@ -97,7 +100,7 @@ def build_llama(args: argparse.Namespace) -> tuple[Generate, str, dict]:
     import llama_cpp
 
     threads = {} if args.threads == "default" else {"n_threads": 1, "n_threads_batch": 1}
-    llm = llama_cpp.Llama(args.gguf, verbose=False, n_ctx=args.llama_ctx, **threads)
+    llm = llama_cpp.Llama(args.gguf, verbose=False, n_ctx=args.context, **threads)
 
     def generate(prompts: list[list[int]], max_tokens: list[int]) -> list[list[int]]:
         outputs = []
@@ -127,7 +130,8 @@ def main() -> None:
     ap.add_argument("--gguf", help="llama: the model converted to GGUF")
     ap.add_argument("--hf-batch", type=int, default=16)
     ap.add_argument("--vllm-memory", type=float, default=0.5, help="vllm: gpu_memory_utilization")
-    ap.add_argument("--llama-ctx", type=int, default=512, help="llama: n_ctx (its default is 512)")
+    ap.add_argument("--context", type=int, default=512,
+                    help="llama: n_ctx (its default is 512); vllm: max_model_len (positions one request may use)")
     args = ap.parse_args()
 
     protocol = os.fdopen(os.dup(1), "w")

@@ -13,11 +13,13 @@ call and no Python between the layers. As with a CUDA graph:
   batch size and context length runs the same code: nothing to capture per batch size;
 - the step runs to the logits (the LM head included) and, when every row is greedy, to the token ids (the
   argmax): a greedy step costs Python one call;
-- the result equals the eager step's to rounding: the multiplies are the eager layers' (through oneDNN or
-  ``F.linear``'s ``at::mm`` by the same rule, ``layers/onednn_linear.py``), the attention the ``cpp``
-  backend's kernel, and what lies between them (norms, rotation, K/V store, SiLU, argmax) loops of its own,
-  which add in another order than ATen's operators (~1e-6 relative) and cost far less than ~60 ATen calls.
-  The greedy tokens are identical (tests check them against the eager step and against transformers).
+- the result equals the eager step's to rounding: from 16 rows the multiplies are the eager layers'
+  (oneDNN's packed multiply, ``layers/onednn_linear.py``), the attention is the ``cpp`` backend's kernel,
+  and the rest is loops of its own in ATen's vector type: the multiplies of fewer rows (matrix-vector
+  products, eight outputs at a time: faster than ``F.linear``'s BLAS call there), norms, rotation, K/V
+  store, gate, argmax. They add in another order than ATen's operators (~1e-6 relative) and cost far less
+  than ~60 ATen calls. The greedy tokens are identical (tests check them against the eager step and
+  against transformers).
 
 It is built the first time a machine needs it, with PyTorch's C++ extension loader (a compiler must be
 installed; ~30 s, a line says so), cached like the C++ attention kernel (``layers/attention_cpp.py``:

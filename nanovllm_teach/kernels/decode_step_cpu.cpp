@@ -29,12 +29,14 @@
 // token ids and nothing of it runs in Python but the call. Emits no events.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -50,6 +52,7 @@ enum Weight { kInputNorm, kQkv, kQNorm, kKNorm, kOProj, kPostNorm, kGateUp, kDow
 using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kOutputsAtOnce = 8;  // weight rows of a few-row multiply computed together
+constexpr int64_t kBytesPerTask = 64 * 1024;  // the least weight a thread is given (a wake-up costs µs)
 
 inline float add_lanes(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, v);
@@ -88,17 +91,28 @@ inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float
 }
 
 // x @ w.T for a few rows of x (each row contiguous), w (out_f, in_f) as the checkpoint stores it (in_f a
-// multiple of the vector width).
+// multiple of the vector width). The blocks of kOutputsAtOnce outputs are shared among PyTorch's threads
+// (each thread then reads its own part of the weight: a big model's matrix-vector products are limited by
+// how fast memory is read, and two cores read faster than one); a small weight stays on one thread.
 at::Tensor few_rows_linear(const at::Tensor& x, const at::Tensor& w) {
   const int64_t rows = x.size(0), out_f = w.size(0), in_f = w.size(1), x_stride = x.stride(0);
   at::Tensor y = at::empty({rows, out_f}, x.options());
   const float* xs = x.data_ptr<float>();
   const float* ws = w.data_ptr<float>();
   float* ys = y.data_ptr<float>();
-  int64_t o = 0;
-  for (; o + kOutputsAtOnce <= out_f; o += kOutputsAtOnce)
-    dot_rows<kOutputsAtOnce>(xs, rows, x_stride, ws + o * in_f, in_f, ys + o, out_f);
-  for (; o < out_f; ++o) dot_rows<1>(xs, rows, x_stride, ws + o * in_f, in_f, ys + o, out_f);
+  const int64_t blocks = (out_f + kOutputsAtOnce - 1) / kOutputsAtOnce;
+  const int64_t grain = std::max<int64_t>(1, kBytesPerTask / (kOutputsAtOnce * in_f * sizeof(float)));
+  at::parallel_for(0, blocks, grain, [&](int64_t first, int64_t last) {
+    for (int64_t o = first * kOutputsAtOnce; o < std::min(last * kOutputsAtOnce, out_f);) {
+      if (o + kOutputsAtOnce <= out_f) {
+        dot_rows<kOutputsAtOnce>(xs, rows, x_stride, ws + o * in_f, in_f, ys + o, out_f);
+        o += kOutputsAtOnce;
+      } else {  // the last outputs, fewer than kOutputsAtOnce
+        dot_rows<1>(xs, rows, x_stride, ws + o * in_f, in_f, ys + o, out_f);
+        ++o;
+      }
+    }
+  });
   return y;
 }
 
