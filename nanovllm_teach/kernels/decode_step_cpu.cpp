@@ -75,7 +75,7 @@ inline void rms_norm_row(const float* x, const float* w, float* out, int64_t n, 
 }
 
 // y[t, o] = x[t] . w[o] for outputs o .. o + kRows - 1 of every row t: the kRows weight rows are read from
-// memory once, then from the L1 cache for each further row of x.
+// memory once, then from the L1 or L2 cache for each further row of x.
 template <int64_t kRows>
 inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in_f, float* y,
                      int64_t out_f) {
