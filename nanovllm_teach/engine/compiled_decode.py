@@ -73,7 +73,8 @@ def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, a
         return "the native decode step has no attention biases (Qwen3 has none)"
     for name, width in (widths or {}).items():
         if width % WIDTH_MULTIPLE:
-            return f"the native decode step works in whole vectors: {name} {width} is not a multiple of {WIDTH_MULTIPLE}"
+            return (f"the native decode step works in whole vectors: {name} {width} is not a multiple of "
+                    f"{WIDTH_MULTIPLE}")
     return _load()
 
 
