@@ -152,9 +152,11 @@ struct DecodeStep : torch::CustomClassHolder {
                 "hidden_size and intermediate_size must be multiples of ", Vec::size());
   }
 
-  // x @ plain.T, through oneDNN's packed weight w where the eager layer would use it (layers/onednn_linear.py).
+  // x @ plain.T: a few rows in few_rows_linear; more through oneDNN's packed weight w where the eager layer
+  // would use it (layers/onednn_linear.py), else through at::mm on the plain weight, as F.linear calls it.
   at::Tensor linear(const at::Tensor& x, const at::Tensor& plain, const at::Tensor& w) const {
-    if (!packed || x.size(0) < packed_min_rows) return few_rows_linear(x, plain);
+    if (x.size(0) < packed_min_rows) return few_rows_linear(x, plain);
+    if (!packed) return at::mm(x, plain.t());
     // torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), as layers/onednn_linear.py calls it.
     std::vector<c10::IValue> stack{x, w, c10::IValue(), std::string("none"),
                                    c10::List<std::optional<at::Scalar>>(), std::string("")};
