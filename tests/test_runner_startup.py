@@ -134,3 +134,12 @@ def test_graph_memory_is_measured_on_the_largest_bucket_only(monkeypatch):
 
     with cuda_graphs.largest_graph_held(capture, [1, 2, 4, 8, 16, 32], torch.device("cuda")) as taken:
         assert captured == [[32]] and taken == 30
+
+
+def test_the_warmup_is_the_largest_step_the_scheduler_forms(checkpoint):
+    """A step holds at most max_num_batched_tokens tokens (longer prompts go in chunks): the warm-up runs
+    that many when it is less than max_model_len, else as many whole sequences as fit."""
+    chunked = _startup(checkpoint, max_num_batched_tokens=48)["WARMUP"].stats  # max_model_len=64
+    assert (chunked["num_seqs"], chunked["seq_len"]) == (1, 48)
+    whole = _startup(checkpoint, max_num_batched_tokens=256, max_num_seqs=3)["WARMUP"].stats
+    assert (whole["num_seqs"], whole["seq_len"]) == (3, 64)

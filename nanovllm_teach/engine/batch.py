@@ -80,3 +80,12 @@ class ScheduledBatch(msgspec.Struct, frozen=True):
     @classmethod
     def decode(cls, data: bytes) -> ScheduledBatch:
         return msgspec.json.decode(data, type=cls)
+
+
+def warmup_batch(max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int) -> tuple[int, int]:
+    """The largest prefill step the scheduler can form, ``(num_seqs, seq_len)``: the model runner's warm-up
+    runs it (and the simulated runner predicts it). A step holds at most ``max_num_batched_tokens`` tokens,
+    a longer prompt being prefilled in chunks, so: as many whole sequences of ``max_model_len`` tokens as
+    fit, or one of ``max_num_batched_tokens`` when that is less (a CPU's defaults, 2048 against 4096)."""
+    seq_len = min(max_model_len, max_num_batched_tokens)
+    return max(1, min(max_num_batched_tokens // seq_len, max_num_seqs)), seq_len

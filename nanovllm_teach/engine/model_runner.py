@@ -1,7 +1,7 @@
 """Execution layer: ``ModelRunner`` turns a scheduled batch (``engine/batch.py``) into one token id per sequence.
 
 Start-up: build Qwen3 and load its weights (packed for oneDNN with ``linear_backend="onednn"``); warm up
-with the largest prefill the limits allow, and a sampling of ``max_num_seqs`` rows, so the peak memory of
+with the largest prefill step the scheduler can form, and a sampling of ``max_num_seqs`` rows, so the peak memory of
 any step is seen; on a GPU hold the largest decode graph's pool while memory is read; size the KV cache
 from what is left (``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice; capture the decode
 graphs (their addresses are the cache's).
@@ -43,7 +43,7 @@ from nanovllm_teach.config import Config
 from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine import prefill_layout  # looked up at each call: the prepare_prefill exercise replaces it
-from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
 from nanovllm_teach.engine.decode_inputs import StaticDecodeInputs
 from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
@@ -197,14 +197,16 @@ class ModelRunner(RunnerDefaults):
         return values
 
     def warmup_model(self) -> None:
-        """Run the largest prefill the limits allow, then sample ``max_num_seqs`` rows of logits at temperature
-        1 (the sampler's float32 copies of a decode batch's logits can outweigh a small model's prefill), so
-        the KV budget sees the peak of any step. The peak is the warm-up's own, not the process's."""
+        """Run the largest prefill step the scheduler can form (``warmup_batch``), then sample
+        ``max_num_seqs`` rows of logits at temperature 1 (the sampler's float32 copies of a decode batch's
+        logits can outweigh a small model's prefill), so the KV budget sees the peak of any step. The peak is
+        the warm-up's own, not the process's. (One prefill of ``max_model_len`` tokens, which no step runs
+        when ``max_num_batched_tokens`` is smaller, cost a Qwen3-0.6B over a minute of a 2-core start-up.)"""
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         peak_source = reset_peak(self.device)
-        seq_len = self.config.max_model_len
-        num_seqs = max(1, min(self.config.max_num_batched_tokens // seq_len, self.config.max_num_seqs))
+        num_seqs, seq_len = warmup_batch(self.config.max_model_len, self.config.max_num_batched_tokens,
+                                         self.config.max_num_seqs)
         # Whole prompts with no blocks: computed like any prefill, stored nowhere.
         batch = ScheduledBatch(is_prefill=True, seqs=[
             ScheduledSeq(i, [0] * seq_len, 0, seq_len, [], 0.0, None) for i in range(num_seqs)])

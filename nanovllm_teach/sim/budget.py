@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from nanovllm_teach.engine.batch import warmup_batch
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel
 from nanovllm_teach.sim.hardware import Device
 
@@ -60,11 +61,6 @@ def check_kv_blocks(shape: ModelShape, device: Device, tensor_parallel_size: int
         raise ValueError(f"num_kvcache_blocks={num_blocks} cannot fit: {device.name} holds at most {most} KV blocks "
                          f"of {block_size} tokens of {shape.name} per rank (tp={tensor_parallel_size}), even with "
                          f"no weights")
-
-
-def warmup_batch(max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int) -> tuple[int, int]:
-    """The real runner's warm-up prefill, the largest the limits allow: ``(num_seqs, seq_len)``."""
-    return max(1, min(max_num_batched_tokens // max_model_len, max_num_seqs)), max_model_len
 
 
 def weight_bytes(cost_model: StepCostModel) -> int:

@@ -30,9 +30,9 @@ from typing import Any
 from msgspec import UNSET
 
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
-from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
 from nanovllm_teach.engine.runner import RunnerDefaults
-from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, warmup_batch, weight_bytes
+from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel, StepWork
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
 from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
@@ -124,7 +124,7 @@ class SimulatedRunner(RunnerDefaults):
     # ---- start-up -------------------------------------------------------------------------------
 
     def _warmup(self) -> int:
-        """The real runner's warm-up (the largest prefill the limits allow), predicted: its time and the
+        """The real runner's warm-up (the largest prefill step the scheduler can form), predicted: its time and the
         activation peak it would show. Returns that peak in bytes."""
         num_seqs, seq_len = warmup_batch(self.max_model_len, self.max_num_batched_tokens, self.max_num_seqs)
         cost = self.cost_model.step([(seq_len, 0)] * num_seqs)
