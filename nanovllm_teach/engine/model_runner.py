@@ -1,9 +1,9 @@
 """Execution layer: ``ModelRunner`` turns a scheduled batch (``engine/batch.py``) into one token id per sequence.
 
 Start-up: build Qwen3 and load its weights (packed for oneDNN with ``linear_backend="onednn"``); warm up
-with the largest prefill step the scheduler can form, and a sampling of ``max_num_seqs`` rows, so the peak memory of
-any step is seen; on a GPU hold the largest decode graph's pool while memory is read; size the KV cache
-from what is left (``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice; capture the decode
+with the largest prefill step the scheduler can form, and a sampling of ``max_num_seqs`` rows, so the peak
+memory of any step is seen; on a GPU hold the largest decode graph's pool while memory is read; size the KV
+cache from what is left (``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice; capture the decode
 graphs (their addresses are the cache's).
 
 Every step, ``run(batch)``:

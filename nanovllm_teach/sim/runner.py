@@ -124,8 +124,8 @@ class SimulatedRunner(RunnerDefaults):
     # ---- start-up -------------------------------------------------------------------------------
 
     def _warmup(self) -> int:
-        """The real runner's warm-up (the largest prefill step the scheduler can form), predicted: its time and the
-        activation peak it would show. Returns that peak in bytes."""
+        """The real runner's warm-up (the largest prefill step the scheduler can form), predicted: its time and
+        the activation peak it would show. Returns that peak in bytes."""
         num_seqs, seq_len = warmup_batch(self.max_model_len, self.max_num_batched_tokens, self.max_num_seqs)
         cost = self.cost_model.step([(seq_len, 0)] * num_seqs)
         peak = self.cost_model.activation_peak_bytes(num_seqs * seq_len, num_seqs)
