@@ -100,10 +100,16 @@ def test_live_page_moves_as_requests_arrive(tmp_path):
                 _screenshot(page, tmp_path, "live_page")
 
                 front_step = "() => document.querySelector('iframe:not(.back)').contentWindow.replay.step"
-                before = page.evaluate(front_step)
-                frame.locator("#back").click()  # the learner steps back by hand
-                stepped = page.evaluate(front_step)
-                assert stepped == before - 1
+                # Which frame is in front, and its step, read together: a newer page may swap in between.
+                front_now = ("() => { const f = document.querySelector('iframe:not(.back)'); "
+                             "return [f.id, f.contentWindow.replay.step]; }")
+                for _ in range(5):
+                    shown_before, before = page.evaluate(front_now)
+                    frame.locator("#back").click()  # the learner steps back by hand
+                    shown_after, stepped = page.evaluate(front_now)
+                    if shown_after == shown_before:  # else the click went to a page that came in meanwhile
+                        break
+                assert shown_after == shown_before and stepped == before - 1
                 seen = page.evaluate("() => window.live.lastStep")
                 page.wait_for_function(f"() => window.live.lastStep > {seen} + 3 && !window.live.following",
                                        timeout=60_000)
