@@ -70,14 +70,32 @@ NATIVE = compiled_decode.unusable_reason(torch.device("cpu"), 1, torch.float32, 
 needs_native = pytest.mark.skipif(NATIVE is not None, reason=f"no native decode step here: {NATIVE}")
 
 
+def _model(kind: str) -> Qwen3ForCausalLM:
+    """The shipped model, or its shape with heads of 16 (whose halves, rotated against each other, are not
+    whole vectors of 16 floats: the native step's other way of rotating) and random weights."""
+    path = nanovllm_teach.default_model_path()
+    config = AutoConfig.from_pretrained(path)
+    if kind == "shipped":
+        model = Qwen3ForCausalLM(config).float().eval()
+        load_model(model, path)
+        return model
+    config.head_dim = 16
+    model = Qwen3ForCausalLM(config).float().eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(1 + 0.1 * torch.randn(param.shape, generator=generator) if "norm" in name
+                        else 0.05 * torch.randn(param.shape, generator=generator))
+    return model
+
+
 @needs_native
+@pytest.mark.parametrize("kind", ["shipped", "head_dim 16"])
 @pytest.mark.parametrize("linear", ["torch", "onednn"])
-def test_native_decode_tokens_and_cache_equal_eager(linear):
+def test_native_decode_tokens_and_cache_equal_eager(linear, kind):
     if linear == "onednn" and onednn_unusable_reason(torch.device("cpu"), torch.float32) is not None:
         pytest.skip("no oneDNN here")
-    path = nanovllm_teach.default_model_path()
-    model = Qwen3ForCausalLM(AutoConfig.from_pretrained(path)).float().eval()
-    load_model(model, path)
+    model = _model(kind)
     if linear == "onednn":
         pack_linear_weights(model)
     for layer in model.modules():
