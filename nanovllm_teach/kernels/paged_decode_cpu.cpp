@@ -35,7 +35,8 @@
 // row. So when a call reads more than kPrefetchBytes, each head, before it scores its chunk, asks for its
 // share of the next chunk's rows (__builtin_prefetch): the memory then works while the arithmetic runs.
 // Measured on a 2-core AMD EPYC (Zen 4, AVX-512), one thread, 32 sequences of 190 positions with the
-// shipped model's heads, caches read from memory (eight layers' in turn): 1.00-1.18 -> 0.50-0.54 ms a layer.
+// shipped model's heads, caches read from memory (eight layers' in turn): 1.00-1.18 -> 0.50-0.54 ms a layer;
+// in the engine, 32 sequences of 128-256 positions, the three layers' attention 3.16 -> 2.48 ms a step.
 // Rows that stay in the cache (one layer's, read again and again) gain nothing and pay the instructions
 // (0.22 -> 0.31-0.37 ms), hence the threshold. Emits no events.
 
