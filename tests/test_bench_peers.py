@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_peers  # noqa: E402
-from bench_peers import Row, floor_ms, identical, per_token_ms, table  # noqa: E402
+from bench_peers import Row, floor_ms, floor_ratios, identical, per_token_ms, table  # noqa: E402
 
 
 def test_floor_is_the_larger_of_reading_and_multiplying():
@@ -27,6 +27,14 @@ def test_floor_is_the_larger_of_reading_and_multiplying():
     assert floor_ms(8e6, 20.0, 1e6, 100.0)["floor_ms"] == pytest.approx(0.4)  # memory-bound
     with pytest.raises(ValueError, match="read 0"):
         floor_ms(8e6, 0, 1e9, 100.0)
+
+
+def test_each_repeat_is_judged_against_its_own_floor():
+    ratios, median = floor_ratios([6.0, 4.5, 5.0], [2.0, 1.5, 2.5])
+    assert ratios == pytest.approx([3.0, 3.0, 2.0])
+    assert median == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="one floor per repeat"):
+        floor_ratios([6.0, 4.5], [2.0])
 
 
 def test_identity_counts_whole_requests_and_needs_equal_counts():
@@ -64,4 +72,6 @@ def test_a_small_run_beside_a_missing_peer(tmp_path):
     assert f"| llama.cpp (llama-cpp-python) | did not run: not installed in {tmp_path / 'llama' / 'venv'}" in out
     assert "| nanovllm_teach " in out
     assert "floor of one decode step at our 1 thread(s)" in out
+    assert out.count("  floor  one request ") == 2  # measured after each of the two repeats
+    assert out.count("ours over that repeat's floor: ") == 2  # one request, batch 32
     assert bench_peers.WORKER.is_file()
