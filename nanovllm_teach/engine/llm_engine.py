@@ -95,7 +95,7 @@ class LLMEngine:
         self.tokenizer = tokenizer
         self.clock = clock
         self.rec = recorder
-        self.rec.set_clock(lambda: round(clock.now_s() * 1e9))
+        self.rec.set_clock(clock.now_ns)
         self.rec.open(trace_header)
         if self.rec.enabled:
             self.rec.record("bootstrap", "engine_starting", EngineInit(

@@ -69,6 +69,9 @@ class Clock(Protocol):
     def now_s(self) -> float:
         """Seconds on this clock (only differences count)."""
 
+    def now_ns(self) -> int:
+        """The same clock in whole nanoseconds: the trace's event stamps (``t_ns``)."""
+
     def wait_until(self, t_s: float) -> None:
         """Let time pass until ``now_s() >= t_s`` (an idle engine waiting for its next arrival)."""
 
@@ -78,6 +81,9 @@ class WallClock:
 
     def now_s(self) -> float:
         return time.perf_counter()
+
+    def now_ns(self) -> int:
+        return time.perf_counter_ns()  # the same clock as now_s, read without a float in between
 
     def wait_until(self, t_s: float) -> None:
         time.sleep(max(0.0, t_s - time.perf_counter()))

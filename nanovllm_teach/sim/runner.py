@@ -50,6 +50,9 @@ class SimClock:
     def now_s(self) -> float:
         return self.t_s
 
+    def now_ns(self) -> int:
+        return round(self.t_s * 1e9)
+
     def advance(self, seconds: float) -> None:
         assert seconds >= 0, seconds
         self.t_s += seconds

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 import msgspec
+from msgspec import UNSET
 
 from nanovllm_teach.trace.events import check_payload
 from nanovllm_teach.trace.payload import Payload
@@ -200,7 +201,12 @@ class TraceRecorder(Recorder):
         event = payload.event
         if event not in _KNOWN_EVENTS or phase not in _KNOWN_PHASES:
             raise ValueError(f"unknown event {event!r} or phase {phase!r}")
-        plain = self._stats(event, payload)
+        if event in TENSOR_EVENTS:
+            plain = self._tensor_stats(event, payload)
+        else:
+            # One C call: field names as the file spells them, absent fields left out, every list copied
+            # (the engine may change its own lists after the event), anything else made plain by ``_plain``.
+            plain = msgspec.to_builtins(payload, enc_hook=_plain)
         if self.validate:
             check_payload(event, plain)  # raises ContractError naming the event and field
         record = TraceEvent(self._next_i, self._clock() - self._t0, event, phase, self.step,
@@ -220,21 +226,21 @@ class TraceRecorder(Recorder):
         except Exception as error:  # KeyboardInterrupt and other BaseExceptions propagate
             self._stop(error)
 
-    def _stats(self, event: str, payload: Payload) -> dict[str, Any]:
-        if event not in TENSOR_EVENTS:
-            # One C call: field names as the file spells them, absent fields left out, every list copied
-            # (the engine may change its own lists after the event), anything else made plain by ``_plain``.
-            return msgspec.to_builtins(payload, enc_hook=_plain)
+    def _tensor_stats(self, event: str, payload: Payload) -> dict[str, Any]:
+        """A tensor field ``x`` becomes ``x_shape``, and ``x`` itself while the detail budget lasts."""
         detailed = event == "PREPARE_PREFILL_TENSORS" or self._decode_details < self.detail_decode_steps
         if event == "PREPARE_DECODE_TENSORS" and detailed:
             self._decode_details += 1
         out: dict[str, Any] = {}
-        for key, value in payload.items():
+        # The struct's fields read directly, not through ``Payload.items``: this runs at every decode step.
+        for attr, key in zip(payload.__struct_fields__, payload.__struct_encode_fields__):
+            value = getattr(payload, attr)
+            if value is UNSET:
+                continue
             if not _is_tensor(value):
                 out[key] = _plain(value)
                 continue
-            shape = list(value.shape)
-            out[f"{key}_shape"] = shape
+            out[f"{key}_shape"] = shape = list(value.shape)
             if detailed and math.prod(shape) <= self.detail_max_elements:
                 out[key] = value.tolist()
         return out
