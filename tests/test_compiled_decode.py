@@ -71,15 +71,20 @@ needs_native = pytest.mark.skipif(NATIVE is not None, reason=f"no native decode 
 
 
 def _model(kind: str) -> Qwen3ForCausalLM:
-    """The shipped model, or its shape with heads of 16 (whose halves, rotated against each other, are not
-    whole vectors of 16 floats: the native step's other way of rotating) and random weights."""
+    """The shipped model, or its shape with random weights and heads of 16 (whose halves, rotated against each
+    other, are not whole vectors of 16 floats: the native step's other way of rotating), or with an
+    intermediate size of 1,024 (the down projection's rows are then long enough to be read as they are
+    stored, where the shipped model's every weight is read from an interleaved copy)."""
     path = nanovllm_teach.default_model_path()
     config = AutoConfig.from_pretrained(path)
     if kind == "shipped":
         model = Qwen3ForCausalLM(config).float().eval()
         load_model(model, path)
         return model
-    config.head_dim = 16
+    if kind == "head_dim 16":
+        config.head_dim = 16
+    else:
+        config.intermediate_size = 1024
     model = Qwen3ForCausalLM(config).float().eval()
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -90,7 +95,7 @@ def _model(kind: str) -> Qwen3ForCausalLM:
 
 
 @needs_native
-@pytest.mark.parametrize("kind", ["shipped", "head_dim 16"])
+@pytest.mark.parametrize("kind", ["shipped", "head_dim 16", "intermediate 1024"])
 @pytest.mark.parametrize("linear", ["torch", "onednn"])
 def test_native_decode_tokens_and_cache_equal_eager(linear, kind):
     if linear == "onednn" and onednn_unusable_reason(torch.device("cpu"), torch.float32) is not None:
