@@ -37,6 +37,7 @@ from nanovllm_teach.serve.protocol import ApiError
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.viz.page import replay_page
+from nanovllm_teach.viz.page_words import live_words
 
 MAX_EVENTS = 200_000  # some thousands of steps of a busy server: a page of a few MB
 POLL_S = 0.1  # the events stream looks for new steps ten times a second
@@ -110,7 +111,9 @@ class LiveFeed:
         async def live(lang: str | None = Query(default=None)) -> HTMLResponse:
             chosen = resolve_lang(lang if lang in LANGS else None)
             text = resources.files("nanovllm_teach.viz").joinpath("page_assets", "live.html").read_text("utf-8")
-            return HTMLResponse(text.replace("{{lang}}", html.escape(chosen)))
+            # The words as JSON inside a script element: "<" written as \u003c, so no text can close it.
+            words = msgspec.json.encode(live_words()).decode().replace("<", "\\u003c")
+            return HTMLResponse(text.replace("{{lang}}", html.escape(chosen)).replace("{{words}}", words))
 
         @app.get("/live/events")
         async def live_events() -> Response:

@@ -14,7 +14,8 @@ step, coloured as ``blockgrid`` colours it, blocks freed at the step's end inclu
 filled by occupancy when there are too many to draw one by one; hover or click a cell to read it); the
 queues; and the step's TEACHING lines in English and Chinese (switchable). The browser draws everything
 (SVG and a canvas) from data inlined in the file: ``page_assets/`` holds the markup, the style and the
-script (in parts), this module the data. No network, no external file.
+script (in parts), ``page_words.py`` its words in both languages, this module the data. No network, no
+external file.
 
 Part of the torch-free viz layer: it reads the trace layer's tables, segments, steps (cut and state at their
 ends) and console lines, and emits no event.
@@ -61,6 +62,7 @@ from nanovllm_teach.trace.steps import cut_steps, step_ends
 # The grid's conventions are blockgrid's: the blocks freed at a step's end, in their holder's colour faded.
 from nanovllm_teach.viz.blockgrid import freed_at_step_end
 from nanovllm_teach.viz.compare import trace_label
+from nanovllm_teach.viz.page_words import replay_words
 from nanovllm_teach.viz.style import (
     CACHED_COLOR, CURSOR_COLOR, FREE_COLOR, FREED_ALPHA, PHASE_COLORS, SEQ_PALETTE, STATE_COLORS,
 )
@@ -273,6 +275,7 @@ def replay_page(trace: Trace, lang: str | None = None, verbosity: str = "normal"
     data = page_data(trace, verbosity)
     data["lang"] = lang
     data["live"] = live
+    data["ui"] = replay_words()
     title = html.escape(data["title"])
     return "\n".join([
         "<!DOCTYPE html>", f'<html lang="{lang}"><head><meta charset="utf-8">',

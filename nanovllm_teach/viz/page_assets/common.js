@@ -72,44 +72,8 @@
   const $ = (id) => document.getElementById(id);
   const indexOfStep = new Map(S.step.map((s, i) => [s, i]));
 
-  const UI = {
-    en: {replay: 'Replay', step: 'step', of: 'of', timelines: 'Timelines', requests: 'Requests',
-         queues: 'Queues at the end of the step', blocks: 'KV blocks at the end of the step',
-         lines: 'TEACHING lines of the step', play: '▶ play', pause: '❚❚ pause', batch: 'batch',
-         tokens: 'tokens', waiting: 'waiting', running: 'running', finished: 'finished this step',
-         preemptedNote: '(underlined: preempted)', none: '—', noLines: '(no TEACHING line in this step)',
-         used: 'used', shared: 'shared', cached: 'cached', free: 'free', blocksOf: 'blocks',
-         cell: 'one cell = {g} blocks, filled by occupancy', hover: 'hover or click a cell to read it',
-         convention: 'Every panel draws the state at the end of step N over step N; the red cursor is the ' +
-                     'step shown. Click a timeline or the Gantt chart to jump to a step.',
-         batchSize: 'batch size', kvUsed: 'KV blocks used (of {n})', latency: 'step latency (ms)', log: ', log',
-         queuesLabel: 'queues: waiting', runningLabel: 'running', preemption: '▼ preemption', finishes: '● EOS   | max_tokens',
-         cachedLegend: 'cached (free, hashed)', timelinesAria: 'timelines',
-         ganttAria: 'request Gantt chart', back: '◀ back', forward: 'forward ▶',
-         backTitle: 'step back (← key)', forwardTitle: 'step forward (→ key)', playTitle: 'play / pause (space)',
-         usedBySeq: 'used (colour: its seq)', freed: "freed at the step's end", sharedRefs: 'shared (×refs)',
-         groupUsed: 'used (colour: the seq of its first used block; filled by the share used)',
-         ganttRows: '{n} requests, one row each: scroll the chart',
-         state: {waiting: 'waiting', preempted: 'preempted', prefill: 'prefill', decode: 'decode',
-                 stalled: 'stalled', held: 'held (finished, slot kept)'}},
-    zh: {replay: '回放', step: '步', of: '/', timelines: '时间线', requests: '请求',
-         queues: '本步结束时的队列', blocks: '本步结束时的 KV 块', lines: '本步的 TEACHING 日志',
-         play: '▶ 播放', pause: '❚❚ 暂停', batch: 'batch', tokens: '个 token', waiting: '等待队列',
-         running: '运行队列', finished: '本步结束', preemptedNote: '（下划线：被抢占）', none: '—',
-         noLines: '（本步没有 TEACHING 日志）', used: '已用', shared: '共享', cached: '已缓存', free: '空闲',
-         blocksOf: '块', cell: '一格 = {g} 块，按占用比例填充', hover: '悬停或点击格子查看',
-         convention: '每个面板都把第 N 步结束时的状态画在第 N 步上；红色游标即当前步。点击时间线或甘特图可跳到该步。',
-         batchSize: 'batch 大小', kvUsed: '已用 KV 块（共 {n} 块）', latency: '每步延迟（ms）', log: '，对数坐标',
-         queuesLabel: '队列：等待', runningLabel: '运行', preemption: '▼ 抢占', finishes: '● EOS   | max_tokens',
-         cachedLegend: '已缓存（空闲，仍有哈希）', timelinesAria: '时间线',
-         ganttAria: '请求甘特图', back: '◀ 上一步', forward: '下一步 ▶',
-         backTitle: '上一步（← 键）', forwardTitle: '下一步（→ 键）', playTitle: '播放 / 暂停（空格键）',
-         usedBySeq: '已用（颜色：所属序列）', freed: '本步结束时释放', sharedRefs: '共享（×引用数）',
-         groupUsed: '已用（颜色：格内第一个已用块所属的序列；填充高度为已用比例）',
-         ganttRows: '共 {n} 个请求，每个一行：可滚动查看',
-         state: {waiting: '等待', preempted: '被抢占后等待', prefill: '预填充', decode: '解码',
-                 stalled: '停顿（他人在预填充）', held: '占位（已结束，名额保留）'}},
-  };
+  // The page's words in both languages, from viz/page_words.py.
+  const UI = D.ui;
   let lang = D.lang in UI ? D.lang : 'en';
   // The text of ``key`` in the page's language; ``{name}`` fields filled from ``values``.
   const t = (key, values = {}) => {
