@@ -9,7 +9,9 @@ as GGUF float32), installed by this script where missing unless ``--skip-install
 ``transformers`` run in this environment. An engine that is missing or fails keeps its row, with the reason.
 The processes are built one after another (the build time and start-up time, up to a warmed-up first
 request, are the table's cold-start columns: warm on-disk caches count, so run twice to see both), then
-every repeat runs each engine in turn, in a rotating order:
+every engine runs the throughput workload once, uncounted (a warm-up: the first run was our slowest repeat
+in every run on the shared 2-core host, and often the peers' too), then every repeat runs each engine in turn,
+in a rotating order:
 
 - **throughput**: ``--num-requests`` random-token prompts, prompt and output lengths uniform in
   ``--min-len``..``--max-len``, greedy, ``ignore_eos``, all submitted at once; useful output tokens over
@@ -380,6 +382,17 @@ def run(args: argparse.Namespace, model: Path) -> None:
         ("batch 32", [args.batch_prompt + args.decode_tokens // 2] * BATCH))}
     floors: dict[str, list[dict[str, float]]] = {label: [] for label in costs}
     try:
+        # One round first that counts for nothing: the first run of the workload was our slowest repeat in every
+        # run on the shared 2-core host, and often a peer's (ours writes its KV cache's pages for the first time
+        # then: they are committed as they are written), which moved the medians of 3 repeats.
+        warm = random_prompts(rng, lengths, vocab)
+        print(f"-- warm-up, not counted (load average {load()})", flush=True)
+        for name in list(order):
+            try:
+                engines[name].generate(warm, max_tokens)
+            except (RuntimeError, OSError, ValueError) as exc:
+                rows[name].why = str(exc)
+                order.remove(name)
         for r in range(args.repeats):
             prompts = random_prompts(rng, lengths, vocab)
             single = random_prompts(rng, [SINGLE_PROMPT], vocab)
