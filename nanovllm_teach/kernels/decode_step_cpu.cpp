@@ -77,7 +77,7 @@ inline void rms_norm_row(const float* x, const float* w, float* out, int64_t n, 
 
 // y[t, o] = x[t] . w[o] for outputs o .. o + kRows - 1 of every row t: the kRows weight rows are read from
 // memory once, then from the L1 or L2 cache for each further row of x. kInterleaved: the block is stored
-// as FewRowWeight interleaves it, vector d of row r at w[d * kRows + r * Vec::size()]; else row after row.
+// as LinearWeight interleaves it, vector d of row r at w[d * kRows + r * Vec::size()]; else row after row.
 // Either way each output adds the same products in the same order: the results are bitwise the same.
 template <int64_t kRows, bool kInterleaved>
 inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in_f, float* y,
@@ -97,8 +97,8 @@ inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float
 }
 
 // A linear's weight as the checkpoint stores it (plain), and as the few-row loop reads it (w): the plain
-// weight itself, or a copy interleaved for that loop. Eight rows read side by side are eight streams of memory, and
-// the hardware prefetcher needs a stretch of each before it runs ahead: a row of kShortRow floats or fewer
+// weight itself, or a copy interleaved for that loop. Eight rows read side by side are eight streams of
+// memory, and the hardware prefetcher needs a stretch of each before it runs ahead: a row of kShortRow floats or fewer
 // (the shipped model's 256 and 512) is over about when it has caught on. So such a weight is copied once,
 // each block of kOutputsAtOnce rows interleaved a vector at a time, which the loop then reads as one
 // stream. Measured on a 2-core AMD EPYC (Zen 4), one thread, the shipped model's 13 weights for one row:
@@ -119,12 +119,13 @@ struct LinearWeight {
 };
 
 // x @ w.T for a few rows of x (each row contiguous), w (out_f, in_f) as the checkpoint stores it (in_f a
-// multiple of the vector width) or interleaved (LinearWeight). The blocks of kOutputsAtOnce outputs are shared among
-// PyTorch's threads (each thread then reads its own part of the weight: a big model's matrix-vector
+// multiple of the vector width) or interleaved (LinearWeight). The blocks of kOutputsAtOnce outputs are
+// shared among PyTorch's threads (each thread then reads its own part of the weight: a big model's matrix-vector
 // products are limited by how fast memory is read, and two cores read faster than one); a small weight
 // stays on one thread.
 at::Tensor few_rows_linear(const at::Tensor& x, const LinearWeight& weight) {
-  const int64_t rows = x.size(0), out_f = weight.plain.size(0), in_f = weight.plain.size(1), x_stride = x.stride(0);
+  const int64_t rows = x.size(0), out_f = weight.plain.size(0), in_f = weight.plain.size(1);
+  const int64_t x_stride = x.stride(0);
   at::Tensor y = at::empty({rows, out_f}, x.options());
   const float* xs = x.data_ptr<float>();
   const float* ws = weight.w.data_ptr<float>();
@@ -294,7 +295,7 @@ struct DecodeStep : torch::CustomClassHolder {
     at::Tensor act = at::empty({tokens, layers[kDown].size(1)}, options);  // each layer's silu(gate) * up
     for (size_t i = 0; i < k_caches.size(); ++i) {
       const at::Tensor* w = &layers[i * kPerLayer];
-      const LinearWeight* lin = &linears[i * std::size(kLinears)];
+      const LinearWeight* lin = &linears[i * std::size(kLinears)];  // qkv, o, gate_up, down (kLinears)
       add_norm(hidden, residual, w[kInputNorm], normed, i == 0);
       const at::Tensor qkv = linear(normed, lin[0], w[kQkvPacked]);
       qk_norm_rotate_store(qkv, w, positions, slot_mapping, k_caches[i], v_caches[i], q);
