@@ -15,7 +15,8 @@ call and no Python between the layers. As with a CUDA graph:
   argmax): a greedy step costs Python one call;
 - the result equals the eager step's to rounding: from 16 rows the multiplies are the eager layers'
   (oneDNN's packed multiply, ``layers/onednn_linear.py``, or ``F.linear``'s ``at::mm`` where the weights
-  are not packed), the attention is the ``cpp`` backend's kernel,
+  are not packed; oneDNN from 4 rows for a weight whose rows are too long to stay in the cache, as every
+  real Qwen3's), the attention is the ``cpp`` backend's kernel,
   and the rest is loops of its own in ATen's vector type: the multiplies of fewer rows (matrix-vector
   products, eight outputs at a time: faster than ``F.linear``'s BLAS call there), norms, rotation, K/V
   store, gate, argmax. They add in another order than ATen's operators (~1e-6 relative) and cost far less

@@ -65,7 +65,8 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
 
 # The fewest rows worth oneDNN's packed multiply. One thread of this project's Xeon, oneDNN's time over
 # F.linear's for the shipped model's four weight shapes: 1.8-3.8x at 1-2 rows, 1.3-2.2x at 8, 0.9-1.3x at
-# 16, 0.9-1.3x at 32-64 (benchmarks/RESULTS.md). The native decode step follows the same rule.
+# 16, 0.9-1.3x at 32-64 (benchmarks/RESULTS.md). The native decode step follows the same rule, except for a
+# weight with long rows (every real Qwen3's), which it multiplies through oneDNN from 4 rows.
 PACKED_MIN_ROWS = 16
 
 
