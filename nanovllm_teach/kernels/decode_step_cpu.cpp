@@ -8,10 +8,11 @@
 // them; here the same list of operations is written out in C++ once and compiled, so a step is one call
 // from Python.
 //
-// From 16 rows on, the multiplies are oneDNN's packed multiply, through the same operator as the eager layers
-// (layers/onednn_linear.py); the attention is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp, found through
-// the dispatcher). Everything else is a loop of its own, written with ATen's vector type at::vec::Vectorized<float> as
-// the attention kernel is: the multiplies of fewer than 16 rows, the embedding lookup, each RMSNorm with the residual
+// From 16 rows on (4 for a weight with rows longer than kShortRow floats, as every real Qwen3's), the
+// multiplies are oneDNN's packed multiply, through the same operator as the eager layers
+// (layers/onednn_linear.py); the attention is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp, found
+// through the dispatcher). Everything else is a loop of its own, written with ATen's vector type
+// at::vec::Vectorized<float> as the attention kernel is: the multiplies of fewer rows, the embedding lookup, each RMSNorm with the residual
 // add before it, the query/key norms with the rotation and the K/V store (one pass over the qkv rows), SiLU of the gate
 // times the up projection, the argmax. Through ATen those were ~60 calls a step, and even in C++ each call costs a
 // dispatch and an allocation, and ATen's RMSNorm on a CPU is itself ~10 operations (pow, mean, add, rsqrt, mul, ...):
@@ -54,6 +55,14 @@ constexpr int64_t kMaxHeadDim = 256;
 constexpr int64_t kOutputsAtOnce = 8;  // weight rows of a few-row multiply computed together
 constexpr int64_t kBytesPerTask = 64 * 1024;  // the least weight a thread is given (a wake-up costs µs)
 constexpr int64_t kShortRow = 512;  // floats: a weight with rows this short is interleaved for the few-row loop
+// A weight with longer rows (every real Qwen3's) goes through oneDNN's packed multiply from this many rows
+// of x. Such a weight is read from memory, and oneDNN multiplies while the next part of it streams in, which
+// the few-row loop does not: it reads a block of rows, then multiplies it with each row of x from the cache.
+// Qwen3-0.6B's four weights of 4 layers (252 MB), oneDNN's time over the loop's, one thread: 1.00x at 4 rows,
+// 0.81x at 6, 0.92x at 8, 0.80x at 12; two threads 1.02x, 0.85x, 1.03x, 0.85x (a 2-core AMD EPYC). The
+// shipped model's short rows stay in the cache, where the loop is ahead of oneDNN's fixed cost a call until
+// packed_min_rows.
+constexpr int64_t kLongRowPackedMinRows = 4;
 
 inline float add_lanes(const Vec& v) {
   return at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, v);
@@ -75,25 +84,39 @@ inline void rms_norm_row(const float* x, const float* w, float* out, int64_t n, 
   for (int64_t i = 0; i < n; i += Vec::size()) (Vec::loadu(x + i) * r * Vec::loadu(w + i)).store(out + i);
 }
 
-// y[t, o] = x[t] . w[o] for outputs o .. o + kRows - 1 of every row t: the kRows weight rows are read from
-// memory once, then from the L1 or L2 cache for each further row of x. kInterleaved: the block is stored
-// as LinearWeight interleaves it, vector d of row r at w[d * kRows + r * Vec::size()]; else row after row.
-// Either way each output adds the same products in the same order: the results are bitwise the same.
+// y[t, o] = x[t] . w[o] for outputs o .. o + kRows - 1 and kX rows t of x: the kRows weight rows are read
+// once for the kX rows. kInterleaved: the block is stored as LinearWeight interleaves it, vector d of row r at
+// w[d * kRows + r * Vec::size()]; else row after row. Either way each output adds the same products in the
+// same order, whatever kX: the results are bitwise the same.
+template <int64_t kRows, bool kInterleaved, int64_t kX>
+inline void dot_block(const float* x, int64_t x_stride, const float* w, int64_t in_f, float* y, int64_t out_f) {
+  Vec sum[kX][kRows];
+  for (int64_t t = 0; t < kX; ++t)
+    for (int64_t r = 0; r < kRows; ++r) sum[t][r] = Vec(0.f);
+  for (int64_t d = 0; d < in_f; d += Vec::size()) {
+    Vec xv[kX];
+    for (int64_t t = 0; t < kX; ++t) xv[t] = Vec::loadu(x + t * x_stride + d);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const Vec wv = Vec::loadu(kInterleaved ? w + d * kRows + r * Vec::size() : w + r * in_f + d);
+      for (int64_t t = 0; t < kX; ++t) sum[t][r] = at::vec::fmadd(xv[t], wv, sum[t][r]);
+    }
+  }
+  for (int64_t t = 0; t < kX; ++t)
+    for (int64_t r = 0; r < kRows; ++r) y[t * out_f + r] = add_lanes(sum[t][r]);
+}
+
+// The block of outputs o .. o + kRows - 1 for every row of x. A weight read as stored (rows of more than
+// kShortRow floats: every real Qwen3's) multiplies two rows of x at a time, which halves the loads of the
+// weight from the cache per multiply-add: Qwen3-0.6B's four weights of 4 layers (252 MB, from memory) for 2
+// rows took 0.88x the time of one row at a time on one thread, 0.92x on two (a 2-core AMD EPYC). The
+// interleaved short rows gained only at 2-4 rows and lost from 8 (1.05-1.2x), so they go one row at a time.
 template <int64_t kRows, bool kInterleaved>
 inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float* w, int64_t in_f, float* y,
                      int64_t out_f) {
-  for (int64_t t = 0; t < rows; ++t, x += x_stride, y += out_f) {
-    Vec sum[kRows];
-    for (int64_t r = 0; r < kRows; ++r) sum[r] = Vec(0.f);
-    for (int64_t d = 0; d < in_f; d += Vec::size()) {
-      const Vec xv = Vec::loadu(x + d);
-      for (int64_t r = 0; r < kRows; ++r) {
-        const float* chunk = kInterleaved ? w + d * kRows + r * Vec::size() : w + r * in_f + d;
-        sum[r] = at::vec::fmadd(xv, Vec::loadu(chunk), sum[r]);
-      }
-    }
-    for (int64_t r = 0; r < kRows; ++r) y[r] = add_lanes(sum[r]);
-  }
+  int64_t t = 0;
+  if constexpr (!kInterleaved)
+    for (; t + 2 <= rows; t += 2) dot_block<kRows, false, 2>(x + t * x_stride, x_stride, w, in_f, y + t * out_f, out_f);
+  for (; t < rows; ++t) dot_block<kRows, kInterleaved, 1>(x + t * x_stride, x_stride, w, in_f, y + t * out_f, out_f);
 }
 
 // A linear's weight as the checkpoint stores it (plain), and as the few-row loop reads it (w): the plain
@@ -118,15 +141,14 @@ struct LinearWeight {
   }
 };
 
-// x @ w.T for a few rows of x (each row contiguous), w (out_f, in_f) as the checkpoint stores it (in_f a
-// multiple of the vector width) or interleaved (LinearWeight). The blocks of kOutputsAtOnce outputs are
-// shared among PyTorch's threads (each thread then reads its own part of the weight: a big model's matrix-vector
-// products are limited by how fast memory is read, and two cores read faster than one); a small weight
-// stays on one thread.
-at::Tensor few_rows_linear(const at::Tensor& x, const LinearWeight& weight) {
+// y = x @ w.T for a few rows of x (each row contiguous), w (out_f, in_f) as the checkpoint stores it (in_f a
+// multiple of the vector width) or interleaved (LinearWeight), y (rows, out_f) contiguous. The blocks of
+// kOutputsAtOnce outputs are shared among PyTorch's threads (each thread then reads its own part of the
+// weight: a big model's matrix-vector products are limited by how fast memory is read, and two cores read
+// faster than one); a small weight stays on one thread.
+void few_rows_linear(const at::Tensor& x, const LinearWeight& weight, at::Tensor& y) {
   const int64_t rows = x.size(0), out_f = weight.plain.size(0), in_f = weight.plain.size(1);
   const int64_t x_stride = x.stride(0);
-  at::Tensor y = at::empty({rows, out_f}, x.options());
   const float* xs = x.data_ptr<float>();
   const float* ws = weight.w.data_ptr<float>();
   float* ys = y.data_ptr<float>();
@@ -146,7 +168,6 @@ at::Tensor few_rows_linear(const at::Tensor& x, const LinearWeight& weight) {
       }
     }
   });
-  return y;
 }
 
 struct DecodeStep : torch::CustomClassHolder {
@@ -190,10 +211,18 @@ struct DecodeStep : torch::CustomClassHolder {
     lm_head_linear.emplace(lm_head);
   }
 
-  // x @ weight.plain.T: a few rows in few_rows_linear; more through oneDNN's packed weight where the eager
-  // layer would use it (layers/onednn_linear.py), else through at::mm on the plain weight, as F.linear calls it.
-  at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const at::Tensor& packed_weight) const {
-    if (x.size(0) < packed_min_rows) return few_rows_linear(x, weight);
+  // x @ weight.plain.T: a few rows in few_rows_linear, into `out` (allocated on its first use: the step's
+  // layers then share it, where a tensor for each product cost an allocation apiece, ~1 us); more through
+  // oneDNN's packed weight where the eager layer would use it (layers/onednn_linear.py), from fewer rows for
+  // long-rowed weights, else through at::mm on the plain weight, as F.linear calls it.
+  at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const at::Tensor& packed_weight,
+                    at::Tensor& out) const {
+    const bool long_rows = weight.plain.size(1) > kShortRow;
+    if (x.size(0) < (packed && long_rows ? kLongRowPackedMinRows : packed_min_rows)) {
+      if (!out.defined()) out = at::empty({x.size(0), weight.plain.size(0)}, x.options());
+      few_rows_linear(x, weight, out);
+      return out;
+    }
     if (!packed) return at::mm(x, weight.plain.t());
     // torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), as layers/onednn_linear.py calls it.
     std::vector<c10::IValue> stack{x, packed_weight, c10::IValue(), std::string("none"),
@@ -293,21 +322,22 @@ struct DecodeStep : torch::CustomClassHolder {
     at::Tensor residual = at::empty_like(hidden), normed = at::empty_like(hidden);
     at::Tensor q = at::empty({tokens, heads, head_dim}, options);
     at::Tensor act = at::empty({tokens, layers[kDown].size(1)}, options);  // each layer's silu(gate) * up
+    at::Tensor qkv_out, o_out, gate_up_out, down_out, logits_out;  // the few-row products' (linear)
     for (size_t i = 0; i < k_caches.size(); ++i) {
       const at::Tensor* w = &layers[i * kPerLayer];
       const LinearWeight* lin = &linears[i * std::size(kLinears)];  // qkv, o, gate_up, down (kLinears)
       add_norm(hidden, residual, w[kInputNorm], normed, i == 0);
-      const at::Tensor qkv = linear(normed, lin[0], w[kQkvPacked]);
+      const at::Tensor qkv = linear(normed, lin[0], w[kQkvPacked], qkv_out);
       qk_norm_rotate_store(qkv, w, positions, slot_mapping, k_caches[i], v_caches[i], q);
       const at::Tensor out = attention.call(q, k_caches[i], v_caches[i], block_tables, context_lens, scale);
-      hidden = linear(out.view({tokens, heads * head_dim}), lin[1], w[kOProjPacked]);
+      hidden = linear(out.view({tokens, heads * head_dim}), lin[1], w[kOProjPacked], o_out);
       add_norm(hidden, residual, w[kPostNorm], normed, false);
-      const at::Tensor gate_up = linear(normed, lin[2], w[kGateUpPacked]);
+      const at::Tensor gate_up = linear(normed, lin[2], w[kGateUpPacked], gate_up_out);
       silu_and_multiply(gate_up, act);
-      hidden = linear(act, lin[3], w[kDownPacked]);
+      hidden = linear(act, lin[3], w[kDownPacked], down_out);
     }
     add_norm(hidden, residual, final_norm, normed, false);
-    const at::Tensor logits = linear(normed, *lm_head_linear, lm_head_packed);
+    const at::Tensor logits = linear(normed, *lm_head_linear, lm_head_packed, logits_out);
     if (!greedy) return logits;
     // The first most likely id of each row, as torch.argmax picks it.
     at::Tensor ids = at::empty({tokens}, input_ids.options());
