@@ -8,24 +8,24 @@
 // them; here the same list of operations is written out in C++ once and compiled, so a step is one call
 // from Python.
 //
-// From 16 rows on (4 for a weight with rows longer than kShortRow floats, as every real Qwen3's), the
-// multiplies are oneDNN's packed multiply, through the same operator as the eager layers
-// (layers/onednn_linear.py); the attention is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp, found
-// through the dispatcher). Everything else is a loop of its own, written with ATen's vector type
-// at::vec::Vectorized<float> as the attention kernel is: the multiplies of fewer rows, the embedding lookup, each RMSNorm with the residual
-// add before it, the query/key norms with the rotation and the K/V store (one pass over the qkv rows), SiLU of the gate
-// times the up projection, the argmax. Through ATen those were ~60 calls a step, and even in C++ each call costs a
-// dispatch and an allocation, and ATen's RMSNorm on a CPU is itself ~10 operations (pow, mean, add, rsqrt, mul, ...):
-// at one sequence they took more time than the multiplies (0.71 -> 0.41 ms a step on a Xeon). A decode step of a few
-// sequences is a few matrix-vector products, which read every weight once and do little arithmetic with it: the loop
-// here computes eight outputs at a time, each a dot product of a weight row with the input row, so that the input stays
-// in registers and eight independent sums hide the latency of each multiply-add. On a 2-core AMD EPYC it reads the
+// From 16 rows on (4 for a weight with rows longer than kShortRow floats, as every real Qwen3's), the multiplies are
+// oneDNN's packed multiply, through the same operator as the eager layers (layers/onednn_linear.py); the attention
+// is the "cpp" backend's kernel (kernels/paged_decode_cpu.cpp, found through the dispatcher). Everything else is a
+// loop of its own, written with ATen's vector type at::vec::Vectorized<float> as the attention kernel is: the
+// multiplies of fewer rows, the embedding lookup, each RMSNorm with the residual add before it, the query/key norms
+// with the rotation and the K/V store (one pass over the qkv rows), SiLU of the gate times the up projection, the
+// argmax. Through ATen those were ~60 calls a step, and even in C++ each call costs a dispatch and an allocation,
+// and ATen's RMSNorm on a CPU is itself ~10 operations (pow, mean, add, rsqrt, mul, ...): at one sequence they took
+// more time than the multiplies (0.71 -> 0.41 ms a step on a Xeon). A decode step of a few sequences is a few
+// matrix-vector products, which read every weight once and do little arithmetic with it: the loop here computes
+// eight outputs at a time, each a dot product of a weight row with the input row, so that the input stays in
+// registers and eight independent sums hide the latency of each multiply-add. On a 2-core AMD EPYC it reads the
 // shipped model's 13 weights for one row in 175-187 us against at::mm's 233-282 (F.linear's path), and 4 rows in 343
-// against 608 (one thread). The price: these loops add in another order than ATen's operators, so the logits equal the
-// eager step's to rounding (~1e-6 relative), no longer bitwise; the greedy tokens are identical to the eager step's and
-// to transformers' (tests/test_compiled_decode.py, tests/test_engine_parity.py). The step ends with the LM head, and,
-// when every row is greedy, with the argmax: a greedy step returns its token ids and nothing of it runs in Python but
-// the call. Emits no events.
+// against 608 (one thread). The price: these loops add in another order than ATen's operators, so the logits equal
+// the eager step's to rounding (~1e-6 relative), no longer bitwise; the greedy tokens are identical to the eager
+// step's and to transformers' (tests/test_compiled_decode.py, tests/test_engine_parity.py). The step ends with the
+// LM head, and, when every row is greedy, with the argmax: a greedy step returns its token ids and nothing of it
+// runs in Python but the call. Emits no events.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -115,7 +115,8 @@ inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float
                      int64_t out_f) {
   int64_t t = 0;
   if constexpr (!kInterleaved)
-    for (; t + 2 <= rows; t += 2) dot_block<kRows, false, 2>(x + t * x_stride, x_stride, w, in_f, y + t * out_f, out_f);
+    for (; t + 2 <= rows; t += 2)
+      dot_block<kRows, false, 2>(x + t * x_stride, x_stride, w, in_f, y + t * out_f, out_f);
   for (; t < rows; ++t) dot_block<kRows, kInterleaved, 1>(x + t * x_stride, x_stride, w, in_f, y + t * out_f, out_f);
 }
 
