@@ -5,7 +5,10 @@ to eager where it cannot. Greedy tokens against transformers: tests/test_engine_
 
 from __future__ import annotations
 
+import gc
 import random
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -161,6 +164,31 @@ def test_the_engine_runs_decode_natively_by_default_and_eagerly_when_told():
     assert {s["batch_size"] for s in runs if s["mode"] == "compiled"} == {3, 2, 1}  # one step for every size
     assert "DECODE_COMPILE" not in {e.event for e in eager_rec.events}
     assert {s.stats["mode"] for s in eager_rec.events if s.event == "RUN_MODEL"} == {"eager"}
+
+
+def _huge_page_kib() -> int:
+    """This process's anonymous memory in transparent huge pages."""
+    return int(re.search(r"AnonHugePages:\s+(\d+) kB", Path("/proc/self/smaps_rollup").read_text()).group(1))
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@needs_native
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists() or not THP.exists()
+                    or "[never]" in THP.read_text(), reason="no transparent huge pages here")
+def test_the_interleaved_weights_live_in_huge_pages_and_go_with_the_step():
+    model = _model("shipped")
+    for layer in model.modules():
+        if isinstance(layer, Attention):
+            layer.k_cache = layer.v_cache = torch.zeros(1, BLOCK, layer.num_kv_heads, layer.head_dim)
+    before = _huge_page_kib()
+    step = CompiledDecode(model)
+    # The shipped model's 13 weights (1.9 M floats, ~7.4 MiB) fill four 2 MiB pages; the system may refuse some.
+    assert 0 < _huge_page_kib() - before <= 4 * 2048
+    del step
+    gc.collect()
+    assert _huge_page_kib() == before  # unmapped with the step
 
 
 @pytest.mark.parametrize("why, args", [

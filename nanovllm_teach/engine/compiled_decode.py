@@ -8,7 +8,8 @@ compiled once per machine, and a decode step becomes one call into it, with each
 call and no Python between the layers. As with a CUDA graph:
 
 - the weights and the KV cache are bound once, when the step is built (after the cache is allocated: a
-  graph bakes in the cache's addresses, this step holds the cache tensors);
+  graph bakes in the cache's addresses, this step holds the cache tensors); a weight with short rows, as the
+  shipped model's, is copied once for the step's own loop, into 2 MB memory pages where Linux gives them;
 - each step passes only its inputs (token ids, positions, slots, block tables, context lengths), and every
   batch size and context length runs the same code: nothing to capture per batch size;
 - the step runs to the logits (the LM head included) and, when every row is greedy, to the token ids (the

@@ -37,10 +37,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace {
 
@@ -123,24 +128,51 @@ inline void dot_rows(const float* x, int64_t rows, int64_t x_stride, const float
 // A linear's weight as the checkpoint stores it (plain), and as the few-row loop reads it (w): the plain
 // weight itself, or a copy interleaved for that loop. Eight rows read side by side are eight streams of
 // memory, and the hardware prefetcher needs a stretch of each before it runs ahead: a row of kShortRow floats or fewer
-// (the shipped model's 256 and 512) is over about when it has caught on. So such a weight is copied once,
-// each block of kOutputsAtOnce rows interleaved a vector at a time, which the loop then reads as one
-// stream. Measured on a 2-core AMD EPYC (Zen 4), one thread, the shipped model's 13 weights for one row:
-// 94-98 -> 80 us from the L3 cache, 311-350 -> 176-195 us when other data has pushed them out; rows of
-// 512 floats 1.03x and 1.26x; rows of 1,024 floats and more, as every real Qwen3's, 0.84-1.14x: there the
-// weight is read as it is, with no copy.
+// (the shipped model's 256 and 512) is over about when it has caught on. So such a weight is copied once
+// (DecodeStep puts the copies in 2 MB pages), each block of kOutputsAtOnce rows interleaved a vector at a time,
+// which the loop then reads as one stream. Measured on a 2-core AMD EPYC (Zen 4), one thread, the shipped model's
+// 13 weights for one row: 94-98 -> 80 us from the L3 cache, 311-350 -> 176-195 us when other data has pushed them
+// out; rows of 512 floats 1.03x and 1.26x; rows of 1,024 floats and more, as every real Qwen3's, 0.84-1.14x: there
+// the weight is read as it is, with no copy.
 struct LinearWeight {
   at::Tensor plain, w;
   bool interleaved;
 
-  explicit LinearWeight(const at::Tensor& plain_) : plain(plain_), w(plain_), interleaved(false) {
+  explicit LinearWeight(const at::Tensor& plain_)
+      : plain(plain_), w(plain_),
+        interleaved(plain_.size(1) <= kShortRow && plain_.size(0) % kOutputsAtOnce == 0) {}
+
+  // Write the interleaved copy into `into` (plain.numel() floats) and read it from there.
+  void interleave_into(const at::Tensor& into) {
     const int64_t out_f = plain.size(0), in_f = plain.size(1);
-    if (in_f > kShortRow || out_f % kOutputsAtOnce != 0) return;
-    w = plain.reshape({out_f / kOutputsAtOnce, kOutputsAtOnce, in_f / Vec::size(), Vec::size()})
-            .permute({0, 2, 1, 3}).contiguous();
-    interleaved = true;
+    const int64_t blocks = out_f / kOutputsAtOnce, vectors = in_f / Vec::size();
+    w = into.view({blocks, vectors, kOutputsAtOnce, Vec::size()});
+    w.copy_(plain.reshape({blocks, kOutputsAtOnce, vectors, Vec::size()}).permute({0, 2, 1, 3}));
   }
 };
+
+// `floats` zeroed floats in memory of their own, which Linux is asked to back with 2 MB pages (a transparent huge
+// page where its setting is "madvise" or "always"). The interleaved weights are read in full every step, and with
+// 4 KB pages the shipped model's 8 MB of them span ~2,000 pages, each an address translation the processor must
+// hold in its translation cache (the TLB) to read it fast; the interpreter's work between two steps pushes many
+// out, so a step began with page-table walks. In 2 MB pages the weights need four translations. One request on the shipped model, 15 alternating pairs on a 2-core
+// AMD EPYC (Zen 4), one thread: 0.223 -> 0.194 ms a token (the same copy in 4 KB pages: 0.94x). Where the system
+// does not give such pages (another system, or the setting "never") this is ordinary memory.
+at::Tensor huge_page_floats(int64_t floats) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr size_t kHugePage = 2 << 20;
+  const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage;
+  const size_t length = bytes + kHugePage;  // room to start at a 2 MB boundary
+  void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base != MAP_FAILED) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(base);
+    void* start = reinterpret_cast<void*>((address + kHugePage - 1) / kHugePage * kHugePage);
+    madvise(start, bytes, MADV_HUGEPAGE);  // a request: without it the pages stay 4 KB, which is only slower
+    return at::from_blob(start, {floats}, [base, length](void*) { munmap(base, length); }, at::kFloat);
+  }
+#endif
+  return at::zeros({floats}, at::kFloat);
+}
 
 // y = x @ w.T for a few rows of x (each row contiguous), w (out_f, in_f) as the checkpoint stores it (in_f a
 // multiple of the vector width) or interleaved (LinearWeight), y (rows, out_f) contiguous. The blocks of
@@ -210,6 +242,20 @@ struct DecodeStep : torch::CustomClassHolder {
     for (size_t i = 0; i < layers.size(); i += kPerLayer)
       for (const Weight which : kLinears) linears.emplace_back(layers[i + which]);
     lm_head_linear.emplace(lm_head);
+    // Every interleaved copy in one buffer of 2 MB pages (huge_page_floats), one after another.
+    std::vector<LinearWeight*> copies;
+    for (LinearWeight& weight : linears) copies.push_back(&weight);
+    copies.push_back(&*lm_head_linear);
+    copies.erase(std::remove_if(copies.begin(), copies.end(), [](const LinearWeight* l) { return !l->interleaved; }),
+                 copies.end());
+    int64_t floats = 0;
+    for (const LinearWeight* weight : copies) floats += weight->plain.numel();
+    const at::Tensor buffer = huge_page_floats(floats);
+    int64_t offset = 0;
+    for (LinearWeight* weight : copies) {
+      weight->interleave_into(buffer.narrow(0, offset, weight->plain.numel()));
+      offset += weight->plain.numel();
+    }
   }
 
   // x @ weight.plain.T: a few rows in few_rows_linear, into `out` (allocated on its first use: the step's
