@@ -155,9 +155,10 @@ struct LinearWeight {
 // page where its setting is "madvise" or "always"). The interleaved weights are read in full every step, and with
 // 4 KB pages the shipped model's 8 MB of them span ~2,000 pages, each an address translation the processor must
 // hold in its translation cache (the TLB) to read it fast; the interpreter's work between two steps pushes many
-// out, so a step began with page-table walks. In 2 MB pages the weights need four translations. One request on the shipped model, 15 alternating pairs on a 2-core
-// AMD EPYC (Zen 4), one thread: 0.223 -> 0.194 ms a token (the same copy in 4 KB pages: 0.94x). Where the system
-// does not give such pages (another system, or the setting "never") this is ordinary memory.
+// out, so a step began with page-table walks. In 2 MB pages the weights need four translations. One request on
+// the shipped model, 15 alternating pairs on a 2-core AMD EPYC (Zen 4), one thread: 0.223 -> 0.194 ms a token
+// (the same copy in 4 KB pages: 0.94x). Where the system does not give such pages (another system, or the setting
+// "never") this is ordinary memory.
 at::Tensor huge_page_floats(int64_t floats) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr size_t kHugePage = 2 << 20;
