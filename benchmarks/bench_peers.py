@@ -18,7 +18,8 @@ in a rotating order:
   wall seconds. Later repeats use fresh prompts of the same lengths (no prefix-cache hits). Tokens are
   compared with ours, request by request, in every repeat;
 - **one request, ms/token**: one 32-token prompt decoding ``--decode-tokens`` + 1 tokens, minus the same
-  with 1 token, over ``--decode-tokens`` (prefill and fixed costs cancel);
+  with 1 token, over ``--decode-tokens`` (prefill and fixed costs cancel); the median of ``SINGLE_ROUNDS``
+  such pairs, and ours over each peer's of the same repeat;
 - **batch 32, ms/step**: 32 prompts of ``--batch-prompt`` tokens, the same difference over
   ``--decode-tokens`` steps (llama-cpp-python runs the 32 one after another: its ``Llama`` holds one
   sequence).
@@ -67,6 +68,9 @@ ENGINES = ("ours", "vllm", "llama", "hf")
 TITLES = {"ours": "nanovllm_teach", "vllm": "vLLM CPU build", "llama": "llama.cpp (llama-cpp-python)",
           "hf": "transformers generate"}
 SINGLE_PROMPT, BATCH = 32, 32
+# A repeat's one-request figure is the median of this many long/short pairs: a pair of the shipped model takes
+# ~30 ms, and one pair moved by up to 30% from the next on the shared 2-core host.
+SINGLE_ROUNDS = 5
 READ_WIDTH = 1024  # columns of the matrix the floor's read rate is measured on
 READ_CAP_BYTES = 512 * 2**20  # the largest buffer the read rate is measured on
 # Per model: requests, length range, decode tokens for the ms/token and ms/step columns, the batch-32
@@ -89,11 +93,12 @@ def floor_ms(step_bytes: float, read_gbs: float, step_flops: float, peak_gflops:
     return {"memory_ms": memory, "compute_ms": compute, "floor_ms": max(memory, compute)}
 
 
-def floor_ratios(ours_ms: list[float], floors_ms: list[float]) -> tuple[list[float], float]:
-    """Our figure over the floor measured in the same repeat, repeat by repeat, and their median."""
-    if len(ours_ms) != len(floors_ms) or not ours_ms:
-        raise ValueError(f"need one floor per repeat, got {len(ours_ms)} figures and {len(floors_ms)} floors")
-    ratios = [ms / floor for ms, floor in zip(ours_ms, floors_ms)]
+def paired_ratios(ours_ms: list[float], reference_ms: list[float]) -> tuple[list[float], float]:
+    """Our figure over a reference measured in the same repeat (its floor, or a peer beside us), repeat by
+    repeat, and their median: on a shared machine a repeat's figures move together."""
+    if len(ours_ms) != len(reference_ms) or not ours_ms:
+        raise ValueError(f"need one reference per repeat, got {len(ours_ms)} figures and {len(reference_ms)}")
+    ratios = [ms / reference for ms, reference in zip(ours_ms, reference_ms)]
     return ratios, statistics.median(ratios)
 
 
@@ -140,7 +145,7 @@ def table(rows: list[Row], num_requests: int) -> str:
         tok = _median(row.tok_s)
         ratio = fmt(tok / ours if ours else None, ".2f")
         same = "—" if row.engine == "ours" else ", ".join(f"{s}/{num_requests}" for s in row.same)
-        lines.append(f"| {name} | {tok:,.0f} | {ratio} | {same} | {fmt(_median(row.single_ms), '.2f')} "
+        lines.append(f"| {name} | {tok:,.0f} | {ratio} | {same} | {fmt(_median(row.single_ms), '.3f')} "
                      f"| {fmt(_median(row.batch_ms), '.2f')} | {fmt(row.build_s, '.1f')} | {fmt(row.start_s, '.1f')} |")
     return "\n".join(lines)
 
@@ -405,7 +410,8 @@ def run(args: argparse.Namespace, model: Path) -> None:
                 try:
                     out = engine.generate(prompts, max_tokens)
                     n = args.decode_tokens
-                    one = [engine.generate(single, [k])["wall"] for k in (n + 1, 1)]
+                    one = statistics.median(per_token_ms(*[engine.generate(single, [k])["wall"] for k in (n + 1, 1)], n)
+                                            for _ in range(SINGLE_ROUNDS))
                     many = [engine.generate(batch, [k] * BATCH)["wall"] for k in (n + 1, 1)]
                 except (RuntimeError, OSError, ValueError) as exc:
                     row.why = str(exc)
@@ -413,9 +419,9 @@ def run(args: argparse.Namespace, model: Path) -> None:
                     continue
                 results[name] = out["tokens"]
                 row.tok_s.append(sum(max_tokens) / out["wall"])
-                row.single_ms.append(per_token_ms(*one, n))
+                row.single_ms.append(one)
                 row.batch_ms.append(per_token_ms(*many, n))
-                print(f"  {name:<6} {row.tok_s[-1]:9.1f} tok/s  one request {row.single_ms[-1]:7.2f} ms/token  "
+                print(f"  {name:<6} {row.tok_s[-1]:9.1f} tok/s  one request {row.single_ms[-1]:7.3f} ms/token  "
                       f"batch 32 {row.batch_ms[-1]:7.2f} ms/step", flush=True)
             for name, tokens in results.items():
                 if name != "ours" and "ours" in results:
@@ -439,8 +445,13 @@ def run(args: argparse.Namespace, model: Path) -> None:
               f"({min(rates):.1f}-{max(rates):.1f}) = {f['memory_ms']:.3f} ms; {cost['flops'] / 1e9:.2f} GFLOP at "
               f"{f['peak_gflops']:.0f} GFLOP/s = {f['compute_ms']:.3f} ms; floor {f['floor_ms']:.3f} ms")
         if len(ours_ms[label]) == len(floors[label]):
-            ratios, median = floor_ratios(ours_ms[label], [m["floor_ms"] for m in floors[label]])
+            ratios, median = paired_ratios(ours_ms[label], [m["floor_ms"] for m in floors[label]])
             print(f"    ours over that repeat's floor: {', '.join(f'{x:.2f}x' for x in ratios)} (median {median:.2f}x)")
+    for name, row in rows.items():
+        if name != "ours" and row.single_ms and len(row.single_ms) == len(rows["ours"].single_ms):
+            ratios, median = paired_ratios(rows["ours"].single_ms, row.single_ms)
+            print(f"one request, ours over {TITLES[name]} in the same repeat: {', '.join(f'{x:.2f}x' for x in ratios)} "
+                  f"(median {median:.2f}x; ours faster in {sum(x < 1 for x in ratios)} of {len(ratios)})")
     for row in rows.values():
         if row.why:
             print(f"{row.engine}: {row.why}")

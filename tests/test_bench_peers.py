@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_peers  # noqa: E402
-from bench_peers import Row, floor_ms, floor_ratios, identical, per_token_ms, table  # noqa: E402
+from bench_peers import Row, floor_ms, paired_ratios, identical, per_token_ms, table  # noqa: E402
 
 
 def test_floor_is_the_larger_of_reading_and_multiplying():
@@ -30,11 +30,11 @@ def test_floor_is_the_larger_of_reading_and_multiplying():
 
 
 def test_each_repeat_is_judged_against_its_own_floor():
-    ratios, median = floor_ratios([6.0, 4.5, 5.0], [2.0, 1.5, 2.5])
+    ratios, median = paired_ratios([6.0, 4.5, 5.0], [2.0, 1.5, 2.5])
     assert ratios == pytest.approx([3.0, 3.0, 2.0])
     assert median == pytest.approx(3.0)
-    with pytest.raises(ValueError, match="one floor per repeat"):
-        floor_ratios([6.0, 4.5], [2.0])
+    with pytest.raises(ValueError, match="one reference per repeat"):
+        paired_ratios([6.0, 4.5], [2.0])
 
 
 def test_identity_counts_whole_requests_and_needs_equal_counts():
@@ -55,8 +55,8 @@ def test_table_shows_ratios_identity_and_why_a_peer_is_missing():
                 single_ms=[3.0] * 3, batch_ms=[8.0] * 3),
             Row("llama", why="not installed in /p/llama (--skip-install)")]
     lines = table(rows, 48).splitlines()
-    assert lines[2] == "| nanovllm_teach 0.1.0 | 200 | 1.00 | — | 2.00 | 6.00 | 2.0 | 2.5 |"
-    assert lines[3] == "| vLLM CPU build 0.32.0 | 100 | 0.50 | 48/48, 48/48, 47/48 | 3.00 | 8.00 | 40.0 | 50.0 |"
+    assert lines[2] == "| nanovllm_teach 0.1.0 | 200 | 1.00 | — | 2.000 | 6.00 | 2.0 | 2.5 |"
+    assert lines[3] == "| vLLM CPU build 0.32.0 | 100 | 0.50 | 48/48, 48/48, 47/48 | 3.000 | 8.00 | 40.0 | 50.0 |"
     assert lines[4].startswith("| llama.cpp (llama-cpp-python) | did not run: not installed in /p/llama")
     assert all(line.count("|") == lines[0].count("|") for line in lines)
 
