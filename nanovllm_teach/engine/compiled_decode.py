@@ -24,8 +24,9 @@ call and no Python between the layers. As with a CUDA graph:
   than ~60 ATen calls. The greedy tokens are identical (tests check them against the eager step and
   against transformers).
 
-It is built the first time a machine needs it, with PyTorch's C++ extension loader (a compiler must be
-installed; ~30 s, a line says so), cached like the C++ attention kernel (``layers/attention_cpp.py``:
+It is built the first time a machine needs it, as a Python extension module (pybind11: a call costs less
+than a TorchScript class's), with PyTorch's C++ extension loader (a compiler must be installed; ~30 s, a
+line says so), cached like the C++ attention kernel (``layers/attention_cpp.py``:
 keyed by the source, the flags, the processor, Python and torch), and later starts only load the library.
 The model runner uses it for every decode step where it can run (``unusable_reason`` is None: a CPU, one
 rank, float32, the ``cpp`` attention backend, Qwen3 without attention biases, ``enforce_eager`` off), and
@@ -35,6 +36,7 @@ runs eagerly otherwise. Emits no events: the model runner reports the build or l
 from __future__ import annotations
 
 import functools
+import importlib
 from pathlib import Path
 
 import torch
@@ -54,7 +56,7 @@ def _load() -> str | None:
     """Build (once per machine) and load the native decode step, and the attention kernel it calls first;
     None when both worked, else why not."""
     return cpp_unusable_reason(torch.device("cpu"), torch.float32) or \
-        load_native_library(SOURCE, LIBRARY_NAME, "the native decode step")
+        load_native_library(SOURCE, LIBRARY_NAME, "the native decode step", python_module=True)
 
 
 def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, attention_backend: str,
@@ -105,14 +107,19 @@ class CompiledDecode:
                         attn.o_proj.weight, layer.post_attention_layernorm.weight, mlp.gate_up_proj.weight,
                         mlp.down_proj.weight, *(packed_weight(linear) for linear in linears)]
         first = body.layers[0].self_attn
-        self.step = torch.classes.nanovllm_teach_decode.DecodeStep(
+        self.step = importlib.import_module(LIBRARY_NAME).DecodeStep(
             tensors, [layer.k_cache for layer in layers], [layer.v_cache for layer in layers],
             body.embed_tokens.weight, body.norm.weight, body.rotary_emb.cos_sin_cache, model.lm_head.weight,
             packed_weight(model.lm_head), first.num_heads, first.num_kv_heads, first.head_dim, PACKED_MIN_ROWS,
             body.norm.eps, first.attn.scale, packed)
 
-    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-        """The step's logits, (tokens, vocab); with ``greedy``, each row's most likely token id instead."""
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The step's logits, (tokens, vocab)."""
         ctx = get_context()
-        return self.step.forward(input_ids, positions, ctx.slot_mapping, ctx.block_tables, ctx.context_lens,
-                                 greedy)
+        return self.step.compute_logits(input_ids, positions, ctx.slot_mapping, ctx.block_tables, ctx.context_lens)
+
+    def greedy_token_ids(self, input_ids: torch.Tensor, positions: torch.Tensor) -> list[int]:
+        """Each row's most likely token id (the argmax of the logits ``__call__`` returns), computed natively."""
+        ctx = get_context()
+        return self.step.greedy_token_ids(input_ids, positions, ctx.slot_mapping, ctx.block_tables,
+                                          ctx.context_lens)

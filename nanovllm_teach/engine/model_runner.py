@@ -373,10 +373,10 @@ class ModelRunner(RunnerDefaults):
                             num_logprobs if any(n is not None for n in num_logprobs) else None)
 
     def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, is_prefill: bool,
-                  greedy: bool = False) -> torch.Tensor | None:
+                  greedy: bool = False) -> torch.Tensor | list[int] | None:
         """The logits of each sequence's next token (None on the ranks other than 0). ``greedy``: every row
         is greedy and the sampler has nothing else to do; the native decode step then returns the token ids
-        themselves (``native_greedy``)."""
+        themselves, a list (``native_greedy``)."""
         graph_bs = None if self.decode_graphs is None else choose_graph_batch_size(
             is_prefill, input_ids.size(0), self.decode_graphs.batch_sizes)
         if graph_bs is not None:
@@ -388,7 +388,8 @@ class ModelRunner(RunnerDefaults):
             return self.model.compute_logits(hidden_states)
         compiled = self.compiled_decode is not None and not is_prefill
         if compiled:  # the LM head (and the argmax) inside the native step
-            out = self.compiled_decode(input_ids, positions, greedy)
+            step = self.compiled_decode.greedy_token_ids if greedy else self.compiled_decode
+            out = step(input_ids, positions)
             batch_size = input_ids.size(0)
         else:
             hidden_states = self.model(input_ids, positions)
@@ -421,7 +422,7 @@ class ModelRunner(RunnerDefaults):
                 greedy = self.native_greedy(is_prefill, seqs)
                 out = self.run_model(input_ids, positions, is_prefill, greedy)
                 if greedy:  # the sampler has nothing to do: no sampling inputs are built
-                    sampled = Sampled(out.tolist(), None, None)
+                    sampled = Sampled(out, None, None)
                 elif out is not None:
                     sampled = self.sampler.sample(out, *self.prepare_sample(seqs))
                 else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import platform
 import shutil
@@ -81,18 +82,29 @@ def _build_folder(source: Path = SOURCE, name: str = EXTENSION_NAME) -> Path:
     return root / f"{name}-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-{key}"
 
 
-def load_native_library(source: Path, name: str, what: str) -> str | None:
-    """Load the operators of the C++ file ``source`` into ``torch.ops`` (and ``torch.classes``) as the
-    library ``name``, building it first when this machine has not; None when it worked, else why not.
-    ``what`` names it in the one line printed while it builds. Also used for the native decode step
+def _load_built(library: Path, name: str, python_module: bool) -> None:
+    if not python_module:
+        torch.ops.load_library(str(library))
+        return
+    spec = importlib.util.spec_from_file_location(name, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+
+
+def load_native_library(source: Path, name: str, what: str, python_module: bool = False) -> str | None:
+    """Load the operators of the C++ file ``source`` into ``torch.ops`` as the library ``name``, building it
+    first when this machine has not; None when it worked, else why not. ``what`` names it in the one line
+    printed while it builds. ``python_module``: the file is a Python module (pybind11) instead, which is then
+    imported as ``name`` (``importlib.import_module(name)`` finds it): the native decode step
     (``engine/compiled_decode.py``)."""
     folder = _build_folder(source, name)
     library = folder / f"{name}.so"
     if library.exists():
         try:
-            torch.ops.load_library(str(library))  # built before: no compiler needed, no build lock taken
+            _load_built(library, name, python_module)  # built before: no compiler needed, no build lock taken
             return None
-        except OSError:
+        except (OSError, ImportError):
             library.unlink()  # half written by a build that was killed: build it again
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
@@ -108,11 +120,13 @@ def load_native_library(source: Path, name: str, what: str) -> str | None:
     print(f"nanovllm_teach: building {what} (once per machine) from {source.name} ...", file=sys.stderr, flush=True)
     start = time.perf_counter()
     try:
-        cpp_extension.load(name=name, sources=[str(source)], extra_cflags=_compiler_flags(),
-                           build_directory=str(folder), is_python_module=False, verbose=False)
+        module = cpp_extension.load(name=name, sources=[str(source)], extra_cflags=_compiler_flags(),
+                                    build_directory=str(folder), is_python_module=python_module, verbose=False)
     except (RuntimeError, OSError, ImportError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"building {source.name} failed: {first_line}"
+    if python_module:
+        sys.modules[name] = module
     print(f"nanovllm_teach: built {what} in {time.perf_counter() - start:.0f} s, cached in {folder}",
           file=sys.stderr, flush=True)
     return None
