@@ -10,8 +10,10 @@ files and the small outcome record the child leaves behind. The child:
 
 - refuses imports of the reference solutions (``nanovllm_teach.exercises.<name>.solution``), even ones
   the parent had already imported;
-- reports through ``SharedWatch`` which student function is running and since when, so that the parent
-  can stop one that does not return within ``time_limit`` seconds and say which it was;
+- reports through ``SharedWatch`` which student function is running and since when. A call that does not
+  return within ``time_limit`` seconds is given up by its proxy, and the child records where it was (the
+  tensor being loaded, the step) before it ends; the parent stops the child itself, and says which
+  function ran, only if it is still in that call ``REPORT_GRACE_S`` later;
 - runs torch on one thread: the shipped model is tiny, and a forked child must not reuse the parent's
   OpenMP thread pool (it hangs);
 - speaks the parent's language (``i18n.resolve_lang`` in the parent, ``set_lang`` in the child): the few
@@ -37,6 +39,10 @@ from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 
 # The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
 RUN_LIMIT_S = 120.0
+# How long after a call's time limit the parent waits for the child's own record of the failure: with the
+# parent's look at the same moment, a loaded machine (the test suite's fresh-clone run) lost the record, and
+# the verdict lost where the call was.
+REPORT_GRACE_S = 5.0
 _NAME_BYTES = 96
 # A class is graded by several threads; one forks at a time, so that no child starts with a lock another
 # thread held at that moment.
@@ -124,7 +130,7 @@ def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args
 
 def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
     """Run ``target(watch, *args)`` in a forked child; stop it if one student call outlasts ``time_limit``
-    seconds or the whole run ``RUN_LIMIT_S``."""
+    seconds (and the child has not ended ``REPORT_GRACE_S`` later) or the whole run ``RUN_LIMIT_S``."""
     if "fork" not in multiprocessing.get_all_start_methods():
         raise RuntimeError(say(NO_FORK))
     ctx = multiprocessing.get_context("fork")
@@ -140,7 +146,7 @@ def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> 
             child.join(0.05)
             if child.exitcode is not None:
                 return ChildEnd(child.exitcode, watch.running())
-            if watch.running() and watch.running_for() > time_limit:
+            if watch.running() and watch.running_for() > time_limit + REPORT_GRACE_S:
                 return _stop(child, ChildEnd(None, watch.running(), time_limit))
             if time.monotonic() - started > RUN_LIMIT_S:
                 return _stop(child, ChildEnd(None, "", RUN_LIMIT_S))
