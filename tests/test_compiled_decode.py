@@ -175,6 +175,12 @@ def _huge_page_kib() -> int:
     return int(re.search(r"AnonHugePages:\s+(\d+) kB", Path("/proc/self/smaps_rollup").read_text()).group(1))
 
 
+def _huge_page_fallbacks() -> int:
+    """Huge-page faults this system has answered with 4 KB pages, no 2 MB page being free (all processes)."""
+    found = re.search(r"^thp_fault_fallback (\d+)$", Path("/proc/vmstat").read_text(), re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
@@ -187,10 +193,13 @@ def test_the_interleaved_weights_live_in_huge_pages_and_go_with_the_step():
         if isinstance(layer, Attention):
             layer.k_cache = layer.v_cache = torch.zeros(1, BLOCK, layer.num_kv_heads, layer.head_dim)
     gc.collect()  # steps of earlier tests that are garbage but not yet collected would leave with this one
-    before = _huge_page_kib()
+    before, fallbacks = _huge_page_kib(), _huge_page_fallbacks()
     step = CompiledDecode(model)
     # The shipped model's 13 weights (1.9 M floats, ~7.4 MiB) fill four 2 MiB pages; the system may refuse some.
-    assert 0 < _huge_page_kib() - before <= 4 * 2048
+    gained = _huge_page_kib() - before
+    if gained == 0 and _huge_page_fallbacks() > fallbacks:
+        pytest.skip("the system had no free 2 MB page to give (thp_fault_fallback rose)")
+    assert 0 < gained <= 4 * 2048
     del step
     gc.collect()
     assert _huge_page_kib() == before  # unmapped with the step
