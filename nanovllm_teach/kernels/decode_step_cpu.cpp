@@ -242,12 +242,13 @@ struct DecodeStep {
     for (size_t i = 0; i < layers.size(); i += kPerLayer)
       for (const Weight which : kLinears) linears.emplace_back(layers[i + which]);
     lm_head_linear.emplace(lm_head);
-    // Every interleaved copy in one buffer of 2 MB pages (huge_page_floats), one after another.
+    // Every interleaved copy in one buffer of 2 MB pages (huge_page_floats), one after another; a real Qwen3 has
+    // none (its rows are long).
     std::vector<LinearWeight*> copies;
-    for (LinearWeight& weight : linears) copies.push_back(&weight);
-    copies.push_back(&*lm_head_linear);
-    copies.erase(std::remove_if(copies.begin(), copies.end(), [](const LinearWeight* l) { return !l->interleaved; }),
-                 copies.end());
+    for (LinearWeight& weight : linears)
+      if (weight.interleaved) copies.push_back(&weight);
+    if (lm_head_linear->interleaved) copies.push_back(&*lm_head_linear);
+    if (copies.empty()) return;
     int64_t floats = 0;
     for (const LinearWeight* weight : copies) floats += weight->plain.numel();
     const at::Tensor buffer = huge_page_floats(floats);
