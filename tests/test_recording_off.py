@@ -25,6 +25,7 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.teaching import Teaching
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace import NullRecorder, TraceRecorder
+from nanovllm_teach.trace.payload import Payload
 from nanovllm_teach.trace.recorder import Recorder
 
 HERE = Path(__file__).resolve().parent
@@ -144,7 +145,7 @@ def test_teaching_never_builds_a_payload_with_recording_off(monkeypatch):
         return build
 
     payloads = [name for name, value in vars(teaching_module).items()
-                if getattr(value, "__module__", None) == "nanovllm_teach.trace.events"]
+                if isinstance(value, type) and issubclass(value, Payload)]
     assert len(payloads) >= 8
     for name in payloads:
         monkeypatch.setattr(teaching_module, name, refuse(name))

@@ -3,8 +3,9 @@
 Nothing in ``nanovllm_teach.trace`` imports torch: a trace recorded on a GPU replays on a laptop that has
 only the trace and viz dependencies.
 
-The layers, bottom up: ``payload`` and ``events`` (one typed payload per event, saying what the event means)
-and ``schema`` (the file format) -> ``recorder`` (writes events) and ``reader`` (loads them into a
+The layers, bottom up: ``payload``, the ``events_*`` modules (one typed payload per event, saying what the
+event means, grouped by the phase that emits it), ``events`` (gathers them into the one list of events) and
+``schema`` (the file format) -> ``recorder`` (writes events) and ``reader`` (loads them into a
 ``Trace``) -> ``state`` (the one interpreter of events: the engine state after each one) and ``steps`` (the
 one cut of a trace into steps) -> ``reasons``, ``tables``, ``consistency``, ``replay``, ``segments``,
 ``perfetto``, ``diff``, ``console`` (what is read from that state and those events).

@@ -42,7 +42,7 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     event: ClassVar[str] = ""  # each payload type's event name (set in events.py, with PAYLOADS)
 
-    # What the event means. Each event's class in events.py declares what differs from these defaults;
+    # What the event means. Each event's class (events_*.py) declares what differs from these defaults;
     # every reader of a trace (the state interpreter, diff, the console, the recorder) asks the class, so
     # no list of event names says it a second time.
     changes_state: ClassVar[bool] = False  # the state interpreter (state.py) applies it to the engine state
@@ -57,8 +57,8 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     actor: ClassVar["Actor"] = "LLMEngine"
 
     # What the engine did in the event, as a verb phrase in both languages: a template of the payload's
-    # fields (lists written as ``show`` writes them), ``event`` and ``reason``. Each event's class in
-    # events.py says its own; this one is for an event that does not.
+    # fields (lists written as ``show`` writes them), ``event`` and ``reason``. Each event's class (events_*.py)
+    # says its own; this one is for an event that does not.
     done: ClassVar[Text] = Text(en="recorded {event} ({reason})", zh="记录了 {event}（{reason}）")
 
     def did(self, reason: str, lang: str | None = None) -> str:
