@@ -173,7 +173,7 @@ class EngineExercise(Exercise):
     def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
         events = 0
         for workload in self.workloads:
-            verdict = judge(self, workload, load_run(folder / f"{workload.name}.jsonl"),
+            verdict = judge(self, self.decisions, workload, load_run(folder / f"{workload.name}.jsonl"),
                             run_failure(end, outcome, workload.name), references[workload.name])
             if verdict is not None:
                 return verdict

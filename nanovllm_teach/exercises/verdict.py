@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nanovllm_teach.exercises.base import GradeResult, not_implemented
+from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
 from nanovllm_teach.exercises.feedback import seq_context
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Workload
@@ -27,7 +27,6 @@ from nanovllm_teach.trace.diff import VOLATILE, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
 
 if TYPE_CHECKING:
-    from nanovllm_teach.exercises.engine_grading import EngineExercise
     from nanovllm_teach.exercises.policy_workloads import TimedWorkload
 
 
@@ -134,14 +133,15 @@ def in_context(workload: Workload | TimedWorkload, sentence: str) -> str:
     return say(CONTEXT, name=workload.name, description=say(workload.description), sentence=sentence)
 
 
-def judge(exercise: EngineExercise, workload: Workload, run: Trace | None, failure: dict[str, Any] | None,
-          reference: Trace) -> GradeResult | None:
-    """A failing verdict for a run that differs from the reference, else None."""
+def judge(exercise: Exercise, decisions: tuple[str, ...], workload: Workload, run: Trace | None,
+          failure: dict[str, Any] | None, reference: Trace) -> GradeResult | None:
+    """A failing verdict of ``exercise`` for a run whose ``decisions`` events (those that say what the
+    learner's function decided) differ from the reference's, else None."""
     if failure is not None and failure.get("not_implemented"):
         return not_implemented(exercise, failure["function"])
     if run is None:
         return exercise.fail(in_context(workload, failure_sentence(failure, where_it_stopped(None))), workload.name)
-    divergence = diff_decisions(run, reference, exercise.decisions, ignore=VOLATILE)
+    divergence = diff_decisions(run, reference, decisions, ignore=VOLATILE)
     if failure is not None and (divergence is None or divergence.yours is None):
         # The run matched the reference right up to the failure: the failure is the first difference.
         message = in_context(workload, failure_sentence(failure, where_it_stopped(run)))
