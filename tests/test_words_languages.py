@@ -19,7 +19,7 @@ from nanovllm_teach.i18n.notebooks import pair_problems
 from nanovllm_teach.reference import REFERENCE_FILE, ReferenceFormatError, load_reference_run, read_reference_run
 from nanovllm_teach.trace import console, load_trace
 from nanovllm_teach.trace.console import format_run_account, text_width
-from nanovllm_teach.viz import report, words
+from nanovllm_teach.viz import page_words, report, words
 from nanovllm_teach.viz.compare import compare, format_summaries, summarize
 from nanovllm_teach.viz.report import html_report
 
@@ -262,6 +262,19 @@ def test_every_new_text_keeps_to_the_glossary():
             problems.append(f"{text.en!r} is the same in both languages")
         problems += [p for p in pair_problems(text.en, text.zh, repr(text.en[:50]), set()) if "in brackets" not in p]
     assert problems == []
+
+
+def test_each_picture_word_is_written_once():
+    """The pictures' words are one table (``viz/words.py``): no two of its entries say the same thing, and
+    every word the replay page and the live view are sent is one of its entries, not a copy."""
+    entries = _texts(*(value for name, value in vars(words).items() if name.isupper()))
+    said: dict[tuple[str, str], Text] = {}
+    for text in entries:
+        first = said.setdefault((text.en.lower(), text.zh), text)
+        assert first is text, f"{text.en!r} is written twice"
+    for table in (page_words.REPLAY_WORDS, page_words.LIVE_WORDS):
+        for key, text in table.items():
+            assert any(text is entry for entry in entries), f"the page's {key!r} is not an entry of viz/words.py"
 
 
 def test_the_glossary_check_can_fail():
