@@ -171,11 +171,11 @@ def test_the_pictures_speak_the_chosen_language():
     from pathlib import Path
 
     from nanovllm_teach.trace import load_trace
-    from nanovllm_teach.viz import labels, plot_gantt, plot_timelines
+    from nanovllm_teach.viz import plot_gantt, plot_timelines, words
 
     trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "preemption.jsonl")
 
-    def words(figure) -> str:
+    def drawn(figure) -> str:
         texts = [t.get_text() for ax in figure.get_axes() for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
         for ax in figure.get_axes():
             legend = ax.get_legend()
@@ -185,11 +185,11 @@ def test_the_pictures_speak_the_chosen_language():
 
     for lang in ("en", "zh"):
         with speaking(lang):
-            timelines, gantt = words(plot_timelines(trace)), words(plot_gantt(trace))
+            timelines, gantt = drawn(plot_timelines(trace)), drawn(plot_gantt(trace))
         other = "zh" if lang == "en" else "en"
-        for label in (labels.BATCH_SIZE, labels.ENGINE_STEP, labels.PHASE["decode"]):
+        for label in (words.BATCH_SIZE, words.ENGINE_STEP, words.PHASE["decode"]):
             assert say(label, lang) in timelines and say(label, other) not in timelines, (lang, label)
-        assert say(labels.GANTT_TITLE, lang) in gantt and say(labels.STATE["decode"], lang) in gantt
+        assert say(words.GANTT_TITLE, lang) in gantt and say(words.STATE["decode"], lang) in gantt
         assert bool(CJK.search(timelines + gantt)) == (lang == "zh")
 
 
@@ -249,7 +249,7 @@ def test_every_text_in_the_package_is_in_both_languages_and_keeps_to_the_glossar
 
     found = _package_texts()
     # The walk finds the tables where the learner's words live (a walk that finds nothing passes nothing).
-    assert {"nanovllm_teach.viz.labels", "nanovllm_teach.exercises.quiz_grading",
+    assert {"nanovllm_teach.viz.words", "nanovllm_teach.exercises.quiz_grading",
             "nanovllm_teach.exercises.trace_quiz"} <= set(found)
     problems = []
     for module, texts in found.items():

@@ -92,7 +92,7 @@ def test_moving_to_a_step_shows_that_step(trace, player, how):
         assert player.queues == replay.queues_at(step)
         assert (len(player.queues.waiting), len(player.queues.running)) == (row.waiting_len, row.running_len)
         assert player.kv == replay.kv_at(step) and player.kv.num_used == row.used_blocks
-        assert f"<b>step {step}</b>" in player.header.value
+        assert f"<b>step {step} of " in player.header.value
         assert shown_lines(player.lines_view.value) == player.lines
 
 
@@ -247,12 +247,12 @@ def test_the_controls_header_and_queues_speak_the_players_language(trace):
     player = Player(trace, lang="zh", dpi=40)
     step = next(e.step for e in trace.events_named("PREEMPT"))
     player.set_step(step)
-    assert player.slider.description == "步" and player.back.tooltip == "后退一步"
-    assert f"<b>第 {step} 步</b>" in player.header.value and "本步结束时的 KV 缓存：" in player.header.value
+    assert player.slider.description == "步" and player.back.tooltip == "上一步"
+    assert f"<b>第 {step} 步（共 " in player.header.value and "本步结束时的 KV 块：" in player.header.value
     assert "等待队列" in player.queue_view.value and "被抢占过" in player.queue_view.value
     player.set_lang("en")
-    assert player.slider.description == "step" and f"<b>step {step}</b>" in player.header.value
-    assert "<b>waiting</b>" in player.queue_view.value and not re.search(r"[\u4e00-\u9fff]", player.header.value)
+    assert player.slider.description == "step" and f"<b>step {step} of " in player.header.value
+    assert "<b>waiting (" in player.queue_view.value and not re.search(r"[\u4e00-\u9fff]", player.header.value)
 
 
 def test_the_arrows_step_back_and_forward_and_stop_at_the_ends(trace, player):

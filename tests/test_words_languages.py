@@ -19,7 +19,7 @@ from nanovllm_teach.i18n.notebooks import pair_problems
 from nanovllm_teach.reference import REFERENCE_FILE, ReferenceFormatError, load_reference_run, read_reference_run
 from nanovllm_teach.trace import console, load_trace
 from nanovllm_teach.trace.console import format_run_account, text_width
-from nanovllm_teach.viz import labels, report
+from nanovllm_teach.viz import page_words, report, words
 from nanovllm_teach.viz.compare import compare, format_summaries, summarize
 from nanovllm_teach.viz.report import html_report
 
@@ -140,8 +140,8 @@ def test_the_compare_picture_in_both_languages(arrivals):
     en, zh = (_figure_words(compare(*arrivals, lang=lang).figure) for lang in ("en", "zh"))
     assert "static_arrivals (static): 167 steps" in en and "tokens/step" in en
     assert "static_arrivals（静态批处理）：167 步" in zh and "连续批处理" in zh
-    for word_en, word_zh in ((labels.SUMMARY_ROW["mean_ttft_ms"].en, labels.SUMMARY_ROW["mean_ttft_ms"].zh),
-                             (labels.BATCH_SIZE.en, labels.BATCH_SIZE.zh), (labels.ENGINE_STEP.en, labels.ENGINE_STEP.zh)):
+    for word_en, word_zh in ((words.SUMMARY_ROW["mean_ttft_ms"].en, words.SUMMARY_ROW["mean_ttft_ms"].zh),
+                             (words.BATCH_SIZE.en, words.BATCH_SIZE.zh), (words.ENGINE_STEP.en, words.ENGINE_STEP.zh)):
         assert word_en in en and word_zh in zh and word_en not in zh
     assert "tokens/step" not in zh and "early-finished" not in zh
 
@@ -249,7 +249,7 @@ def test_a_reference_file_that_is_not_json_is_refused(tmp_path):
 def test_every_new_text_keeps_to_the_glossary():
     """The texts of this file's modules and the reference's notes, held to the glossary (the first-use
     bracket rule is for documents, not one-line sentences)."""
-    texts = [*_module_texts(console), *_module_texts(cli), *_module_texts(report), *_module_texts(labels),
+    texts = [*_module_texts(console), *_module_texts(cli), *_module_texts(report), *_module_texts(words),
              *scenarios.LESSONS.values()]
     reference = load_reference_run()
     texts += [reference.description_text, *(step.note_text for step in reference.steps)]
@@ -262,6 +262,19 @@ def test_every_new_text_keeps_to_the_glossary():
             problems.append(f"{text.en!r} is the same in both languages")
         problems += [p for p in pair_problems(text.en, text.zh, repr(text.en[:50]), set()) if "in brackets" not in p]
     assert problems == []
+
+
+def test_each_picture_word_is_written_once():
+    """The pictures' words are one table (``viz/words.py``): no two of its entries say the same thing, and
+    every word the replay page and the live view are sent is one of its entries, not a copy."""
+    entries = _texts(*(value for name, value in vars(words).items() if name.isupper()))
+    said: dict[tuple[str, str], Text] = {}
+    for text in entries:
+        first = said.setdefault((text.en.lower(), text.zh), text)
+        assert first is text, f"{text.en!r} is written twice"
+    for table in (page_words.REPLAY_WORDS, page_words.LIVE_WORDS):
+        for key, text in table.items():
+            assert any(text is entry for entry in entries), f"the page's {key!r} is not an entry of viz/words.py"
 
 
 def test_the_glossary_check_can_fail():

@@ -41,7 +41,7 @@ from matplotlib.text import Text
 from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot
-from nanovllm_teach.viz import labels
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.render import NotebookFigure, as_written
 from nanovllm_teach.viz.style import CACHED_COLOR, FREED_ALPHA, GRID_BACKGROUND, FREE_COLOR, SEQ_PALETTE, seq_color
 
@@ -98,7 +98,7 @@ def grid_layout(kv: KVSnapshot, max_cells: int = MAX_CELLS) -> GridLayout:
 
 def summary_line(kv: KVSnapshot, layout: GridLayout | None = None, freed: dict[int, int] | None = None) -> str:
     """The grid's title: the step, then ``cache_summary``."""
-    return say(labels.GRID_TITLE, step=kv.step, summary=cache_summary(kv, layout, freed))
+    return say(words.GRID_TITLE, step=kv.step, summary=cache_summary(kv, layout, freed))
 
 
 def cache_summary(kv: KVSnapshot, layout: GridLayout | None = None, freed: dict[int, int] | None = None) -> str:
@@ -107,12 +107,12 @@ def cache_summary(kv: KVSnapshot, layout: GridLayout | None = None, freed: dict[
     shared = kv.shared
     gone = {b for b in (freed or {}) if b not in kv.holders}  # drawn faded in their holder's colour
     cached = len(set(kv.cached_free) - gone)
-    max_refs = say(labels.GRID_MAX_REFS, refs=max(shared.values())) if shared else ""
-    text = say(labels.GRID_SUMMARY, used=kv.num_used, shared=len(shared), max_refs=max_refs,
-               freed=say(labels.GRID_FREED, freed=len(gone)) if gone else "", cached=cached,
+    max_refs = say(words.GRID_MAX_REFS, refs=max(shared.values())) if shared else ""
+    text = say(words.GRID_SUMMARY, used=kv.num_used, shared=len(shared), max_refs=max_refs,
+               freed=say(words.GRID_FREED, freed=len(gone)) if gone else "", cached=cached,
                free=kv.num_free - len(gone) - cached, total=kv.num_blocks)
     if layout is not None and layout.group > 1:
-        text += say(labels.GRID_GROUPS, group=layout.group)
+        text += "\n" + say(words.GRID_CELL, group=layout.group)
     return text
 
 
@@ -129,9 +129,9 @@ def group_summary(kv: KVSnapshot, layout: GridLayout, cell: int) -> str:
                 owners[sid] = owners.get(sid, 0) + 1
         elif b in kv.cached_free:
             cached += 1
-    who = ", ".join(f"{say(labels.SEQ, seq_id=sid)}: {n}" for sid, n in sorted(owners.items()))
-    return say(labels.GROUP_SUMMARY, first=blocks.start, last=blocks.stop - 1, used=used,
-               who=say(labels.GROUP_OWNERS, owners=who) if who else "", cached=cached,
+    who = ", ".join(f"{say(words.SEQ, seq_id=sid)}: {n}" for sid, n in sorted(owners.items()))
+    return say(words.GROUP_SUMMARY, first=blocks.start, last=blocks.stop - 1, used=used,
+               who=say(words.IN_BRACKETS, inner=who) if who else "", cached=cached,
                free=len(blocks) - used - cached)
 
 
@@ -161,7 +161,7 @@ class BlockGrid:
         self.legend = legend
         ax.set_xticks([])
         ax.set_aspect("equal")
-        ax.set_ylabel(say(labels.FIRST_BLOCK_OF_ROW), fontsize=8)
+        ax.set_ylabel(say(words.FIRST_BLOCK_OF_ROW), fontsize=8)
 
     def changing_artists(self) -> list[Artist]:
         """What ``update`` changes: the cells, the labels and the title."""
@@ -245,14 +245,14 @@ class BlockGrid:
 
     def _legend(self, layout: GridLayout) -> None:
         if layout.group == 1:
-            handles = [Patch(facecolor=seq_color(0), label=say(labels.USED_BY_SEQ)),
-                       Patch(facecolor=to_rgba(seq_color(0), FREED_ALPHA), label=say(labels.FREED_AT_STEP_END)),
-                       Patch(facecolor="white", edgecolor="black", linewidth=1.6, label=say(labels.SHARED))]
+            handles = [Patch(facecolor=seq_color(0), label=say(words.USED_BY_SEQ)),
+                       Patch(facecolor=to_rgba(seq_color(0), FREED_ALPHA), label=say(words.FREED_AT_STEP_END)),
+                       Patch(facecolor="white", edgecolor="black", linewidth=1.6, label=say(words.SHARED))]
         else:
-            handles = [Patch(facecolor=_OCCUPANCY(1.0), label=say(labels.GROUP_ALL_USED, group=layout.group)),
-                       Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label=say(labels.GROUP_ONE_USED))]
-        handles += [Patch(facecolor=CACHED_COLOR, label=say(labels.CACHED)),
-                    Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label=say(labels.FREE))]
+            handles = [Patch(facecolor=_OCCUPANCY(1.0), label=say(words.GROUP_ALL_USED, group=layout.group)),
+                       Patch(facecolor=_OCCUPANCY(0.3 + 0.7 / layout.group), label=say(words.GROUP_ONE_USED))]
+        handles += [Patch(facecolor=CACHED_COLOR, label=say(words.CACHED)),
+                    Patch(facecolor=FREE_COLOR, edgecolor="#999999", linewidth=0.5, label=say(words.FREE))]
         self.ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
     def _lay_out(self, layout: GridLayout) -> None:

@@ -9,7 +9,7 @@ The two wastes of static batching, "early-finished" and
 ``early_finished_waste`` and ``late_joining_waste`` define them exactly.
 
 The summary's words, printed (``format_summaries``) and drawn (``compare``), are in the chosen language
-(``viz/labels.py``); the numbers are the same in both. No torch. Emits no events.
+(``viz/words.py``); the numbers are the same in both. No torch. Emits no events.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from nanovllm_teach.trace.console import pad, text_width
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.viz.gantt import draw_gantt
-from nanovllm_teach.viz.labels import COMPARE_TITLE, POLICY_NAME, SUMMARY_ROW
 from nanovllm_teach.viz.render import NotebookFigure, as_written
 from nanovllm_teach.viz.timeline import draw_batch_size, draw_kv_blocks, draw_queues, mark_preemptions, phase_legend
+from nanovllm_teach.viz.words import COMPARE_TITLE, POLICY_NAME, SUMMARY_ROW
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +183,7 @@ def compare(trace_a: Trace, trace_b: Trace, labels: tuple[str, str] | None = Non
     """Draw ``trace_a`` (left) and ``trace_b`` (right) on shared axes and sum both up; the words in
     ``lang`` (None: the chosen language)."""
     lang = resolve_lang(lang)
-    with speaking(lang):  # the panels' own labels (viz/labels.py) follow the chosen language
+    with speaking(lang):  # the panels' own words (viz/words.py) follow the chosen language
         return _compare(trace_a, trace_b, labels, lang)
 
 

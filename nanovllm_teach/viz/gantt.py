@@ -27,7 +27,7 @@ from matplotlib.patches import Patch
 from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import Segment, held_segments, request_segments
-from nanovllm_teach.viz import labels
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.style import CURSOR_COLOR, FINISH_MARKERS, PREEMPT_COLOR, STATE_COLORS
@@ -71,7 +71,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
             style = dict(facecolors=color, edgecolors="none", linewidths=0.0)
         collection = PolyCollection(_rects(segs, row_of), gid=f"gantt-{state}", **style)
         ax.add_collection(collection, autolim=False)  # the limits are set below, from the steps and rows
-        label = say(labels.STATE[state])
+        label = say(words.STATE[state])
         handles.append(Patch(facecolor=style["facecolors"], edgecolor="#7f7f7f" if state == "held" else color,
                              hatch=style.get("hatch"), label=label))
 
@@ -80,7 +80,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
     if preempts:
         xs, ys = zip(*preempts)
         ax.scatter(xs, ys, marker="v", s=40 * marker_scale, color=PREEMPT_COLOR, zorder=3, gid="preempt")
-        handles.append(Line2D([], [], marker="v", linestyle="none", color=PREEMPT_COLOR, label=say(labels.PREEMPTED)))
+        handles.append(Line2D([], [], marker="v", linestyle="none", color=PREEMPT_COLOR, label=say(words.PREEMPTION)))
 
     # A request ends at the right edge of its finish step; one aborted between steps (no finish step)
     # at the right edge of the last step it was seen in.
@@ -98,7 +98,7 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
             ax.scatter(xs, ys, marker=marker, s=size, color="black", linewidths=2.0 * marker_scale, zorder=4,
                        gid=f"finish-{reason}", clip_on=False)
             handles.append(Line2D([], [], marker=marker, linestyle="none", color="black", markeredgewidth=1.8,
-                                  label=say(labels.FINISH[reason])))
+                                  label=say(words.FINISHED[reason])))
 
     rows = trace.steps
     if rows:
@@ -106,9 +106,9 @@ def draw_gantt(ax: Axes, trace: Trace, cursor_step: int | None = None, legend: b
     ax.set_ylim(len(requests) - 0.5, -0.5)  # first request on top
     every = max(1, len(requests) // 40)  # at most ~40 labels, whatever the number of requests
     ax.set_yticks(range(0, len(requests), every))
-    ax.set_yticklabels([say(labels.SEQ, seq_id=requests[i].seq_id) for i in range(0, len(requests), every)],
+    ax.set_yticklabels([say(words.SEQ, seq_id=requests[i].seq_id) for i in range(0, len(requests), every)],
                        fontsize=8)
-    ax.set_xlabel(say(labels.ENGINE_STEP))
+    ax.set_xlabel(say(words.ENGINE_STEP))
     if cursor_step is not None:
         ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
     if legend and handles:
@@ -126,5 +126,5 @@ def plot_gantt(trace: Trace, cursor_step: int | None = None,
     fig.clear()
     ax = fig.subplots()
     draw_gantt(ax, trace, cursor_step)
-    ax.set_title(say(labels.GANTT_TITLE), fontsize=10)
+    ax.set_title(say(words.GANTT_TITLE), fontsize=10)
     return fig

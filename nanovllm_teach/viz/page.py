@@ -14,8 +14,8 @@ step, coloured as ``blockgrid`` colours it, blocks freed at the step's end inclu
 filled by occupancy when there are too many to draw one by one; hover or click a cell to read it); the
 queues; and the step's TEACHING lines in English and Chinese (switchable). The browser draws everything
 (SVG and a canvas) from data inlined in the file: ``page_assets/`` holds the markup, the style and the
-script (in parts), ``page_words.py`` its words in both languages, this module the data. No network, no
-external file.
+script (in parts), ``page_words.py`` its words in both languages (the pictures' own, from ``words.py``),
+this module the data. No network, no external file.
 
 Part of the torch-free viz layer: it reads the trace layer's tables, segments, steps (cut and state at their
 ends) and console lines, and emits no event.

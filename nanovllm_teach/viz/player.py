@@ -45,7 +45,7 @@ from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.steps import cut_steps
 from nanovllm_teach.trace.tables import StepRow
-from nanovllm_teach.viz import labels
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.blockgrid import BlockGrid, cache_summary, freed_at_step_end, grid_layout, group_summary
 from nanovllm_teach.viz.render import BlitPicture, CursorPicture, as_written
 from nanovllm_teach.viz.report import plot_overview
@@ -293,10 +293,10 @@ class Player:
     def _name_controls(self) -> None:
         """The controls' names in the player's language."""
         with speaking(self._lang):
-            for widget, name in ((self.slider, "step"), (self.play, "play"), (self.lang_picker, "lang"),
-                                 (self.verbosity_picker, "detail"), (self.group_picker, "block group")):
-                widget.description = say(labels.PLAYER_CONTROL[name])
-            self.back.tooltip, self.forward.tooltip = say(labels.STEP_BACK), say(labels.STEP_FORWARD)
+            for widget, text in ((self.slider, words.STEP), (self.play, words.PLAY), (self.lang_picker, words.LANGUAGE),
+                                 (self.verbosity_picker, words.DETAIL), (self.group_picker, words.BLOCK_GROUP)):
+                widget.description = say(text)
+            self.back.tooltip, self.forward.tooltip = say(words.STEP_BACK), say(words.STEP_FORWARD)
 
     def _step_by(self, offset: int) -> None:
         """The step ``offset`` places before or after this one among the completed steps (held at the ends)."""
@@ -315,9 +315,11 @@ class Player:
         row = self._rows[step]
         with speaking(self._lang):
             summary = cache_summary(self._kv, self._block_grid.layout, self._freed.get(step))
-            self.header.value = say(labels.PLAYER_HEADER, step=step, last=self.steps[-1], phase=say(labels.PHASE[row.phase]),
-                                    batch=row.batch_size, tokens=row.num_batched_tokens or 0, ms=row.latency_ms,
-                                    held=row.held_blocks, summary=html.escape(summary))
+            header = say(words.STEP_HEADER, step=step, last=self.steps[-1], phase=say(words.PHASE[row.phase]),
+                         batch=row.batch_size, tokens=row.num_batched_tokens or 0, ms=f"{row.latency_ms:.2f}")
+            held = say(words.LABEL_VALUE, label=say(words.KV_BLOCKS_HELD), value=row.held_blocks)
+            at_end = say(words.LABEL_VALUE, label=say(words.KV_BLOCKS_AT_STEP_END), value=summary)
+            self.header.value = f"<b>{html.escape(header)}</b> · {html.escape(held)}<br>{html.escape(at_end)}"
             self.queue_view.value = self._queues_html()
         self.lines_view.value = self._lines_html()
 
@@ -352,15 +354,16 @@ class Player:
 
         def ids(seq_ids: tuple[int, ...]) -> str:
             return ", ".join(f"<u>{sid}</u>" if sid in preempted else str(sid) for sid in seq_ids) or "—"
-        waiting = say(labels.QUEUE_LINE, queue=say(labels.QUEUE["waiting"]), n=len(q.waiting), ids=ids(q.waiting))
-        running = say(labels.QUEUE_LINE, queue=say(labels.QUEUE["running"]), n=len(q.running), ids=ids(q.running))
-        finished = say(labels.QUEUE_LINE, queue=say(labels.FINISHED_THIS_STEP), n=len(q.finished), ids=ids(q.finished))
-        return (f"<div>{waiting}" + (say(labels.UNDERLINED_PREEMPTED) if preempted else "")
+        def line(queue: str, seq_ids: tuple[int, ...]) -> str:
+            return f"<b>{html.escape(say(words.QUEUE_HEAD, queue=queue, n=len(seq_ids)))}</b>{ids(seq_ids)}"
+        waiting, running = line(say(words.QUEUE["waiting"]), q.waiting), line(say(words.QUEUE["running"]), q.running)
+        finished = line(say(words.FINISHED_THIS_STEP), q.finished)
+        return (f"<div>{waiting}" + (f"<small>{say(words.UNDERLINED_PREEMPTED)}</small>" if preempted else "")
                 + f"<br>{running}<br>{finished}</div>")
 
     def _lines_html(self) -> str:
         if not self._lines:
-            return say(labels.NO_LINES, self._lang)
+            return f"<i>{say(words.NO_LINES_AT_DETAIL, self._lang)}</i>"
         return ('<div style="font-family:monospace; font-size:11px; line-height:1.3; white-space:normal">'
                 + "".join(wrap_html(line) for line in self._lines) + "</div>")
 

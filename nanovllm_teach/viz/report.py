@@ -5,7 +5,7 @@ treats every string that comes from the trace as untrusted: header values, scena
 prompt texts and finish reasons are all HTML-escaped, so a trace cannot inject markup into the page.
 
 The report is written in one language (``lang``, else the chosen one; ``<html lang=...>`` says which):
-its headings and the pictures' words (``viz/labels.py``), and a shipped scenario's lesson
+its headings and the pictures' words (``viz/words.py``), and a shipped scenario's lesson
 (``scenarios.trace_lesson``). The tables' columns are the trace's field names, the same in both.
 No torch. Emits no events.
 """
@@ -24,6 +24,7 @@ from nanovllm_teach.i18n import Text, resolve_lang, say, speaking
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import EngineReplay
 from nanovllm_teach.trace.tables import RequestRow, format_step_table
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.blockgrid import plot_block_grid
 from nanovllm_teach.viz.compare import summarize, summary_rows, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
@@ -32,16 +33,6 @@ from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
 
 
-PAGE_TITLE = Text(en="nanovllm_teach trace: {name}", zh="nanovllm_teach trace 报告：{name}")
-HEADING = Text(en="Trace: {name}", zh="Trace 报告：{name}")
-SUMMARY = Text(en="Summary", zh="概要")
-TIMELINES = Text(en="Timelines and requests", zh="时间线与请求")
-TIMELINES_ALT = Text(en="timelines and request Gantt chart", zh="时间线与请求甘特图")
-BLOCKS_AT_PEAK = Text(en="KV blocks at the end of step {step} (peak use)", zh="第 {step} 步结束时的 KV 块（占用最多的一步）")
-BLOCKS_ALT = Text(en="KV block grid at step {step}", zh="第 {step} 步的 KV 块网格")
-REQUESTS = Text(en="Requests", zh="请求")
-STEPS = Text(en="Steps", zh="每一步")
-HEADER = Text(en="Trace header", zh="Trace 头部信息")
 # The tables' columns are the trace's field names (``trace/tables.py``); these say them in words, here and
 # under ``nanovllm-teach replay --text``.
 STEP_COLUMNS = Text(
@@ -156,17 +147,17 @@ def _html_report(trace: Trace, max_step_rows: int, lang: str, lesson: str | None
     grid = plot_block_grid(EngineReplay(trace), peak)
     parts = [
         "<!DOCTYPE html>", f'<html lang="{lang}"><head><meta charset="utf-8">',
-        f"<title>{html.escape(say(PAGE_TITLE, name=title))}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{html.escape(say(HEADING, name=title))}</h1>",
+        f"<title>{html.escape(say(words.REPORT_TITLE, name=title))}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(say(words.REPORT_HEADING, name=title))}</h1>",
         f"<p>{_text(lesson)}</p>" if lesson else "",
-        f"<h2>{say(SUMMARY)}</h2>", f'<table class="summary">{summary}</table>',
-        f"<h2>{say(TIMELINES)}</h2>", _img(plot_overview(trace), say(TIMELINES_ALT)),
-        f"<h2>{say(BLOCKS_AT_PEAK, step=peak)}</h2>", _img(grid, say(BLOCKS_ALT, step=peak)),
-        f"<h2>{say(REQUESTS)}</h2>", _request_table(trace.requests, _prompts(trace)),
+        f"<h2>{say(words.REPORT_SUMMARY)}</h2>", f'<table class="summary">{summary}</table>',
+        f"<h2>{say(words.OVERVIEW)}</h2>", _img(plot_overview(trace), say(words.OVERVIEW_ALT)),
+        f"<h2>{say(words.BLOCKS_AT_PEAK, step=peak)}</h2>", _img(grid, say(words.BLOCKS_AT_PEAK_ALT, step=peak)),
+        f"<h2>{say(words.REQUESTS)}</h2>", _request_table(trace.requests, _prompts(trace)),
         f"<p>{html.escape(say(REQUEST_COLUMNS))}</p>",
-        f"<h2>{say(STEPS)}</h2>", f"<p>{html.escape(say(STEP_COLUMNS))}</p>",
+        f"<h2>{say(words.REPORT_STEPS)}</h2>", f"<p>{html.escape(say(STEP_COLUMNS))}</p>",
         f"<pre>{html.escape(format_step_table(rows, limit=max_step_rows))}</pre>",
-        f"<h2>{say(HEADER)}</h2>", f"<table>{header_rows}</table>",
+        f"<h2>{say(words.TRACE_HEADER)}</h2>", f"<table>{header_rows}</table>",
         "</body></html>",
     ]
     return "\n".join(part for part in parts if part)

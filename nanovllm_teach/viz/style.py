@@ -21,7 +21,7 @@ STATE_COLORS = {
     "held": "#ffffff",  # static batching: finished, its slot held until the batch ends (drawn dotted)
 }
 
-# How a request ended -> its marker (the words: ``labels.FINISH``). EOS and the token limit must be told apart
+# How a request ended -> its marker (the words: ``words.FINISHED``). EOS and the token limit must be told apart
 # at a glance.
 FINISH_MARKERS = {"eos": "o", "length": "|", "max_model_len": ">", "stop": "s", "aborted": "x"}
 

@@ -4,7 +4,7 @@ One panel per quantity a learner watches: batch size, KV blocks used out of the 
 tokens computed per step, and the waiting/running queue lengths. Prefill steps and decode steps get
 different colours everywhere, preemptions are marked, and an optional cursor shows the current step.
 
-The step convention, the same in every picture (and stated in the legend, ``labels.STEP_CONVENTION``): step ``s``
+The step convention, the same in every picture (and stated in the legend, ``words.STEP_CONVENTION``): step ``s``
 is the column x = ``s - 0.5 .. s + 0.5`` and shows the step as it ran: its batch, its tokens, the KV
 blocks it held and the queues it ran with (``StepRow.held_blocks``, ``waiting_in_step``,
 ``running_in_step``). What a step frees when its requests finish shows from its right edge on, where the
@@ -27,7 +27,7 @@ from matplotlib.ticker import MaxNLocator
 from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
-from nanovllm_teach.viz import labels
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.style import BOUND_COLORS, CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
@@ -58,7 +58,7 @@ def _columns(rows: list[StepRow], values: list[float]) -> tuple[list[float], lis
 
 def draw_batch_size(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.batch_size for r in rows], "batch-size")
-    ax.set_ylabel(say(labels.BATCH_SIZE), fontsize=8)
+    ax.set_ylabel(say(words.BATCH_SIZE), fontsize=8)
 
 
 def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
@@ -70,7 +70,7 @@ def draw_kv_blocks(ax: Axes, rows: list[StepRow]) -> None:
     ax.set_ylim(0, min(total_blocks, peak_used * 1.25 + 1) * 1.05)
     if total_blocks <= peak_used * 1.25 + 1:
         ax.axhline(total_blocks, color="black", linewidth=0.8, linestyle="--", gid="kv-capacity")
-    ax.set_ylabel(say(labels.KV_BLOCKS_HELD, total=total_blocks), fontsize=8)
+    ax.set_ylabel(say(words.KV_BLOCKS_HELD_OF, total=total_blocks), fontsize=8)
 
 
 def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
@@ -85,24 +85,24 @@ def draw_latency(ax: Axes, rows: list[StepRow]) -> None:
         _bars(ax, rows, latencies, "latency", bottom=lowest / 2, colors=colors)
     else:
         _bars(ax, rows, latencies, "latency", colors=colors)
-    ax.set_ylabel(say(labels.STEP_LATENCY), fontsize=8)
+    ax.set_ylabel(say(words.STEP_LATENCY), fontsize=8)
     if colors:
-        handles = [Patch(color=BOUND_COLORS[b], label=say(labels.BOUND[b])) for b in BOUND_COLORS if b in bounds]
+        handles = [Patch(color=BOUND_COLORS[b], label=say(words.BOUND[b])) for b in BOUND_COLORS if b in bounds]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False,
-                  title=say(labels.PREDICTED_STEP), title_fontsize=7, alignment="left")
+                  title=say(words.PREDICTED_STEP), title_fontsize=7, alignment="left")
 
 
 def draw_tokens(ax: Axes, rows: list[StepRow]) -> None:
     _bars(ax, rows, [r.num_batched_tokens or 0 for r in rows], "tokens")
-    ax.set_ylabel(say(labels.TOKENS_COMPUTED), fontsize=8)
+    ax.set_ylabel(say(words.TOKENS_COMPUTED), fontsize=8)
 
 
 def draw_queues(ax: Axes, rows: list[StepRow]) -> None:
     xs, waiting = _columns(rows, [r.waiting_in_step for r in rows])
     _, running = _columns(rows, [r.running_in_step for r in rows])
-    ax.step(xs, waiting, where="post", label=say(labels.QUEUE["waiting"]), color="#e7298a", gid="waiting")
-    ax.step(xs, running, where="post", label=say(labels.QUEUE["running"]), color="#1f78b4", gid="running")
-    ax.set_ylabel(say(labels.QUEUE_LENGTH), fontsize=8)
+    ax.step(xs, waiting, where="post", label=say(words.QUEUE["waiting"]), color="#e7298a", gid="waiting")
+    ax.step(xs, running, where="post", label=say(words.QUEUE["running"]), color="#1f78b4", gid="running")
+    ax.set_ylabel(say(words.QUEUE_LENGTH), fontsize=8)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False)
 
 
@@ -113,13 +113,13 @@ def mark_preemptions(ax: Axes, rows: list[StepRow]) -> None:
 
 
 def phase_legend(ax: Axes, rows: list[StepRow]) -> None:
-    handles = [Patch(color=c, label=say(labels.PHASE[p])) for p, c in PHASE_COLORS.items()]
+    handles = [Patch(color=c, label=say(words.PHASE[p])) for p, c in PHASE_COLORS.items()]
     if any(r.preempted for r in rows):
-        handles.append(Line2D([], [], color=PREEMPT_COLOR, label=say(labels.PREEMPTION)))
+        handles.append(Line2D([], [], color=PREEMPT_COLOR, label=say(words.PREEMPTION)))
     # Beside the panel, as the Gantt chart's legend: nothing drawn is hidden, and every panel of a figure
     # keeps the same width (one x axis).
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5, frameon=False,
-              title=say(labels.STEP_CONVENTION), title_fontsize=7, alignment="left")
+              title=say(words.STEP_CONVENTION), title_fontsize=7, alignment="left")
 
 
 PANELS = (draw_batch_size, draw_kv_blocks, draw_latency, draw_tokens, draw_queues)
@@ -135,7 +135,7 @@ def draw_timelines(axes: list[Axes], trace: Trace, cursor_step: int | None = Non
         mark_preemptions(ax, rows)
         if cursor_step is not None:
             ax.axvline(cursor_step, color=CURSOR_COLOR, linewidth=1.2, gid="cursor")
-    axes[-1].set_xlabel(say(labels.ENGINE_STEP))
+    axes[-1].set_xlabel(say(words.ENGINE_STEP))
     axes[-1].set_xlim(rows[0].step - 0.5, rows[-1].step + 0.5)
     phase_legend(axes[0], rows)
 
@@ -158,7 +158,7 @@ def timeline_title(trace: Trace) -> str:
     """"<scenario or file name>: N steps, K prefill"."""
     rows = trace.steps
     name = trace.header.get("scenario") or (trace.path.name if trace.path else "trace")
-    return say(labels.TIMELINE_TITLE, name=name, steps=len(rows), prefill=sum(r.phase == "prefill" for r in rows))
+    return say(words.TIMELINE_TITLE, name=name, steps=len(rows), prefill=sum(r.phase == "prefill" for r in rows))
 
 
 def cursor_lines(figure: Figure | SubFigure) -> list[Line2D]:

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.payload import LAYERS
 from nanovllm_teach.trace.reader import Trace
-from nanovllm_teach.viz.diagrams import words
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import MUTED, arrow, box, canvas, label, titled_box
 from nanovllm_teach.viz.style import PREEMPT_COLOR
 
@@ -90,9 +90,9 @@ def engine_layers(trace: Trace | None = None, step: int | None = None) -> Figure
         box(ax, _BAND_X0, top - _BAND_H, _BAND_X1 - _BAND_X0, _BAND_H, face=LAYER_COLORS[layer],
             edge=LAYER_EDGES[layer], rounded=False, gid=f"band-{layer}")
         # The band's name starts over the second column: the calls between the layers pass the first.
-        label(ax, _COLUMNS[1], top - 0.22, say(words.LAYER_NAME[layer]), size=10.5, weight="bold",
+        label(ax, _COLUMNS[1], top - 0.22, say(words.LAYERS_NAME[layer]), size=10.5, weight="bold",
               ha="left", color=LAYER_EDGES[layer], ground=False)
-        label(ax, _COLUMNS[1] + 1.45, top - 0.22, say(words.LAYER_ROLE[layer]), size=8, ha="left", color=MUTED,
+        label(ax, _COLUMNS[1] + 1.45, top - 0.22, say(words.LAYERS_ROLE[layer]), size=8, ha="left", color=MUTED,
               ground=False)
         for (key, name, where), x in zip(classes, _COLUMNS):
             # Boxes whose class reports events are tall enough for the list; the others leave room under
@@ -102,45 +102,45 @@ def engine_layers(trace: Trace | None = None, step: int | None = None) -> Figure
             y = top - 0.45 - height
             lines = []
             if events is not None and tall:
-                lines = events[key] or [say(words.NO_EVENTS)]
-            titled_box(ax, x, y, _BOX_W, height, name, lines, subtitle=f"{where}\n{say(words.CLASS_ROLE[key])}",
+                lines = events[key] or [say(words.LAYERS_NO_EVENTS)]
+            titled_box(ax, x, y, _BOX_W, height, name, lines, subtitle=f"{where}\n{say(words.LAYERS_CLASS_ROLE[key])}",
                        edge=LAYER_EDGES[layer], size=8, gid=f"class-{key}")
             geometry[key] = (x, y, _BOX_W, height)
 
     # The trace: where every event ends up, outside the layers.
     box(ax, _TRACE_X0, 0.2, _TRACE_X1 - _TRACE_X0, 9.55, face="#f4f4f4", edge=MUTED, dashed=True, gid="trace")
-    label(ax, (_TRACE_X0 + _TRACE_X1) / 2, 5.0, say(words.TRACE), size=10, weight="bold", ground=False)
+    label(ax, (_TRACE_X0 + _TRACE_X1) / 2, 5.0, say(words.LAYERS_TRACE), size=10, weight="bold", ground=False)
 
     engine, scheduler, runner = geometry["LLMEngine"], geometry["Scheduler"], geometry["ModelRunner"]
     teaching = geometry["Teaching"]
     engine_bottom, scheduler_top = engine[1], scheduler[1] + scheduler[3]
     # ① and ③ go down from LLMEngine to the Scheduler, the records come back up beside them.
-    for offset, text in ((0.3, words.SCHEDULE), (1.55, words.POSTPROCESS)):
+    for offset, text in ((0.3, words.LAYERS_SCHEDULE), (1.55, words.LAYERS_POSTPROCESS)):
         x = engine[0] + offset
         arrow(ax, [(x, engine_bottom), (x, scheduler_top)], gid="call")
         label(ax, x + 0.08, _BAND_TOP["resources"] - 0.22, say(text), size=8, ha="left")
     x = engine[0] + 2.9
     arrow(ax, [(x, scheduler_top), (x, engine_bottom)], color=LAYER_EDGES["resources"], dashed=True, gid="records")
-    label(ax, x + 0.08, engine_bottom - 0.3, say(words.RECORDS), size=7.5, ha="left",
+    label(ax, x + 0.08, engine_bottom - 0.3, say(words.LAYERS_RECORDS), size=7.5, ha="left",
           color=LAYER_EDGES["resources"])
     # ② run(batch): down the left edge, past the resources layer, which it does not touch.
     lane = 0.4
     y_from, y_to = engine[1] + engine[3] - 0.7, runner[1] + runner[3] - 0.7
     arrow(ax, [(engine[0], y_from), (lane, y_from), (lane, y_to), (runner[0], y_to)], gid="call")
-    label(ax, lane - 0.05, (y_from + y_to) / 2, say(words.RUN), size=8, rotation=90)
+    label(ax, lane - 0.05, (y_from + y_to) / 2, say(words.LAYERS_RUN), size=8, rotation=90)
     # LLMEngine hands the records to Teaching, under the transaction box; Teaching and ModelRunner write
     # their events to the trace, under the boxes that have none.
     y_low = _BAND_TOP["orchestration"] - _BAND_H + 0.3
     arrow(ax, [(engine[0] + engine[2], y_low), (teaching[0], y_low)], color=LAYER_EDGES["resources"], dashed=True,
           gid="records")
-    label(ax, (engine[0] + engine[2] + teaching[0]) / 2, y_low + 0.2, say(words.HANDS_ON), size=7.5,
+    label(ax, (engine[0] + engine[2] + teaching[0]) / 2, y_low + 0.2, say(words.LAYERS_HANDS_ON), size=7.5,
           color=LAYER_EDGES["resources"])
     y_events = teaching[1] + 0.5
     arrow(ax, [(teaching[0] + teaching[2], y_events), (_TRACE_X0, y_events)], gid="events")
-    label(ax, (_TRACE_X0 + _TRACE_X1) / 2, y_events - 0.45, say(words.TEACHING_EVENTS), size=8, ground=False)
+    label(ax, (_TRACE_X0 + _TRACE_X1) / 2, y_events - 0.45, say(words.LAYERS_TEACHING_EVENTS), size=8, ground=False)
     y_runner = _BAND_TOP["execution"] - _BAND_H + 0.3
     arrow(ax, [(runner[0] + runner[2], y_runner), (_TRACE_X0, y_runner)], gid="events")
-    label(ax, (_TRACE_X0 + _TRACE_X1) / 2, y_runner + 0.45, say(words.OWN_EVENTS), size=8, ground=False)
+    label(ax, (_TRACE_X0 + _TRACE_X1) / 2, y_runner + 0.45, say(words.LAYERS_OWN_EVENTS), size=8, ground=False)
     return fig
 
 
@@ -169,7 +169,7 @@ def sequence_states(trace: Trace | None = None) -> Figure:
     counts = _transition_counts(trace) if trace is not None else None
 
     def times(*keys: tuple[str, str, str | None]) -> str:
-        return "" if counts is None else "  " + say(words.TIMES, n=sum(counts[k] for k in keys))
+        return "" if counts is None else "  " + say(words.STATES_TIMES, n=sum(counts[k] for k in keys))
 
     fig, ax = canvas(13.0, 5.5)
     if counts is None:
@@ -183,24 +183,24 @@ def sequence_states(trace: Trace | None = None) -> Figure:
     for state, x in xs.items():
         box(ax, x, y, w, h, face=STATE_COLORS[state], gid=f"state-{state}")
         label(ax, x + w / 2, y + h - 0.32, state, size=10.5, weight="bold", ground=False)
-        label(ax, x + w / 2, y + 0.32, say(words.STATE_NOTE[state]), size=7.5, color=MUTED, ground=False)
+        label(ax, x + w / 2, y + 0.32, say(words.STATES_NOTE[state]), size=7.5, color=MUTED, ground=False)
     waiting, running, finished = (xs[s] for s in ("WAITING", "RUNNING", "FINISHED"))
 
     # Entering: add_request() puts a new sequence at the back of the waiting queue.
-    enqueued = "" if trace is None else "  " + say(words.TIMES, n=len(trace.events_named("REQUEST_ENQUEUE")))
+    enqueued = "" if trace is None else "  " + say(words.STATES_TIMES, n=len(trace.events_named("REQUEST_ENQUEUE")))
     arrow(ax, [(0.2, y + h / 2), (waiting, y + h / 2)], gid="edge-enter")
-    label(ax, 0.2, y + h / 2 + 0.3, say(words.ENTER) + enqueued, size=8, ha="left")
+    label(ax, 0.2, y + h / 2 + 0.3, say(words.STATES_ENTER) + enqueued, size=8, ha="left")
     # Admission above, preemption below, between WAITING and RUNNING.
     up, down = y + h - 0.3, y + 0.3
     arrow(ax, [(waiting + w, up), (running, up)], gid="edge-WAITING-RUNNING")
-    label(ax, (waiting + w + running) / 2, up + 0.55, say(words.ADMITTED) + times(EDGES[0]), size=8)
+    label(ax, (waiting + w + running) / 2, up + 0.55, say(words.STATES_ADMITTED) + times(EDGES[0]), size=8)
     arrow(ax, [(running, down), (waiting + w, down)], color=PREEMPT_COLOR, gid="edge-RUNNING-WAITING")
-    label(ax, (waiting + w + running) / 2, down - 0.55, say(words.PREEMPTED) + times(EDGES[1]), size=8,
+    label(ax, (waiting + w + running) / 2, down - 0.55, say(words.STATES_PREEMPTED) + times(EDGES[1]), size=8,
           color=PREEMPT_COLOR)
     # Finishing, one edge with a line per reason.
     mid = y + h / 2
     arrow(ax, [(running + w, mid), (finished, mid)], gid="edge-RUNNING-FINISHED")
-    lines = [say(words.FINISHED_BY)] + [say(words.FINISH_REASON[r]) + times(("RUNNING", "FINISHED", r))
+    lines = [say(words.STATES_FINISHED_BY)] + [say(words.FINISH_REASON[r]) + times(("RUNNING", "FINISHED", r))
                                         for r in _FINISHES]
     label(ax, (running + w + finished) / 2, mid + 1.05, "\n".join(lines), size=8)
     # Aborts, from either queue: below everything.
@@ -208,6 +208,6 @@ def sequence_states(trace: Trace | None = None) -> Figure:
         x0, x1, bottom = start + w / 2, finished + w / 2 - 0.3 + (0.6 if start == waiting else 0), y - depth
         arrow(ax, [(x0, y), (x0, bottom), (x1, bottom), (x1, y)], color=ABORT_COLOR, dashed=True,
               gid=f"edge-{key[0]}-FINISHED-aborted")
-        label(ax, (x0 + x1) / 2 + (1.2 if start == waiting else 0.6), bottom, say(words.ABORTED) + times(key),
-              size=7.5, color=ABORT_COLOR)
+        aborted = say(words.ABORTED) + say(words.IN_BRACKETS, inner="abort_request") + times(key)
+        label(ax, (x0 + x1) / 2 + (1.2 if start == waiting else 0.6), bottom, aborted, size=7.5, color=ABORT_COLOR)
     return fig

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from nanovllm_teach.engine.block_manager import NO_HASH, compute_block_hash
 from nanovllm_teach.i18n import say
-from nanovllm_teach.viz.diagrams import words
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, cell, label
 from nanovllm_teach.viz.style import FREE_COLOR
 
@@ -91,13 +91,13 @@ def hash_chain(token_ids: list[int], block_size: int) -> Figure:
         box(ax, x, top - 1.05, bw, 1.05, face=FULL_COLOR if full else PARTIAL_COLOR, dashed=not full,
             gid="block-full" if full else "block-partial")
         label(ax, x + 0.12, top - 0.2, say(words.BLOCK_N, i=i), size=8.5, weight="bold", ha="left", ground=False)
-        label(ax, x + bw - 0.12, top - 0.2, say(words.POSITIONS, first=i * block_size, last=i * block_size + len(ids) - 1),
-              size=7, ha="right", color=MUTED, ground=False)
+        positions = say(words.CHAIN_POSITIONS, first=i * block_size, last=i * block_size + len(ids) - 1)
+        label(ax, x + bw - 0.12, top - 0.2, positions, size=7, ha="right", color=MUTED, ground=False)
         label(ax, x + bw / 2, top - 0.62, f"[{_ids_text(ids)}]", size=7, ground=False, code=True)
         hash_y = top - 1.95
         if full:
             box(ax, x, hash_y - 0.4, bw, 0.8, face=HASH_COLOR, gid="hash")
-            formula = say(words.FIRST_HASH) if i == 0 else say(words.HASH_OF, i=i, prev=i - 1)
+            formula = say(words.CHAIN_FIRST_HASH) if i == 0 else say(words.CHAIN_HASH_OF, i=i, prev=i - 1)
             label(ax, x + bw / 2, hash_y + 0.18, formula, size=7, ground=False)
             label(ax, x + bw / 2, hash_y - 0.16, f"h{i} = {short_hash(hashes[i])}", size=8.5, weight="bold",
                   ground=False, code=True, gid="hash-value")
@@ -112,7 +112,7 @@ def hash_chain(token_ids: list[int], block_size: int) -> Figure:
                                (x, hash_y)], color="#b8860b", width=1.6, gid="chain")
             previous_hash_box = (x + bw, hash_y)
         else:
-            label(ax, x + bw / 2, hash_y, say(words.NO_HASH_YET, n=len(ids), block_size=block_size), size=7.5,
+            label(ax, x + bw / 2, hash_y, say(words.CHAIN_NO_HASH_YET, n=len(ids), block_size=block_size), size=7.5,
                   color=MUTED, ground=False)
     label(ax, width / 2, 0.35, say(words.CHAIN_NOTE), size=8, color=MUTED, ground=False)
     return fig
@@ -165,8 +165,8 @@ def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, 
     step_x = min(2.4, (right - left) / n)
     cw = step_x - 0.12
     y_logical, y_table = 6.9, 5.65
-    label(ax, 0.2, y_logical + 0.35, say(words.LOGICAL), size=8.5, ha="left", weight="bold", ground=False)
-    label(ax, 0.2, y_table + 0.25, say(words.TABLE), size=8.5, ha="left", weight="bold", ground=False)
+    label(ax, 0.2, y_logical + 0.35, say(words.SLOTS_POSITIONS), size=8.5, ha="left", weight="bold", ground=False)
+    label(ax, 0.2, y_table + 0.25, say(words.SLOTS_TABLE), size=8.5, ha="left", weight="bold", ground=False)
     size = 7.5 if step_x > 1.3 else 6.5
     for k, b in enumerate(table):
         x = left + k * step_x
@@ -179,7 +179,7 @@ def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, 
 
     # Row 3: the pool. A pool too large to draw shows the blocks of this table and elides the others.
     y_pool = 3.7
-    label(ax, 0.2, y_pool + 0.3, say(words.POOL, n=pool), size=8.5, ha="left", weight="bold", ground=False)
+    label(ax, 0.2, y_pool + 0.3, say(words.SLOTS_POOL, n=pool), size=8.5, ha="left", weight="bold", ground=False)
     shown: list[int | None] = list(range(pool)) if pool <= 32 else []
     if not shown:
         for b in sorted(set(table)):
@@ -199,7 +199,7 @@ def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, 
         face = WORKED_COLOR if b == block else (SEQ_COLOR if b in table else FREE_COLOR)
         cell(ax, x, y_pool, pw - 0.04, 0.5, str(b), face=face, size=7 if pw > 0.45 else 5.5, gid="pool-block")
     cell(ax, right - 3.4, y_pool - 0.52, 0.3, 0.22, face=FREE_COLOR)
-    label(ax, right - 3.0, y_pool - 0.41, say(words.OTHER_BLOCKS), size=7.5, ha="left", color=MUTED, ground=False)
+    label(ax, right - 3.0, y_pool - 0.41, say(words.SLOTS_OTHER_BLOCKS), size=7.5, ha="left", color=MUTED, ground=False)
     for k, b in enumerate(table):
         x = left + k * step_x + cw / 2
         arrow(ax, [(x, y_table - 0.3), (x_of[b] + (pw - 0.04) / 2, y_pool + 0.5)],
@@ -230,8 +230,8 @@ def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, 
         label(ax, x + sw / 2, y_slots - 0.16, f"+{o}", size=6, color=MUTED, ground=False)
         if o == offset:
             arrow(ax, [(x_of[block] + (pw - 0.04) / 2, y_pool), (x + sw / 2, y_slots + 0.5)], width=1.4, head=7)
-    label(ax, left, 0.85, say(words.WORKED, pos=position, bs=block_size, j=j, offset=offset, block=block),
+    label(ax, left, 0.85, say(words.SLOTS_WORKED, pos=position, bs=block_size, j=j, offset=offset, block=block),
           size=8.5, ha="left", ground=False)
-    label(ax, left, 0.4, say(words.SLOT_SUM, block=block, bs=block_size, offset=offset, slot=slot), size=10,
+    label(ax, left, 0.4, say(words.SLOTS_SUM, block=block, bs=block_size, offset=offset, slot=slot), size=10,
           weight="bold", ha="left", ground=False, gid="slot-sum")
     return fig

@@ -21,7 +21,7 @@ from matplotlib.patches import Rectangle
 
 from nanovllm_teach.i18n import say
 from nanovllm_teach.reference import ReferenceRun
-from nanovllm_teach.viz.diagrams import words
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, label
 
 SEGMENT_COLORS = {"used": "#9e9e9e", "warmup": "#e6ab02", "available": "#66c2a5", "kept": "#ffffff"}
@@ -111,7 +111,7 @@ def memory_budget(stats: Mapping[str, Any] | ReferenceRun) -> Figure:
     extra = max(b.peak - b.current, 0)
     segments = [("used", b.used), ("warmup", extra), ("available", max(b.available, 0)),
                 ("kept", b.total - b.share)]
-    label(ax, 0.25, y_bar + bar_h / 2, say(words.MEMORY_BAR, total=size_text(b.total)), size=8.5, ha="left",
+    label(ax, 0.25, y_bar + bar_h / 2, say(words.BUDGET_MEMORY_BAR, total=size_text(b.total)), size=8.5, ha="left",
           weight="bold", ground=False)
     x = left
     for name, size in segments:
@@ -128,24 +128,24 @@ def memory_budget(stats: Mapping[str, Any] | ReferenceRun) -> Figure:
         lx, ly = left + (k % 2) * 5.8, y_bar - 0.5 - (k // 2) * 0.38
         ax.add_patch(Rectangle((lx, ly - 0.1), 0.3, 0.22, facecolor=SEGMENT_COLORS[name], edgecolor=INK,
                                linewidth=0.6, hatch="//" if name == "kept" else None))
-        label(ax, lx + 0.42, ly, say(words.SEGMENT[name], size=size_text(size), utilization=utilization), size=8,
+        label(ax, lx + 0.42, ly, say(words.BUDGET_SEGMENT[name], size=size_text(size), utilization=utilization), size=8,
               ha="left", ground=False)
-    label(ax, left, 4.75, say(words.SHARE, total=size_text(b.total), utilization=utilization,
+    label(ax, left, 4.75, say(words.BUDGET_SHARE, total=size_text(b.total), utilization=utilization,
                               share=size_text(b.share)), size=8.5, ha="left", ground=False)
-    label(ax, left, 4.4, say(words.AVAILABLE, share=size_text(b.share), used=size_text(b.used),
+    label(ax, left, 4.4, say(words.BUDGET_AVAILABLE, share=size_text(b.share), used=size_text(b.used),
                              extra=size_text(extra), available=size_text(b.available)), size=8.5, ha="left",
           ground=False)
 
     # What each limit allows; the one that decided is drawn in orange.
-    label(ax, 0.25, 3.55, say(words.CANDIDATES, block=block), size=9, ha="left", weight="bold", ground=False)
+    label(ax, 0.25, 3.55, say(words.BUDGET_CANDIDATES, block=block), size=9, ha="left", weight="bold", ground=False)
     candidates = {
-        "memory": say(words.LIMIT["memory"], size=size_text(max(b.available, 0)), block=block,
+        "memory": say(words.BUDGET_LIMIT["memory"], size=size_text(max(b.available, 0)), block=block,
                       blocks=f"{max(b.available, 0) // b.block_bytes:,}"),
-        "cpu_kvcache_gib": (say(words.NO_CAP) if b.cap_bytes is None else
-                            say(words.LIMIT["cpu_kvcache_gib"], size=size_text(b.cap_bytes), block=block,
+        "cpu_kvcache_gib": (say(words.BUDGET_NO_CAP) if b.cap_bytes is None else
+                            say(words.BUDGET_LIMIT["cpu_kvcache_gib"], size=size_text(b.cap_bytes), block=block,
                                 blocks=f"{b.cap_bytes // b.block_bytes:,}")),
-        "num_kvcache_blocks": (say(words.LIMIT["num_kvcache_blocks"], blocks=f"{b.num_blocks:,}") if b.explicit
-                               else say(words.NOT_GIVEN)),
+        "num_kvcache_blocks": (say(words.BUDGET_LIMIT["num_kvcache_blocks"], blocks=f"{b.num_blocks:,}") if b.explicit
+                               else say(words.BUDGET_NOT_GIVEN)),
     }
     cw, ch, y_c = 3.1, 1.35, 1.75
     for k, (name, text) in enumerate(candidates.items()):
@@ -155,15 +155,16 @@ def memory_budget(stats: Mapping[str, Any] | ReferenceRun) -> Figure:
             linewidth=2.2 if decided else 0.9, dashed=not decided, gid="limit-decided" if decided else "limit")
         label(ax, cx + cw / 2, y_c + ch / 2, text, size=8.5, color=INK if decided else MUTED, ground=False)
         if decided:
-            label(ax, cx + cw / 2, y_c + ch + 0.2, say(words.DECIDED), size=8.5, weight="bold", color=DECIDED_COLOR,
-                  ground=False)
+            label(ax, cx + cw / 2, y_c + ch + 0.2, say(words.BUDGET_DECIDED), size=8.5, weight="bold",
+                  color=DECIDED_COLOR, ground=False)
             arrow(ax, [(cx + cw / 2, y_c), (cx + cw / 2, y_c - 0.3), (10.9, y_c - 0.3), (10.9, y_c)],
                   color=DECIDED_COLOR)
     box(ax, 10.95 - 0.05, y_c, 2.75, ch, face="#fff1e6", edge=DECIDED_COLOR, linewidth=2.2, gid="num-blocks")
-    label(ax, 10.9 + 1.37, y_c + ch / 2, say(words.RESULT, blocks=f"{b.num_blocks:,}", block=block,
+    label(ax, 10.9 + 1.37, y_c + ch / 2, say(words.BUDGET_RESULT, blocks=f"{b.num_blocks:,}", block=block,
                                             size=size_text(b.num_blocks * b.block_bytes)), size=8.5,
           weight="bold", ground=False, gid="result")
-    label(ax, 0.25, 0.5, say(words.BLOCK_BYTES, layers=b.num_layers, block_size=b.block_size, kv_heads=b.num_kv_heads,
-                             head_dim=b.head_dim, dtype_bytes=b.dtype_bytes, block=f"{b.block_bytes:,} B"),
+    label(ax, 0.25, 0.5, say(words.BUDGET_BLOCK_BYTES, layers=b.num_layers, block_size=b.block_size,
+                             kv_heads=b.num_kv_heads, head_dim=b.head_dim, dtype_bytes=b.dtype_bytes,
+                             block=f"{b.block_bytes:,} B"),
           size=8.5, ha="left", ground=False)
     return fig

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from nanovllm_teach.i18n import say
-from nanovllm_teach.viz.diagrams import words
+from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, label
 from nanovllm_teach.viz.style import SEQ_PALETTE
 
@@ -83,7 +83,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
     T, H, KV, D = num_tokens, s.heads, s.kv_heads, s.head_dim
     width, height = 14.4, 12.6
     fig, ax = canvas(width, height)
-    label(ax, width / 2, height - 0.35, say(words.LAYER_TITLE, name=_name_part(s.name), tokens=T, hidden=s.hidden,
+    label(ax, width / 2, height - 0.35, say(words.DECODER_TITLE, name=_name_part(s.name), tokens=T, hidden=s.hidden,
                                             heads=H, kv_heads=KV, head_dim=D, inter=s.inter),
           size=10.5, weight="bold", ground=False)
 
@@ -109,10 +109,10 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
         ("down_proj", "down_proj  (RowParallelLinear)", MLP_COLOR, f"(T, I) = {_dims(T, s.inter)}"),
     ]
     top = height - 1.75
-    label(ax, cols["attention"] + bw / 2, top + 0.95, say(words.INPUT), size=8.5, ground=False)
-    label(ax, cols["attention"], top + 0.45, say(words.ATTENTION_HALF), size=10, weight="bold", ha="left",
+    label(ax, cols["attention"] + bw / 2, top + 0.95, say(words.DECODER_INPUT), size=8.5, ground=False)
+    label(ax, cols["attention"], top + 0.45, say(words.DECODER_ATTENTION), size=10, weight="bold", ha="left",
           color="#4a7fb5", ground=False)
-    label(ax, cols["mlp"] + bw, top + 0.95, say(words.MLP_HALF), size=10, weight="bold", ha="right", color="#c8772e",
+    label(ax, cols["mlp"] + bw, top + 0.95, say(words.DECODER_MLP), size=10, weight="bold", ha="right", color="#c8772e",
           ground=False)
 
     def column(x: float, stages: list[tuple[str, str, str, str]], entry_y: float) -> list[tuple[float, float]]:
@@ -128,7 +128,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
                       ground=False, gid="shape")
             box(ax, x, y_box, bw, bh, face=face, gid=f"stage-{key}")
             label(ax, x + 0.12, y_box + bh - 0.19, title, size=8.3, weight="bold", ha="left", ground=False)
-            label(ax, x + 0.12, y_box + 0.17, say(words.STAGE[key], group=H // KV), size=7.3, ha="left",
+            label(ax, x + 0.12, y_box + 0.17, say(words.DECODER_STAGE[key], group=H // KV), size=7.3, ha="left",
                   color=MUTED, ground=False)
             corners.append((x, y_box))
             y = y_box
@@ -145,7 +145,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
                         block_size if block_size is not None else "block_size", KV, D)
     cx, cw = ax_ + bw + 0.45, 2.55
     box(ax, cx, store_y - 0.5, cw, 1.2, face=CACHE_COLOR, edge="#4f9a4f", gid="kv-cache")
-    label(ax, cx + cw / 2, store_y + 0.1, say(words.CACHE, shape=cache_shape), size=7.3, ground=False)
+    label(ax, cx + cw / 2, store_y + 0.1, say(words.DECODER_CACHE, shape=cache_shape), size=7.3, ground=False)
     arrow(ax, [(ax_ + bw, store_y + bh / 2), (cx, store_y + bh / 2)], width=1.0, head=7, color="#4f9a4f")
     attention_y = attn[6][1]
     arrow(ax, [(cx + cw / 2, store_y - 0.5), (cx + cw / 2, attention_y + bh / 2), (ax_ + bw, attention_y + bh / 2)],
@@ -165,7 +165,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
     arrow(ax, [(ax_ + bw / 2 + 1.4, top + 0.75), (residual_x, top + 0.75), (residual_x, mlp_top + 0.55),
                (mx + bw / 2 + 0.6, mlp_top + 0.55), (mx + bw / 2 + 0.6, mlp_top)], width=1.0, head=7,
           dashed=True, color=MUTED)
-    label(ax, residual_x + 0.1, top + 0.95, say(words.RESIDUAL), size=7.3, ha="left", color=MUTED, ground=False)
+    label(ax, residual_x + 0.1, top + 0.95, say(words.DECODER_RESIDUAL), size=7.3, ha="left", color=MUTED, ground=False)
     mlp = column(mx, mlp_stages, mlp_top)
     d_x, d_y = mlp[-1]
     out_y = d_y - 1.4
@@ -175,7 +175,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
     n_x, n_y = mlp[0]
     arrow(ax, [(n_x + bw, n_y + bh / 2), (n_x + bw + 0.45, n_y + bh / 2), (n_x + bw + 0.45, out_y),
                (d_x + bw / 2 + 0.15, out_y)], width=1.0, head=7, dashed=True, color=MUTED)
-    label(ax, d_x + bw / 2, out_y - 0.3, say(words.OUTPUT), size=8.5, ground=False)
+    label(ax, d_x + bw / 2, out_y - 0.3, say(words.DECODER_OUTPUT), size=8.5, ground=False)
     return fig
 
 
@@ -263,32 +263,32 @@ def tensor_parallel_splits(config: Any, tp_size: int) -> Figure:
         label(ax, columns["weight"] + 0.35, y + 0.3, cls, size=7.5, ha="left", color=MUTED, ground=False, code=True)
         if along is not None:
             _matrix(ax, 3.7, y + 0.15, 1.2, row_h - 0.3, tp, along, parts)
-        label(ax, columns["split"], y + row_h / 2, say(words.SPLIT[split]), size=7.8, ha="left", ground=False)
+        label(ax, columns["split"], y + row_h / 2, say(words.TP_SPLIT[split]), size=7.8, ha="left", ground=False)
         if full is not None:
             shapes = f"{_dims(*full)} → {_dims(*shard)}" if full != shard else _dims(*full)
             label(ax, columns["shapes"], y + row_h - 0.3, shapes, size=8, ha="left", code=True, ground=False,
                   gid="shard-shape")
         if split == "attention":  # which heads each rank computes (the first four ranks)
-            lines = [say(words.HEADS_OF_RANK, rank=r, q=_ranges(s.heads, tp, r), kv=_ranges(s.kv_heads, tp, r))
+            lines = [say(words.TP_HEADS_OF_RANK, rank=r, q=_ranges(s.heads, tp, r), kv=_ranges(s.kv_heads, tp, r))
                      for r in range(min(tp, 4))]
             label(ax, columns["shapes"], y + row_h / 2, "\n".join(lines) + (" …" if tp > 4 else ""), size=7.3,
                   ha="left", ground=False, gid="heads")
         if talk == "all_reduce":
             box(ax, columns["talk"], y + 0.25, 2.4, row_h - 0.5, face="#fbe3e6", edge=COMM_COLOR, gid="all-reduce")
-            label(ax, columns["talk"] + 1.2, y + row_h / 2, say(words.ALL_REDUCE), size=8.5, weight="bold",
+            label(ax, columns["talk"] + 1.2, y + row_h / 2, say(words.TP_ALL_REDUCE), size=8.5, weight="bold",
                   color=COMM_COLOR, ground=False)
         elif talk == "gather":
             box(ax, columns["talk"], y + 0.12, 2.45, row_h - 0.24, face="#fff2cc", edge="#b8860b", gid="gather")
-            label(ax, columns["talk"] + 1.22, y + row_h / 2, say(words.GATHER), size=7.8, color="#8a6508",
+            label(ax, columns["talk"] + 1.22, y + row_h / 2, say(words.TP_GATHER), size=7.8, color="#8a6508",
                   ground=False)
         else:
-            label(ax, columns["talk"], y + row_h / 2, say(words.NO_TALK), size=8, ha="left", color=MUTED,
+            label(ax, columns["talk"], y + row_h / 2, say(words.TP_NO_TALK), size=8, ha="left", color=MUTED,
                   ground=False)
         if name == "down_proj":
             y_last_layer = y
     # The bracket of the repeated rows, along the left edge.
     ax.plot([0.5, 0.5], [y_last_layer + 0.05, y_first_layer - 0.05], color=INK, linewidth=1.4)
-    label(ax, 0.3, (y_last_layer + y_first_layer) / 2, say(words.PER_LAYER, layers=s.layers), size=7.5,
+    label(ax, 0.3, (y_last_layer + y_first_layer) / 2, say(words.TP_PER_LAYER, layers=s.layers), size=7.5,
           rotation=90)
     # Rank colours, and the count of one forward pass's collectives.
     legend_y = 0.75

@@ -51,7 +51,7 @@
   const logLatency = Math.max(...S.latency) > 20 * Math.max(Math.min(...S.latency), 1e-3);
   const PANELS = [
     {label: () => t('batchSize'), kind: 'bars', values: S.batch},
-    {label: () => t('kvUsed', {n: NB}), kind: 'area', values: S.used, capacity: NB},
+    {label: () => t('kvUsed', {total: NB}), kind: 'area', values: S.used, capacity: NB},
     {label: () => t('latency') + (logLatency ? t('log') : ''), kind: 'bars', values: S.latency, log: logLatency},
     {kind: 'queues'},
   ];
@@ -61,7 +61,7 @@
     const box = $('timelines');
     box.textContent = '';
     const height = PANELS.length * (PANEL_H + PANEL_GAP) + 36;
-    const svg = svgEl('svg', {width: axis.width, height, 'aria-label': t('timelinesAria')}, box);
+    const svg = svgEl('svg', {width: axis.width, height, 'aria-label': t('timelines')}, box);
     PANELS.forEach((p, n) => drawPanel(svg, p, n * (PANEL_H + PANEL_GAP) + 18));
     const bottom = PANELS.length * (PANEL_H + PANEL_GAP) - PANEL_GAP + 18;
     xTicks(svg, bottom);
@@ -86,10 +86,10 @@
     svgEl('text', {x: axis.left - 4, y: bottom, 'text-anchor': 'end'}, svg).textContent = p.log ? fmt(lo) : 0;
     const label = svgEl('text', {x: axis.left, y: top - 5, 'font-weight': 'bold'}, svg);
     if (p.kind === 'queues') {
-      svgEl('tspan', {fill: '#777'}, label).textContent = t('queuesLabel');
+      svgEl('tspan', {fill: '#777'}, label).textContent = t('waiting');
       svgEl('tspan', {}, label).textContent = ' / ';
-      svgEl('tspan', {fill: C.phase.decode}, label).textContent = t('runningLabel');
-      svgEl('tspan', {fill: '#7570b3'}, label).textContent = `  ${t('preemption')}`;
+      svgEl('tspan', {fill: C.phase.decode}, label).textContent = t('running');
+      svgEl('tspan', {fill: '#7570b3'}, label).textContent = `  ▼ ${t('preemption')}`;
     } else {
       label.textContent = p.label();
     }
@@ -170,7 +170,7 @@
     D.requests.forEach(([sid, finishStep, reason], row) => {
       const yc = top + row * rh + rh / 2;
       if (rh >= 10) {
-        svgEl('text', {x: axis.left - 4, y: yc + 4, 'text-anchor': 'end'}, svg).textContent = `seq ${sid}`;
+        svgEl('text', {x: axis.left - 4, y: yc + 4, 'text-anchor': 'end'}, svg).textContent = t('seq', {seq_id: sid});
       }
       if (finishStep !== null) {
         const fx = (x(finishStep) + axis.k).toFixed(1);

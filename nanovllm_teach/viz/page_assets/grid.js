@@ -72,16 +72,14 @@
   function holdersOf(code) { return code >= 2 ? D.holders[code - 2] : null; }
   function groupCounts(c, g) {
     const a = g * grid.group, b = Math.min(NB, a + grid.group);
-    const out = {first: a, last: b - 1, used: 0, shared: 0, cached: 0, free: 0, seqs: new Map()};
+    const out = {first: a, last: b - 1, used: 0, cached: 0, free: 0, seqs: new Map()};
     for (let blk = a; blk < b; blk++) {
       const code = c[blk];
       if (code === 0) out.free++;
       else if (code === 1) out.cached++;
       else {
-        const h = D.holders[code - 2];
         out.used++;
-        if (h.length > 1) out.shared++;
-        for (const sid of h) out.seqs.set(sid, (out.seqs.get(sid) || 0) + 1);
+        for (const sid of D.holders[code - 2]) out.seqs.set(sid, (out.seqs.get(sid) || 0) + 1);
       }
     }
     return out;
@@ -147,36 +145,44 @@
     const r = parseInt(hex.slice(1, 3), 16), g = parseInt(hex.slice(3, 5), 16), b = parseInt(hex.slice(5, 7), 16);
     return (0.299 * r + 0.587 * g + 0.114 * b) / 255 > 0.6 ? '#000' : '#fff';
   }
-  function gridSummary(c) {
-    let used = 0, shared = 0, maxRefs = 0, cached = 0;
+  // The whole cache in the kinds the legend draws, as blockgrid.cache_summary says it (the same words): used,
+  // freed at the step's end, cached and free add up to the cache.
+  function gridSummary(c, freed) {
+    let used = 0, shared = 0, maxRefs = 0, gone = 0, cached = 0;
     for (let b = 0; b < NB; b++) {
       const code = c[b];
-      if (code === 1) cached++;
-      else if (code >= 2) {
+      if (code >= 2) {
         used++;
         const refs = D.holders[code - 2].length;
         if (refs > 1) { shared++; maxRefs = Math.max(maxRefs, refs); }
-      }
+      } else if (freed.has(b)) gone++;
+      else if (code === 1) cached++;
     }
-    let text = `${used} ${t('used')} (${shared} ${t('shared')}${shared ? `, max ×${maxRefs}` : ''}), ` +
-               `${cached} ${t('cached')}, ${NB - used - cached} ${t('free')} · ${NB} ${t('blocksOf')}`;
-    if (grid.group > 1) text += ` · ${t('cell', {g: grid.group})}`;
+    let text = t('gridSummary', {used, shared, max_refs: shared ? t('gridMaxRefs', {refs: maxRefs}) : '',
+                                 freed: gone ? t('gridFreed', {freed: gone}) : '', cached,
+                                 free: NB - used - gone - cached, total: NB});
+    if (grid.group > 1) text += ` · ${t('gridCell', {group: grid.group})}`;
     return text;
   }
+  const seqNames = (sids) => sids.map((sid) => t('seq', {seq_id: sid})).join(', ');
+  // What cell g holds: one block (as blockgrid's legend names it), or a group (as blockgrid.group_summary).
   function cellInfo(c, freed, g) {
     if (g === null || g >= grid.cells) return t('hover');
     if (grid.group === 1) {
       const h = holdersOf(c[g]);
-      if (h && h.length > 1) return `block ${g}: ${t('shared')} ×${h.length}, seqs ${h.join(', ')}`;
-      if (h) return `block ${g}: seq ${h[0]}`;
-      if (freed.has(g)) return `block ${g}: ${t('freed')} (seq ${freed.get(g)})`;
-      return `block ${g}: ${c[g] === 1 ? t('cached') : t('free')}`;
+      let value;
+      if (h && h.length > 1) value = t('sharedBy', {refs: h.length, seqs: seqNames(h)});
+      else if (h) value = seqNames(h);
+      else if (freed.has(g)) value = t('freed') + t('inBrackets', {inner: seqNames([freed.get(g)])});
+      else value = c[g] === 1 ? t('cached') : t('free');
+      return t('labelValue', {label: t('block', {i: g}), value});
     }
     const n = groupCounts(c, g);
     const seqs = [...n.seqs.keys()].sort((a, b) => a - b);
-    const shown = seqs.slice(0, 12).join(', ') + (seqs.length > 12 ? `, … (+${seqs.length - 12})` : '');
-    return `blocks ${n.first}–${n.last}: ${n.used} ${t('used')} (${n.shared} ${t('shared')}), ` +
-           `${n.cached} ${t('cached')}, ${n.free} ${t('free')}` + (seqs.length ? ` · seqs ${shown}` : '');
+    const owners = seqs.slice(0, 12).map((sid) => `${t('seq', {seq_id: sid})}: ${n.seqs.get(sid)}`).join(', ') +
+                   (seqs.length > 12 ? `, … (+${seqs.length - 12})` : '');
+    return t('groupSummary', {first: n.first, last: n.last, used: n.used, cached: n.cached, free: n.free,
+                              who: seqs.length ? t('inBrackets', {inner: owners}) : ''});
   }
   function cellAt(ev) {
     const g = Math.floor(ev.offsetY / grid.cell) * grid.cols + Math.floor(ev.offsetX / grid.cell);

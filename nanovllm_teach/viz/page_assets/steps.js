@@ -24,9 +24,9 @@
     for (const [label, list] of rows) {
       const div = document.createElement('div');
       const b = document.createElement('b');
-      b.textContent = `${label} (${list.length}): `;
+      b.textContent = t('queueHead', {queue: label, n: list.length});
       div.append(b, ids(list, preempted));
-      if (label === t('waiting') && preempted.size) div.append(' ' + t('preemptedNote'));
+      if (label === t('waiting') && preempted.size) div.append(t('preemptedNote'));
       box.appendChild(div);
     }
   }
@@ -48,11 +48,11 @@
     $('readout').textContent = `${step} / ${LAST}`;
     for (const c of cursors) moveCursor(c, step);
     const phase = t('state')[S.prefill[i] ? 'prefill' : 'decode'];
-    $('step-header').textContent = `${t('step')} ${step} ${t('of')} ${LAST} · ${phase} · ${t('batch')} ${S.batch[i]} · ` +
-      `${S.tokens[i]} ${t('tokens')} · ${S.latency[i].toFixed(2)} ms`;
+    $('step-header').textContent = t('stepHeader', {step, last: LAST, phase, batch: S.batch[i], tokens: S.tokens[i],
+                                                     ms: S.latency[i].toFixed(2)});
     const c = codesAtIndex(i), freed = grid.group === 1 ? freedAt(i) : new Map();
     drawGrid(c, freed);
-    $('grid-summary').textContent = gridSummary(c);
+    $('grid-summary').textContent = gridSummary(c, freed);
     $('grid-info').textContent = cellInfo(c, freed, grid.selected !== null ? grid.selected : grid.hovered);
     showQueues(i);
     followGantt(i);
@@ -80,18 +80,20 @@
         if (i >= N - 1) setPlaying(false); else show(S.step[i + 1]);
       }, Number($('speed').value));
     }
-    $('play').textContent = timer !== null ? t('pause') : t('play');
+    playCaption();
     $('play').setAttribute('aria-pressed', String(timer !== null));
   }
+  function playCaption() { $('play').textContent = timer !== null ? `❚❚ ${t('pause')}` : `▶ ${t('play')}`; }
   function setLang(value) {
     lang = value;
     document.documentElement.lang = value;
     for (const node of document.querySelectorAll('[data-ui]')) node.textContent = t(node.dataset.ui);
     for (const b of document.querySelectorAll('.langs button')) b.setAttribute('aria-pressed', String(b.dataset.lang === value));
-    $('play').textContent = timer !== null ? t('pause') : t('play');
-    for (const [id, key] of [['back', 'backTitle'], ['forward', 'forwardTitle'], ['play', 'playTitle']]) {
-      $(id).title = t(key);
-    }
+    playCaption();
+    $('back').textContent = `◀ ${t('back')}`;
+    $('forward').textContent = `${t('forward')} ▶`;
+    // Each button's tooltip names its key.
+    for (const [id, key] of [['back', '←'], ['forward', '→'], ['play', t('spaceBar')]]) $(id).title = t('shortcut', {key});
     drawAll();  // the charts' labels and legends are in the language too
   }
   function gridLegend() {
@@ -105,7 +107,7 @@
     } else {
       legendItem(box, C.seq[0], t('groupUsed'), 'used');
     }
-    legendItem(box, C.cached, t('cachedLegend'), 'cached');
+    legendItem(box, C.cached, t('cached'), 'cached');
     legendItem(box, C.free, t('free'), 'free');
   }
   function drawAll() {
