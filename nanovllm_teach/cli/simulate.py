@@ -30,6 +30,7 @@ from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estim
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel, load_shape, shape_names
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.trace.recorder import TraceRecorder
+from nanovllm_teach.utils.threads import prefer_passive_wait
 from nanovllm_teach.workload.requests import SHAREGPT_SOURCE, Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
 
 TRACE_HINT = Text(
@@ -155,6 +156,7 @@ def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
     if args.hardware == CPU_DEVICE_NAME:
         if args.num_kvcache_blocks:
             return args.num_kvcache_blocks
+        prefer_passive_wait()  # torch loads here, before the engine's config.py: libgomp reads the policy only then
         import torch  # this CPU is measured when the engine starts: torch is loaded then anyway
 
         from nanovllm_teach.utils.memory import auto_cpu_kv_cap, read_memory
