@@ -61,7 +61,7 @@ processes compete for the two cores (the load average is printed before each rep
 runs every system N times, interleaved, and reports medians. ``--threads N`` sets torch's intra-op
 threads for all three systems (our engine through its ``cpu_threads`` setting); without it all three run
 on what the engine's thread rule (``nanovllm_teach/utils/threads.py``) picks for the model on this machine
-now. The package is imported before torch, so that the rule's passive OpenMP waiting takes effect.
+now. The engine (``LLM``) is imported before torch, so that the rule's passive OpenMP waiting takes effect.
 
 ``--random-model`` replaces the shipped model by a randomly initialised Qwen3 of 110 M parameters (hidden
 768, 16 layers, the shipped tokenizer's vocabulary), made on the fly in a temporary folder: a model whose

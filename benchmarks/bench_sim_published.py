@@ -1,8 +1,8 @@
 """The simulator against published serving measurements of real engines (``nanovllm_teach/sim/published.json``).
 
-Every case runs through the public path (``LLM(model, runner="simulated", hardware=...)`` and
-``serve_workload`` with the case's clients, lengths and ``ignore_eos``) on its GPU's own efficiency factors
-(``Efficiency.for_device``). Printed per case: fitted or judged, each measured figure beside the simulated
+Every case runs through the public path (``simulate_case``: ``LLM(model, runner="simulated", hardware=...)``
+and ``serve_workload`` with the case's clients, lengths and ``ignore_eos``) on its GPU's own efficiency
+factors (``Efficiency.for_device``); ``tests/test_sim_published.py`` runs the quicker judged cases the same way. Printed per case: fitted or judged, each measured figure beside the simulated
 one and the error; figures the source does not let us reproduce are printed and marked "not judged".
 
 ``--fit``: for each GPU with fitted cases, the memory efficiency that makes its fitted one-GPU cases match on
@@ -18,18 +18,51 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from nanovllm_teach.sim.cost_model import Efficiency
-from nanovllm_teach.sim.published import CASES_FILE, case_errors, dump_cases, load_cases, simulate_case
+from nanovllm_teach import LLM
+from nanovllm_teach.sim.cost_model import Efficiency, load_shape
+from nanovllm_teach.sim.published import CASES_FILE, Case, case_errors, dump_cases, load_cases
+from nanovllm_teach.workload.arrivals import serve_workload
+from nanovllm_teach.workload.metrics import percentile
+from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, make_workload, sharegpt_output_lengths,
+                                              sharegpt_prompt_lengths)
 
 
 # What a fit may move, and where it searches: one GPU's memory efficiency (a decode reads every weight, so
 # one-GPU cases depend on it most) and, from cases on several GPUs of that model, a collective's fixed cost.
 FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6)}
+
+
+def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0) -> dict[str, float]:
+    """The case's figures from the simulated engine on its GPU, with the factors in ``sim_factors`` (a JSON
+    file, as ``simulate --factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``)."""
+    shape = load_shape(case.model)
+    w = case.workload
+    rng = random.Random(seed)
+    if isinstance(w.prompt, tuple) and isinstance(w.output, tuple):  # the source's own lengths, in its order
+        workload = [Request(0.0, [rng.randrange(shape.vocab_size) for _ in range(p)], o)
+                    for p, o in zip(w.prompt, w.output)]
+    else:
+        prompts = sharegpt_prompt_lengths() if w.prompt == "sharegpt" else Fixed(w.prompt)
+        outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
+        arrivals = AtOnce() if w.rate is None else Poisson(w.rate)
+        workload = make_workload(w.num_requests, arrivals, prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
+    llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
+              **case.engine_settings)
+    result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
+                            admit_every=w.admit_every)
+    llm.close()
+    tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
+    ttft = [r.ttft_s for r in result.requests.values() if r.ttft_s is not None]
+    tpot_ms = statistics.median(tpot) * 1e3
+    return {"tpot_p50_ms": tpot_ms, "ttft_p50_ms": percentile(ttft, 0.5) * 1e3,
+            "output_tok_s": result.output_tokens_per_s, "decode_tok_s": 1e3 / tpot_ms}
 
 
 def _slowness(case, simulated: dict[str, float]) -> float:

@@ -10,7 +10,7 @@ OpenMP wait policy is fixed when torch loads, so each needs a process of its own
 - **1 thread**: ``OMP_NUM_THREADS=1``;
 - **all cores, passive**: ``cpu_threads`` = every usable core, passive waiting (what the rule's wait policy
   alone buys, whatever the count);
-- **all cores, spinning**: the same count with torch imported before ``nanovllm_teach``, so libgomp keeps
+- **all cores, spinning**: the same count with torch imported before the engine (``LLM``), so libgomp keeps
   its default of spinning idle threads (what the engine did before the rule).
 
 Each run builds an engine on the model (the shipped one, or with ``--random-model`` the 110 M-parameter
@@ -41,13 +41,12 @@ ARRANGEMENTS = ("defaults", "1 thread", "all cores, passive", "all cores, spinni
 def child(args: argparse.Namespace) -> None:
     """One arrangement in this fresh process: print one JSON line of timings."""
     if args.arrangement == "all cores, spinning":
-        import torch  # noqa: F401  (before the package: libgomp keeps its default, spinning)
-    import nanovllm_teach  # noqa: F401  (otherwise first: it asks libgomp for passive waiting)
+        import torch  # noqa: F401  (before the engine: libgomp keeps its default, spinning)
+    from nanovllm_teach import LLM, SamplingParams  # otherwise first: its config.py asks for passive waiting
     from time import perf_counter, process_time
 
     import torch
 
-    from nanovllm_teach import LLM, SamplingParams
     from nanovllm_teach.utils.threads import usable_cores
 
     kwargs = dict(max_num_seqs=args.batch, max_model_len=1024, num_kvcache_blocks=args.batch * 2)

@@ -5,24 +5,22 @@
     outs = llm.generate(["..."], SamplingParams(temperature=0.6, max_tokens=64))
 """
 
-from nanovllm_teach.utils.threads import prefer_passive_wait
-
-prefer_passive_wait()  # before anything loads torch: libgomp reads its wait policy only then
-
-from nanovllm_teach.assets import default_model_path  # noqa: E402
-
 __version__ = "0.1.0"
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "default_model_path", "__version__"]
 
 
 def __getattr__(name: str):
-    # The engine pulls in torch and transformers; trace/viz users importing the package must not pay for it.
+    # The engine pulls in torch and transformers; trace/viz users importing the package must not pay for it,
+    # and importing the package loads nothing else and changes nothing in the environment.
     if name == "LLM":
         from nanovllm_teach.llm import LLM
         return LLM
     if name == "SamplingParams":
         from nanovllm_teach.sampling_params import SamplingParams
         return SamplingParams
+    if name == "default_model_path":
+        from nanovllm_teach.assets import default_model_path
+        return default_model_path
     if name in ("RequestOutput", "CompletionOutput"):
         from nanovllm_teach import outputs
         return getattr(outputs, name)

@@ -30,9 +30,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import torch
-import transformers
-from transformers import AutoConfig, PretrainedConfig
+from nanovllm_teach.utils.threads import prefer_passive_wait
+
+# libgomp reads its wait policy only when torch first loads it. Every path that builds an engine imports this
+# module before torch (llm.py and serve/build.py import it ahead of transformers, which loads torch): the place
+# to ask for passive waiting, so that importing the package alone changes nothing in the environment.
+prefer_passive_wait()
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import AutoConfig, PretrainedConfig  # noqa: E402
 
 from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason

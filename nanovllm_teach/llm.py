@@ -20,10 +20,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence as SequenceOf
 
+# config.py first: it asks libgomp for passive waiting before torch loads, and transformers loads torch.
+from nanovllm_teach.config import Config  # isort: skip
+
 from transformers import AutoTokenizer
 
 from nanovllm_teach.assets import default_model_path
-from nanovllm_teach.config import Config
 from nanovllm_teach.engine.llm_engine import LLMEngine
 from nanovllm_teach.engine.model_runner import ModelRunner
 from nanovllm_teach.engine.runner import EngineParts, Runner, WallClock

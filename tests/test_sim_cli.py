@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from nanovllm_teach.sim.cli import add_simulate_parser
+from nanovllm_teach.cli.simulate import add_simulate_parser
 from nanovllm_teach.trace.reader import load_trace
 
 

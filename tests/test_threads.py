@@ -1,5 +1,6 @@
-"""The thread rule (utils/threads.py): passive waiting set before torch loads, the count from the free cores
-and the model's size, the user's choices winning, and the engine reporting what it chose."""
+"""The thread rule (utils/threads.py): passive waiting set before torch loads whenever an engine is built, the
+count from the free cores and the model's size, the user's choices winning, and the engine reporting what it
+chose."""
 
 from __future__ import annotations
 
@@ -14,19 +15,39 @@ from nanovllm_teach.utils.threads import BYTES_PER_THREAD, busy_cores, choose_th
 BIG = 64 * BYTES_PER_THREAD  # a model worth many threads
 
 
-def test_importing_the_package_first_asks_libgomp_for_passive_waiting():
-    code = "import nanovllm_teach, torch, os; print(os.environ.get('OMP_WAIT_POLICY'))"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.stdout.strip() == "PASSIVE", out.stderr
-    # torch loaded first: too late for libgomp, so the package leaves the environment alone.
-    code = "import torch, nanovllm_teach, os; print(os.environ.get('OMP_WAIT_POLICY'))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.stdout.strip() == "None", out.stderr
+# An engine built in a fresh interpreter, as a user's script builds it: the policy libgomp was given, as the
+# engine reports it (TP_RUNTIME_INIT), and as the environment says.
+BUILD = """
+import os, sys
+from nanovllm_teach import LLM, default_model_path
+from nanovllm_teach.trace import TraceRecorder
+rec = TraceRecorder()
+with LLM(default_model_path(), trace=rec, num_kvcache_blocks=4, max_num_seqs=4, max_num_batched_tokens=256,
+         max_model_len=256):
+    pass
+runtime = next(e for e in rec.events if e.event == "TP_RUNTIME_INIT").stats
+print(runtime["omp_wait_policy"], os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+def _run(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**clean, **env},
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_building_an_engine_asks_libgomp_for_passive_waiting_before_torch_loads():
+    assert _run(BUILD) == "PASSIVE PASSIVE"
+    # Every module that builds an engine imports config.py (which asks) before torch, transformers included.
+    for module in ("nanovllm_teach.llm", "nanovllm_teach.serve.build", "nanovllm_teach.config"):
+        assert _run(f"import {module}, os, sys; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)") \
+            == "PASSIVE True", module
+    # torch loaded first: too late for libgomp, so the engine leaves the environment alone and says so.
+    assert _run("import torch\n" + BUILD) == "unset None"
     # A policy the user set is kept.
-    out = subprocess.run([sys.executable, "-c", "import nanovllm_teach, os; print(os.environ['OMP_WAIT_POLICY'])"],
-                         capture_output=True, text=True, env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, timeout=120)
-    assert out.stdout.strip() == "ACTIVE"
+    assert _run(BUILD, OMP_WAIT_POLICY="ACTIVE") == "ACTIVE ACTIVE"
 
 
 @pytest.mark.parametrize("cores, busy, weight_bytes, ranks, threads", [

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from nanovllm_teach import cli, scenarios
+from nanovllm_teach.cli import arguments, exercises, record, traces
 from nanovllm_teach.i18n import Text, speaking
 from nanovllm_teach.i18n.notebooks import pair_problems
 from nanovllm_teach.reference import REFERENCE_FILE, ReferenceFormatError, load_reference_run, read_reference_run
@@ -249,7 +250,8 @@ def test_a_reference_file_that_is_not_json_is_refused(tmp_path):
 def test_every_new_text_keeps_to_the_glossary():
     """The texts of this file's modules and the reference's notes, held to the glossary (the first-use
     bracket rule is for documents, not one-line sentences)."""
-    texts = [*_module_texts(console), *_module_texts(cli), *_module_texts(report), *_module_texts(words),
+    commands = [text for module in (arguments, record, traces, exercises) for text in _module_texts(module)]
+    texts = [*_module_texts(console), *commands, *_module_texts(report), *_module_texts(words),
              *scenarios.LESSONS.values()]
     reference = load_reference_run()
     texts += [reference.description_text, *(step.note_text for step in reference.steps)]

@@ -8,8 +8,9 @@ and a live view of the run.
 - ``limits.py``: the bounds on what a client may send;
 - ``metrics.py``: Prometheus metrics under vLLM's names;
 - ``live.py``: the replay page in live mode (``/live``), fed from the engine's recorder;
-- ``loadgen.py``: a real ``openai`` client sending a workload as it arrives, measured into ``WorkloadResult``;
-- ``cli.py``: the ``serve`` command.
+- ``loadgen.py``: a real ``openai`` client sending a workload as it arrives, measured into ``WorkloadResult``.
+
+The ``serve`` command that starts it is ``nanovllm_teach/cli/serve.py``.
 
 Needs the ``serve`` extra (fastapi, uvicorn, prometheus_client). Emits nothing itself.
 """

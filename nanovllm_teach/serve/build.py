@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The engine first: its config.py asks libgomp for passive waiting before torch loads, and transformers loads torch.
+from nanovllm_teach.llm import LLM  # isort: skip
+
 from fastapi import FastAPI
 from transformers import AutoTokenizer
 
-from nanovllm_teach.llm import LLM
 from nanovllm_teach.serve.app import create_app
 from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING, ServeLimits
 from nanovllm_teach.trace.recorder import TraceRecorder

@@ -9,7 +9,11 @@ computes no tensors and predicts each step's time on a device that is not there.
 - ``runner``: ``SimulatedRunner``, the model runner's interface on the cost model and a simulated clock;
 - ``engine``: the simulated engine's parts (``LLM(..., runner="simulated")``): the same ``LLMEngine``,
   which imports nothing from here;
-- ``cli``: ``nanovllm-teach simulate``.
+- ``calibrate``: the efficiency factors fitted to a real engine's measured steps on a CPU;
+- ``published``: published serving measurements of real engines, as checked data (``published.json``).
+
+The ``simulate`` command is ``nanovllm_teach/cli/simulate.py``; ``benchmarks/bench_sim_published.py`` runs
+the published cases through the simulated engine.
 
 The workloads it serves, and what serving them measures, are ``nanovllm_teach.workload``'s: the real engine
 serves the same ones.

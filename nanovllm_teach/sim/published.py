@@ -1,25 +1,24 @@
-"""Execution layer (simulated), checking: published serving measurements of real engines, reproduced.
+"""Execution layer (simulated), checking: published serving measurements of real engines, for the simulator to
+reproduce.
 
 ``published.json`` holds each case as its source printed it (address, quoted text, engine, GPU, model,
 workload, figures) and which role it plays: a *fitted* case chose its GPU's efficiency factors
 (``Efficiency.for_device``), a *judged* case did not, and only judged cases say how good the simulator is.
-``load_cases`` validates the file; ``simulate_case`` runs a case through the public path a user takes
-(``LLM(model, runner="simulated", hardware=...)`` and ``serve_workload``) and returns the same figures,
-simulated; ``case_errors`` compares them.
+``load_cases`` validates the file; ``case_errors`` compares a case's figures with the same figures simulated
+(``benchmarks/bench_sim_published.py`` runs each case through the public path a user takes,
+``LLM(model, runner="simulated", hardware=...)`` and ``serve_workload``: the engine sits above this layer).
 
 Figures: ``tpot_p50_ms`` (median time per output token after the first, as vLLM's benchmark prints it),
 ``ttft_p50_ms``, ``output_tok_s`` (output tokens over the run's duration), ``decode_tok_s`` (1000 / the
 median TPOT: one client's decode rate).
 
-Emits no events itself (the engine and the simulated runner do).
+Plain data and checks: no engine, no torch. Emits no events.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,38 +158,6 @@ def load_cases(path: str | Path = CASES_FILE) -> list[Case]:
     if 2 * sum(c.role == "fitted" for c in cases) > len(cases):
         raise ValueError(f"{path}: more than half of the cases are fitted")
     return cases
-
-
-def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0) -> dict[str, float]:
-    """The case's figures from the simulated engine on its GPU, with the factors in ``sim_factors`` (a JSON
-    file, as ``simulate --factors`` takes) or, by default, that GPU's own (``Efficiency.for_device``)."""
-    from nanovllm_teach import LLM
-    from nanovllm_teach.workload.arrivals import serve_workload
-    from nanovllm_teach.workload.metrics import percentile
-    from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, make_workload,
-                                                  sharegpt_output_lengths, sharegpt_prompt_lengths)
-
-    shape = load_shape(case.model)
-    w = case.workload
-    rng = random.Random(seed)
-    if isinstance(w.prompt, tuple) and isinstance(w.output, tuple):  # the source's own lengths, in its order
-        workload = [Request(0.0, [rng.randrange(shape.vocab_size) for _ in range(p)], o)
-                    for p, o in zip(w.prompt, w.output)]
-    else:
-        prompts = sharegpt_prompt_lengths() if w.prompt == "sharegpt" else Fixed(w.prompt)
-        outputs = sharegpt_output_lengths() if w.output == "sharegpt" else Fixed(w.output)
-        arrivals = AtOnce() if w.rate is None else Poisson(w.rate)
-        workload = make_workload(w.num_requests, arrivals, prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
-    llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
-              **case.engine_settings)
-    result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
-                            admit_every=w.admit_every)
-    llm.close()
-    tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
-    ttft = [r.ttft_s for r in result.requests.values() if r.ttft_s is not None]
-    tpot_ms = statistics.median(tpot) * 1e3
-    return {"tpot_p50_ms": tpot_ms, "ttft_p50_ms": percentile(ttft, 0.5) * 1e3,
-            "output_tok_s": result.output_tokens_per_s, "decode_tok_s": 1e3 / tpot_ms}
 
 
 def case_errors(case: Case, simulated: dict[str, float]) -> dict[str, float]:

@@ -10,9 +10,9 @@ made the shipped model's decode about 9x slower than 1 thread; 2 passive threads
 The rule, applied once per engine at start-up (``apply_thread_rule``, from the model runner):
 
 - **wait policy**: ``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep at once). libgomp reads it only when it
-  is loaded, with torch, so ``prefer_passive_wait`` sets it when ``nanovllm_teach`` is imported, unless
-  the environment already says something or torch was imported first (then it cannot take effect, and
-  the choice says so);
+  is loaded, with torch, so ``prefer_passive_wait`` sets it when the engine's ``config.py`` is imported,
+  before its ``import torch`` (importing the package alone changes nothing), unless the environment already
+  says something or torch was imported first (then it cannot take effect, and the choice says so);
 - **thread count**: the cores this process may run on (``os.sched_getaffinity``, and a cgroup CPU quota
   where there is one), less the cores other programs keep busy right now (read from ``/proc/stat`` over
   ``SAMPLE_SECONDS``), and no more than the model is worth: one thread per ``BYTES_PER_THREAD`` of weights

@@ -1,4 +1,4 @@
-"""The ``nanovllm-teach simulate`` command: a workload through the real engine on a simulated device.
+"""Command line: ``simulate``, a workload through the real engine on a simulated device.
 
     nanovllm-teach simulate --model qwen3-8b --hardware h100-sxm --rate 8 --requests 2000 --out sim.jsonl
     nanovllm-teach simulate --list
@@ -10,10 +10,10 @@ ShareGPT's as vLLM's benchmark sends them, shared prefixes, one seed), builds ``
 hardware=...)`` with the engine settings given, serves the workload (``serve_workload``, with a progress bar)
 and prints what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how many steps each bound
 decided. ``--out`` streams the trace, which ``replay``, ``compare`` and ``diff`` read like any other.
-``cli.py`` adds the command with ``add_simulate_parser``; a mistake raises ValueError (one line, exit status
-2, from ``cli.main``).
+A mistake raises ValueError (one line, exit status 2, from ``cli.main``).
 
-Orchestration; nothing here imports torch until the engine is built.
+Nothing here imports torch until the engine is built, except to measure this machine's memory for
+``--hardware this-cpu``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estim
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel, load_shape, shape_names
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.trace.recorder import TraceRecorder
+from nanovllm_teach.utils.threads import prefer_passive_wait
 from nanovllm_teach.workload.requests import SHAREGPT_SOURCE, Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
 
 TRACE_HINT = Text(
@@ -80,11 +81,11 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     engine.add_argument("--policy", default="continuous", help="continuous or static")
     engine.add_argument("--no-prefix-caching", action="store_true")
     engine.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
-    sim.set_defaults(func=simulate_command)
+    sim.set_defaults(func=_simulate)
     return sim
 
 
-def list_choices() -> str:
+def _list_choices() -> str:
     lines = ["model shapes (config.json only):"]
     for name in shape_names():
         shape = load_shape(name)
@@ -155,6 +156,7 @@ def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
     if args.hardware == CPU_DEVICE_NAME:
         if args.num_kvcache_blocks:
             return args.num_kvcache_blocks
+        prefer_passive_wait()  # torch loads here, before the engine's config.py: libgomp reads the policy only then
         import torch  # this CPU is measured when the engine starts: torch is loaded then anyway
 
         from nanovllm_teach.utils.memory import auto_cpu_kv_cap, read_memory
@@ -174,9 +176,9 @@ def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
                                block)
 
 
-def simulate_command(args: argparse.Namespace) -> int:
+def _simulate(args: argparse.Namespace) -> int:
     if args.list:
-        print(list_choices())
+        print(_list_choices())
         return 0
     settings = dict(runner="simulated", hardware=args.hardware, sim_factors=args.factors,
                     max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
@@ -192,7 +194,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     shape = load_shape(args.model)
     max_model_len = min(args.max_model_len, shape.max_position_embeddings)
     workload = _workload(args, shape.vocab_size, max_model_len, _most_kv_blocks(args, shape))
-    from nanovllm_teach import LLM  # torch, only now
+    from nanovllm_teach.llm import LLM  # torch, only now
     from nanovllm_teach.workload.arrivals import serve_workload
 
     try:

@@ -1,6 +1,4 @@
-"""``nanovllm-teach grade``: one learner's self-check, or a whole class, or Gradescope's autograder bundle.
-
-Role: the command line of grading. Emits no events.
+"""Command line: ``grade``, one learner's self-check, or a whole class, or Gradescope's autograder bundle.
 
 ``grade EXERCISE FILE`` grades one solution and prints what the code printed (quoted) and then the
 verdict, exit 0 on PASS, 1 otherwise; without bubblewrap it says on stderr, in one line, that the code was
@@ -9,6 +7,7 @@ not isolated. ``grade EXERCISE PATH...`` with a class (``classroom.collect``) gr
 and writes the gradebook (``--csv``, ``--html``) and, for one submission, Gradescope's results
 (``--gradescope``). Grading several submissions needs bubblewrap, unless ``--unsafe-no-isolation``.
 ``grade EXERCISE --gradescope-bundle out.zip`` writes the autograder bundle (``gradescope``).
+A mistake in what was asked is a ``UsageError`` (``cli/arguments.py``). Emits no events.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.cli.arguments import UsageError, exercise_named, model_folder, number_at_least_zero, positive_int
 from nanovllm_teach.i18n import Text, say
 
 NO_SUBMISSIONS = Text(en="no submissions in {paths}: give solution files, or a class folder holding one file or "
@@ -44,16 +44,14 @@ BUNDLE_WRITTEN = Text(en="wrote {path}: upload it as the assignment's autograder
 
 def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``grade`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    from nanovllm_teach.cli import _number_at_least_zero, _positive_int
-
     grd = subparsers.add_parser("grade", help="grade a solution file, or a class: each submission in a sandbox")
     grd.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
     grd.add_argument("solution", nargs="*", metavar="PATH",
                      help="a solution file, a student's folder, or a class folder of student files or folders")
     grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
-    grd.add_argument("--time-limit", type=_number_at_least_zero, default=10.0,
+    grd.add_argument("--time-limit", type=number_at_least_zero, default=10.0,
                      help="seconds one call of the learner's code may take (default: 10)")
-    grd.add_argument("--jobs", type=_positive_int, default=1, help="submissions graded at once (default: 1)")
+    grd.add_argument("--jobs", type=positive_int, default=1, help="submissions graded at once (default: 1)")
     grd.add_argument("--csv", type=Path, default=None, help="write the gradebook as CSV")
     grd.add_argument("--html", type=Path, default=None, help="write the gradebook as an HTML page")
     grd.add_argument("--gradescope", type=Path, default=None,
@@ -62,17 +60,12 @@ def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="write the Gradescope autograder bundle (a .zip) for EXERCISE and stop")
     grd.add_argument("--unsafe-no-isolation", action="store_true",
                      help="grade several submissions even without bubblewrap (their code can harm this machine)")
-    grd.set_defaults(func=run_grade)
+    grd.set_defaults(func=_grade)
     return grd
 
 
-def run_grade(args: argparse.Namespace) -> int:
-    from nanovllm_teach.cli import UNKNOWN_EXERCISE, UsageError, _model_folder
-    from nanovllm_teach.exercises import EXERCISES
-
-    if args.exercise not in EXERCISES:
-        raise UsageError(say(UNKNOWN_EXERCISE, name=args.exercise, names=", ".join(EXERCISES)))
-    exercise = EXERCISES[args.exercise]
+def _grade(args: argparse.Namespace) -> int:
+    exercise = exercise_named(args.exercise)
     if args.gradescope_bundle is not None:
         from nanovllm_teach.exercises.gradescope import write_bundle
 
@@ -85,14 +78,13 @@ def run_grade(args: argparse.Namespace) -> int:
     if not args.solution:
         raise UsageError(say(NOTHING_TO_DO))
     submissions = _submissions(exercise, [Path(p) for p in args.solution], args.gradescope is not None)
-    model = _model_folder(args.model)
+    model = model_folder(args.model)
     if len(submissions) == 1 and args.csv is None and args.html is None:
         return _self_check(exercise, submissions[0], model, args)
     return _grade_class(exercise, submissions, model, args)
 
 
 def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
-    from nanovllm_teach.cli import UsageError
     from nanovllm_teach.exercises.base import NO_SOLUTION_FILE
     from nanovllm_teach.exercises.classroom import collect, student_folder
 
@@ -135,7 +127,6 @@ def _self_check(exercise: Any, submission: Any, model: str | None, args: argpars
 def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from nanovllm_teach.cli import UsageError
     from nanovllm_teach.exercises import isolation
     from nanovllm_teach.exercises.classroom import grade_class
     from nanovllm_teach.exercises.engine_grading import EngineExercise
@@ -158,7 +149,6 @@ def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args:
 
 
 def _write(exercise: Any, rows: list[Any], args: argparse.Namespace, seconds: float) -> None:
-    from nanovllm_teach.cli import UsageError
     from nanovllm_teach.exercises.gradebook import write_csv, write_gradescope, write_html
 
     for path, write in ((args.csv, lambda p: write_csv(rows, p)), (args.html, lambda p: write_html(rows, exercise.name, p)),

@@ -1,14 +1,14 @@
-"""The ``nanovllm-teach serve`` command: the engine behind an OpenAI-compatible HTTP API.
+"""Command line: ``serve``, the engine behind an OpenAI-compatible HTTP API.
 
     nanovllm-teach serve                       # the shipped model on http://127.0.0.1:8000
     nanovllm-teach serve MODEL_FOLDER --port 8001 --trace run.jsonl
 
 It builds ``LLM(model, trace=...)`` with the engine settings given, the app (``serve/app.py``) around it and
 runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then complete and replays like any other.
-``/live`` shows the run as it happens (``serve/live.py``). ``cli.py`` adds the command with
-``add_serve_parser``; a mistake raises ValueError (one line, exit status 2, from ``cli.main``).
+``/live`` shows the run as it happens (``serve/live.py``). A mistake raises ValueError (one line, exit
+status 2, from ``cli.main``).
 
-Orchestration; nothing here imports torch, FastAPI or uvicorn until the server is built.
+Nothing here imports torch, FastAPI or uvicorn until the server is built.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     engine.add_argument("--num-kvcache-blocks", type=int, default=None)
     engine.add_argument("--block-size", type=int, default=256)
     engine.add_argument("--no-prefix-caching", action="store_true")
-    srv.set_defaults(func=serve_command)
+    srv.set_defaults(func=_serve)
     return srv
 
 
-def serve_command(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 

@@ -1,0 +1,113 @@
+"""Command line: ``demo`` and ``record``, the commands that run the real engine and record its trace.
+
+- ``demo``: the shipped model answers the walkthrough's two prompts on this machine: the two answers, then
+  a short account of what the engine did (``--log`` streams the full TEACHING log instead, as it happens),
+  and where the trace (JSONL) and the timeline picture were written.
+- ``record SCENARIO``: regenerate one of the shipped traces in ``traces/`` (``--all`` for every one).
+
+Nothing here imports torch until the engine is built: a mistake in the arguments is reported first.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from nanovllm_teach.cli.arguments import (UsageError, model_folder, number_at_least_zero, positive_int, save_picture,
+                                          writable_file, writable_folder)
+from nanovllm_teach.i18n import Text, say
+
+DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id})\n"
+                      "Completion: {text!r}  ({tokens} tokens generated, finished on {reason})\n",
+                   zh="Prompt：{prompt!r}  （seq_id={seq_id}）\n"
+                      "回答：{text!r}  （生成了 {tokens} 个 token，结束原因：{reason}）\n")
+DEMO_FILES = Text(en="\ntrace:    {trace}  (nanovllm-teach replay {trace} --all: every step)\ntimeline: {picture}",
+                  zh="\ntrace：    {trace}  （nanovllm-teach replay {trace} --all：逐步列出）\n时间线图：{picture}")
+DEMO_FULL_LOG = Text(en="the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)",
+                     zh="每个决策的完整 TEACHING 日志：nanovllm-teach demo --log normal（或 detail、all）")
+RECORD_NEEDS = Text(en="record needs a SCENARIO or --all (not both)", zh="record 需要 SCENARIO 或 --all（二者选一）")
+UNKNOWN_SCENARIO = Text(en="unknown scenario {name!r}; choose from: {names}", zh="没有场景 {name!r}；可选：{names}")
+RECORDED = Text(en="{name}: {n} requests -> {path} ({mb:.2f} MB)", zh="{name}：{n} 个请求 -> {path}（{mb:.2f} MB）")
+
+
+def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``demo`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
+    demo = subparsers.add_parser("demo", help="run the shipped model on the walkthrough's two prompts and say what "
+                                              "the engine did")
+    demo.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
+    demo.add_argument("--out", default="out", help="folder for the trace and the picture (default: out)")
+    demo.add_argument("--log", choices=["quiet", "normal", "detail", "all"], default=None,
+                      help="stream the TEACHING log while it runs, at this level (default: none, only the "
+                           "account at the end)")
+    demo.add_argument("--temperature", type=number_at_least_zero, default=0.6, help="0 is greedy (default: 0.6)")
+    demo.add_argument("--max-tokens", type=positive_int, default=64,
+                      help="per request (default: 64: one answer ends on EOS, the other is cut)")
+    demo.add_argument("--seed", type=int, default=0, help="per-request sampling seeds start here")
+    demo.set_defaults(func=_demo)
+    return demo
+
+
+def add_record_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``record`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
+    from nanovllm_teach.scenarios import SCENARIOS  # plain data: no torch
+
+    rec = subparsers.add_parser("record", help="record a scenario's trace (the shipped traces in traces/)")
+    rec.add_argument("scenario", nargs="?", default=None, help=f"one of: {', '.join(SCENARIOS)}")
+    rec.add_argument("--all", action="store_true", help="record every scenario")
+    rec.add_argument("--out-dir", default="traces", help="folder for the SCENARIO.jsonl files (default: traces)")
+    rec.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
+    rec.set_defaults(func=_record)
+    return rec
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from nanovllm_teach.scenarios import WALKTHROUGH_PROMPTS, walkthrough_params
+
+    params = walkthrough_params(args.temperature, args.max_tokens, args.seed)  # a bad value stops us here
+    model = model_folder(args.model)
+    out = writable_folder(args.out, "--out")
+    trace_path = writable_file(str(out / "demo_trace.jsonl"), "--out")
+    picture_path = writable_file(str(out / "demo_timeline.png"), "--out", picture=True)
+
+    from nanovllm_teach.llm import LLM
+    from nanovllm_teach.trace import TraceRecorder, load_trace
+    from nanovllm_teach.trace.console import ConsoleRenderer, format_run_account
+    from nanovllm_teach.viz.timeline import plot_timelines
+
+    sinks = [ConsoleRenderer(lang=args.lang, verbosity=args.log)] if args.log else []
+    llm = LLM(model, trace=TraceRecorder(trace_path, sinks=sinks))
+    try:
+        prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                     add_generation_prompt=True) for p in WALKTHROUGH_PROMPTS]
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+    finally:
+        llm.close()
+    if args.log:
+        print()
+    for prompt, output in zip(WALKTHROUGH_PROMPTS, outputs):
+        print(say(DEMO_ANSWER, prompt=prompt, seq_id=output["seq_id"], tokens=len(output["token_ids"]),
+                  reason=output["finish_reason"], text=output["text"]))
+    trace = load_trace(trace_path)
+    picture = save_picture(plot_timelines(trace), picture_path, dpi=110)
+    print("\n".join(format_run_account(trace)))
+    print(say(DEMO_FILES, trace=trace_path, picture=picture))
+    if not args.log:
+        print(say(DEMO_FULL_LOG))
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    from nanovllm_teach.scenarios import SCENARIOS, record
+
+    if args.all == (args.scenario is not None):
+        raise UsageError(say(RECORD_NEEDS))
+    if not args.all and args.scenario not in SCENARIOS:
+        raise UsageError(say(UNKNOWN_SCENARIO, name=args.scenario, names=", ".join(SCENARIOS)))
+    names = list(SCENARIOS) if args.all else [args.scenario]
+    model = model_folder(args.model)
+    folder = writable_folder(args.out_dir, "--out-dir")
+    for name in names:
+        path = writable_file(str(folder / f"{name}.jsonl"), "--out-dir")
+        outputs = record(name, path, model=model)
+        print(say(RECORDED, name=name, n=len(outputs), path=path, mb=path.stat().st_size / 1e6))
+    return 0
