@@ -6,9 +6,9 @@ tokens per step, 4 sequences per batch: chunked prefill, prefix-cache hits and p
 it once uninterrupted for the expected tokens, then injects ``--faults-per-workload`` faults, one run each:
 
 - where: at a random line the engine executes (``sys.settrace`` counting lines of the engine's own modules,
-  ``tests/faults.py``'s ``ENGINE_FILES``: ``llm.py``, ``llm_engine.py``, ``teaching.py``, ``transaction.py``,
-  ``scheduler.py``, ``block_manager.py``, ``decisions.py``, ``sequence.py``, ``batch.py``, ``runner.py``,
-  ``model_runner.py``), or from a trace sink at a random event (``TraceRecorder(sinks=[...])``);
+  ``tests/faults.py``'s ``ENGINE_FILES``: ``llm.py``, ``workload/arrivals.py``, the shell ``frontend.py`` and
+  ``request_checks.py``, ``llm_engine.py``, ``teaching.py``, ``transaction.py``, ``scheduler.py``,
+  ``block_manager.py``, ``decisions.py``, ``sequence.py``, ``batch.py``, ``runner.py``, ``model_runner.py``), or from a trace sink at a random event (``TraceRecorder(sinks=[...])``);
 - how the engine is driven: ``generate()`` (after the interrupt the engine must be empty with every KV block
   free, and a new ``generate()`` must give the expected tokens) or a hand-written ``add_request``/``step()``
   loop that re-runs the interrupted call (the bookkeeping must be consistent right after the interrupt,

@@ -6,9 +6,9 @@ orchestration layer that says the scheduler's decisions (``engine/teaching.py``)
 ``if not self.rec.enabled: return``; so with a ``NullRecorder`` no payload is built. Stubbing ``record`` out
 would not show it (the arguments would still be built), so this benchmark builds, in this process, a second
 copy of the modules that emit on the engine's path (``engine/teaching.py``, ``model_runner.py``,
-``llm_engine.py`` and ``nanovllm_teach/llm.py``, whose ``LLM`` it runs) from their source with every emit
-line deleted (``ast``). The resources layer (``scheduler.py``, ``block_manager.py``, ``transaction.py``) emits
-nothing (it writes decision records, which undoing a step needs too) and is shared, unchanged. Deleted:
+``llm_engine.py``, the shell ``frontend.py`` and ``nanovllm_teach/llm.py``, whose ``LLM`` it runs) from their
+source with every emit line deleted (``ast``). The resources layer (``scheduler.py``, ``block_manager.py``,
+``transaction.py``) emits nothing (it returns decision records) and is shared, unchanged. Deleted:
 
 - every ``if <...>.rec.enabled:`` block (its ``else``, if any, stays);
 - every ``if not <...>.rec.enabled: return`` at the top level of a function, with everything after it in
@@ -70,7 +70,7 @@ from nanovllm_teach.llm import LLM
 
 # Dependencies first: each module's ``from ... import`` then picks up the copies already made.
 ENGINE_MODULES = ("nanovllm_teach.engine.teaching", "nanovllm_teach.engine.model_runner",
-                  "nanovllm_teach.engine.llm_engine", "nanovllm_teach.llm")
+                  "nanovllm_teach.engine.llm_engine", "nanovllm_teach.engine.frontend", "nanovllm_teach.llm")
 REC_CONTEXTS = ("at_step", "paused", "flushing_deferred")
 
 

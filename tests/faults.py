@@ -5,7 +5,7 @@ the j-th event a trace sink receives, and the checks that the engine survived it
 the interrupt lands where a learner's Ctrl-C could, between any two lines of the scheduler, the block
 manager, the sequence, the scheduled batch, the step's transaction (checkpoint, rollback, abort), the
 decision records, the teaching layer that says them as events, the runner edge and the model runner, the
-engine loop, ``LLM`` or its workload loop. ``SinkFault`` is a ``TraceRecorder`` sink that
+engine loop, its shell (validation, held samples, queued aborts), ``LLM`` or its workload loop. ``SinkFault`` is a ``TraceRecorder`` sink that
 raises from inside an ``emit``, as a console renderer interrupted while printing would.
 
 ``step_loop`` drives the engine as a learner's hand-written loop does, re-running whatever call was
@@ -21,15 +21,15 @@ from types import FrameType
 from typing import Any
 
 from nanovllm_teach import llm as llm_module
-from nanovllm_teach.engine import (batch, block_manager, decisions, llm_engine, model_runner, runner, scheduler,
-                                   sequence, teaching, transaction)
+from nanovllm_teach.engine import (batch, block_manager, decisions, frontend, llm_engine, model_runner, request_checks,
+                                   runner, scheduler, sequence, teaching, transaction)
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.sequence import SequenceStatus
 from nanovllm_teach.workload import arrivals
 
 ENGINE_FILES = frozenset(module.__file__ for module in (
-    llm_module, arrivals, llm_engine, teaching, transaction, scheduler, block_manager, decisions, sequence, batch,
-    runner, model_runner))
+    llm_module, arrivals, frontend, request_checks, llm_engine, teaching, transaction, scheduler, block_manager,
+    decisions, sequence, batch, runner, model_runner))
 
 
 class InjectedFault(KeyboardInterrupt):

@@ -6,7 +6,7 @@ prefill, ``hash_blocks`` + ``num_cached_tokens += num_scheduled_tokens`` after t
 Block size 4 throughout unless a test says otherwise, so "2 full blocks" means 8 tokens.
 
 The block manager emits no events: every hand-out and release is a decision record (``Allocated``,
-``Freed``: ``engine/decisions.py``), returned and written to its ``decisions`` log; the tests check those.
+``Freed``: ``engine/decisions.py``) returned to its caller; the tests collect and check those.
 What the trace says about them (``engine/teaching.py``) is checked at the end, through a real scheduler.
 """
 
@@ -20,7 +20,6 @@ from nanovllm_teach.engine.decisions import Allocated, Decision, Freed
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.engine.teaching import Teaching
-from nanovllm_teach.engine.transaction import recount
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace import TraceRecorder
 
@@ -32,10 +31,17 @@ def make_seq(seq_id: int, token_ids: list[int], block_size: int = BS) -> Sequenc
 
 
 def make_bm(num_blocks: int, *, prefix_caching: bool = True) -> tuple[BlockManager, list[Decision]]:
-    """A block manager and the decisions log it writes to (the one it is given, as the scheduler's is)."""
+    """A block manager, and the records its methods return, in order (collected here, as the scheduler
+    collects them: the block manager keeps none)."""
+    bm = BlockManager(num_blocks, BS, enable_prefix_caching=prefix_caching)
     log: list[Decision] = []
-    bm = BlockManager(num_blocks, BS, enable_prefix_caching=prefix_caching, decisions=log)
-    assert bm.decisions is log
+    for name in ("allocate", "deallocate", "may_append"):
+        def collecting(*args, _method=getattr(bm, name)):
+            record = _method(*args)
+            if record is not None:
+                log.append(record)
+            return record
+        setattr(bm, name, collecting)
     return bm, log
 
 
@@ -53,7 +59,6 @@ def admit(bm: BlockManager, seq: Sequence) -> int:
     num_cached_blocks = bm.can_allocate(seq)
     assert num_cached_blocks >= 0, f"{seq} does not fit"
     allocation = bm.allocate(seq, num_cached_blocks)
-    assert bm.decisions[-1] is allocation, "allocate() returns the record it logged"
     assert allocation.seq_id == seq.seq_id
     assert allocation.shared_block_ids + allocation.block_ids == seq.block_table
     assert allocation.num_cached_tokens == seq.num_cached_tokens and allocation.num_free_blocks == bm.num_free_blocks
@@ -420,14 +425,12 @@ def make_scheduler(num_blocks: int) -> tuple[Scheduler, Teaching, TraceRecorder]
 
 def engine_step(scheduler: Scheduler, teaching: Teaching) -> list[Decision]:
     """One step as ``LLMEngine._run_step`` takes it, every sampled token 5; returns the step's decisions."""
-    decisions = scheduler.decisions
-    decisions.clear()  # what transaction.checkpoint does before every step
-    batch = scheduler.schedule()
-    num_scheduling_decisions = len(decisions)
-    teaching.scheduled(batch, decisions, scheduler)
-    scheduler.postprocess(batch, [5] * len(batch.seqs))
-    teaching.postprocessed(decisions[num_scheduling_decisions:])
-    return list(decisions)
+    batch, scheduled = scheduler.schedule()
+    teaching.scheduled(batch, scheduled, scheduler, 0)
+    seqs = {entry.seq_id: scheduler.accepted[entry.seq_id] for entry in batch.seqs}
+    finishes = scheduler.postprocess(batch, [5] * len(batch.seqs))
+    teaching.postprocessed(finishes, seqs)
+    return scheduled + finishes
 
 
 def said(rec: TraceRecorder, *names: str) -> list[tuple[str, str, str, dict]]:
@@ -508,7 +511,7 @@ def _interrupted_operations():
                          ids=["allocate", "deallocate", "may_append"])
 def test_an_interrupt_at_any_line_leaves_no_negative_count_and_no_half_table(name, set_up, operation):
     """The operation either did not happen or happened, as far as the sequence's table is concerned; the
-    worst an interrupt leaves is a block out of every list, and ``transaction.recount`` (what undoing the
+    worst an interrupt leaves is a block out of every list, and ``BlockManager.rebuild`` (what undoing the
     step does) gives it back."""
     from faults import InjectedFault, LineFault  # tests/faults.py: KeyboardInterrupt at the k-th engine line
 
@@ -531,5 +534,5 @@ def test_an_interrupt_at_any_line_leaves_no_negative_count_and_no_half_table(nam
         assert all(block.ref_count >= 0 for block in bm.blocks), f"a negative count after {fault.where}"
         assert seq.block_table in (before, after), f"half a table after {fault.where}: {seq.block_table}"
         holders = [s for s in live + [seq] if s.block_table and (s is not seq or name != "deallocate")]
-        recount(bm, (s.block_table for s in dict.fromkeys(holders)))
+        bm.rebuild(s.block_table for s in dict.fromkeys(holders))
         assert_consistent(bm, *dict.fromkeys(holders))

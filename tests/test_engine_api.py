@@ -243,8 +243,8 @@ def test_throughput_counts_the_tokens_computed_not_nano_vllms_statistic(llm, mon
     shared = [11] * 32
     llm.generate([shared + [1]], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
     seen = []
-    real_step = llm._step
-    monkeypatch.setattr(llm, "_step", lambda: seen.append(real_step()) or seen[-1])
+    real_step = llm.step
+    monkeypatch.setattr(llm, "step", lambda: (real_step(), seen.append(llm.last_step))[0])
     llm.generate([shared + list(range(2, 10))], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
     prefill = seen[0]
     assert prefill.num_tokens == 41 and prefill.num_batched_tokens == 8  # 2 blocks of 16 came from the cache

@@ -1,7 +1,7 @@
 """With recording off no payload is built: the resources layer (scheduler, block manager, the step's
-transaction) holds no recorder at all, it writes decision records; the layer that turns them into events
-(``engine/teaching.py``) returns at the first line of every method; the model runner never calls the
-recorder (each emit site is guarded by ``rec.enabled``). And the benchmark's copy of the engine without
+transaction) holds no recorder at all, it returns decision records; the layer that turns them (and what the
+runner reports) into events (``engine/teaching.py``) returns at the first line of every method; the model
+runner never calls the recorder (each emit site is guarded by ``rec.enabled``) and reports nothing. And the benchmark's copy of the engine without
 emit lines (``benchmarks/bench_recording.py``) really has none left."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 RESOURCES_LAYER = ("nanovllm_teach.engine.block_manager", "nanovllm_teach.engine.scheduler",
                    "nanovllm_teach.engine.transaction", "nanovllm_teach.engine.decisions",
                    "nanovllm_teach.engine.sequence", "nanovllm_teach.engine.batch")
-TEACHING_METHODS = ("scheduled", "postprocessed", "aborted", "rolled_back")
+TEACHING_METHODS = ("scheduled", "ran", "step_done", "postprocessed", "aborted", "rolled_back")
 
 
 class SilentRecorder(NullRecorder):
@@ -103,25 +103,25 @@ def _drive(teaching: Teaching) -> tuple[int, bool, int]:
 
     def schedule():
         checkpoint = transaction.checkpoint(scheduler)
-        batch = scheduler.schedule()
-        num_scheduling_decisions = len(scheduler.decisions)
-        teaching.scheduled(batch, scheduler.decisions, scheduler)
-        return checkpoint, batch, num_scheduling_decisions
+        batch, decisions = scheduler.schedule()
+        teaching.scheduled(batch, decisions, scheduler, steps)
+        return checkpoint, batch
 
     while not scheduler.is_finished():
-        checkpoint, batch, num_scheduling_decisions = schedule()
+        checkpoint, batch = schedule()
         preempted |= any(seq.num_preemptions for seq in scheduler.accepted.values())
         if steps == 5:  # a decode that preempts: undoing it gives blocks back
             teaching.rolled_back(transaction.rollback(scheduler, checkpoint))  # as if the step had raised
-            checkpoint, batch, num_scheduling_decisions = schedule()
-        scheduler.postprocess(batch, [5] * len(batch.seqs))
-        teaching.postprocessed(scheduler.decisions[num_scheduling_decisions:])
+            checkpoint, batch = schedule()
+        seqs = {entry.seq_id: scheduler.accepted[entry.seq_id] for entry in batch.seqs}
+        teaching.postprocessed(scheduler.postprocess(batch, [5] * len(batch.seqs)), seqs)
         kinds |= 1 << batch.is_prefill
         steps += 1
         if steps == 6:
-            decisions = transaction.abort(scheduler, [max(scheduler.accepted)])
+            victim = scheduler.accepted[max(scheduler.accepted)]
+            decisions = transaction.abort(scheduler, [victim.seq_id])
             assert any(isinstance(d, Aborted) for d in decisions)
-            teaching.aborted(decisions)
+            teaching.aborted(decisions, {victim.seq_id: victim})
     return kinds, preempted, steps
 
 
@@ -170,8 +170,10 @@ def test_the_model_runner_never_calls_a_recorder_that_is_off(tmp_path):
     config = Config.from_kwargs(str(make_random_checkpoint(tmp_path / "ckpt")),
                                 dict(kvcache_block_size=16, max_model_len=64, max_num_batched_tokens=64))
     runner = ModelRunner(config, 0, SilentRecorder())  # start-up events too
-    token = runner.run(ScheduledBatch(True, [ScheduledSeq(0, [3, 4, 5], 0, 3, [0], 0.0, None)]))
-    assert len(runner.run(ScheduledBatch(False, [ScheduledSeq(0, token, 3, 4, [0], 0.0, None)]))) == 1
+    prefill = runner.run(ScheduledBatch(True, [ScheduledSeq(0, [3, 4, 5], 0, 3, [0], 0.0, None)]))
+    decode = runner.run(ScheduledBatch(False, [ScheduledSeq(0, prefill.token_ids, 3, 4, [0], 0.0, None)]))
+    assert len(decode.token_ids) == 1
+    assert prefill.report is None and decode.report is None  # nothing built for a trace nobody keeps
 
 
 # ---- the benchmark's emit-free engine -----------------------------------------------------------------
@@ -197,7 +199,7 @@ def test_the_benchmark_deletes_every_emit_line():
     assert engine is not real["nanovllm_teach.llm"].LLM
     assert all(sys.modules[name] is module for name, module in real.items())  # the real engine untouched
     # The copy is built from copies all the way down: its engine, its teaching layer, its model runner.
-    stripped_engine = engine.__mro__[1]
+    stripped_engine = engine.__mro__[2]  # LLM, its shell (Frontend), the core
     assert stripped_engine.__name__ == "LLMEngine" and stripped_engine is not real["nanovllm_teach.engine.llm_engine"].LLMEngine
     stripped_teaching = stripped_engine.__init__.__globals__["Teaching"]
     assert stripped_teaching is not Teaching

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.engine.decisions import Allocated, Finished, Freed, Preempted
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.sampling_params import SamplingParams
@@ -251,7 +252,7 @@ def run(requests: list[Request], budget: Budget, check: bool = True) -> tuple[li
             sched.add(seqs[arrivals.popleft()])
         waiting_before, running_before = list(sched.waiting), list(sched.running)
         had_blocks = {s for s in waiting_before + running_before if s.block_table}
-        batch = sched.schedule()
+        batch, decisions = sched.schedule()
         scheduled, is_prefill = [sched.accepted[i] for i in batch.seq_ids], batch.is_prefill
         admitted = [s for s in scheduled if is_prefill and s not in had_blocks]
         stats["prefix-cache hits"] += sum(s.num_cached_tokens > 0 for s in admitted)
@@ -259,7 +260,11 @@ def run(requests: list[Request], budget: Budget, check: bool = True) -> tuple[li
         if check:
             check_schedule(sched, budget, scheduled, is_prefill, waiting_before, running_before)
             check_blocks(sched, seqs)
-        assert sched.postprocess(batch, model.run(batch, scheduled)) == scheduled
+        if check:
+            check_decisions(decisions, scheduled, had_blocks, is_prefill, sched)
+        finishes = sched.postprocess(batch, model.run(batch, scheduled))
+        assert [d.seq_id for d in finishes if isinstance(d, Finished)] == [s.seq_id for s in scheduled if s.is_finished]
+        assert [d.seq_id for d in finishes if isinstance(d, Freed)] == [s.seq_id for s in scheduled if s.is_finished]
         steps += 1
         if check:
             check_blocks(sched, seqs)
@@ -271,6 +276,22 @@ def run(requests: list[Request], budget: Budget, check: bool = True) -> tuple[li
     stats["steps"] = steps
     stats["preemptions"] = sum(seq.num_preemptions for seq in seqs)
     return [(seq.completion_token_ids, seq.finish_reason) for seq in seqs], stats
+
+
+def check_decisions(decisions: list, scheduled: list[Sequence], had_blocks: set[Sequence], is_prefill: bool,
+                    sched: Scheduler) -> None:
+    """What ``schedule()`` returned it decided is what happened: a prefill gave blocks to exactly the newly
+    admitted sequences, in order; a decode's preempted sequences wait, each after the blocks it gave back."""
+    if is_prefill:
+        admitted = [s.seq_id for s in scheduled if s not in had_blocks]
+        assert [d.seq_id for d in decisions] == admitted and all(isinstance(d, Allocated) for d in decisions)
+        return
+    for i, decision in enumerate(decisions):
+        if isinstance(decision, Preempted):
+            assert isinstance(decisions[i - 1], Freed) and decisions[i - 1].seq_id == decision.seq_id
+            assert sched.accepted[decision.seq_id].status == SequenceStatus.WAITING
+        else:
+            assert isinstance(decision, (Allocated, Freed))
 
 
 def oracle(req: Request, max_model_len: int) -> tuple[list[int], str]:

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq
+from nanovllm_teach.engine.teaching import Teaching
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES, GIB
 from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES
@@ -84,14 +85,21 @@ def _decode(*lengths):
     return ScheduledBatch(False, [ScheduledSeq(i, [7], n - 1, n, [0], 0.0, None) for i, n in enumerate(lengths)])
 
 
+def _run(runner: SimulatedRunner, rec: TraceRecorder, batch: ScheduledBatch) -> list[int]:
+    """One step, and what the runner reports of it said as the engine says it (``Teaching.ran``)."""
+    out = runner.run(batch)
+    Teaching(rec).ran(batch, out)
+    return out.token_ids
+
+
 def test_run_advances_the_clock_and_emits_eos_at_the_target_length():
     runner, rec = _runner()
     runner.answers.expect(0, 302)
-    first = runner.run(_prefill(0, 300))
+    first = _run(runner, rec, _prefill(0, 300))
     t1 = runner.clock.now_s()
     assert t1 > 0 and first != [runner.eos_token_id]
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "prefill"
-    assert runner.run(_decode(301)) == [runner.eos_token_id]
+    assert _run(runner, rec, _decode(301)) == [runner.eos_token_id]
     assert runner.clock.now_s() > t1
     replay = _event(rec, "CUDAGRAPH_REPLAY").stats
     assert replay["graph_batch_size"] == 1 and replay["bound"] in ("memory", "compute")
@@ -99,26 +107,26 @@ def test_run_advances_the_clock_and_emits_eos_at_the_target_length():
     stats = runner.step_stats()  # what STEP_DONE carries: the same prediction
     assert stats.keys() == {"predicted_ms", "bound"} and stats["bound"] == replay["bound"]
     assert stats["predicted_ms"] == pytest.approx(replay["predicted_ms"], abs=1e-3)
-    assert runner.run(_decode(301)) == [runner.eos_token_id], "a step run again (after a rollback) answers the same"
+    assert _run(runner, rec, _decode(301)) == [runner.eos_token_id], "a step run again (after a rollback) answers the same"
     runner.answers.forget([0])
     assert runner.answers.get(0) is None
-    assert runner.run(_decode(301)) == [runner.placeholder_token_id], "a forgotten length ends nothing"
+    assert _run(runner, rec, _decode(301)) == [runner.placeholder_token_id], "a forgotten length ends nothing"
 
 
 def test_a_prompt_chunk_never_ends_a_sequence():
     runner, _ = _runner()
     runner.answers.expect(0, 601)
-    assert runner.run(_prefill(0, 600, num_tokens=256)) == [runner.placeholder_token_id]  # the first chunk
+    assert runner.run(_prefill(0, 600, num_tokens=256)).token_ids == [runner.placeholder_token_id]  # the first chunk
     with pytest.raises(ValueError, match="sequence length"):
         runner.answers.expect(1, 1)
 
 
 def test_eager_decode_says_why():
     runner, rec = _runner(enforce_eager=True)
-    runner.run(_decode(10))
+    _run(runner, rec, _decode(10))
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "enforce_eager"
     runner, rec = _runner(max_num_seqs=2)
-    runner.run(_decode(10, 10, 10))
+    _run(runner, rec, _decode(10, 10, 10))
     assert _event(rec, "RUN_MODEL").stats["eager_reason"] == "batch_above_largest_graph"
 
 
@@ -163,9 +171,9 @@ def test_the_clock_moves_only_forward():
 def test_a_cpu_decodes_natively_where_the_real_engine_would(model, settings, native):
     cpu = dataclasses.replace(DEVICES["l4"], name="cpu-like", kind="cpu", dtype="float32", memory_bytes=64 * GIB)
     runner, rec = _runner(model, cpu, **settings)
-    runner.run(_prefill(0, 40))
+    _run(runner, rec, _prefill(0, 40))
     assert not runner.last_work.native and runner.last_cost.launch_s > runner.cost_model.eff.graph_launch_s
-    runner.run(_decode(41))
+    _run(runner, rec, _decode(41))
     assert runner.last_work.native is native
     modes = [e.stats["mode"] for e in rec.events if e.event == "RUN_MODEL"]
     assert modes == ["eager", "compiled" if native else "eager"]

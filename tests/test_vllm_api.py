@@ -182,7 +182,7 @@ def test_n_samples_share_the_prompts_blocks(llm, monkeypatch):
     params = SamplingParams(temperature=1.0, max_tokens=8, n=3, seed=21)
     bm = llm.scheduler.block_manager
     shared = []
-    real_step = llm._step
+    real_step = llm.step
 
     def step():
         result = real_step()
@@ -192,7 +192,7 @@ def test_n_samples_share_the_prompts_blocks(llm, monkeypatch):
             shared.append((heads, [bm.blocks[b].ref_count for b in running[0].block_table[:2]]))
         return result
 
-    monkeypatch.setattr(llm, "_step", step)
+    monkeypatch.setattr(llm, "step", step)
     [out] = llm.generate(PROMPT, params, use_tqdm=False)
     assert [o.index for o in out.outputs] == [0, 1, 2] and len({o.seq_id for o in out.outputs}) == 3
     assert shared and all(len(heads) == 1 and counts == [3, 3] for heads, counts in shared)

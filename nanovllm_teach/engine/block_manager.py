@@ -9,24 +9,24 @@ Prefix caching: once a block is full, its content is named by a chained hash,
 sequence whose leading blocks hash to known blocks reuses them (reference count +1) after checking the
 tokens really match. A freed block keeps its hash and content until it is handed out again.
 
-Every hand-out and release is returned as a record (``engine/decisions.py``) and written to ``decisions``,
-the log it shares with the scheduler. A ``block_table`` changes in one assignment and is detached *before*
-its references are dropped, so an interrupt can leak a block, never leave a count below 0.
+Every hand-out and release is returned to the caller as a record (``engine/decisions.py``). A
+``block_table`` changes in one assignment and is detached *before* its references are dropped, so an
+interrupt can leak a block, never leave a count below 0; ``rebuild`` repairs whatever an interrupted step
+left half-done, from the block tables of the sequences still alive.
 
 Emits no events (the orchestration layer reports its records).
 """
 
 from __future__ import annotations
 
-import functools
 from array import array
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 import xxhash
 
-from nanovllm_teach.engine.decisions import Allocated, Decision, Freed
+from nanovllm_teach.engine.decisions import Allocated, Freed
 from nanovllm_teach.engine.sequence import Sequence
 
 NO_HASH = -1
@@ -40,17 +40,6 @@ class Block:
     token_ids: list[int] = field(default_factory=list)
 
 
-def logged(method: Callable[..., Decision | None]) -> Callable[..., Decision | None]:
-    """The record a block manager method returns also goes into its decision log (``None``: nothing done)."""
-    @functools.wraps(method)
-    def call(bm: BlockManager, *args: Any) -> Decision | None:
-        decision = method(bm, *args)
-        if decision is not None:
-            bm.decisions.append(decision)
-        return decision
-    return call
-
-
 def compute_block_hash(token_ids: list[int], prefix_hash: int = NO_HASH) -> int:
     """The chained hash of one full block given the hash of the block before it."""
     h = xxhash.xxh64()
@@ -61,16 +50,13 @@ def compute_block_hash(token_ids: list[int], prefix_hash: int = NO_HASH) -> int:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 decisions: list[Decision] | None = None) -> None:
-        """``decisions``: the log to write hand-outs and releases to (the scheduler's; a new one if None)."""
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.hash_to_block_id: dict[int, int] = {}
         self.free_block_ids: deque[int] = deque(range(num_blocks))
         self.used_block_ids: set[int] = set()
-        self.decisions: list[Decision] = [] if decisions is None else decisions
 
     @property
     def num_blocks(self) -> int:
@@ -107,7 +93,6 @@ class BlockManager:
         needed = seq.num_blocks - len(hits) + sum(self.blocks[b].ref_count == 0 for b in hits)
         return len(hits) if needed <= self.num_free_blocks else -1
 
-    @logged
     def allocate(self, seq: Sequence, num_cached_blocks: int) -> Allocated:
         """Fill ``seq.block_table``: the first ``num_cached_blocks`` reused, the rest fresh."""
         assert not seq.block_table, f"seq {seq.seq_id} already holds blocks"
@@ -135,7 +120,6 @@ class BlockManager:
         self.used_block_ids.add(block_id)
         return block_id
 
-    @logged
     def deallocate(self, seq: Sequence) -> Freed:
         """Drop ``seq``'s references; blocks nobody holds go back to the free list (hash kept)."""
         # The sequence lets go first: interrupted below, it can never drop the same reference twice.
@@ -155,7 +139,6 @@ class BlockManager:
         """Can ``seq`` decode one more token? Only a token starting a new block needs a free block."""
         return self.num_free_blocks >= (seq.num_blocks > len(seq.block_table))
 
-    @logged
     def may_append(self, seq: Sequence) -> Allocated | None:
         """Give ``seq`` the new block its next token needs, if it needs one."""
         if seq.num_blocks > len(seq.block_table):
@@ -180,3 +163,16 @@ class BlockManager:
             block.hash = compute_block_hash(tokens, prefix)
             block.token_ids = tokens
             self.hash_to_block_id[block.hash] = block.block_id
+
+    def rebuild(self, block_tables: Iterable[list[int]]) -> list[int]:
+        """Rebuild every reference count and the free list from the block tables of the live sequences;
+        returns the blocks this freed. Repairs whatever an interrupted operation left half-done."""
+        counts = Counter(block_id for table in block_tables for block_id in table)
+        for block in self.blocks:
+            block.ref_count = counts[block.block_id]
+        # Blocks already free keep their place (the oldest freed is handed out first); the newly freed follow.
+        still_free = [b for b in dict.fromkeys(self.free_block_ids) if not counts[b]]
+        freed = sorted(set(range(self.num_blocks)) - set(still_free) - set(counts))
+        self.free_block_ids = deque(still_free + freed)
+        self.used_block_ids = set(counts)
+        return freed

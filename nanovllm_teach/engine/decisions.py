@@ -1,15 +1,16 @@
 """Resources layer: what the scheduler and the block manager decided, as plain records. Pure Python, no torch.
 
-Every choice the resources layer makes is one of these records, in the order it was made: the block manager
-hands blocks out (``Allocated``) and takes them back (``Freed``); the scheduler preempts a sequence
-(``Preempted``) and finishes one (``Finished``). Who runs in the step, and how many tokens each computes,
-is the ``ScheduledBatch`` itself (``engine/batch.py``). The records go to ``Scheduler.decisions``, the
-log of the latest step, which ``schedule()`` starts afresh; the orchestration layer turns them into
-TEACHING events (``engine/teaching.py``), the grader compares them, and undoing an interrupted step reads
-which blocks it handed out.
+Every choice the resources layer makes is one of these records, returned to whoever asked for it, in the
+order it was made: the block manager hands blocks out (``Allocated``) and takes them back (``Freed``); the
+scheduler preempts a sequence (``Preempted``) and finishes one (``Finished``); a caller takes a request out
+(``Aborted``). ``Scheduler.schedule()`` returns the step's batch with the decisions it took on the way, as
+vLLM's scheduler returns its ``SchedulerOutput``; ``Scheduler.postprocess()`` returns the finishes and the
+blocks they gave back. Who runs in the step, and how many tokens each computes, is the ``ScheduledBatch``
+itself (``engine/batch.py``).
 
-The same records describe the clean-up after an interrupt (``engine/transaction.py``): the blocks an
-aborted request gave back, and the blocks that changed hands when a step was undone.
+A record says what was decided, nothing more: the orchestration layer turns it into TEACHING events
+(``engine/teaching.py``), reading anything else a learner should see (a sequence's length, its
+``max_tokens``) from the sequence itself; the grader compares those events.
 
 Emits no events.
 """
@@ -40,35 +41,28 @@ class Freed(msgspec.Struct, frozen=True):
 
 
 class Preempted(msgspec.Struct, frozen=True):
-    """A running sequence gave way to ``needed_by``, which needed a block: it waits to be recomputed."""
+    """A running sequence gave way to ``needed_by``, which needed a block: it waits to be recomputed. Its
+    blocks went back just before (the ``Freed`` record ahead of this one)."""
 
     seq_id: int
     needed_by: int
-    num_tokens: int  # its length when preempted
-    num_freed_blocks: int
-    num_free_blocks: int  # free blocks after
-    num_completion_tokens: int
-    max_tokens: int
+    num_tokens: int  # its length when preempted: what its recompute will prefill again
 
 
 class Finished(msgspec.Struct, frozen=True):
-    """A sequence is done: ``reason`` is eos, length or max_model_len."""
+    """A sequence is done: ``reason`` is eos, length or max_model_len (the scheduler's), or stop (the
+    request's own stop strings or token ids, which the orchestration layer checks)."""
 
     seq_id: int
     reason: str
     token_id: int  # the token that finished it
-    num_completion_tokens: int
-    max_tokens: int
 
 
 class Aborted(msgspec.Struct, frozen=True):
-    """A request was taken out of the engine by the caller (``LLMEngine.abort_request``, or a failed
-    ``generate``), from the state it was in."""
+    """A request was taken out of the engine by its caller, from the state it was in."""
 
     seq_id: int
     from_status: str
-    num_completion_tokens: int
-    max_tokens: int
 
 
 Decision = Allocated | Freed | Preempted | Finished | Aborted

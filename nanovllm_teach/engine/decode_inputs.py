@@ -1,4 +1,9 @@
-"""Execution layer: a CPU decode step's input tensors, in buffers kept from step to step.
+"""Execution layer: a step's input tensors, made fast from Python lists; a CPU decode step's kept in buffers
+from step to step.
+
+``as_tensor`` makes a small tensor from a list through ``array.array`` (packed in C) rather than
+``torch.tensor`` (which reads the list item by item); ``padded_block_tables`` lays block tables out as one
+flat list, padded to the longest.
 
 A CUDA graph reads its inputs from buffers allocated once (``engine/cuda_graphs.py`` copies each step's
 inputs into them). The CPU decode step does the same for another reason: at one sequence the whole step
@@ -15,9 +20,31 @@ records it. Emits no events.
 from __future__ import annotations
 
 import array
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+
+if TYPE_CHECKING:
+    from nanovllm_teach.engine.batch import ScheduledSeq
+
+# The array.array type codes of the dtypes the step's inputs are built in (C's long long, int and float).
+ARRAY_TYPECODES = {torch.int64: "q", torch.int32: "i", torch.float32: "f"}
+
+
+def as_tensor(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``values`` as a tensor on ``device``."""
+    if device.type == "cpu" and values and dtype in ARRAY_TYPECODES:
+        # torch.tensor reads a list item by item through Python's sequence protocol (~2.5 µs for a few
+        # items); an array.array packs it in C and torch.frombuffer wraps its memory (~0.7 µs).
+        return torch.frombuffer(array.array(ARRAY_TYPECODES[dtype], values), dtype=dtype)
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+def padded_block_tables(seqs: list[ScheduledSeq]) -> tuple[list[int], int]:
+    """Every sequence's block table, padded with -1 to the longest, one after another (a flat list); and
+    that longest length."""
+    width = max(len(seq.block_table) for seq in seqs)
+    return [block for seq in seqs for block in seq.block_table + [-1] * (width - len(seq.block_table))], width
 
 
 class DecodeTensors(NamedTuple):

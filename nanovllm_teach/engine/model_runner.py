@@ -22,18 +22,21 @@ It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor par
 one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
 count, and only rank 0 samples.
 
-Emits: TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, DECODE_COMPILE, CUDAGRAPH_CAPTURE,
-PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
+A step reports, it does not record: while the engine records, ``run`` returns with its tokens what it did
+(``RunReport``: the step's input tensors, how the forward pass ran, what the filters kept), which the engine
+says as PREPARE_*, RUN_MODEL or CUDAGRAPH_REPLAY and SAMPLE; with recording off it builds none of it.
+
+Emits (at start-up): TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, DECODE_COMPILE,
+CUDAGRAPH_CAPTURE.
 """
 
 from __future__ import annotations
 
-import array
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -44,16 +47,14 @@ from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, c
                                                eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
 from nanovllm_teach.engine import prefill_layout  # looked up at each call: the prepare_prefill exercise replaces it
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
-from nanovllm_teach.engine.decode_inputs import StaticDecodeInputs
-from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
+from nanovllm_teach.engine.decode_inputs import StaticDecodeInputs, as_tensor, padded_block_tables
+from nanovllm_teach.engine.runner import ForwardPass, RunOutput, RunReport
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.onednn_linear import pack_linear_weights
-from nanovllm_teach.layers.sampler import Sampled, Sampler, SamplingFilters
+from nanovllm_teach.layers.sampler import SampleInputs, Sampled, Sampler, SamplingFilters
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
-from nanovllm_teach.sampling_params import MAX_LOGPROBS
-from nanovllm_teach.trace.events import (CudagraphCapture, CudagraphReplay, DecodeCompile, KvBudgetEstimate,
-                                         ModelWeightsLoaded, PrepareDecodeTensors, PreparePrefillTensors, RunModel,
-                                         Sample, TpRuntimeInit, Warmup)
+from nanovllm_teach.trace.events import (CudagraphCapture, DecodeCompile, KvBudgetEstimate, ModelWeightsLoaded,
+                                         TpRuntimeInit, Warmup)
 from nanovllm_teach.trace.recorder import Recorder
 from nanovllm_teach.engine import compiled_decode
 from nanovllm_teach.engine.compiled_decode import CompiledDecode
@@ -63,21 +64,9 @@ from nanovllm_teach.utils.threads import apply_thread_rule
 from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache,
                                          zeros_committed_on_write)
 
-# The array.array type codes of the dtypes the step's inputs are built in (C's long long, int and float).
-ARRAY_TYPECODES = {torch.int64: "q", torch.int32: "i", torch.float32: "f"}
-
 # How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
 # so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
 TP_TIMEOUT = timedelta(seconds=60)
-
-
-class SampleInputs(NamedTuple):
-    """What ``Sampler.sample`` needs of a batch besides its logits."""
-
-    temperatures: torch.Tensor
-    seeds: list[int | None]
-    filters: SamplingFilters | None  # None: no sequence filters
-    num_logprobs: list[int | None] | None  # None: no sequence asked for log-probabilities
 
 
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
@@ -90,14 +79,7 @@ def filters_rows(seq: ScheduledSeq) -> bool:
     return seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0
 
 
-def padded_block_tables(seqs: list[ScheduledSeq]) -> tuple[list[int], int]:
-    """Every sequence's block table, padded with -1 to the longest, one after another (a flat list); and
-    that longest length."""
-    width = max(len(seq.block_table) for seq in seqs)
-    return [block for seq in seqs for block in seq.block_table + [-1] * (width - len(seq.block_table))], width
-
-
-class ModelRunner(RunnerDefaults):
+class ModelRunner:
     def __init__(self, config: Config, rank: int, recorder: Recorder, dist_init: str | None = None) -> None:
         """``dist_init``: the ``tcp://host:port`` where the ranks of a tensor-parallel group meet (chosen by
         rank 0, see ``engine/tp_workers.py``); unused when ``tensor_parallel_size`` is 1."""
@@ -142,7 +124,6 @@ class ModelRunner(RunnerDefaults):
                 num_files=report.num_files, num_keys=report.num_keys, dtype=report.dtype,
                 num_params=report.num_params, num_params_by_rank=num_params_by_rank))
         self.sampler = Sampler()
-        self.last_logprobs: list[TokenLogprobs | None] | None = None
         backend = make_attention_backend(self.attention_backend)
         self.attention_layers = [m for m in self.model.modules() if isinstance(m, Attention)]
         for layer in self.attention_layers:
@@ -218,7 +199,7 @@ class ModelRunner(RunnerDefaults):
             hidden = torch.zeros(sample_rows, self.config.hf_config.hidden_size, dtype=self.dtype, device=self.device)
             logits = self.model.compute_logits(hidden)  # a collective under tensor parallelism: every rank runs it
             if logits is not None:
-                self.sampler.sample(logits, *self._warmup_sample_inputs(sample_rows))
+                self.sampler.sample(logits, *SampleInputs.warmup(sample_rows, self.device))
             del hidden, logits
         seconds = time.perf_counter() - start
         if self.rec.enabled:
@@ -293,11 +274,7 @@ class ModelRunner(RunnerDefaults):
     # ---- one step -------------------------------------------------------------------------------
 
     def _tensor(self, values: list, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-        if self.device.type == "cpu" and values and dtype in ARRAY_TYPECODES:
-            # torch.tensor reads a list item by item through Python's sequence protocol (~2.5 µs for a few
-            # items); an array.array packs it in C and torch.frombuffer wraps its memory (~0.7 µs).
-            return torch.frombuffer(array.array(ARRAY_TYPECODES[dtype], values), dtype=dtype)
-        return torch.tensor(values, dtype=dtype, device=self.device)
+        return as_tensor(values, dtype, self.device)
 
     def _block_tables(self, seqs: list[ScheduledSeq]) -> torch.Tensor:
         tables, width = padded_block_tables(seqs)
@@ -317,14 +294,7 @@ class ModelRunner(RunnerDefaults):
                       max_seqlen_k=max(b - a for a, b in zip(cu_seqlens_k, cu_seqlens_k[1:])),
                       slot_mapping=self._tensor(slot_mapping), block_tables=block_tables)
         set_context(ctx)
-        ids, pos = self._tensor(input_ids), self._tensor(positions)
-        if self.rec.enabled:
-            self.rec.record("prefill", "flatten_prompts", PreparePrefillTensors(
-                n_seqs=len(seqs), flat_tokens=len(input_ids), max_seqlen_q=ctx.max_seqlen_q,
-                max_seqlen_k=ctx.max_seqlen_k, has_block_tables=block_tables is not None, input_ids=ids,
-                positions=pos, cu_seqlens_q=ctx.cu_seqlens_q, cu_seqlens_k=ctx.cu_seqlens_k,
-                slot_mapping=ctx.slot_mapping, block_tables=block_tables))
-        return ids, pos
+        return self._tensor(input_ids), self._tensor(positions)
 
     def prepare_decode(self, seqs: list[ScheduledSeq]) -> tuple[torch.Tensor, torch.Tensor]:
         bs = self.block_size
@@ -341,23 +311,7 @@ class ModelRunner(RunnerDefaults):
         ctx = Context(is_prefill=False, slot_mapping=slot_mapping, context_lens=context_lens,
                       block_tables=block_tables)
         set_context(ctx)
-        if self.rec.enabled:
-            self.rec.record("decode", "one_token_per_sequence", PrepareDecodeTensors(
-                batch_size=len(seqs), input_ids=ids, positions=pos, context_lens=ctx.context_lens,
-                slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables))
         return ids, pos
-
-    def _warmup_sample_inputs(self, rows: int) -> SampleInputs:
-        """Temperature 1 on every row; on a GPU also the costliest filters (top-p sorts the vocabulary) and
-        the most log-probabilities, whose buffers the KV budget must leave room for. A CPU skips them: sorting
-        ``max_num_seqs`` rows of a real vocabulary takes seconds there, and its budget has a fixed cap."""
-        inputs = SampleInputs(torch.ones(rows, device=self.device), [None] * rows, None, None)
-        if self.device.type != "cuda":
-            return inputs
-        return inputs._replace(
-            filters=SamplingFilters(self._tensor([0] * rows), self._tensor([0.9] * rows, torch.float32),
-                                    self._tensor([0.05] * rows, torch.float32)),
-            num_logprobs=[MAX_LOGPROBS] * rows)
 
     def prepare_sample(self, seqs: list[ScheduledSeq]) -> SampleInputs:
         temperatures = self._tensor([seq.temperature for seq in seqs], torch.float32)
@@ -381,29 +335,34 @@ class ModelRunner(RunnerDefaults):
             is_prefill, input_ids.size(0), self.decode_graphs.batch_sizes)
         if graph_bs is not None:
             hidden_states = self.decode_graphs.replay(input_ids, positions, get_context(), graph_bs)
-            if self.rec.enabled:
-                self.rec.record("decode", "replay_decode_graph", CudagraphReplay(
-                    mode="graph", batch_size=input_ids.size(0), num_tokens=input_ids.size(0),
-                    graph_batch_size=graph_bs))
             return self.model.compute_logits(hidden_states)
-        compiled = self.compiled_decode is not None and not is_prefill
-        if compiled:  # the LM head (and the argmax) inside the native step
+        if self.compiled_decode is not None and not is_prefill:  # the LM head (and the argmax) inside the native step
             step = self.compiled_decode.greedy_token_ids if greedy else self.compiled_decode
-            out = step(input_ids, positions)
-            batch_size = input_ids.size(0)
-        else:
-            hidden_states = self.model(input_ids, positions)
-            if is_prefill:
-                # Only each sequence's last position predicts a next token.
-                hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
-            out = self.model.compute_logits(hidden_states)
-            batch_size = hidden_states.size(0)
-        if self.rec.enabled:
-            self.rec.record("prefill" if is_prefill else "decode", "compiled_forward" if compiled else "eager_forward",
-                            RunModel(mode="compiled" if compiled else "eager", batch_size=batch_size,
-                                     num_tokens=input_ids.size(0), graph_batch_size=None,
-                                     eager_reason=eager_reason(is_prefill, self.graph_skip)))
-        return out
+            return step(input_ids, positions)
+        hidden_states = self.model(input_ids, positions)
+        if is_prefill:
+            # Only each sequence's last position predicts a next token.
+            hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
+        return self.model.compute_logits(hidden_states)
+
+    def forward_pass(self, is_prefill: bool, num_seqs: int) -> ForwardPass:
+        """How ``run_model`` ran a step of ``num_seqs`` sequences (the same choices, told)."""
+        graph_bs = None if self.decode_graphs is None else choose_graph_batch_size(
+            is_prefill, num_seqs, self.decode_graphs.batch_sizes)
+        if graph_bs is not None:
+            return ForwardPass("graph", num_seqs, graph_batch_size=graph_bs)
+        mode = "compiled" if self.compiled_decode is not None and not is_prefill else "eager"
+        return ForwardPass(mode, num_seqs, eager_reason=eager_reason(is_prefill, self.graph_skip))
+
+    @staticmethod
+    def step_inputs(input_ids: torch.Tensor, positions: torch.Tensor, ctx: Context) -> dict[str, Any]:
+        """The step's inputs by name, as PREPARE_PREFILL_TENSORS and PREPARE_DECODE_TENSORS show them."""
+        if ctx.is_prefill:
+            return dict(max_seqlen_q=ctx.max_seqlen_q, max_seqlen_k=ctx.max_seqlen_k,
+                        input_ids=input_ids, positions=positions, cu_seqlens_q=ctx.cu_seqlens_q,
+                        cu_seqlens_k=ctx.cu_seqlens_k, slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables)
+        return dict(input_ids=input_ids, positions=positions, context_lens=ctx.context_lens,
+                    slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables)
 
     def native_greedy(self, is_prefill: bool, seqs: list[ScheduledSeq]) -> bool:
         """Whether this step's token ids come out of the native decode step: every row greedy, no filter,
@@ -411,9 +370,11 @@ class ModelRunner(RunnerDefaults):
         return (self.compiled_decode is not None and not is_prefill
                 and not any(seq.temperature > 0 or filters_rows(seq) or seq.logprobs is not None for seq in seqs))
 
-    def run(self, batch: ScheduledBatch) -> list[int]:
-        """The one call the engine makes: one sampled token id per sequence of ``batch``."""
+    def run(self, batch: ScheduledBatch) -> RunOutput:
+        """The one call the engine makes: one sampled token id per sequence of ``batch`` (and, while the
+        engine records, what it did)."""
         seqs, is_prefill = batch.seqs, batch.is_prefill
+        report = None
         # A with block, not the @torch.inference_mode() decorator, which makes a new context manager for each
         # call (a few µs a step right after the native step: its weights push the interpreter's data out of cache).
         try:
@@ -427,17 +388,12 @@ class ModelRunner(RunnerDefaults):
                     sampled = self.sampler.sample(out, *self.prepare_sample(seqs))
                 else:  # the LM head gathers the full vocabulary row on rank 0 only: the other ranks stop here
                     sampled = Sampled([], None, None)
+                if self.rec.enabled:
+                    report = RunReport(self.step_inputs(input_ids, positions, get_context()),
+                                       self.forward_pass(is_prefill, len(seqs)), sampled.num_kept)
         finally:
             reset_context()
-        self.last_logprobs = sampled.logprobs
-        if self.rec.enabled:
-            filters = {} if sampled.num_kept is None else dict(
-                top_k=[seq.top_k for seq in seqs], top_p=[seq.top_p for seq in seqs],
-                min_p=[seq.min_p for seq in seqs], num_kept=sampled.num_kept)
-            self.rec.record("prefill" if is_prefill else "decode", "sample_next_tokens", Sample(
-                seq_ids=[seq.seq_id for seq in seqs], temperatures=[seq.temperature for seq in seqs],
-                token_ids=sampled.token_ids, **filters))
-        return sampled.token_ids
+        return RunOutput(sampled.token_ids, sampled.logprobs, report)
 
-    def logprobs(self) -> list[TokenLogprobs | None] | None:
-        return self.last_logprobs
+    def close(self) -> None:
+        """Nothing to release: the tensors go with the runner (a tensor-parallel group closes its own)."""

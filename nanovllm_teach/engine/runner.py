@@ -3,8 +3,11 @@ the clock it runs on. Pure Python, no torch.
 
 Any object with these few members is a runner: the model runner (``engine/model_runner.py``), its
 tensor-parallel group (``engine/tp_workers.py``) and the cost-model simulator (``nanovllm_teach/sim``) all
-are, and the engine cannot tell them apart. Time comes from an injected ``Clock``: the host's wall clock,
-or a simulated one that only the simulated runner and idle waits move.
+are, and the engine cannot tell them apart. A runner reports, it does not record: ``run`` returns the tokens
+and, while the engine records, what it did to get them (``RunReport``: the step's input tensors, how the
+forward pass ran, what the filters kept), which the engine says as TEACHING events. Time comes from an
+injected ``Clock``: the host's wall clock, or a simulated one that only the simulated runner and idle waits
+move.
 
 Emits no events.
 """
@@ -12,57 +15,59 @@ Emits no events.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 import msgspec
 
 from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.logprobs import TokenLogprobs
 
 if TYPE_CHECKING:  # the config imports torch; this edge does not need to
     from nanovllm_teach.config import Config
     from nanovllm_teach.trace.recorder import Recorder
 
 
-class TokenLogprobs(msgspec.Struct, frozen=True):
-    """The log-probabilities at one sampled position, for a request that asked (``SamplingParams.logprobs``),
-    from the logits the sampler was given (before temperature and filters)."""
+class ForwardPass(msgspec.Struct, frozen=True):
+    """How the model ran one step."""
 
-    token_id: int  # the sampled token
-    logprob: float
-    rank: int  # its rank in the distribution: 1 is the most likely
-    top: list[tuple[int, float]]  # the requested number of most likely (token id, log-probability), best first
+    mode: str  # eager, compiled (the native decode step on a CPU) or graph (a CUDA graph replayed)
+    batch_size: int  # sequences whose logits were computed
+    graph_batch_size: int | None = None  # the replayed graph's batch size (the batch is padded to it)
+    eager_reason: str | None = None  # why no graph ran (``engine/cuda_graphs.py``'s codes)
+    predicted: dict[str, Any] | None = None  # a simulated step's predicted cost (``sim/cost_model.py``)
+
+
+class RunReport(NamedTuple):
+    """What a runner did in one step, for the trace: asked of it only while the engine records."""
+
+    inputs: dict[str, Any]  # the step's inputs by name (input_ids, positions, slot_mapping, max_seqlen_q, …)
+    forward: ForwardPass
+    num_kept: list[int] | None  # candidates each row kept after its filters (None: no row filters)
+
+
+NO_STATS: Mapping[str, Any] = MappingProxyType({})
+
+
+class RunOutput(NamedTuple):
+    """One step's answer: a sampled token id per sequence of the batch, in its order, and what came with it."""
+
+    token_ids: list[int]
+    logprobs: list[TokenLogprobs | None] | None = None  # per sequence (None: it asked for none); None: nobody asked
+    report: RunReport | None = None  # None when the engine does not record
+    step_stats: Mapping[str, Any] = NO_STATS  # what the runner adds to STEP_DONE (a simulated prediction)
 
 
 class Runner(Protocol):
     num_kvcache_blocks: int  # sized at start-up: the block manager is built with this many
 
-    def run(self, batch: ScheduledBatch) -> list[int]:
-        """One sampled token id per sequence of ``batch``, in its order."""
-
-    def logprobs(self) -> list[TokenLogprobs | None] | None:
-        """The last ``run``'s log-probabilities, one entry per sequence of its batch (None for a sequence
-        that asked for none); None when none asked, or the runner has no probabilities (the simulator)."""
-
-    def step_stats(self) -> dict[str, Any]:
-        """What the runner adds to the last step's STEP_DONE (a prediction, say; usually nothing)."""
+    def run(self, batch: ScheduledBatch) -> RunOutput:
+        """One sampled token id per sequence of ``batch``, and (while the engine records) what it did."""
 
     def close(self) -> None:
         """Release what the runner holds (worker processes, say)."""
-
-
-class RunnerDefaults:
-    """What a runner that adds nothing to STEP_DONE, has no log-probabilities and holds nothing to release
-    inherits."""
-
-    def step_stats(self) -> dict[str, Any]:
-        return {}
-
-    def logprobs(self) -> list[TokenLogprobs | None] | None:
-        return None
-
-    def close(self) -> None:
-        pass
 
 
 class Clock(Protocol):
@@ -98,6 +103,3 @@ class EngineParts:
     clock: Clock
     tokenizer: Any | None  # None: prompts are token ids, outputs have no text
     eos_token_id: int
-    simulated: dict[str, Any] | None = None  # the trace header's description of a simulated device
-    answers: Any | None = None  # where a workload's answer lengths go, for a model that follows them
-    frontend_s: float = 0.0  # a simulated server's latency outside the engine, which run_workload adds

@@ -2,7 +2,8 @@
 prefill or a decode. This is where continuous batching happens. Pure Python, no torch.
 
 ``schedule()`` returns the step as a ``ScheduledBatch`` (``engine/batch.py``), plain data for the model
-runner; ``postprocess(batch, token_ids)`` takes the runner's answer back:
+runner, with the decisions it took on the way; ``postprocess(batch, token_ids)`` takes the runner's answer
+back and returns what it decided then:
 
 1. Prefill first (``schedule_prefill``): admit sequences from the head of ``waiting`` while the token
    budget, the sequence cap and the free KV blocks allow; who is next is the policy's choice
@@ -12,10 +13,11 @@ runner; ``postprocess(batch, token_ids)`` takes the runner's answer back:
 3. ``postprocess()`` appends each sampled token and finishes a sequence on EOS (unless ``ignore_eos``),
    ``max_tokens`` or ``max_model_len``, freeing its blocks.
 
-What was decided besides the batch (blocks handed out and taken back, preemptions, finishes) is written to
-``decisions`` as plain records (``engine/decisions.py``), in order; the engine starts the log afresh
-before each step. ``accepted`` holds every sequence added and not yet finished or aborted. A ``static``
-policy, for comparison, admits a batch together and lets nobody join until all of it has finished.
+Every decision besides the batch (blocks handed out and taken back, preemptions, finishes) is a plain
+record (``engine/decisions.py``) that the method making it returns to its caller, in order, up to
+``schedule()`` and ``postprocess()``. ``accepted`` holds every sequence added and not yet finished or
+aborted. A ``static`` policy, for comparison, admits a batch together and lets nobody join until all of it
+has finished.
 
 Emits no events (the orchestration layer reports the batch and the decisions).
 """
@@ -26,7 +28,7 @@ from collections import deque
 
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.block_manager import BlockManager
-from nanovllm_teach.engine.decisions import Decision, Finished, Preempted
+from nanovllm_teach.engine.decisions import Allocated, Decision, Finished, Preempted
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 
@@ -49,12 +51,10 @@ class Scheduler:
         self.max_model_len = max_model_len
         self.eos = eos
         self.policy = policy
-        self.decisions: list[Decision] = []
-        self.block_manager = BlockManager(num_kvcache_blocks, block_size, enable_prefix_caching, self.decisions)
+        self.block_manager = BlockManager(num_kvcache_blocks, block_size, enable_prefix_caching)
         self.waiting: deque[Sequence] = deque()
         self.running: deque[Sequence] = deque()
         self.accepted: dict[int, Sequence] = {}
-        self.num_decode_steps = 0
 
     def is_finished(self) -> bool:
         return not self.accepted
@@ -63,18 +63,20 @@ class Scheduler:
         self.accepted[seq.seq_id] = seq
         self.waiting.append(seq)
 
-    def schedule(self) -> ScheduledBatch:
-        """This step's batch: a prefill if any waiting sequence can be admitted, else a decode."""
-        scheduled = self.schedule_prefill()
+    def schedule(self) -> tuple[ScheduledBatch, list[Decision]]:
+        """This step's batch (a prefill if any waiting sequence can be admitted, else a decode) and the
+        decisions taken to form it."""
+        scheduled, decisions = self.schedule_prefill()
         if scheduled:
-            return ScheduledBatch.of(scheduled, is_prefill=True)
-        scheduled = self.schedule_decode()
-        self.num_decode_steps += 1
-        return ScheduledBatch.of(scheduled, is_prefill=False)
+            return ScheduledBatch.of(scheduled, is_prefill=True), decisions
+        scheduled, decode_decisions = self.schedule_decode()
+        return ScheduledBatch.of(scheduled, is_prefill=False), decisions + decode_decisions
 
-    def schedule_prefill(self) -> list[Sequence]:
-        """The sequences this prefill computes, each with its ``num_scheduled_tokens`` (none: decode)."""
+    def schedule_prefill(self) -> tuple[list[Sequence], list[Allocated]]:
+        """The sequences this prefill computes, each with its ``num_scheduled_tokens`` (none: decode), and
+        the blocks the newly admitted ones were given."""
         scheduled: list[Sequence] = []
+        allocations: list[Allocated] = []
         max_seqs = self.admission_cap()
         num_batched_tokens = 0
         bm = self.block_manager
@@ -94,7 +96,7 @@ class Scheduler:
             if num_tokens > remaining and scheduled:
                 break  # only the queue head may be chunked
             if num_cached_blocks is not None:
-                bm.allocate(seq, num_cached_blocks)
+                allocations.append(bm.allocate(seq, num_cached_blocks))
             seq.num_scheduled_tokens = min(num_tokens, remaining)
             num_batched_tokens += seq.num_scheduled_tokens
             if seq.num_cached_tokens + seq.num_scheduled_tokens == seq.num_tokens:
@@ -102,7 +104,7 @@ class Scheduler:
                 self.waiting.popleft()
                 self.running.append(seq)
             scheduled.append(seq)
-        return scheduled
+        return scheduled, allocations
 
     def admission_cap(self) -> int:
         """How many sequences this prefill may take: ``max_num_seqs``; under the static policy none while a
@@ -125,41 +127,44 @@ class Scheduler:
                 self.waiting.appendleft(seq)
         return self.waiting[0]
 
-    def schedule_decode(self) -> list[Sequence]:
-        """The running sequences that decode one token each this step, preempting when blocks run out."""
+    def schedule_decode(self) -> tuple[list[Sequence], list[Decision]]:
+        """The running sequences that decode one token each this step, preempting when blocks run out; and
+        the decisions that took (preemptions with the blocks they gave back, new blocks)."""
         scheduled: list[Sequence] = []
+        decisions: list[Decision] = []
         bm = self.block_manager
         while self.running and len(scheduled) < self.max_num_seqs:
             seq = self.running.popleft()
             while not bm.can_append(seq):
                 if self.running:
-                    self.preempt(self.running.pop(), needed_by=seq)
+                    decisions += self.preempt(self.running.pop(), needed_by=seq)
                 else:
-                    self.preempt(seq, needed_by=seq)
+                    decisions += self.preempt(seq, needed_by=seq)
                     break
             else:
                 seq.num_scheduled_tokens = 1
-                bm.may_append(seq)
+                allocated = bm.may_append(seq)
+                if allocated is not None:
+                    decisions.append(allocated)
                 scheduled.append(seq)
         assert scheduled, "decode scheduled nothing: a request larger than the KV cache was admitted"
         self.running.extendleft(reversed(scheduled))
-        return scheduled
+        return scheduled, decisions
 
-    def preempt(self, seq: Sequence, needed_by: Sequence) -> None:
-        """Give ``seq``'s blocks to others; it will be prefilled again from its tokens (recompute)."""
-        num_blocks = len(seq.block_table)
-        self.block_manager.deallocate(seq)
+    def preempt(self, seq: Sequence, needed_by: Sequence) -> list[Decision]:
+        """Give ``seq``'s blocks to others; it will be prefilled again from its tokens (recompute). Returns
+        the blocks it gave back and the preemption."""
+        freed = self.block_manager.deallocate(seq)
         seq.num_preemptions += 1
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
-        self.decisions.append(Preempted(seq.seq_id, needed_by.seq_id, seq.num_tokens, num_blocks,
-                                        self.block_manager.num_free_blocks, seq.num_completion_tokens,
-                                        seq.max_tokens))
+        return [freed, Preempted(seq.seq_id, needed_by.seq_id, seq.num_tokens)]
 
-    def postprocess(self, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:
+    def postprocess(self, batch: ScheduledBatch, token_ids: list[int]) -> list[Decision]:
         """Take the step's results in: new K/V is now cached, sampled tokens are appended, finished
-        sequences leave and free their blocks. Returns the batch's sequences, in its order."""
+        sequences leave and free their blocks. Returns the finishes, each with the blocks it gave back."""
         bm = self.block_manager
+        decisions: list[Decision] = []
         seqs = [self.accepted[s.seq_id] for s in batch.seqs]
         for seq, token_id in zip(seqs, token_ids, strict=True):
             bm.hash_blocks(seq)
@@ -169,18 +174,17 @@ class Scheduler:
                 continue  # a chunk of the prompt: its sampled token is meaningless
             seq.append_token(token_id)
             if not seq.ignore_eos and token_id == self.eos:
-                self.finish(seq, "eos")
+                decisions += self.finish(seq, "eos")
             elif seq.num_completion_tokens == seq.max_tokens:
-                self.finish(seq, "length")
+                decisions += self.finish(seq, "length")
             elif seq.num_tokens >= self.max_model_len:
-                self.finish(seq, "max_model_len")
-        return seqs
+                decisions += self.finish(seq, "max_model_len")
+        return decisions
 
-    def finish(self, seq: Sequence, reason: str) -> None:
-        """``seq`` is done (``reason``: eos, length or max_model_len): it leaves the engine, its blocks go back."""
+    def finish(self, seq: Sequence, reason: str) -> list[Decision]:
+        """``seq`` is done (``reason``: eos, length, max_model_len or stop): it leaves the engine, its blocks
+        go back. Returns the finish and the blocks it gave back."""
         seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
         del self.accepted[seq.seq_id]
         self.running.remove(seq)
-        self.decisions.append(Finished(seq.seq_id, reason, seq.last_token, seq.num_completion_tokens,
-                                       seq.max_tokens))
-        self.block_manager.deallocate(seq)
+        return [Finished(seq.seq_id, reason, seq.last_token), self.block_manager.deallocate(seq)]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from nanovllm_teach.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
-    from nanovllm_teach.engine.runner import TokenLogprobs
+    from nanovllm_teach.logprobs import TokenLogprobs
 
 
 class SequenceStatus(Enum):

@@ -71,7 +71,7 @@ import nanovllm_teach
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
-from nanovllm_teach.engine.runner import RunnerDefaults, TokenLogprobs
+from nanovllm_teach.engine.runner import RunOutput
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
@@ -264,7 +264,7 @@ class WorkerPool:
         torch.set_num_threads(self.rank0_threads)
 
 
-class TensorParallelRunner(RunnerDefaults):
+class TensorParallelRunner:
     """The engine's model runner when ``tensor_parallel_size > 1``: rank 0's ``ModelRunner`` plus the
     workers. It answers the same narrow call, ``run(batch)``, so the other layers do not notice."""
 
@@ -288,8 +288,9 @@ class TensorParallelRunner(RunnerDefaults):
             raise
         self.num_kvcache_blocks = self.runner.num_kvcache_blocks
 
-    def run(self, batch: ScheduledBatch) -> list[int]:
-        """Send the batch to every worker, run it here as rank 0, return rank 0's sampled token ids."""
+    def run(self, batch: ScheduledBatch) -> RunOutput:
+        """Send the batch to every worker, run it here as rank 0, return rank 0's sampled token ids (rank 0
+        samples, and reports what it did)."""
         if self.failure is not None:
             raise RuntimeError(f"the tensor-parallel workers are shut down ({self.failure}); create a new LLM")
         if self.pool.dead_ranks():
@@ -303,9 +304,6 @@ class TensorParallelRunner(RunnerDefaults):
                 raise RuntimeError(f"tensor-parallel {self.failure} during a "
                                    f"{'prefill' if batch.is_prefill else 'decode'} step; create a new LLM") from exc
             raise
-
-    def logprobs(self) -> list[TokenLogprobs | None] | None:
-        return self.runner.logprobs()  # rank 0 samples
 
     def _stop(self, failure: str) -> list[str]:
         """Shut the group down after a failure; returns the workers that died, if any did (they, with the

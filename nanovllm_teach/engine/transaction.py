@@ -1,35 +1,34 @@
 """Orchestration layer: the step as a transaction, from outside the scheduler. Pure Python, no torch.
 
 An exception can interrupt a step at any line (Ctrl-C in a notebook, a failing trace sink, a full disk).
-The orchestration layer takes a ``checkpoint`` of the scheduler before every step and, if the step raises,
+The engine takes a ``checkpoint`` of the scheduler before every step and, if the step raises,
 ``rollback``s to it, so calling ``step()`` again resumes as if nothing had happened; ``abort`` takes
 requests out of the engine whatever state an exception left behind. Both return what changed hands as
-decision records (``engine/decisions.py``), which the orchestration layer reports once the state is
-settled: an event that fails then has nothing left half-done.
+decision records (``engine/decisions.py``), which the engine reports once the state is settled: an event
+that fails then has nothing left half-done.
 
 The truth after an interrupt is ``Scheduler.accepted`` (every sequence added and not finished or aborted)
-and, for each of them, its restored state; the queues, the reference counts and the free list are rebuilt
-from those (``settle``). A sequence preempted during the step whose blocks were handed to another one (the
-step's ``Allocated`` decisions say which) may have had its K/V overwritten: it goes back as preempted
-instead, waiting, to be recomputed.
+and, for each of them, its state at the checkpoint (the journal, private to this module); the queues follow
+from those, and the block manager rebuilds its reference counts and free list from the sequences' block
+tables (``BlockManager.rebuild``). A sequence preempted during the step whose blocks another one took may
+have had its K/V overwritten: it goes back as preempted instead, waiting, to be recomputed.
 
 Emits no events.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Decision, Freed
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 
-class SequenceState(NamedTuple):
+class _SequenceState(NamedTuple):
     """What one step may change in a sequence (a NamedTuple: one is taken per sequence per step)."""
 
     status: SequenceStatus
@@ -46,20 +45,18 @@ class Checkpoint:
 
     waiting: tuple[Sequence, ...]
     running: tuple[Sequence, ...]
-    states: dict[Sequence, SequenceState]  # every accepted sequence
-    num_decode_steps: int
+    states: dict[Sequence, _SequenceState]  # every accepted sequence
 
 
 def checkpoint(scheduler: Scheduler) -> Checkpoint:
-    """The scheduler before a step; from here on its ``decisions`` log holds the step's decisions only."""
-    scheduler.decisions.clear()
+    """The scheduler before a step."""
     return Checkpoint(tuple(scheduler.waiting), tuple(scheduler.running),
-                      {seq: SequenceState(seq.status, seq.num_tokens, seq.num_cached_tokens, tuple(seq.block_table),
-                                          seq.finish_reason, seq.num_preemptions)
-                       for seq in scheduler.accepted.values()}, scheduler.num_decode_steps)
+                      {seq: _SequenceState(seq.status, seq.num_tokens, seq.num_cached_tokens, tuple(seq.block_table),
+                                           seq.finish_reason, seq.num_preemptions)
+                       for seq in scheduler.accepted.values()})
 
 
-def _restore(seq: Sequence, state: SequenceState) -> None:
+def _restore(seq: Sequence, state: _SequenceState) -> None:
     """Back to ``state``: tokens appended since are dropped, nothing is scheduled."""
     del seq.token_ids[state.num_tokens:]
     seq.num_tokens = state.num_tokens
@@ -76,10 +73,16 @@ def rollback(scheduler: Scheduler, checkpoint: Checkpoint) -> list[Decision]:
     """Undo a step that raised: its sequences, queues and blocks go back to ``checkpoint``. Returns the
     blocks that changed hands (``Freed`` then ``Allocated``, each with the free count after it)."""
     held = {seq: list(seq.block_table) for seq in checkpoint.states}  # at the moment of the failure
-    handed_out = {b for d in scheduler.decisions if isinstance(d, Allocated) for b in d.block_ids}
+    before = {seq: state.block_table for seq, state in checkpoint.states.items()}
+    # A block its holder gave up during the step (a preemption) and another sequence took may hold that
+    # one's K/V by now. (A block taken by an allocation the interrupt cut short is in no table, but then the
+    # model never ran: nothing was written over it.)
+    given_up = {b for seq, table in held.items() for b in before[seq] if b not in table}
+    taken = {b for seq, table in held.items() for b in table if b not in before[seq]}
+    overwritten = given_up & taken
     for seq, state in checkpoint.states.items():
         _restore(seq, state)
-    stale = {seq for seq in checkpoint.states if not handed_out.isdisjoint(seq.block_table)}
+    stale = {seq for seq in checkpoint.states if not overwritten.isdisjoint(seq.block_table)}
     for seq in stale:  # preempted during the step: it stays preempted, its K/V will be recomputed
         seq.status, seq.block_table, seq.num_cached_tokens = SequenceStatus.WAITING, [], 0
     scheduler.accepted = {seq.seq_id: seq for seq in checkpoint.states}
@@ -87,8 +90,6 @@ def rollback(scheduler: Scheduler, checkpoint: Checkpoint) -> list[Decision]:
     scheduler.running.extend(seq for seq in checkpoint.running if seq not in stale)
     scheduler.waiting.clear()
     scheduler.waiting.extend([seq for seq in checkpoint.running if seq in stale] + list(checkpoint.waiting))
-    scheduler.num_decode_steps = checkpoint.num_decode_steps
-    scheduler.decisions.clear()
     settle(scheduler)
     return _block_changes(
         held, scheduler.block_manager.num_blocks,
@@ -111,8 +112,7 @@ def abort(scheduler: Scheduler, seq_ids: Iterable[int]) -> list[Decision]:
         seq.status, seq.finish_reason = SequenceStatus.FINISHED, "aborted"
         seq.block_table, seq.num_cached_tokens, seq.num_scheduled_tokens = [], 0, 0
     freed = _block_changes(held, scheduler.block_manager.num_blocks, frees=[(seq, held[seq]) for seq in aborted])
-    return freed + [Aborted(seq.seq_id, status.value, seq.num_completion_tokens, seq.max_tokens)
-                    for seq, status in zip(aborted, was)]
+    return freed + [Aborted(seq.seq_id, status.value) for seq, status in zip(aborted, was)]
 
 
 def settle(scheduler: Scheduler) -> list[int]:
@@ -121,21 +121,7 @@ def settle(scheduler: Scheduler) -> list[int]:
         kept = [seq for seq in queue if scheduler.accepted.get(seq.seq_id) is seq]
         queue.clear()
         queue.extend(kept)
-    return recount(scheduler.block_manager, (seq.block_table for seq in scheduler.accepted.values()))
-
-
-def recount(bm: BlockManager, block_tables: Iterable[list[int]]) -> list[int]:
-    """Rebuild every reference count and the free list from the block tables of the live sequences;
-    returns the blocks this freed. Repairs whatever an interrupted operation left half-done."""
-    counts = Counter(block_id for table in block_tables for block_id in table)
-    for block in bm.blocks:
-        block.ref_count = counts[block.block_id]
-    # Blocks already free keep their place (the oldest freed is handed out first); the newly freed follow.
-    still_free = [b for b in dict.fromkeys(bm.free_block_ids) if not counts[b]]
-    freed = sorted(set(range(bm.num_blocks)) - set(still_free) - set(counts))
-    bm.free_block_ids = deque(still_free + freed)
-    bm.used_block_ids = set(counts)
-    return freed
+    return scheduler.block_manager.rebuild(seq.block_table for seq in scheduler.accepted.values())
 
 
 def _block_changes(held: dict[Sequence, list[int]], num_blocks: int, frees: list[tuple[Sequence, list[int]]],

@@ -19,7 +19,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from nanovllm_teach.engine.runner import TokenLogprobs
+from nanovllm_teach.logprobs import TokenLogprobs
+from nanovllm_teach.sampling_params import MAX_LOGPROBS
 
 
 class SamplingFilters(NamedTuple):
@@ -102,6 +103,28 @@ def exponential_noise(like: torch.Tensor, seeds: list[int | None]) -> torch.Tens
             generator = None if seed is None else torch.Generator(device=like.device).manual_seed(seed)
             noise[row].uniform_(generator=generator)
     return noise.log_().neg_()
+
+
+class SampleInputs(NamedTuple):
+    """What ``Sampler.sample`` needs of a batch besides its logits."""
+
+    temperatures: torch.Tensor
+    seeds: list[int | None]
+    filters: SamplingFilters | None  # None: no sequence filters
+    num_logprobs: list[int | None] | None  # None: no sequence asked for log-probabilities
+
+    @classmethod
+    def warmup(cls, rows: int, device: torch.device) -> SampleInputs:
+        """Temperature 1 on every row; on a GPU also the costliest filters (top-p sorts the vocabulary) and
+        the most log-probabilities, whose buffers the KV budget must leave room for. A CPU skips them: sorting
+        ``max_num_seqs`` rows of a real vocabulary takes seconds there, and its budget has a fixed cap."""
+        inputs = cls(torch.ones(rows, device=device), [None] * rows, None, None)
+        if device.type != "cuda":
+            return inputs
+        return inputs._replace(
+            filters=SamplingFilters(torch.zeros(rows, dtype=torch.int64, device=device),
+                                    torch.full((rows,), 0.9, device=device), torch.full((rows,), 0.05, device=device)),
+            num_logprobs=[MAX_LOGPROBS] * rows)
 
 
 class Sampler(nn.Module):

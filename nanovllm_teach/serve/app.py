@@ -36,7 +36,7 @@ import msgspec
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.engine.frontend import Frontend
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.serve.detokenize import IncrementalText
 from nanovllm_teach.serve.engine_thread import Abort, EngineThread, Submit, Update
@@ -53,7 +53,7 @@ class Server:
     """What the routes share: the engine thread, the HTTP side's tokenizer, the limits, the count of requests
     in flight (touched only on the event loop's thread)."""
 
-    def __init__(self, engine: LLMEngine, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
+    def __init__(self, engine: Frontend, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
         self.tokenizer, self.model_name, self.limits = tokenizer, model_name, limits
         self.engine = engine  # for those who watch it (tests, a notebook): they take ``engine.lock``; routes never
         self.max_model_len = engine.config.max_model_len
@@ -303,7 +303,7 @@ def _prompt(tokenizer: Any, req: CompletionRequest) -> list[int]:
     return tokenizer.encode(req.prompt, add_special_tokens=False)
 
 
-def create_app(engine: LLMEngine, *, model_name: str, tokenizer: Any, limits: ServeLimits | None = None,
+def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: ServeLimits | None = None,
                live: Any = None) -> FastAPI:
     """The app serving ``engine`` as ``model_name``; ``tokenizer``: the HTTP side's own copy of the engine's
     tokenizer; ``live``: a ``LiveFeed`` (``serve/live.py``) to serve the live page from, or None."""

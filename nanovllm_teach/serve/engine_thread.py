@@ -6,8 +6,9 @@ The HTTP side (``serve/app.py``, an asyncio loop) never touches the engine. It p
 request the step advanced). The engine thread drains the inbox between steps, so a request joins, and an
 abort takes effect, at a step boundary: the step stays a transaction and no block is ever freed mid-step.
 It holds the engine's ``lock`` around each unit of its work (the inbox drained, then ``is_finished()`` and
-``step()``), as ``LLMEngine`` asks of a thread that makes several calls one unit, and releases it while it
-waits for work; anything else (a notebook reading the engine) takes the same lock.
+``step()``), as the engine's shell (``engine/frontend.py``) asks of a thread that makes several calls one
+unit, and releases it while it waits for work; anything else (a notebook reading the engine) takes the same
+lock.
 
 While any engine thread runs, the process's GIL switch interval is lowered to ``SWITCH_INTERVAL_S`` (the
 last one to stop restores it).
@@ -18,7 +19,7 @@ go, a whole decode step of the batch lost each time. Measured at saturation on 2
 streamed tokens, ``benchmarks/bench_serve.py --saturation``): 44% of offline ``generate`` at 5 ms, 81% at
 0.1 ms.
 
-Each request is validated by ``LLMEngine.make_request`` here (the one validator) and queued by
+Each request is validated by ``Frontend.make_request`` here (the one validator) and queued by
 ``enqueue_request``: its ``n`` samples, the later ones held back by the engine until the prompt is cached,
 as ``generate`` does. A refusal comes back as an ``Update`` with ``error`` set and nothing queued. A client
 that disconnects sends ``Abort``: its samples leave the engine and their KV blocks are freed before the
@@ -40,8 +41,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from nanovllm_teach.engine.llm_engine import LLMEngine
-from nanovllm_teach.engine.runner import TokenLogprobs
+from nanovllm_teach.engine.frontend import Frontend
+from nanovllm_teach.logprobs import TokenLogprobs
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import completion_text
 from nanovllm_teach.outputs import api_finish
@@ -130,7 +131,7 @@ class _Live:
 class EngineThread:
     """Owns ``engine`` on one daemon thread; ``loop`` is the asyncio loop updates are delivered on."""
 
-    engine: LLMEngine
+    engine: Frontend
     loop: asyncio.AbstractEventLoop
     metrics: ServerMetrics
     inbox: "queue.SimpleQueue[Submit | Abort | None]" = field(default_factory=queue.SimpleQueue)

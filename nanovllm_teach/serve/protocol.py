@@ -28,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nanovllm_teach.engine.runner import TokenLogprobs
+from nanovllm_teach.logprobs import TokenLogprobs
 
 _ENCODE = msgspec.json.Encoder().encode
 # Fields of OpenAI's API this server does not implement, and the values that ask for nothing.

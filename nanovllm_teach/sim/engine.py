@@ -13,7 +13,9 @@ Emits no events itself (the engine and the runner do).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoConfig
@@ -25,6 +27,15 @@ from nanovllm_teach.sim.cost_model import Efficiency, load_shape, shape_dir
 from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
 from nanovllm_teach.trace.recorder import Recorder
+
+
+@dataclass(frozen=True)
+class SimulatedParts(EngineParts):
+    """The simulated engine's parts, and what only a simulation has."""
+
+    description: dict[str, Any] | None = None  # the trace header's description of the simulated device
+    answers: AnswerLengths | None = None  # where a workload's answer lengths go: the model follows them
+    frontend_s: float = 0.0  # a simulated server's latency outside the engine, which run_workload adds
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
@@ -39,7 +50,7 @@ def efficiency_of(settings: Settings) -> Efficiency:
                          f"{error}") from None
 
 
-def simulated_parts(model: str, asked: Settings) -> EngineParts:
+def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
     if asked.hardware not in device_names():
         problem = "needs hardware" if asked.hardware is None else f"has no hardware {asked.hardware!r}"
         raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
@@ -69,5 +80,5 @@ def simulated_parts(model: str, asked: Settings) -> EngineParts:
 
     simulated = {"hardware": device.describe(), "efficiency": efficiency.to_dict(),
                  "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name}
-    return EngineParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers,
-                       efficiency.frontend_s)
+    return SimulatedParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers,
+                          efficiency.frontend_s)

@@ -11,15 +11,16 @@ model and a GPU that are not there:
   it emits the same ``WARMUP`` and ``KV_BUDGET_ESTIMATE`` as the real runner;
 - ``run`` predicts the step's time, advances the simulated ``clock`` by it and keeps the prediction in
   ``last_cost`` (and what it was made from in ``last_work``: each sequence's new and cached tokens, whether
-  the step ran as one native call and whether the engine had been idle before it); the engine's STEP_DONE
-  carries it (``step_stats``); decode steps replay a CUDA graph under the same rule as on a real GPU
+  the step ran as one native call and whether the engine had been idle before it); the engine's RUN_MODEL
+  and STEP_DONE carry it (the report's ``predicted`` cost, the output's ``step_stats``); decode steps replay a CUDA graph under the same rule as on a real GPU
   (``engine/cuda_graphs.py``), and on a CPU run as the native decode step where the real engine's would
   (``engine/compiled_decode.py``: one rank, no attention biases, ``enforce_eager`` off);
 - tokens are placeholders: a sequence gets EOS once it reaches the length the workload gave it
   (``answers``, which the arrival loop tells), another id otherwise (so without a target it runs to
   ``max_tokens``). Prompt ids are real, so prefix caching hits exactly as it would.
 
-Emits: WARMUP, KV_BUDGET_ESTIMATE, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE.
+Like the model runner, a step reports what it did (``RunReport``) while the engine records; it emits only its
+start-up events: WARMUP, KV_BUDGET_ESTIMATE.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from msgspec import UNSET
 
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
-from nanovllm_teach.engine.runner import RunnerDefaults
+from nanovllm_teach.engine.runner import ForwardPass, RunOutput, RunReport
 from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel, StepWork
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
-from nanovllm_teach.trace.events import CudagraphReplay, KvBudgetEstimate, RunModel, Sample, Warmup
+from nanovllm_teach.trace.events import KvBudgetEstimate, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, size_kv_cache
 
@@ -86,7 +87,7 @@ class AnswerLengths:
         return self._lengths.get(seq_id)
 
 
-class SimulatedRunner(RunnerDefaults):
+class SimulatedRunner:
     def __init__(self, shape: ModelShape, device: Device, *, block_size: int = 256,
                  max_num_batched_tokens: int | None = None, max_num_seqs: int = 512, max_model_len: int = 4096,
                  gpu_memory_utilization: float = 0.9, cpu_kvcache_gib: float = 0.25,
@@ -180,7 +181,7 @@ class SimulatedRunner(RunnerDefaults):
             return self.eos_token_id
         return self.placeholder_token_id
 
-    def run(self, batch: ScheduledBatch) -> list[int]:
+    def run(self, batch: ScheduledBatch) -> RunOutput:
         """Predict the step, let the simulated time pass, and sample placeholder tokens."""
         seqs, is_prefill = batch.seqs, batch.is_prefill
         work = StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in seqs],
@@ -189,27 +190,23 @@ class SimulatedRunner(RunnerDefaults):
         cost = self.cost_model.step(work.batch, graph_bs, native=work.native, after_idle=work.after_idle)
         self.clock.advance(cost.total_s)
         self.last_cost, self.last_work = cost, work
-        phase = "prefill" if is_prefill else "decode"
-        num_tokens = batch.num_batched_tokens
-        if self.rec.enabled and graph_bs is not None:
-            self.rec.record(phase, "replay_decode_graph", CudagraphReplay(
-                mode="graph", batch_size=len(seqs), num_tokens=num_tokens, graph_batch_size=graph_bs,
-                **cost.as_stats()))
-        elif self.rec.enabled:
-            self.rec.record(phase, "compiled_forward" if work.native else "eager_forward", RunModel(
-                mode="compiled" if work.native else "eager", batch_size=len(seqs), num_tokens=num_tokens,
-                graph_batch_size=None,
-                eager_reason=self._eager_reason(is_prefill), **cost.as_stats()))
         token_ids = [self._next_token(seq) for seq in seqs]
+        report = None
         if self.rec.enabled:
-            self.rec.record(phase, "sample_next_tokens", Sample(
-                seq_ids=batch.seq_ids, temperatures=[seq.temperature for seq in seqs], token_ids=token_ids))
-        return token_ids
+            forward = (ForwardPass("graph", len(seqs), graph_batch_size=graph_bs, predicted=cost.as_stats())
+                       if graph_bs is not None else
+                       ForwardPass("compiled" if work.native else "eager", len(seqs),
+                                   eager_reason=self._eager_reason(is_prefill), predicted=cost.as_stats()))
+            report = RunReport({}, forward, None)
+        return RunOutput(token_ids, None, report, self.step_stats())
 
     def step_stats(self) -> dict[str, Any]:
         """The last step's prediction, for STEP_DONE."""
         cost = self.last_cost
         return {} if cost is None else {"predicted_ms": round(cost.total_s * 1e3, 3), "bound": cost.bound}
+
+    def close(self) -> None:
+        """Nothing to release: a simulated device holds nothing."""
 
     def _eager_reason(self, is_prefill: bool) -> str:
         if is_prefill:

@@ -36,7 +36,7 @@ from typing import Protocol, Sequence as SequenceOf
 
 from tqdm.auto import tqdm
 
-from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.engine.frontend import Frontend
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
@@ -51,7 +51,7 @@ class AnswerLengths(Protocol):
     def forget(self, seq_ids: Iterable[int]) -> None: ...
 
 
-def serve_workload(engine: LLMEngine, workload: SequenceOf[Request], *, ignore_eos: bool = False,
+def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eos: bool = False,
                    answers: AnswerLengths | None = None, concurrency: int | None = None,
                    progress: bool = False, admit_every: int = 1, frontend_s: float = 0.0) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
@@ -92,7 +92,7 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
                           max_tokens=min(request.max_tokens or request.output_len, request.output_len))
 
 
-def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None, bar: tqdm,
+def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, bar: tqdm,
                      admit_every: int, frontend_s: float) -> WorkloadResult:
     pending = list(reversed(arrivals))  # the next arrival last: popped in order
     arrived: list[tuple[Sequence, float]] = []  # sent, not yet admitted: they wait for a scheduling step
@@ -116,7 +116,7 @@ def _arrive_and_step(engine: LLMEngine, arrivals: list, concurrency: int | None,
                 arrived.append((seq, t0 + request.arrival_s))
         if engine.is_finished() or result.num_steps % admit_every == 0:  # the scheduler runs: all who wait join
             for seq, arrival_s in arrived:
-                engine.enqueue(seq)
+                engine.add_sequence(seq)
                 result.requests[seq.seq_id] = RequestTimes(arrival_s, seq.num_prompt_tokens)
             arrived.clear()
         engine.step()
