@@ -47,55 +47,53 @@ def _busy_scheduler() -> Scheduler:
         tokens = list(range(100 * i, 100 * i + length))
         scheduler.add(Sequence(i, tokens, SamplingParams(temperature=0, max_tokens=9), 4))
     for step in range(3):
-        batch = scheduler.schedule()
+        batch, _ = scheduler.schedule()
         scheduler.postprocess(batch, [7 + step] * len(batch.seqs))
     assert scheduler.running and any(s.block_table for s in scheduler.running)
     return scheduler
 
 
 def _state(scheduler: Scheduler):
-    return msgspec.to_builtins(snapshot(scheduler.block_manager, list(scheduler.accepted.values()), scheduler)), \
-        list(scheduler.decisions)
+    return msgspec.to_builtins(snapshot(scheduler.block_manager, list(scheduler.accepted.values()), scheduler))
 
 
 def test_an_honest_schedule_decode_leaves_the_engine_where_its_own_method_does():
     ours, theirs = _busy_scheduler(), _busy_scheduler()
-    ours.decisions.clear(), theirs.decisions.clear()
-    expected = theirs.schedule_decode()
-    got = StateWire("scheduler").call(InProcessWorker(Scheduler.schedule_decode), "schedule_decode", (ours,))
+    expected, expected_decisions = theirs.schedule_decode()
+    got, decisions = StateWire("scheduler").call(InProcessWorker(Scheduler.schedule_decode), "schedule_decode", (ours,))
     assert [s.seq_id for s in got] == [s.seq_id for s in expected]
     assert all(seq is ours.accepted[seq.seq_id] for seq in got)  # the engine's own objects, not copies
+    assert decisions == expected_decisions and expected_decisions  # the records cross back, as records
     assert _state(ours) == _state(theirs)
 
 
 def _steal(scheduler):
     seq = scheduler.running[0]
     stolen = next(b for b in range(7) if b not in seq.block_table)
-    scheduler.decisions.append(Allocated(seq.seq_id, [stolen], [], 0, 0))
-    return [seq]
+    return [seq], [Allocated(seq.seq_id, [stolen], [], 0, 0)]
 
 
 def _ghost(scheduler):
-    return [Sequence(999, [1, 2], SamplingParams(), 4)]
+    return [Sequence(999, [1, 2], SamplingParams(), 4)], []
 
 
 def _outside(scheduler):
     scheduler.running[0].block_table.append(10**6)
-    return [scheduler.running[0]]
+    return [scheduler.running[0]], []
 
 
 def _rewrite(scheduler):
     scheduler.running[0].token_ids[0] = 42
-    return [scheduler.running[0]]
+    return [scheduler.running[0]], []
 
 
 def _drop(scheduler):
-    return [scheduler.running.popleft()]
+    return [scheduler.running.popleft()], []
 
 
 def _limits(scheduler):
     scheduler.max_num_seqs = 100
-    return list(scheduler.running)
+    return list(scheduler.running), []
 
 
 @pytest.mark.parametrize("hostile, sentence", [
@@ -124,9 +122,8 @@ def test_a_schedule_decode_handing_out_a_block_it_does_not_own_fails_in_bubblewr
 
         def schedule_decode(scheduler):
             seq = scheduler.running[0]
-            scheduler.decisions.append(Allocated(seq.seq_id, [b for b in range(len(scheduler.block_manager.blocks))
-                                                              if b not in seq.block_table][:1], [], 0, 0))
-            return [seq]
+            return [seq], [Allocated(seq.seq_id, [b for b in range(len(scheduler.block_manager.blocks))
+                                                  if b not in seq.block_table][:1], [], 0, 0)]
     """))
     result = grade("schedule_decode", path)
     assert not result.passed and result.isolated is True

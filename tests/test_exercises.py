@@ -103,6 +103,27 @@ def test_preemption_from_the_head_instead_of_the_tail(tmp_path):
     assert match and int(match.group(1)) != first.stats["seq_id"], result.message
 
 
+# A scheduler method returns its decisions now (it used to write them to a log and return the sequences):
+# the reference written the old way must fail with the sentence saying what changed, not crash the engine.
+OLD_CONTRACT = [
+    ("schedule_prefill", "    return scheduled, allocations\n", "    return scheduled\n",
+     "it returns two things, (the scheduled sequences, the decisions taken on the way)"),
+    ("schedule_decode", "    return scheduled, decisions\n", "    return scheduled\n",
+     "it returns two things, (the scheduled sequences, the decisions taken on the way)"),
+    ("postprocess", "    return decisions\n", "    return [scheduler.accepted.get(e.seq_id) for e in batch.seqs]\n",
+     "it returns the decisions it took, a list of records"),
+]
+
+
+@pytest.mark.parametrize("name, new, old, sentence", OLD_CONTRACT, ids=[case[0] for case in OLD_CONTRACT])
+def test_a_function_written_to_the_old_contract_is_told_what_changed(tmp_path, name, new, old, sentence):
+    source = EXERCISES[name].solution_path.read_text()
+    assert new in source
+    result = grade(name, _solution(tmp_path, "old", source.replace(new, old)))
+    assert not result.passed and sentence in result.message, result.message
+    assert "Traceback" not in result.message
+
+
 def test_can_append_that_ignores_the_block_boundary(tmp_path):
     reference_may_append = FUTURE + _reference_function("can_append", "may_append")
     result = grade("can_append", _solution(tmp_path, "boundary", reference_may_append + """

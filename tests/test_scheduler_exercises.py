@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -50,9 +51,15 @@ def test_postprocess_mistakes_fail_on_the_workload_that_shows_them(old, new, wor
     assert not result.passed and result.workload == workload, result.message
 
 
-def test_postprocess_must_return_the_batch_in_order(tmp_path):
-    path = _variant(tmp_path, "postprocess", "    return seqs\n", "    return seqs[::-1]\n")
+def test_postprocess_must_return_only_decisions_about_its_batch(tmp_path):
+    """A finish made up for a sequence that waits (not in the step's batch) is refused before the engine
+    takes it."""
+    path = _variant(tmp_path, "postprocess", "    return decisions\n",
+                    "    waiting = [i for i in scheduler.accepted if i not in batch.seq_ids][:1]\n"
+                    "    return decisions + [Finished(i, 'eos', 0) for i in waiting]\n")
+    path.write_text(path.read_text().replace("import Decision\n", "import Decision, Finished\n"))
     result = grade("postprocess", path)
-    assert not result.passed and "in the batch's order" in result.message, result.message
+    assert not result.passed and re.search(r"returned a decision about seq \d+, which is not in the batch",
+                                           result.message), result.message
     source = textwrap.dedent(EXERCISES["postprocess"].template_path.read_text())
     assert "scheduler.eos" in source and "ignore_eos" in source  # the template states the rules it grades

@@ -27,6 +27,7 @@ import pytest
 from nanovllm_teach import i18n
 from nanovllm_teach.cli import main
 from nanovllm_teach.engine.block_manager import NO_HASH
+from nanovllm_teach.engine.decisions import Finished
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade, pieces, policy_grading
 from nanovllm_teach.exercises import policy_workloads, references, sandbox, solution_files, verdict, workloads
@@ -335,7 +336,7 @@ def test_what_the_grading_child_words_is_in_the_parents_language(tmp_path, monke
         not_a_list = check("schedule_decode", lambda scheduler: None).message
     assert re.search(r"在第 \d+ 步，你的 decode_slot 抛出了 RuntimeError：评分期间不能使用引擎自己的 decode_slot："
                      r"请写你自己的代码（hidden\.py 第 5 行：return model_runner\.decode_slot\(", refused), refused
-    assert re.search(r"，你的 schedule_decode 返回了 NoneType None：它必须返回由 Sequence 对象组成的 list",
+    assert re.search(r"，你的 schedule_decode 返回了 NoneType None：它要返回两样东西，\(被调度的序列, 途中做出的决策\)",
                      not_a_list), not_a_list
     assert not CJK.search(check("schedule_decode", lambda scheduler: None).message)
 
@@ -481,13 +482,19 @@ def _holderless() -> SimpleNamespace:
 # (exercise, function): [(the check's arguments, the result it refuses, what it says in English), ...]
 REFUSED_RESULTS = {
     ("schedule_prefill", "schedule_prefill"): [
-        ((None,), None, "returned NoneType None: it must return a list of Sequence objects")],
+        ((None,), None, "returned NoneType None: it returns two things, (the scheduled sequences, the decisions taken "
+                        "on the way): the records that allocate, may_append and preempt return. The scheduler keeps no "
+                        "log of its decisions any more; what it decided is what it returns")],
     ("schedule_decode", "schedule_decode"): [
-        ((None,), [], "returned an empty list: a decode step must run at least one sequence (when every other one "
-                      "is preempted, the last one left runs)")],
+        ((None,), ([], []), "scheduled no sequence: a decode step must run at least one (when every other one is "
+                            "preempted, the last one left runs)")],
     ("postprocess", "postprocess"): [
-        ((None, SimpleNamespace(seq_ids=[0, 1]), [7, 8]), [_seq(1, 4), _seq(0, 4)],
-         "returned the sequences [1, 0]: it must return the batch's sequences [0, 1], in the batch's order")],
+        ((None, SimpleNamespace(seq_ids=[0, 1]), [7, 8]), None,
+         "returned NoneType None: it returns the decisions it took, a list of records (what finish returns: Finished, "
+         "then Freed), not the batch's sequences. The scheduler keeps no log of its decisions any more; what it "
+         "decided is what it returns"),
+        ((None, SimpleNamespace(seq_ids=[0, 1]), [7, 8]), [Finished(5, "eos", 2)],
+         "returned a decision about seq 5, which is not in the batch [0, 1]")],
     ("can_allocate", "can_allocate"): [
         ((None, _seq(3, 40)), 3, "returned 3 for seq 3 (40 tokens in 3 blocks): it must return -1 (it does not fit) "
                                  "or the number of its leading blocks that are cached, an int from 0 to 2 (its last "
@@ -577,7 +584,8 @@ def test_the_chinese_of_the_checks_reads_as_a_sentence():
         "给了序列 3 块 [0, 1]，却让其中一些块没有持有者（ref_count 为 0）",
         "把 seq.num_cached_tokens 留在了 0，但这个序列已缓存的 1 个块里已经存着 16 个 token 的 K/V"]
     assert said[("schedule_decode", "schedule_decode")] == [
-        "返回了空 list：一个解码步至少要运行一个序列（其他序列都被抢占时，剩下的最后一个照样运行）"]
+        "没有调度任何序列：一个解码步至少要运行一个序列（其他序列都被抢占时，剩下的最后一个照样运行）"]
+    assert said[("postprocess", "postprocess")][1] == "返回了关于序列 5 的决策，但它不在这一批 [0, 1] 中"
     assert said[("scheduling_policy", "choose_next")] == [
         "返回了 3：它必须返回 3 个等待中的序列之一的下标（0 到 2 的 int）"]
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 from unittest import mock
 
+from nanovllm_teach.engine.decisions import Aborted, Allocated, Finished, Freed, Preempted
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
 from nanovllm_teach.exercises.remote import RemoteFailure
@@ -50,9 +51,6 @@ class Piece:
     function: str
     point: str  # "module:attribute"
     check: Callable[[tuple[Any, ...], Any], str | None] | None = None
-    # What the engine's own definition is wrapped in, which the learner's function gets too (the block
-    # manager's ``logged``, which writes the record a method returns into the decision log).
-    wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
     # The types of the function's arguments (``"module:Type"`` or a builtin's name), when every one is
     # plain data: then the function runs in the sandboxed worker and the engine calls it across the edge
     # (``remote``).
@@ -85,16 +83,45 @@ def defined_at(point: str) -> str:
     return f"{module}:{name}"
 
 
+DECISION_TYPES = (Allocated, Freed, Preempted, Finished, Aborted)
+
 # Said after "your <function> " in the verdict (in the child, in the language the parent chose).
-NOT_SEQUENCES = Text(en="returned {type} {value}: it must return a list of Sequence objects",
-                     zh="返回了 {type} {value}：它必须返回由 Sequence 对象组成的 list")
+# A scheduler method returns its decisions (it keeps no log of them): a function written the way the engine
+# used to be (the sequences alone) is told what changed, not left to crash the engine.
+NOT_SCHEDULED_AND_DECISIONS = Text(
+    en="returned {type} {value}: it returns two things, (the scheduled sequences, the decisions taken on the way): "
+       "the records that allocate, may_append and preempt return. The scheduler keeps no log of its decisions any "
+       "more; what it decided is what it returns",
+    zh="返回了 {type} {value}：它要返回两样东西，(被调度的序列, 途中做出的决策)，决策即 allocate、may_append 和 "
+       "preempt 返回的记录。调度器不再把决策记进日志；它决定了什么，就返回什么")
+NOT_DECISIONS = Text(
+    en="returned {type} {value}: it returns the decisions it took, a list of records (what finish returns: "
+       "Finished, then Freed), not the batch's sequences. The scheduler keeps no log of its decisions any more; "
+       "what it decided is what it returns",
+    zh="返回了 {type} {value}：它要返回自己做出的决策，即一个由记录组成的 list（finish 返回的 Finished 和 "
+       "Freed），而不是这一批的序列。调度器不再把决策记进日志；它决定了什么，就返回什么")
 
 
-def not_sequences(result: Any) -> str | None:
-    """What is wrong with a result that must be a list of ``Sequence`` objects (None: nothing)."""
-    if not isinstance(result, list) or not all(isinstance(seq, Sequence) for seq in result):
-        return say(NOT_SEQUENCES, type=type(result).__name__, value=repr(result))
+def not_decisions(result: Any) -> str | None:
+    """What is wrong with a result that must be a list of decision records (None: nothing)."""
+    if not isinstance(result, list) or not all(isinstance(d, DECISION_TYPES) for d in result):
+        return say(NOT_DECISIONS, type=type(result).__name__, value=_short(result))
     return None
+
+
+def not_scheduled_and_decisions(result: Any) -> str | None:
+    """What is wrong with a result that must be ``(scheduled sequences, decision records)`` (None: nothing)."""
+    if (not isinstance(result, (tuple, list)) or len(result) != 2 or not isinstance(result[0], list)
+            or not all(isinstance(seq, Sequence) for seq in result[0])
+            or not isinstance(result[1], list) or not all(isinstance(d, DECISION_TYPES) for d in result[1])):
+        return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=_short(result))
+    return None
+
+
+def _short(value: Any) -> str:
+    """A result as the verdict quotes it: its repr, cut to a line."""
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def is_int(value: Any) -> bool:
@@ -133,7 +160,7 @@ def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[...
         return result
 
     call.__name__ = piece.function
-    return piece.wrap(call) if piece.wrap is not None else call
+    return call
 
 
 @contextmanager

@@ -6,8 +6,8 @@ by ``snapshots.RUN`` as its adapter. Emits no events.
 ``run`` rebuilds a ``Scheduler``, a ``BlockManager`` and ``Sequence`` objects from the records of a
 ``StateCall`` (the resources layer is pure Python), calls the learner's function on them exactly as the
 engine would, and answers with the result (a ``Sequence`` as ``{"seq": id}``, a decision record as
-``{"decision": name, "fields": ...}``), the state after (``snapshot``) and the decision records the call
-wrote. The grading child checks that answer before the engine takes any of it (``snapshots``).
+``{"decision": name, "fields": ...}``, so that the decisions a method returns cross too) and the state after
+(``snapshot``). The grading child checks that answer before the engine takes any of it (``snapshots``).
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ def _encode(value: Any) -> Any:
 def run(function: Any, call: StateCall) -> dict[str, Any]:
     """In the worker: ``function`` called on objects rebuilt from ``call``; the result and the state after."""
     state = call.state
-    decisions: list[Any] = []
-    bm = BlockManager(len(state.blocks), state.block_size, state.enable_prefix_caching, decisions)
+    bm = BlockManager(len(state.blocks), state.block_size, state.enable_prefix_caching)
     bm.blocks = [Block(i, r.ref_count, r.hash, list(r.token_ids)) for i, r in enumerate(state.blocks)]
     bm.free_block_ids = deque(state.free_block_ids)
     bm.used_block_ids = set(state.used_block_ids)
@@ -63,7 +62,7 @@ def run(function: Any, call: StateCall) -> dict[str, Any]:
                            max_model_len=q.max_model_len, eos=q.eos, num_kvcache_blocks=len(state.blocks),
                            block_size=state.block_size, enable_prefix_caching=state.enable_prefix_caching,
                            policy=q.policy)
-        target.decisions, target.block_manager, target.num_decode_steps = decisions, bm, q.num_decode_steps
+        target.block_manager = bm
         target.waiting = deque(seqs[i] for i in q.waiting)
         target.running = deque(seqs[i] for i in q.running)
         target.accepted = {i: seqs[i] for i in q.accepted}
@@ -71,5 +70,4 @@ def run(function: Any, call: StateCall) -> dict[str, Any]:
             for kind, a in zip(call.kinds, call.args)]
     result = function(target, *args)
     after = snapshot(bm, list(seqs.values()), target if call.target == "scheduler" else None)
-    return {"result": _encode(result), "state": msgspec.to_builtins(after),
-            "decisions": [[type(d).__name__, msgspec.to_builtins(d)] for d in decisions]}
+    return {"result": _encode(result), "state": msgspec.to_builtins(after)}

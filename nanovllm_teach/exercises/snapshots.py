@@ -8,8 +8,8 @@ the engine, outside the sandbox. Outside (the grading child) ``StateWire.call`` 
 takes a snapshot of what the function may read (``Snapshot``: the block size, every block's reference
 count, hash and tokens, the free list, the prefix-cache table, the sequences involved with their tokens,
 counts, block tables and statuses, and for a scheduler method its limits and queues), sends it to the
-worker with the other arguments, and gets back the function's result, the snapshot after and the decision
-records the call wrote. Nothing is applied before the whole answer is checked (``_checked``: types and
+worker with the other arguments, and gets back the function's result (with the decision records it
+returns) and the snapshot after. Nothing is applied before the whole answer is checked (``_checked``: types and
 bounds, sequences and blocks that exist, no block twice in a table or in the free list, no negative
 reference count, a decision that gives a sequence only blocks its table holds, tokens unchanged but for
 the one ``postprocess`` is given, every accepted sequence in one queue, the limits unchanged); a refused
@@ -72,7 +72,6 @@ class SchedulerRecord(msgspec.Struct):
     max_model_len: int
     eos: int
     policy: str
-    num_decode_steps: int
     waiting: list[int]
     running: list[int]
     accepted: list[int]
@@ -103,7 +102,6 @@ class StateCall(msgspec.Struct):
 class Answer(msgspec.Struct):
     result: Any
     state: Snapshot
-    decisions: list[tuple[str, dict[str, Any]]]
 
 
 # ---- both sides: objects to records ----
@@ -120,7 +118,7 @@ def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None
     queues = None
     if scheduler is not None:
         queues = SchedulerRecord(scheduler.max_num_seqs, scheduler.max_num_batched_tokens, scheduler.max_model_len,
-                                 scheduler.eos, scheduler.policy, scheduler.num_decode_steps,
+                                 scheduler.eos, scheduler.policy,
                                  [s.seq_id for s in scheduler.waiting], [s.seq_id for s in scheduler.running],
                                  list(scheduler.accepted))
     return Snapshot(bm.block_size, bm.enable_prefix_caching,
@@ -165,7 +163,6 @@ class Refused(Exception):
 class _Checked:
     state: Snapshot
     result: Any
-    decisions: list[Any]
 
 
 def _block_ids(ids: list[int], last: int) -> None:
@@ -217,7 +214,7 @@ def _check_seqs(before: Snapshot, after: Snapshot, appended: dict[int, int]) -> 
 
 
 def _check_queues(before: SchedulerRecord, after: SchedulerRecord) -> None:
-    fixed = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "eos", "policy", "num_decode_steps")
+    fixed = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "eos", "policy")
     for name in fixed:
         if getattr(after, name) != getattr(before, name):
             raise Refused(say(CHANGED_LIMITS, what=name))
@@ -244,7 +241,7 @@ def _decode_result(value: Any, seqs: dict[int, Sequence], last: int, tables: dic
 
 
 def _decision(name: Any, fields: Any, seqs: dict[int, Sequence], last: int, tables: dict[int, set[int]]) -> Any:
-    """A decision record the call wrote or returned, checked: its sequences exist, its blocks exist, and
+    """A decision record the call returned, checked: its sequences exist, its blocks exist, and
     the blocks it says a sequence got are in that sequence's block table (before or after the call)."""
     if name not in RECORDS:
         raise Refused(say(NOT_STATE, error=f"a record named {str(name)[:40]!r}"))
@@ -279,8 +276,7 @@ def _checked(answer: Any, before: Snapshot, seqs: dict[int, Sequence], appended:
     tables = {s.seq_id: set(s.block_table) for s in before.seqs}
     for seq in after.seqs:
         tables[seq.seq_id] |= set(seq.block_table)
-    return _Checked(after, _decode_result(answer.result, seqs, last, tables),
-                    [_decision(name, fields, seqs, last, tables) for name, fields in answer.decisions])
+    return _Checked(after, _decode_result(answer.result, seqs, last, tables))
 
 
 def _apply(checked: _Checked, bm: BlockManager, seqs: dict[int, Sequence], scheduler: Scheduler | None) -> None:
@@ -310,7 +306,6 @@ def _apply(checked: _Checked, bm: BlockManager, seqs: dict[int, Sequence], sched
         scheduler.running.extend(seqs[i] for i in queues.running)
         scheduler.accepted.clear()
         scheduler.accepted.update((i, seqs[i]) for i in queues.accepted)
-    bm.decisions.extend(checked.decisions)
 
 
 @dataclass(frozen=True)

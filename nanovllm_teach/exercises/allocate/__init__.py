@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.snapshots import StateWire
@@ -73,6 +72,6 @@ EXERCISE = EngineExercise(
     "allocate", TITLE, "BlockManager.allocate",
     ("allocate",),
     HINTS,
-    (Piece("allocate", "nanovllm_teach.engine.block_manager:BlockManager.allocate", _check_allocation, logged,
+    (Piece("allocate", "nanovllm_teach.engine.block_manager:BlockManager.allocate", _check_allocation,
            state=StateWire("block_manager", ("seq", "int"))),),
     (PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.engine.block_manager import logged
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece
 from nanovllm_teach.exercises.snapshots import StateWire
@@ -47,6 +46,6 @@ EXERCISE = EngineExercise(
     HINTS,
     (Piece("can_append", "nanovllm_teach.engine.block_manager:BlockManager.can_append", _check_bool,
            state=StateWire("block_manager", ("seq",))),
-     Piece("may_append", "nanovllm_teach.engine.block_manager:BlockManager.may_append", wrap=logged,
+     Piece("may_append", "nanovllm_teach.engine.block_manager:BlockManager.may_append",
            state=StateWire("block_manager", ("seq",)))),
     (TIGHT_CACHE, LATE_ARRIVALS))

@@ -8,23 +8,24 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece, not_sequences
+from nanovllm_teach.exercises.pieces import Piece, not_decisions
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
 
 # What the check says, after "your postprocess " / "你的 postprocess " in the verdict.
-NOT_THE_BATCH = Text(en="returned the sequences {returned}: it must return the batch's sequences {batch}, in the "
-                        "batch's order",
-                     zh="返回的序列是 {returned}：它必须按这一批中的顺序，返回这一批的序列 {batch}")
+NOT_IN_BATCH = Text(en="returned a decision about seq {seq}, which is not in the batch {batch}",
+                    zh="返回了关于序列 {seq} 的决策，但它不在这一批 {batch} 中")
 
 
 def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
     _scheduler, batch, _token_ids = args
-    problem = not_sequences(result)
-    if problem is None and [seq.seq_id for seq in result] != batch.seq_ids:
-        return say(NOT_THE_BATCH, returned=[seq.seq_id for seq in result], batch=batch.seq_ids)
+    problem = not_decisions(result)
+    if problem is None:
+        stranger = next((d.seq_id for d in result if d.seq_id not in batch.seq_ids), None)
+        if stranger is not None:
+            return say(NOT_IN_BATCH, seq=stranger, batch=batch.seq_ids)
     return problem
 
 
@@ -40,12 +41,14 @@ HINTS = (
              'num_scheduled_tokens = 0. Skip the rest while num_cached_tokens < num_tokens. Append '
              'the token; the reason is eos (not ignore_eos and token == scheduler.eos), else length '
              '(num_completion_tokens == max_tokens), else max_model_len (num_tokens >= '
-             'scheduler.max_model_len). A finished one goes to scheduler.finish(seq, reason).'),
+             'scheduler.max_model_len). A finished one goes to scheduler.finish(seq, reason); return '
+             'the records every finish returned.'),
          zh=('先调用 hash_blocks(seq)；然后 num_cached_tokens += num_scheduled_tokens，并令 '
              'num_scheduled_tokens = 0。只要 num_cached_tokens < num_tokens 就跳过后面的步骤。追加 '
              'token；结束原因依次是 eos（not ignore_eos 且 token == scheduler.eos），否则 '
              'length（num_completion_tokens == max_tokens），否则 max_model_len（num_tokens >= '
-             'scheduler.max_model_len）。已结束的序列交给 scheduler.finish(seq, reason)。')),
+             'scheduler.max_model_len）。已结束的序列交给 scheduler.finish(seq, reason)；最后返回每次 '
+             'finish 返回的记录。')),
 )
 
 

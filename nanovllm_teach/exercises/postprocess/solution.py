@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.engine.scheduler import Scheduler
-from nanovllm_teach.engine.sequence import Sequence
 
 
-def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:
+def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Decision]:
     bm = scheduler.block_manager
+    decisions: list[Decision] = []  # what finish decided: the engine reports it
     seqs = [scheduler.accepted[entry.seq_id] for entry in batch.seqs]
     for seq, token_id in zip(seqs, token_ids):
         bm.hash_blocks(seq)  # reads num_scheduled_tokens: before the counts change
@@ -19,9 +20,9 @@ def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int
         seq.append_token(token_id)
         # The order matters: an ignore_eos request that samples EOS on its last allowed token ends on length.
         if not seq.ignore_eos and token_id == scheduler.eos:
-            scheduler.finish(seq, "eos")
+            decisions += scheduler.finish(seq, "eos")
         elif seq.num_completion_tokens == seq.max_tokens:
-            scheduler.finish(seq, "length")
+            decisions += scheduler.finish(seq, "length")
         elif seq.num_tokens >= scheduler.max_model_len:
-            scheduler.finish(seq, "max_model_len")
-    return seqs
+            decisions += scheduler.finish(seq, "max_model_len")
+    return decisions

@@ -16,9 +16,12 @@ entry ``entry``; ``token_ids`` has one token per entry):
    ignore it (``seq.ignore_eos``); ``"length"`` once it has ``seq.max_tokens`` completion tokens;
    ``"max_model_len"`` once it holds ``scheduler.max_model_len`` tokens.
 4. A finished sequence leaves the engine: ``scheduler.finish(seq, reason)`` sets its state and reason,
-   takes it out of ``scheduler.accepted`` and ``scheduler.running`` and gives its blocks back.
+   takes it out of ``scheduler.accepted`` and ``scheduler.running``, gives its blocks back, and returns
+   what it decided (the ``Finished`` record, then the ``Freed`` blocks).
 
-Return the batch's sequences in the batch's order. ``bm`` is ``scheduler.block_manager``.
+Return the decisions you took, in order: every record ``scheduler.finish`` returned (an empty list when
+nobody finished). The scheduler keeps no log of its decisions: what it decided is what its methods return,
+and the engine turns those records into TEACHING events. ``bm`` is ``scheduler.block_manager``.
 
 Example: ``max_tokens=3``, ``ignore_eos=False``; the request has 2 completion tokens and samples the EOS
 token: it finishes with ``"eos"``. The same request with ``ignore_eos=True`` finishes with ``"length"``:
@@ -50,9 +53,13 @@ Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)``
    原因是 ``"eos"``；一旦它有了 ``seq.max_tokens`` 个补全 token，原因是 ``"length"``；
    一旦它持有 ``scheduler.max_model_len`` 个 token，原因是 ``"max_model_len"``。
 4. 结束的序列离开引擎：``scheduler.finish(seq, reason)`` 设置它的状态和原因，
-   把它从 ``scheduler.accepted`` 和 ``scheduler.running`` 中移除，并归还它的块。
+   把它从 ``scheduler.accepted`` 和 ``scheduler.running`` 中移除，归还它的块，
+   并返回它做出的决策（先是 ``Finished`` 记录，然后是 ``Freed`` 记录）。
 
-按 batch 的顺序返回 batch 中的序列。``bm`` 即 ``scheduler.block_manager``。
+按顺序返回你做出的决策：``scheduler.finish`` 返回的全部记录（没有序列结束时返回空列表）。
+调度器（scheduler）不再把决策写进日志：它决定了什么，就是它的方法返回了什么，
+引擎再把这些记录变成 TEACHING 事件。
+``bm`` 即 ``scheduler.block_manager``。
 
 例：``max_tokens=3``，``ignore_eos=False``；请求已有 2 个补全 token，这一步采样到了 EOS token：
 它以 ``"eos"`` 结束。同一个请求若设置 ``ignore_eos=True``，则以 ``"length"`` 结束：EOS token 被保留下来，
@@ -66,10 +73,10 @@ Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)``
 from __future__ import annotations
 
 from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.engine.scheduler import Scheduler
-from nanovllm_teach.engine.sequence import Sequence
 
 
-def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Sequence]:
-    """Take in one step's sampled tokens; returns the batch's sequences, in its order."""
+def postprocess(scheduler: Scheduler, batch: ScheduledBatch, token_ids: list[int]) -> list[Decision]:
+    """Take in one step's sampled tokens; returns the finishes, each with the blocks it gave back."""
     raise NotImplementedError

@@ -11,12 +11,16 @@ The rules, in order:
 2. A sequence may run only if ``scheduler.block_manager.can_append(seq)``: its newest token may start a new
    KV block, and then a free block must exist. While it cannot run, free a block by *preempting* the
    newest sequence, the one at the *tail* of ``running``: ``scheduler.preempt(victim, needed_by=seq)``.
-   (Preemption by recompute: the victim gives back its blocks and returns to the waiting queue.)
+   (Preemption by recompute: the victim gives back its blocks and returns to the waiting queue;
+   ``preempt`` returns what it decided, the ``Freed`` blocks and the ``Preempted`` record.)
    If nobody is left to preempt, preempt ``seq`` itself and move on.
 3. A sequence that may run is scheduled for one token (its ``num_scheduled_tokens``) and gets its new
-   block, if it needs one, from ``scheduler.block_manager.may_append``.
+   block, if it needs one, from ``scheduler.block_manager.may_append`` (which returns an ``Allocated``
+   record when it gave one, None when none was needed).
 4. At the end, the scheduled sequences are back at the head of ``running``, in the order they were
-   taken, and you return them in that order.
+   taken. Return two things: the scheduled sequences in that order, and every decision record the calls
+   returned, in the order they were made. The scheduler keeps no log of its decisions: what it decided
+   is what its methods return, and the engine turns those records into TEACHING events.
 
 ``scheduler.running`` is a ``collections.deque``: ``popleft()`` takes the oldest, ``pop()`` the newest.
 
@@ -40,11 +44,15 @@ Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decod
 2. 只有当 ``scheduler.block_manager.can_append(seq)`` 为真时，一个序列才可以运行：
    它最新的 token 可能开启一个新的 KV 块，这时必须有一个空闲块。只要它还不能运行，就*抢占*最新的序列，
    即 ``running`` *队尾*的那个，来释放块：``scheduler.preempt(victim, needed_by=seq)``。
-   （这是通过重计算（recompute）实现的抢占：被抢占者归还它的块，回到等待队列。）如果已经没有可以抢占的序列，
-   就抢占 ``seq`` 自己，然后继续处理下一个。
+   （这是通过重计算（recompute）实现的抢占：被抢占者归还它的块，回到等待队列；
+   ``preempt`` 返回它做出的决策：``Freed`` 记录（归还的块）和 ``Preempted`` 记录。）
+   如果已经没有可以抢占的序列，就抢占 ``seq`` 自己，然后继续处理下一个。
 3. 可以运行的序列被调度计算一个 token（即它的 ``num_scheduled_tokens``），如果需要新块，
-   就通过 ``scheduler.block_manager.may_append`` 获得。
-4. 最后，被调度的序列按取出时的顺序回到 ``running`` 的队头，你也按这个顺序返回它们。
+   就通过 ``scheduler.block_manager.may_append`` 获得（分了新块时它返回一条 ``Allocated`` 记录，
+   不需要新块时返回 None）。
+4. 最后，被调度的序列按取出时的顺序回到 ``running`` 的队头。返回两样东西：按这个顺序排列的被调度序列，
+   以及这些调用依次返回的全部决策记录。调度器（scheduler）不再把决策写进日志：
+   它决定了什么，就是它的方法返回了什么，引擎再把这些记录变成 TEACHING 事件。
 
 ``scheduler.running`` 是一个 ``collections.deque``：``popleft()`` 取出最早的序列，``pop()`` 取出最新的序列。
 
@@ -56,10 +64,12 @@ Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decod
 
 from __future__ import annotations
 
+from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 
 
-def schedule_decode(scheduler: Scheduler) -> list[Sequence]:
-    """The sequences that decode one token each in this step, in order (never empty)."""
+def schedule_decode(scheduler: Scheduler) -> tuple[list[Sequence], list[Decision]]:
+    """The sequences that decode one token each in this step, in order (never empty), and the decisions
+    taken on the way."""
     raise NotImplementedError

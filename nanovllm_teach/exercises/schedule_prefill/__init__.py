@@ -8,14 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece, not_sequences
+from nanovllm_teach.exercises.pieces import Piece, not_scheduled_and_decisions
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text
 
 
 def _check_scheduled(args: tuple[Any, ...], result: Any) -> str | None:
-    return not_sequences(result)
+    return not_scheduled_and_decisions(result)
 
 
 TITLE = Text(en='Admitting prompts: the token budget, chunking and the prefix cache',
@@ -30,14 +30,15 @@ HINTS = (
     Text(en=('Loop while waiting is not empty and fewer than max_seqs are scheduled. A sequence with '
              'blocks computes num_tokens - num_cached_tokens; a new one first asks can_allocate (-1: '
              'stop) and computes num_tokens - cached_blocks * block_size. A later sequence that does '
-             'not fit stops the loop; the first computes min(needed, remaining). allocate, set '
-             'num_scheduled_tokens; if its prompt is then complete, it is RUNNING: popleft it and '
-             'append it to running.'),
+             'not fit stops the loop; the first computes min(needed, remaining). allocate (keep the '
+             'record it returns), set num_scheduled_tokens; if its prompt is then complete, it is '
+             'RUNNING: popleft it and append it to running. Return (scheduled, allocations).'),
          zh=('当 waiting 不为空且已调度的序列少于 max_seqs 时循环。已经持有块的序列计算 num_tokens - '
              'num_cached_tokens；新的序列先问 can_allocate（-1：停止），再计算 num_tokens - '
              'cached_blocks * block_size。后面放不下的序列会结束循环；第一个序列计算 min(需要的, '
-             '剩余的)。调用 allocate，设置 num_scheduled_tokens；如果它的 prompt 就此算完，它就是 '
-             'RUNNING：从 waiting 队首 popleft，追加到 running。')),
+             '剩余的)。调用 allocate（留下它返回的记录），设置 num_scheduled_tokens；如果它的 prompt '
+             '就此算完，它就是 RUNNING：从 waiting 队首 popleft，追加到 running。最后返回 '
+             '(scheduled, allocations)。')),
 )
 
 

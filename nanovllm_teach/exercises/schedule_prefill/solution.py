@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 
-def schedule_prefill(scheduler: Scheduler) -> list[Sequence]:
+def schedule_prefill(scheduler: Scheduler) -> tuple[list[Sequence], list[Allocated]]:
     scheduled: list[Sequence] = []
+    allocations: list[Allocated] = []  # what allocate decided: the engine reports it
     max_seqs = scheduler.admission_cap()
     bm = scheduler.block_manager
     num_batched_tokens = 0
@@ -28,7 +30,7 @@ def schedule_prefill(scheduler: Scheduler) -> list[Sequence]:
         if num_tokens > remaining and scheduled:
             break  # only the first sequence of a step may be chunked
         if num_cached_blocks is not None:
-            bm.allocate(seq, num_cached_blocks)
+            allocations.append(bm.allocate(seq, num_cached_blocks))
         seq.num_scheduled_tokens = min(num_tokens, remaining)
         num_batched_tokens += seq.num_scheduled_tokens
         if seq.num_cached_tokens + seq.num_scheduled_tokens == seq.num_tokens:
@@ -36,4 +38,4 @@ def schedule_prefill(scheduler: Scheduler) -> list[Sequence]:
             scheduler.waiting.popleft()
             scheduler.running.append(seq)
         scheduled.append(seq)
-    return scheduled
+    return scheduled, allocations

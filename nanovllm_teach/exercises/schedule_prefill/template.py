@@ -17,12 +17,15 @@ The rules, in order, for as long as ``waiting`` is not empty and fewer than ``ma
 3. Only the first sequence of a step may be *chunked*: if the tokens a later one needs do not fit in what
    is left of the budget, stop. The first one computes as much as fits.
 4. An admitted sequence gets its blocks from the block manager's ``allocate``, given the number of
-   cached blocks (it also counts the cached tokens), and its ``num_scheduled_tokens``. If that finishes its prompt, it is ``SequenceStatus.RUNNING``
+   cached blocks (it also counts the cached tokens, and returns what it handed out as an ``Allocated``
+   record: keep it), and its ``num_scheduled_tokens``. If that finishes its prompt, it is ``SequenceStatus.RUNNING``
    and leaves ``waiting`` (from the head) for the tail of ``running``. A chunked sequence stays at the head
    of ``waiting``.
 
-Return the scheduled sequences in the order you took them (an empty list when nobody could be admitted:
-the step is then a decode). ``max_seqs``, from ``scheduler.admission_cap()``, is ``max_num_seqs`` or
+Return two things: the scheduled sequences in the order you took them (an empty list when nobody could be
+admitted: the step is then a decode), and the ``Allocated`` records ``allocate`` returned, in order. The
+scheduler keeps no log of its decisions: what it decided is what its methods return, and the engine turns
+those records into TEACHING events. ``max_seqs``, from ``scheduler.admission_cap()``, is ``max_num_seqs`` or
 fewer under the static policy; ``bm`` is ``scheduler.block_manager``, whose blocks hold ``bm.block_size``
 tokens each.
 
@@ -54,11 +57,15 @@ Stuck? ``hint("schedule_prefill", 1)`` says where to look, ``hint("schedule_pref
 3. 只有一步中的第一个序列可以*分块*：如果后面某个序列需要的 token 放不进剩余的预算，就停止。
    第一个序列则是能放下多少就计算多少。
 4. 被接纳的序列从块管理器（block manager）的 ``allocate`` 获得它的块（传入已缓存的块数，
-   ``allocate`` 也会统计已缓存的 token），并设置它的 ``num_scheduled_tokens``。如果这样就算完了它的 prompt，
+   ``allocate`` 也会统计已缓存的 token，并把分出去的块作为一条 ``Allocated`` 记录返回：把它留下来），
+   并设置它的 ``num_scheduled_tokens``。如果这样就算完了它的 prompt，
    它的状态变为 ``SequenceStatus.RUNNING``，并从 ``waiting`` 的队头离开，进入 ``running`` 的队尾。
    被分块的序列留在 ``waiting`` 的队头。
 
-按你取出的顺序返回被调度的序列（没有任何序列能被接纳时返回空列表：这一步就成为解码（decode）步）。
+返回两样东西：按你取出的顺序排列的被调度序列（没有任何序列能被接纳时返回空列表：
+这一步就成为解码（decode）步），以及 ``allocate`` 依次返回的 ``Allocated`` 记录。
+调度器（scheduler）不再把决策写进日志：它决定了什么，就是它的方法返回了什么，
+引擎再把这些记录变成 TEACHING 事件。
 ``max_seqs`` 来自 ``scheduler.admission_cap()``，它等于 ``max_num_seqs``，在静态策略下可能更少；
 ``bm`` 即 ``scheduler.block_manager``，它的每个块保存 ``bm.block_size`` 个 token。
 
@@ -74,10 +81,12 @@ A 计算 2 个 token 并进入 ``running``；B 需要 12 个，而剩余预算�
 
 from __future__ import annotations
 
+from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 
-def schedule_prefill(scheduler: Scheduler) -> list[Sequence]:
-    """The sequences this prefill step computes, each with its ``num_scheduled_tokens`` set."""
+def schedule_prefill(scheduler: Scheduler) -> tuple[list[Sequence], list[Allocated]]:
+    """The sequences this prefill step computes, each with its ``num_scheduled_tokens`` set, and the blocks
+    the newly admitted ones were given."""
     raise NotImplementedError
