@@ -5,7 +5,7 @@ Recording off should be free: every emit site is ``if self.rec.enabled: self.rec
 orchestration layer that says the scheduler's decisions (``engine/teaching.py``), a method that starts with
 ``if not self.rec.enabled: return``; so with a ``NullRecorder`` no payload is built. Stubbing ``record`` out
 would not show it (the arguments would still be built), so this benchmark builds, in this process, a second
-copy of the modules that emit on the engine's path (``engine/teaching.py``, ``model_runner.py``,
+copy of the modules that emit on the engine's path (``engine/teaching.py``, ``decode_paths.py``, ``model_runner.py``,
 ``llm_engine.py``, the shell ``frontend.py`` and ``nanovllm_teach/llm.py``, whose ``LLM`` it runs) from their
 source with every emit line deleted (``ast``). The resources layer (``scheduler.py``, ``block_manager.py``,
 ``transaction.py``) emits nothing (it returns decision records) and is shared, unchanged. Deleted:
@@ -69,7 +69,8 @@ from nanovllm_teach import SamplingParams, default_model_path
 from nanovllm_teach.llm import LLM
 
 # Dependencies first: each module's ``from ... import`` then picks up the copies already made.
-ENGINE_MODULES = ("nanovllm_teach.engine.teaching", "nanovllm_teach.engine.model_runner",
+ENGINE_MODULES = ("nanovllm_teach.engine.teaching", "nanovllm_teach.engine.decode_paths",
+                  "nanovllm_teach.engine.model_runner",
                   "nanovllm_teach.engine.llm_engine", "nanovllm_teach.engine.frontend", "nanovllm_teach.llm")
 REC_CONTEXTS = ("at_step", "paused", "flushing_deferred")
 
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         with_model = measure(engines, lengths, args.repeats, rng, hf.vocab_size)
         for engine in engines.values():
             engine.model_runner.model = StandInModel(hf.hidden_size, hf.vocab_size)
-            engine.model_runner.compiled_decode = None  # else decode steps would still run the native step
+            engine.model_runner.decode_paths.native = None  # else decode steps would still run the native step
         host_only = measure(engines, lengths, args.host_repeats, rng, hf.vocab_size)
         for engine in engines.values():
             engine.close()

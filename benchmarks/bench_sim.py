@@ -87,7 +87,7 @@ def _real_run(workload: list, repeats: int = 1) -> tuple[WorkloadResult, list[St
         run, step, wait = llm.model_runner.run, llm.step, llm.clock.wait_until
 
         def recording_run(batch):
-            native = not batch.is_prefill and llm.model_runner.compiled_decode is not None
+            native = not batch.is_prefill and llm.model_runner.decode_paths.native is not None
             steps.append(StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in batch.seqs], native=native,
                                   after_idle=waited[0]))
             waited[0] = False
@@ -145,7 +145,7 @@ def _served_run(workload: list) -> tuple[list[StepWork], list[float], list[dict]
     run, step = engine.model_runner.run, thread._step
 
     def recording_run(batch):
-        native = not batch.is_prefill and engine.model_runner.compiled_decode is not None
+        native = not batch.is_prefill and engine.model_runner.decode_paths.native is not None
         steps.append(StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in batch.seqs], native=native,
                               after_idle=idle[0]))
         return run(batch)

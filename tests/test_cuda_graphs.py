@@ -111,7 +111,7 @@ def test_cpu_engine_captures_no_graphs(tmp_path):
     rec = TraceRecorder()
     llm = LLM(make_random_checkpoint(tmp_path), trace=rec, device="cpu", max_model_len=64)
     llm.generate([[1, 2, 3]], SamplingParams(temperature=0.0, max_tokens=3), use_tqdm=False)
-    assert llm.model_runner.decode_graphs is None
+    assert llm.model_runner.decode_paths.graphs is None
     events = [e.event for e in rec.events]
     assert "CUDAGRAPH_CAPTURE" not in events and "CUDAGRAPH_REPLAY" not in events
     runs = [e for e in rec.events if e.event == "RUN_MODEL"]

@@ -30,7 +30,8 @@ line says so), cached like the C++ attention kernel (``layers/attention_cpp.py``
 keyed by the source, the flags, the processor, Python and torch), and later starts only load the library.
 The model runner uses it for every decode step where it can run (``unusable_reason`` is None: a CPU, one
 rank, float32, the ``cpp`` attention backend, Qwen3 without attention biases, ``enforce_eager`` off), and
-runs eagerly otherwise. Emits no events: the model runner reports the build or load time (DECODE_COMPILE).
+runs eagerly otherwise. Emits no events: ``engine/decode_paths.py`` reports the build or load time
+(DECODE_COMPILE).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ instead, the CPU's counterpart of these graphs), everything under ``enforce_eage
 ``backend_cannot_capture``, ``batch_above_largest_graph``.
 
 The bucket arithmetic and the eager-or-graph decision are plain Python and tested on any machine; only
-``DecodeGraphs.capture`` needs a GPU. The model runner emits CUDAGRAPH_CAPTURE (after ``capture``) and
-CUDAGRAPH_REPLAY (for each step that replays a graph).
+``DecodeGraphs.capture`` needs a GPU. ``engine/decode_paths.py`` captures the graphs (CUDAGRAPH_CAPTURE) and
+replays them; the engine says each replay (CUDAGRAPH_REPLAY) from what the model runner reports.
 """
 
 from __future__ import annotations

@@ -1,29 +1,24 @@
 """Orchestration layer: ``LLMEngine``, the step loop — nano-vllm's ``LLMEngine``, with every decision reported.
 
 A request becomes a ``Sequence`` in the scheduler's waiting queue (``add_request``); ``step()`` runs one
-iteration, and ``generate()`` adds its prompts and steps until they are done. One step reads::
+iteration, ``generate()`` adds its prompts and steps until they are done. A step reads::
 
     checkpoint → schedule → report → run → postprocess → report
 
-``schedule()`` returns the step's ``ScheduledBatch`` and the decisions taken to form it; the runner's
-``run(batch)`` returns one token per sequence and what it did to get them; ``postprocess`` takes the tokens
-in and returns the finishes; a request's own stop strings and stop token ids finish it too
-(``engine/stopping.py``). ``engine/teaching.py`` says each of these as TEACHING events. The step is a
-transaction (``engine/transaction.py``): if anything in it raises, the scheduler is rolled back, so calling
-``step()`` again resumes.
+The scheduler returns the batch and the decisions taken to form it; the runner (anything that fits
+``engine/runner.py``'s ``Runner``: the model runner or the simulator, the engine cannot tell) returns a
+token per sequence and what it did; ``postprocess`` returns the finishes, and a request's own stop strings
+and stop token ids finish it too (``engine/stopping.py``). ``engine/teaching.py`` says each of these as
+TEACHING events. The step is a transaction (``engine/transaction.py``): if anything in it raises, the
+scheduler is rolled back, and calling ``step()`` again resumes.
 
-The engine is built from parts chosen for it (``nanovllm_teach/llm.py``): the resolved ``Config``, the
-tokenizer (None: token ids only), a function that builds the runner once the trace is open (anything that
-fits ``engine/runner.py``'s ``Runner``: it cannot tell the model runner from the simulator) and the
-``Clock`` steps are timed on. The runner sizes the KV cache before the scheduler exists, because the block
-manager is built with that many blocks.
+Single-threaded, and it trusts its caller: prompts already checked, one call at a time. ``LLM`` is this
+engine inside its shell (``engine/frontend.py``), which validates, fans out ``n > 1``, lets threads in one
+at a time and shapes vLLM's outputs; ``nanovllm_teach/llm.py`` chooses its parts (config, tokenizer, runner,
+clock).
 
-Single-threaded, and it trusts its caller: one call at a time, prompts already checked. ``LLM``
-(``nanovllm_teach/llm.py``) is the shell around it that validates, fans out ``n > 1``, lets several threads
-in one at a time and shapes vLLM's outputs.
-
-Emits: ENGINE_INIT, ENGINE_READY, GENERATE_START, GENERATE_FINISH, REQUEST_ENQUEUE, STEP_DONE (and, through
-``teaching``, everything the scheduler and the runner report).
+Emits: GENERATE_START, GENERATE_FINISH (and, through ``teaching``, the engine's start and its requests'
+arrivals, and everything the scheduler and the runner report).
 """
 
 from __future__ import annotations
@@ -44,7 +39,7 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import should_stop
 from nanovllm_teach.engine.teaching import Teaching
 from nanovllm_teach.sampling_params import SamplingParams
-from nanovllm_teach.trace.events import EngineInit, EngineReady, GenerateFinish, GenerateStart, RequestEnqueue
+from nanovllm_teach.trace.events import GenerateFinish, GenerateStart
 from nanovllm_teach.trace.recorder import Recorder
 
 
@@ -64,19 +59,15 @@ class LLMEngine:
                  make_runner: Callable[[Config, Recorder], Runner], clock: Clock, tokenizer: Any | None,
                  eos_token_id: int) -> None:
         """``recorder`` is opened with ``trace_header`` here; ``make_runner(config, recorder)`` builds the
-        runner after ENGINE_INIT; ``tokenizer`` None: prompts are token ids and outputs have no text."""
+        runner after ENGINE_INIT (it sizes the KV cache the block manager is built with); ``tokenizer`` None:
+        prompts are token ids and outputs have no text."""
         self.tokenizer = tokenizer
         self.clock = clock
         self.rec = recorder
         self.rec.set_clock(clock.now_ns)
         self.rec.open(trace_header)
-        if self.rec.enabled:
-            self.rec.record("bootstrap", "engine_starting", EngineInit(
-                max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
-                max_model_len=config.max_model_len, block_size=config.kvcache_block_size,
-                tp_size=config.tensor_parallel_size, model=config.model_name,
-                enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
-                attention_backend=config.attention_backend))
+        self.teaching = Teaching(self.rec)
+        self.teaching.engine_starting(config)
         self.model_runner = make_runner(config, self.rec)
         self.config = config = config.with_kv_cache(self.model_runner.num_kvcache_blocks)
         self.eos_token_id = eos_token_id
@@ -85,14 +76,10 @@ class LLMEngine:
             max_model_len=config.max_model_len, eos=eos_token_id,
             num_kvcache_blocks=config.num_kvcache_blocks, block_size=config.kvcache_block_size,
             enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy)
-        self.teaching = Teaching(self.rec)
         self.seq_ids = itertools.count()
         self.num_steps = self.num_prefill_steps = self.num_decode_steps = 0
         self.last_step: StepResult | None = None  # the last step that completed
-        if self.rec.enabled:
-            self.rec.record("init", "engine_ready", EngineReady(
-                num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=eos_token_id,
-                attention_backend=config.attention_backend, device=config.device))
+        self.teaching.engine_ready(config, eos_token_id)
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -111,11 +98,7 @@ class LLMEngine:
         """``seq`` joins the waiting queue now."""
         seq.arrival_time = self.clock.now_s()
         self.scheduler.add(seq)
-        if self.rec.enabled:
-            self.rec.record("ingress", "new_request_waiting", RequestEnqueue(
-                seq_id=seq.seq_id, prompt_len=seq.num_prompt_tokens, max_tokens=seq.max_tokens,
-                temperature=seq.temperature, ignore_eos=seq.ignore_eos, seed=seq.seed,
-                waiting_len=len(self.scheduler.waiting)))
+        self.teaching.enqueued(seq, self.scheduler)
 
     def abort(self, seq_ids: Iterable[int]) -> list[int]:
         """Take these requests out, wherever they are, freeing exactly their blocks (unknown, finished or

@@ -3,8 +3,8 @@
 Start-up: build Qwen3 and load its weights (packed for oneDNN with ``linear_backend="onednn"``); warm up
 with the largest prefill step the scheduler can form, and a sampling of ``max_num_seqs`` rows, so the peak
 memory of any step is seen; on a GPU hold the largest decode graph's pool while memory is read; size the KV
-cache from what is left (``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice; capture the decode
-graphs (their addresses are the cache's).
+cache from what is left (``KV_BUDGET_ESTIMATE``) and bind each attention layer to its slice; build the fast
+decode paths, which hold the cache's addresses (``engine/decode_paths.py``).
 
 Every step, ``run(batch)``:
 
@@ -13,10 +13,9 @@ Every step, ``run(batch)``:
   ``slot_mapping`` says where each new token's K/V goes in the cache.
 - ``prepare_decode``: one token per sequence, ``context_lens`` and ``block_tables`` to read the rest back
   (on a CPU written into buffers kept from step to step, ``engine/decode_inputs.py``).
-- run the model (on a GPU decode replays a CUDA graph, ``engine/cuda_graphs.py``; on a CPU it is one call
-  into the native decode step, ``engine/compiled_decode.py``, where that can run), keep each sequence's last
-  hidden state, sample. The native step runs through the LM head, and when every row is greedy with nothing
-  else asked of the sampler, through the argmax (``native_greedy``): its token ids skip the sampler.
+- run the model: a decode step on a fast path where one takes it (a CUDA graph on a GPU, the native step on
+  a CPU: ``engine/decode_paths.py``), else eagerly, keeping each sequence's last hidden state; sample (unless
+  the native step took the argmax itself).
 
 It knows nothing of scheduling policy and sees no ``Sequence``. Under tensor parallelism every rank builds
 one (``engine/tp_workers.py``): rank 0 reports every rank's facts, the ranks agree on the smallest KV block
@@ -26,16 +25,13 @@ A step reports, it does not record: while the engine records, ``run`` returns wi
 (``RunReport``: the step's input tensors, how the forward pass ran, what the filters kept), which the engine
 says as PREPARE_*, RUN_MODEL or CUDAGRAPH_REPLAY and SAMPLE; with recording off it builds none of it.
 
-Emits (at start-up): TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE, DECODE_COMPILE,
-CUDAGRAPH_CAPTURE.
+Emits (at start-up): TP_RUNTIME_INIT, MODEL_WEIGHTS_LOADED, WARMUP, KV_BUDGET_ESTIMATE (and, through the
+decode paths, DECODE_COMPILE, CUDAGRAPH_CAPTURE).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -43,40 +39,28 @@ import torch.distributed as dist
 from msgspec import UNSET
 
 from nanovllm_teach.config import Config
-from nanovllm_teach.engine.cuda_graphs import (DecodeGraphs, bind_cuda_device, choose_graph_batch_size,
-                                               eager_reason, graph_batch_sizes, largest_graph_held, why_no_graphs)
+from nanovllm_teach.engine.cuda_graphs import bind_cuda_device
 from nanovllm_teach.engine import prefill_layout  # looked up at each call: the prepare_prefill exercise replaces it
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
 from nanovllm_teach.engine.decode_inputs import StaticDecodeInputs, as_tensor, padded_block_tables
-from nanovllm_teach.engine.runner import ForwardPass, RunOutput, RunReport
+from nanovllm_teach.engine.decode_paths import DecodePaths, filters_rows
+from nanovllm_teach.engine.runner import RunOutput, RunReport
+from nanovllm_teach.engine.tp_group import all_ranks, join
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.onednn_linear import pack_linear_weights
 from nanovllm_teach.layers.sampler import SampleInputs, Sampled, Sampler, SamplingFilters
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
-from nanovllm_teach.trace.events import (CudagraphCapture, DecodeCompile, KvBudgetEstimate, ModelWeightsLoaded,
-                                         TpRuntimeInit, Warmup)
+from nanovllm_teach.trace.events import KvBudgetEstimate, ModelWeightsLoaded, TpRuntimeInit, Warmup
 from nanovllm_teach.trace.recorder import Recorder
-from nanovllm_teach.engine import compiled_decode
-from nanovllm_teach.engine.compiled_decode import CompiledDecode
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
 from nanovllm_teach.models.loader import load_model
 from nanovllm_teach.utils.threads import apply_thread_rule
 from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache,
                                          zeros_committed_on_write)
 
-# How long a rank waits in a collective (or for the others to join the group) before it gives up: short,
-# so that a stuck rank becomes an error instead of gloo's default 30-minute hang.
-TP_TIMEOUT = timedelta(seconds=60)
-
-
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     """The cache slot a decode step stores ``seq``'s newest token's K/V in: in its last block, after the others."""
     return seq.block_table[-1] * block_size + (seq.num_tokens - 1) % block_size
-
-
-def filters_rows(seq: ScheduledSeq) -> bool:
-    """Whether a sequence's sampling cuts its distribution (top-k, top-p or min-p)."""
-    return seq.top_k > 0 or seq.top_p < 1 or seq.min_p > 0
 
 
 class ModelRunner:
@@ -94,7 +78,7 @@ class ModelRunner:
         self.device = bind_cuda_device(torch.device(config.device), rank, self.world_size)
         self.dtype: torch.dtype = getattr(torch, config.dtype)  # resolved once, in Config, for every rank
         self.attention_backend = config.attention_backend
-        backend = self._init_process_group(dist_init) if self.world_size > 1 else "none"
+        backend = join(self.device, dist_init, self.world_size, rank) if self.world_size > 1 else "none"
         runtime = dict(device=str(self.device), rank=rank, world_size=self.world_size, backend=backend,
                        dtype=str(self.dtype), attention_backend=self.attention_backend,
                        linear_backend=config.linear_backend)
@@ -102,7 +86,7 @@ class ModelRunner:
             threads = apply_thread_rule(config.model, self.world_size, config.cpu_threads)
             runtime |= dict(num_threads=threads.num_threads, threads_reason=threads.reason,
                             omp_wait_policy=threads.wait_policy)
-        for facts in self._all_ranks(runtime):  # workers have no recorder: rank 0 reports every rank
+        for facts in all_ranks(runtime, self.world_size):  # workers have no recorder: rank 0 reports every rank
             if self.rec.enabled:
                 self.rec.record("init", "runtime_ready", TpRuntimeInit(**facts))
 
@@ -118,7 +102,7 @@ class ModelRunner:
         if config.linear_backend == "onednn":
             pack_linear_weights(self.model)
         # Per-rank lists only under tensor parallelism (a one-rank trace keeps its shape); a collective: unguarded.
-        num_params_by_rank = self._all_ranks(report.num_params) if self.world_size > 1 else UNSET
+        num_params_by_rank = all_ranks(report.num_params, self.world_size) if self.world_size > 1 else UNSET
         if self.rec.enabled:
             self.rec.record("init", "weights_loaded", ModelWeightsLoaded(
                 num_files=report.num_files, num_keys=report.num_keys, dtype=report.dtype,
@@ -129,53 +113,14 @@ class ModelRunner:
         for layer in self.attention_layers:
             layer.backend = backend
 
-        self.decode_graphs: DecodeGraphs | None = None  # the warm-up and the capture itself run eagerly
+        self.decode_paths = DecodePaths(self.model, config, self.device, self.dtype, self.world_size)
         self.static_decode_inputs = StaticDecodeInputs(
             config.max_num_seqs, -(-config.max_model_len // self.block_size)) if self.device.type == "cpu" else None
-        self.compiled_decode: CompiledDecode | None = None
-        self.graph_skip = why_no_graphs(self.device, config.enforce_eager, self.attention_backend)
         self.warmup_model()
-        with self._largest_graph_held() as graph_reserve_bytes:
+        with self.decode_paths.largest_graph_held(self._bind_stand_in_cache) as graph_reserve_bytes:
             reading = read_memory(self.device)  # `used` includes the graph pool while it is held
         self.num_kvcache_blocks = self.allocate_kv_cache(reading, graph_reserve_bytes)
-        # Once the cache is bound: the native step holds it, as a CUDA graph bakes in its addresses. The time
-        # is the library's build (first start on a machine) or load, and the step's binding.
-        start = time.perf_counter()
-        self.native_skip = compiled_decode.unusable_reason(
-            self.device, self.world_size, self.dtype, self.attention_backend, config.enforce_eager,
-            bool(getattr(hf_config, "attention_bias", False)),
-            {"hidden_size": hf_config.hidden_size, "intermediate_size": hf_config.intermediate_size})
-        if self.native_skip is None:
-            self.compiled_decode = CompiledDecode(self.model)
-            if self.rec.enabled:
-                self.rec.record("init", "compile_decode_step", DecodeCompile(
-                    seconds=round(time.perf_counter() - start, 4), batch_sizes=[]))
-        # After the KV cache: the graphs bake in its addresses.
-        if self.graph_skip is None:
-            free_before = torch.cuda.mem_get_info(self.device)[0]
-            start = time.perf_counter()
-            self.decode_graphs = self._capture(graph_batch_sizes(config.max_num_seqs))
-            if self.rec.enabled:
-                self.rec.record("init", "capture_decode_graphs", CudagraphCapture(
-                    batch_sizes=self.decode_graphs.batch_sizes, seconds=round(time.perf_counter() - start, 4),
-                    memory_bytes=free_before - torch.cuda.mem_get_info(self.device)[0],
-                    reserved_bytes=graph_reserve_bytes))
-
-    def _init_process_group(self, dist_init: str | None) -> str:
-        if dist_init is None:
-            raise ValueError("tensor_parallel_size > 1 needs dist_init, the tcp:// address the ranks meet at")
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=dist_init, world_size=self.world_size, rank=self.rank,
-                                timeout=TP_TIMEOUT)
-        return backend
-
-    def _all_ranks(self, value: Any) -> list[Any]:
-        """``value`` from every rank, in rank order. A collective: every rank calls it at the same point."""
-        if self.world_size == 1:
-            return [value]
-        values: list[Any] = [None] * self.world_size
-        dist.all_gather_object(values, value)
-        return values
+        self.decode_paths.build(self.rec, graph_reserve_bytes)  # after the cache: they bake in its addresses
 
     def warmup_model(self) -> None:
         """Run the largest prefill step the scheduler can form (``warmup_batch``), then sample
@@ -216,26 +161,11 @@ class ModelRunner:
             attn.k_cache = kv_cache[0, i] if kv_cache is not None else torch.tensor([])
             attn.v_cache = kv_cache[1, i] if kv_cache is not None else torch.tensor([])
 
-    def _capture(self, batch_sizes: list[int]) -> DecodeGraphs:
-        return DecodeGraphs.capture(self.model, batch_sizes=batch_sizes, max_model_len=self.config.max_model_len,
-                                    block_size=self.block_size, hidden_size=self.config.hf_config.hidden_size,
-                                    dtype=self.dtype, device=self.device)
-
-    @contextmanager
-    def _largest_graph_held(self) -> Iterator[int | None]:
-        """While inside, the largest decode graph holds its pool (captured on a one-block stand-in cache), so
-        a memory reading counts it as used; yields the bytes it took (None: this engine captures no graphs)."""
-        if self.graph_skip is not None:
-            yield None
-            return
+    def _bind_stand_in_cache(self, bind: bool) -> None:
+        """A one-block cache to capture a graph on while memory is read (``bind``), or none."""
         layer = self.attention_layers[0]
         self._bind_kv_cache(torch.zeros(2, len(self.attention_layers), 1, self.block_size, layer.num_kv_heads,
-                                        layer.head_dim, dtype=self.dtype, device=self.device))
-        try:
-            with largest_graph_held(self._capture, graph_batch_sizes(self.config.max_num_seqs), self.device) as taken:
-                yield taken
-        finally:
-            self._bind_kv_cache(None)
+                                        layer.head_dim, dtype=self.dtype, device=self.device) if bind else None)
 
     def allocate_kv_cache(self, reading: MemoryReading, graph_reserve_bytes: int | None = None) -> int:
         """Size the KV cache from ``reading`` (or take the configured number), allocate it and bind it to every
@@ -248,7 +178,7 @@ class ModelRunner:
         sizing = size_kv_cache(reading, self.config.gpu_memory_utilization, block_bytes, cpu_cap,
                                self.config.num_kvcache_blocks)
         # Every rank holds its shard of every block, so the group has as many blocks as its tightest rank.
-        by_rank = self._all_ranks((sizing.num_blocks, sizing.room))
+        by_rank = all_ranks((sizing.num_blocks, sizing.room), self.world_size)
         num_blocks_by_rank = [blocks for blocks, _ in by_rank]
         num_blocks, room = min(num_blocks_by_rank), min(room for _, room in by_rank)
         if sizing.explicit is not None and sizing.explicit * block_bytes > room:
@@ -330,29 +260,14 @@ class ModelRunner:
                   greedy: bool = False) -> torch.Tensor | list[int] | None:
         """The logits of each sequence's next token (None on the ranks other than 0). ``greedy``: every row
         is greedy and the sampler has nothing else to do; the native decode step then returns the token ids
-        themselves, a list (``native_greedy``)."""
-        graph_bs = None if self.decode_graphs is None else choose_graph_batch_size(
-            is_prefill, input_ids.size(0), self.decode_graphs.batch_sizes)
-        if graph_bs is not None:
-            hidden_states = self.decode_graphs.replay(input_ids, positions, get_context(), graph_bs)
-            return self.model.compute_logits(hidden_states)
-        if self.compiled_decode is not None and not is_prefill:  # the LM head (and the argmax) inside the native step
-            step = self.compiled_decode.greedy_token_ids if greedy else self.compiled_decode
-            return step(input_ids, positions)
+        themselves, a list (``DecodePaths.greedy_rows``)."""
+        if self.decode_paths.takes(is_prefill, input_ids.size(0)):
+            return self.decode_paths.run(input_ids, positions, greedy)
         hidden_states = self.model(input_ids, positions)
         if is_prefill:
             # Only each sequence's last position predicts a next token.
             hidden_states = hidden_states[get_context().cu_seqlens_q[1:].long() - 1]
         return self.model.compute_logits(hidden_states)
-
-    def forward_pass(self, is_prefill: bool, num_seqs: int) -> ForwardPass:
-        """How ``run_model`` ran a step of ``num_seqs`` sequences (the same choices, told)."""
-        graph_bs = None if self.decode_graphs is None else choose_graph_batch_size(
-            is_prefill, num_seqs, self.decode_graphs.batch_sizes)
-        if graph_bs is not None:
-            return ForwardPass("graph", num_seqs, graph_batch_size=graph_bs)
-        mode = "compiled" if self.compiled_decode is not None and not is_prefill else "eager"
-        return ForwardPass(mode, num_seqs, eager_reason=eager_reason(is_prefill, self.graph_skip))
 
     @staticmethod
     def step_inputs(input_ids: torch.Tensor, positions: torch.Tensor, ctx: Context) -> dict[str, Any]:
@@ -364,12 +279,6 @@ class ModelRunner:
         return dict(input_ids=input_ids, positions=positions, context_lens=ctx.context_lens,
                     slot_mapping=ctx.slot_mapping, block_tables=ctx.block_tables)
 
-    def native_greedy(self, is_prefill: bool, seqs: list[ScheduledSeq]) -> bool:
-        """Whether this step's token ids come out of the native decode step: every row greedy, no filter,
-        no log-probabilities (the sampler would take the argmax of the same logits)."""
-        return (self.compiled_decode is not None and not is_prefill
-                and not any(seq.temperature > 0 or filters_rows(seq) or seq.logprobs is not None for seq in seqs))
-
     def run(self, batch: ScheduledBatch) -> RunOutput:
         """The one call the engine makes: one sampled token id per sequence of ``batch`` (and, while the
         engine records, what it did)."""
@@ -380,7 +289,7 @@ class ModelRunner:
         try:
             with torch.inference_mode():
                 input_ids, positions = self.prepare_prefill(seqs) if is_prefill else self.prepare_decode(seqs)
-                greedy = self.native_greedy(is_prefill, seqs)
+                greedy = self.decode_paths.greedy_rows(is_prefill, seqs)
                 out = self.run_model(input_ids, positions, is_prefill, greedy)
                 if greedy:  # the sampler has nothing to do: no sampling inputs are built
                     sampled = Sampled(out, None, None)
@@ -390,7 +299,7 @@ class ModelRunner:
                     sampled = Sampled([], None, None)
                 if self.rec.enabled:
                     report = RunReport(self.step_inputs(input_ids, positions, get_context()),
-                                       self.forward_pass(is_prefill, len(seqs)), sampled.num_kept)
+                                       self.decode_paths.forward_pass(is_prefill, len(seqs)), sampled.num_kept)
         finally:
             reset_context()
         return RunOutput(sampled.token_ids, sampled.logprobs, report)

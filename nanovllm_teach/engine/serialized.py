@@ -1,9 +1,10 @@
-"""Orchestration layer: one thread inside the engine at a time.
+"""The shell around the engine: one thread inside the engine at a time.
 
-``@serialized`` makes a method of ``LLMEngine`` run under the engine's reentrant ``lock``: a call from a
-second thread waits until the first is done, and a method may call another. It lives apart from the engine's
-own lines: taking and releasing the lock changes no engine state, and nothing runs between the end of a
-step and its return to the caller.
+``@serialized`` makes a method of the shell (``engine/frontend.py``, and ``LLM``) run under the engine's
+reentrant ``lock``: a call from a second thread waits until the first is done, and a method may call
+another. It lives apart from the engine's own lines: taking and releasing the lock changes no engine state,
+and nothing runs between the end of a step and its return to the caller. The core (``LLMEngine``) is
+single-threaded and has no lock.
 
 Emits no events.
 """

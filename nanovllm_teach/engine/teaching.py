@@ -1,10 +1,12 @@
-"""Orchestration layer: the resources layer's decisions, turned into TEACHING events — one place per kind.
+"""Orchestration layer: what the engine decided and did, turned into TEACHING events — one place per kind.
 
-The scheduler and the block manager decide and return what they decided (``engine/decisions.py``);
-``LLMEngine`` hands each step's batch and records to ``Teaching``, which says them in the trace's vocabulary
-(``trace/events.py``), in the order they were made, reading what else a learner should see (a sequence's
-completion so far, its ``max_tokens``) from the sequences themselves:
+The scheduler and the block manager decide and return what they decided (``engine/decisions.py``); the
+runner returns what it did (``engine/runner.py``'s ``RunReport``). ``LLMEngine`` hands each of these to
+``Teaching``, which says them in the trace's vocabulary (``trace/events.py``), in the order they happened,
+reading what else a learner should see (a sequence's completion so far, its ``max_tokens``) from the
+sequences themselves:
 
+- the engine's start (ENGINE_INIT, ENGINE_READY) and each request's arrival (REQUEST_ENQUEUE);
 - a prefill: for each sequence of the batch, the cached prefix it reuses (PREFIX_CACHE_HIT), the blocks it
   takes (BLOCK_ALLOCATE), and WAITING → RUNNING once its whole prompt is computed; then SCHEDULE_PREFILL;
 - a decode: each preemption (BLOCK_FREE, PREEMPT, RUNNING → WAITING) and each new block (BLOCK_ALLOCATE),
@@ -17,29 +19,62 @@ completion so far, its ``max_tokens``) from the sequences themselves:
 
 With recording off every method returns at its first line.
 
-Emits: SCHEDULE_PREFILL, SCHEDULE_DECODE, PREFIX_CACHE_HIT, BLOCK_ALLOCATE, BLOCK_FREE, PREEMPT,
-PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL, CUDAGRAPH_REPLAY, SAMPLE, STATE_TRANSITION,
-REQUEST_ABORT, STEP_DONE.
+Emits: ENGINE_INIT, ENGINE_READY, REQUEST_ENQUEUE, SCHEDULE_PREFILL, SCHEDULE_DECODE, PREFIX_CACHE_HIT,
+BLOCK_ALLOCATE, BLOCK_FREE, PREEMPT, PREPARE_PREFILL_TENSORS, PREPARE_DECODE_TENSORS, RUN_MODEL,
+CUDAGRAPH_REPLAY, SAMPLE, STATE_TRANSITION, REQUEST_ABORT, STEP_DONE.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Decision, Finished, Freed, Preempted
 from nanovllm_teach.engine.runner import RunOutput
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.trace.events import (BlockAllocate, BlockFree, CudagraphReplay, Preempt, PrefixCacheHit,
-                                         PrepareDecodeTensors, PreparePrefillTensors, RequestAbort, RunModel,
-                                         Sample, ScheduleDecode, SchedulePrefill, StateTransition, StepDone)
+from nanovllm_teach.trace.events import (BlockAllocate, BlockFree, CudagraphReplay, EngineInit, EngineReady, Preempt,
+                                         PrefixCacheHit, PrepareDecodeTensors, PreparePrefillTensors, RequestAbort,
+                                         RequestEnqueue, RunModel, Sample, ScheduleDecode, SchedulePrefill,
+                                         StateTransition, StepDone)
 from nanovllm_teach.trace.recorder import Recorder
+
+if TYPE_CHECKING:  # the config imports torch; the teaching layer only reads its numbers
+    from nanovllm_teach.config import Config
 
 
 class Teaching:
     def __init__(self, recorder: Recorder) -> None:
         self.rec = recorder
+
+    def engine_starting(self, config: Config) -> None:
+        """The settings the engine starts with, before the runner is built."""
+        if not self.rec.enabled:
+            return
+        self.rec.record("bootstrap", "engine_starting", EngineInit(
+            max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
+            max_model_len=config.max_model_len, block_size=config.kvcache_block_size,
+            tp_size=config.tensor_parallel_size, model=config.model_name,
+            enable_prefix_caching=config.enable_prefix_caching, policy=config.scheduling_policy,
+            attention_backend=config.attention_backend))
+
+    def engine_ready(self, config: Config, eos_token_id: int) -> None:
+        """The engine as built: its KV cache sized, its scheduler waiting for requests."""
+        if not self.rec.enabled:
+            return
+        self.rec.record("init", "engine_ready", EngineReady(
+            num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=eos_token_id,
+            attention_backend=config.attention_backend, device=config.device))
+
+    def enqueued(self, seq: Sequence, scheduler: Scheduler) -> None:
+        """A request joined the waiting queue."""
+        if not self.rec.enabled:
+            return
+        self.rec.record("ingress", "new_request_waiting", RequestEnqueue(
+            seq_id=seq.seq_id, prompt_len=seq.num_prompt_tokens, max_tokens=seq.max_tokens,
+            temperature=seq.temperature, ignore_eos=seq.ignore_eos, seed=seq.seed,
+            waiting_len=len(scheduler.waiting)))
 
     def scheduled(self, batch: ScheduledBatch, decisions: list[Decision], scheduler: Scheduler,
                   decode_step_index: int) -> None:

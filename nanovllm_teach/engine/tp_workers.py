@@ -67,10 +67,10 @@ import msgspec
 import torch
 import torch.distributed as dist
 
-import nanovllm_teach
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.batch import ScheduledBatch
-from nanovllm_teach.engine.model_runner import TP_TIMEOUT, ModelRunner
+from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine.tp_group import TP_TIMEOUT
 from nanovllm_teach.engine.runner import RunOutput
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
@@ -170,7 +170,7 @@ class WorkerPool:
         # ranks dividing them) until shutdown.
         self.rank0_threads = torch.get_num_threads()
         # The workers import this very copy of the package, wherever it was imported from.
-        package_root = str(Path(nanovllm_teach.__file__).resolve().parent.parent)
+        package_root = str(Path(__file__).resolve().parents[2])  # .../nanovllm_teach/engine/tp_workers.py
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         try:
             for rank in range(1, config.tensor_parallel_size):
