@@ -53,7 +53,7 @@ EXPECTED = {
     "huge": ("ERROR", "more than a solution can have"),
     "no function": ("FAIL", "defines no function named decode_slot"),
     "notes.txt": ("ERROR", "not a .py file"),
-    "outside": ("ERROR", "a link pointing outside the class folder"),
+    "outside": ("ERROR", "a link pointing outside"),
     "syntax": ("FAIL", "SyntaxError"),
 }
 

@@ -86,13 +86,12 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
     from nanovllm_teach.exercises.base import NO_SOLUTION_FILE
-    from nanovllm_teach.exercises.classroom import collect, student_folder
+    from nanovllm_teach.exercises.classroom import collect, one_submission
 
     for path in paths:
         if not path.exists() and not path.is_symlink():
             raise UsageError(say(NO_SOLUTION_FILE if path.suffix == ".py" else NO_SUCH_PATH, path=path))
-    found = ([student_folder(exercise, p) if p.is_dir() else collect(exercise, [p])[0] for p in paths]
-             if one_each else collect(exercise, paths))
+    found = [one_submission(exercise, p) for p in paths] if one_each else collect(exercise, paths)
     if not found:
         raise UsageError(say(NO_SUBMISSIONS, paths=", ".join(map(str, paths))))
     if one_each and len(found) != 1:
