@@ -10,7 +10,8 @@ that cannot be read, ``<exercise>.py`` lying at the top of a class folder) becom
 ``problem``: one student's trouble is one row, never the class's. Names are the student's folder or file
 (a file named after the exercise takes its folder's name), kept as they are (spaces, any letters).
 ``grade_class`` grades them, ``jobs`` at a time, and returns one ``Row`` per submission in the order
-collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why).
+collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why). A row's reason is one line, made ``visible``;
+``printable`` is a whole verdict as the grader shows it.
 """
 
 from __future__ import annotations
@@ -166,7 +167,14 @@ def collect(exercise: Exercise, paths: list[Path]) -> list[Submission]:
 
 
 def _one_line(text: str) -> str:
-    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
+    return visible(" / ".join(line.strip() for line in text.split("\n") if line.strip()))
+
+
+def printable(message: str) -> str:
+    """A verdict as the grader shows it: its first line (the grader's ``PASS``/``FAIL``/``ERROR`` prefix), every
+    later line indented, each made ``visible``: no line of it can pass for another verdict."""
+    first, *rest = message.split("\n")
+    return "\n".join([visible(first)] + [visible(line if line[:1] in ("", " ") else "  " + line) for line in rest])
 
 
 def grade_one(exercise: Exercise, submission: Submission, grade: Any) -> Row:
