@@ -123,7 +123,8 @@ class Worker:
                                                    self.tag, self.isolated)
                 self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._output,
                                                  stderr=subprocess.STDOUT, pass_fds=(calls_r, answers_w),
-                                                 start_new_session=True)
+                                                 start_new_session=True,
+                                                 env=isolation.BWRAP_ENVIRONMENT if self.isolated else None)
             else:
                 ctx = multiprocessing.get_context("fork")
                 self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
