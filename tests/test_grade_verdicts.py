@@ -23,7 +23,8 @@ def decode_slot(seq, block_size):
 
 
 def _lines_passing(out: str) -> list[str]:
-    return [line for line in out.replace("\r", "\n").split("\n") if line.lstrip("\x1b[0123456789;KG").startswith("PASS")]
+    lines = out.replace("\r", "\n").split("\n")
+    return [line for line in lines if line.lstrip("\x1b[0123456789;KG").startswith("PASS")]
 
 
 def test_a_verdict_in_an_exception_message_or_a_print_never_starts_a_line(tmp_path, capsys):

@@ -10,8 +10,8 @@ that cannot be read, ``<exercise>.py`` lying at the top of a class folder) becom
 ``problem``: one student's trouble is one row, never the class's. Names are the student's folder or file
 (a file named after the exercise takes its folder's name), kept as they are (spaces, any letters).
 ``grade_class`` grades them, ``jobs`` at a time, and returns one ``Row`` per submission in the order
-collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why). A row's reason is one line, made ``visible``;
-``printable`` is a whole verdict as the grader shows it.
+collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why).
+A row's reason is one line, made ``visible``; ``printable`` is a whole verdict as the grader shows it.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _file(student: str, path: Path, inside: Path) -> Submission:
     return Submission(student, None if problem else path, problem)
 
 
-def student_folder(exercise: Exercise, folder: Path, inside: Path | None = None) -> Submission:
+def _student_folder(exercise: Exercise, folder: Path, inside: Path | None = None) -> Submission:
     """One student's folder: ``<exercise>.py`` in it, else its only ``.py`` file."""
     named, student = folder / f"{exercise.name}.py", Path(os.path.abspath(folder)).name
     if named.exists() or named.is_symlink():
@@ -127,7 +127,7 @@ def _one_student(exercise: Exercise, folder: Path) -> bool:
 
 def _class_entry(exercise: Exercise, entry: Path, room: Path) -> Submission:
     if entry.is_dir() and not entry.is_symlink():
-        return student_folder(exercise, entry, room)
+        return _student_folder(exercise, entry, room)
     if entry.name == f"{exercise.name}.py":
         return Submission(entry.name, None, say(STRAY_FILE, file=entry.name))
     return _file(entry.stem if entry.suffix == ".py" else entry.name, entry, room)
@@ -149,9 +149,9 @@ def _guarded(student: str, find: Any) -> Submission:
 
 
 def one_submission(exercise: Exercise, path: Path) -> Submission:
-    """``path`` as one student's work: a file, or a folder (``student_folder``), with the checks of a class."""
+    """``path`` as one student's work: a file, or a folder (``_student_folder``), with the checks of a class."""
     if path.is_dir():
-        return _guarded(Path(os.path.abspath(path)).name, lambda: student_folder(exercise, path, None))
+        return _guarded(Path(os.path.abspath(path)).name, lambda: _student_folder(exercise, path, None))
     return _guarded(_named(exercise, path), lambda: _file(_named(exercise, path), path, path.absolute().parent))
 
 

@@ -70,7 +70,8 @@ def described(error: Any) -> dict[str, Any]:
     error = error if isinstance(error, dict) else {}
     at = error.get("at")
     return {"type": visible(str(error.get("type", "Exception"))[:80]),
-            "message": visible(str(error.get("message", ""))[:500]), "not_implemented": error.get("not_implemented") is True,
+            "message": visible(str(error.get("message", ""))[:500]),
+            "not_implemented": error.get("not_implemented") is True,
             "at": [visible(str(at[0])), int(at[1]), visible(str(at[2]))] if isinstance(at, list) and len(at) == 3
             and isinstance(at[1], int) else None}
 
