@@ -53,7 +53,7 @@ EXPECTED = {
     "huge": ("ERROR", "more than a solution can have"),
     "no function": ("FAIL", "defines no function named decode_slot"),
     "notes.txt": ("ERROR", "not a .py file"),
-    "outside": ("ERROR", "a link pointing outside the class folder"),
+    "outside": ("ERROR", "a link pointing outside"),
     "syntax": ("FAIL", "SyntaxError"),
 }
 
@@ -225,5 +225,6 @@ def test_a_class_of_the_trace_quiz_is_graded_in_bubblewrap_without_the_flag(tmp_
     assert main(["grade", "trace_quiz", str(room), "--csv", str(tmp_path / "quiz.csv")]) == 0
     rows = {row["student"]: row for row in _rows(tmp_path / "quiz.csv")}
     assert rows["right"]["verdict"] == "PASS", rows["right"]
-    assert rows["wrong"]["verdict"] == "FAIL" and "num_steps: 1000 is too high" in rows["wrong"]["reason"]
+    # In a class the quiz says how many answers are right, no more: its hints would let a blind search pass.
+    assert rows["wrong"]["verdict"] == "FAIL" and rows["wrong"]["reason"] == "0 of 8 answers are right"
     assert rows["peek"]["verdict"] == "FAIL" and "FileNotFoundError" in rows["peek"]["reason"], rows["peek"]

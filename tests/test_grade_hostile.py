@@ -153,6 +153,20 @@ def test_what_a_submission_prints_is_quoted_and_reads_nothing_of_the_machine(tmp
         next(line for line in out.splitlines() if line.startswith("FAIL decode_slot: "))]
 
 
+def test_the_teachers_environment_does_not_reach_the_sandbox_through_bubblewraps_own(tmp_path, monkeypatch, capsys):
+    # bubblewrap is pid 1 inside: --clearenv cleans the student's process, not bubblewrap's own /proc/1/environ.
+    monkeypatch.setenv("TEACHER_TOKEN", SECRET)
+    solution = tmp_path / "decode_slot.py"
+    solution.write_text("print(open('/proc/1/environ', 'rb').read().replace(b'\\0', b' ').decode())\n"
+                        "import os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read())\n"
+                        + (HOSTILE / "honest_right.py").read_text())
+    results = tmp_path / "results.json"
+    assert main(["grade", "decode_slot", str(solution), "--gradescope", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "PYTHONDONTWRITEBYTECODE" in out or "PATH" in out  # it did read bubblewrap's environment
+    assert SECRET not in out and SECRET not in results.read_text(encoding="utf-8")
+
+
 # ---- the same files, unsandboxed, against a throwaway copy: the damage they would do -------------------
 
 _RUN_UNSANDBOXED = """

@@ -86,13 +86,12 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
     from nanovllm_teach.exercises.base import NO_SOLUTION_FILE
-    from nanovllm_teach.exercises.classroom import collect, student_folder
+    from nanovllm_teach.exercises.classroom import collect, one_submission
 
     for path in paths:
         if not path.exists() and not path.is_symlink():
             raise UsageError(say(NO_SOLUTION_FILE if path.suffix == ".py" else NO_SUCH_PATH, path=path))
-    found = ([student_folder(exercise, p) if p.is_dir() else collect(exercise, [p])[0] for p in paths]
-             if one_each else collect(exercise, paths))
+    found = [one_submission(exercise, p) for p in paths] if one_each else collect(exercise, paths)
     if not found:
         raise UsageError(say(NO_SUBMISSIONS, paths=", ".join(map(str, paths))))
     if one_each and len(found) != 1:
@@ -100,26 +99,31 @@ def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
     return found
 
 
-def _grader(exercise: Any, model: str | None, args: argparse.Namespace) -> Any:
-    """Grades one file (in bubblewrap wherever there is one: a class without it was refused before)."""
+def _grader(exercise: Any, model: str | None, args: argparse.Namespace, in_class: bool) -> Any:
+    """Grades one file (in bubblewrap wherever there is one: a class without it was refused before); in a class
+    the trace quiz gives no hints (they would let a blind search pass)."""
+    from nanovllm_teach.exercises.quiz_grading import QuizExercise
+
     def grade(path: Path) -> Any:
+        if in_class and isinstance(exercise, QuizExercise):
+            return exercise.grade(path, model, args.time_limit, hints=False)
         return exercise.grade(path, model, args.time_limit)
 
     return grade
 
 
 def _self_check(exercise: Any, submission: Any, model: str | None, args: argparse.Namespace) -> int:
-    from nanovllm_teach.exercises.classroom import grade_one
+    from nanovllm_teach.exercises.classroom import grade_one, printable
 
     started = time.monotonic()
-    row = grade_one(exercise, submission, _grader(exercise, model, args))
+    row = grade_one(exercise, submission, _grader(exercise, model, args, in_class=False))
     result = row.result
     if result is not None and result.output:
         print(say(PRINTED))
         print(result.output)
     if result is not None and not result.isolated:
         print(say(NOT_ISOLATED), file=sys.stderr)  # a note beside the verdict, which stdout carries alone
-    print(result.message if result is not None else f"ERROR {exercise.name}: {row.reason}")
+    print(printable(result.message if result is not None else f"ERROR {exercise.name}: {row.reason}"))
     _write(exercise, [row], args, time.monotonic() - started)
     return 0 if row.verdict == "PASS" else 1
 
@@ -128,6 +132,7 @@ def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args:
     from tqdm import tqdm
 
     from nanovllm_teach.exercises import isolation
+    from nanovllm_teach.exercises.base import visible
     from nanovllm_teach.exercises.classroom import grade_class
     from nanovllm_teach.exercises.engine_grading import EngineExercise
     from nanovllm_teach.exercises.references import PendingReferences
@@ -138,9 +143,9 @@ def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args:
         PendingReferences(exercise.workloads, model).traces()  # recorded once, here, before any submission
     started = time.monotonic()
     with tqdm(total=len(submissions), unit="submission", file=sys.stderr, leave=False) as bar:
-        rows = grade_class(exercise, submissions, _grader(exercise, model, args), args.jobs, bar)
+        rows = grade_class(exercise, submissions, _grader(exercise, model, args, in_class=True), args.jobs, bar)
     for row in rows:
-        print(say(ROW, verdict=row.verdict, student=row.student, reason=row.reason))
+        print(say(ROW, verdict=row.verdict, student=visible(row.student), reason=row.reason))
     from nanovllm_teach.exercises.gradebook import summary
 
     print(summary(rows))

@@ -37,6 +37,12 @@ def is_reference_file(path: Path) -> bool:
     """Is ``path`` one of the reference solutions' files?"""
     return path.name == SOLUTION_FILE and path.parent.parent == HERE
 
+def visible(text: str) -> str:
+    """``text`` on one line, every character that is not printable shown as its escape (``\\r``, ``\\n``,
+    ``\\x1b``): what a student wrote can then neither start a line of the grader's output nor move its cursor."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 # The longest one call of the student's code (or loading their file) may run before the grader stops it.
 DEFAULT_TIME_LIMIT_S = 10.0
 

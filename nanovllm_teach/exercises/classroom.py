@@ -3,16 +3,20 @@
 Role: grading (the teacher's side). Emits no events.
 
 ``collect(exercise, paths)``: each path is a solution file, one student's folder (it holds
-``<exercise>.py``) or a class folder, whose entries (sorted by name) are students: a file, or a folder
-holding ``<exercise>.py`` or a single ``.py`` file. What cannot be graded (a folder with no solution, a
-binary or huge file, a link pointing outside the class folder) becomes a submission with a ``problem``;
-names are kept as they are (spaces, any letters). ``grade_class`` grades them, ``jobs`` at a time, and
-returns one ``Row`` per submission in the order collected: PASS, FAIL (graded: the reason is the
-verdict), or ERROR (not gradeable: the reason says why).
+``<exercise>.py`` and nothing else that could be a submission) or a class folder, whose entries (sorted by
+name) are students: a file, or a folder holding ``<exercise>.py`` or a single ``.py`` file. What cannot be
+graded (a folder with no solution, a binary or huge file, a link pointing outside the folder given, a file
+that cannot be read, ``<exercise>.py`` lying at the top of a class folder) becomes a submission with a
+``problem``: one student's trouble is one row, never the class's. Names are the student's folder or file
+(a file named after the exercise takes its folder's name), kept as they are (spaces, any letters).
+``grade_class`` grades them, ``jobs`` at a time, and returns one ``Row`` per submission in the order
+collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why).
+A row's reason is one line, made ``visible``; ``printable`` is a whole verdict as the grader shows it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.base import Exercise, GradeResult
+from nanovllm_teach.exercises.base import Exercise, GradeResult, visible
 from nanovllm_teach.i18n import Text, say
 
 MAX_SOLUTION_BYTES = 256 << 10  # a solution is a few dozen lines; a quarter of a megabyte is not one
@@ -29,8 +33,11 @@ NO_SOLUTION = Text(en="no solution: the folder has no .py file (name it {file})"
                    zh="没有解答：文件夹里没有 .py 文件（请命名为 {file}）")
 SEVERAL_FILES = Text(en="several .py files and none named {file}: which one is the solution?",
                      zh="有多个 .py 文件，却没有一个叫 {file}：哪一个是解答？")
-LINK_OUTSIDE = Text(en="a link pointing outside the class folder: not graded",
-                    zh="指向班级文件夹之外的链接：不予评分")
+LINK_OUTSIDE = Text(en="a link pointing outside {folder}: not graded", zh="指向 {folder} 之外的链接：不予评分")
+UNREADABLE = Text(en="cannot be read ({error}): not graded", zh="无法读取（{error}）：不予评分")
+STRAY_FILE = Text(en="{file} lies at the top of the class folder, beside the students: it is nobody's submission "
+                     "(move it into its student's folder): not graded",
+                  zh="{file} 放在班级文件夹的顶层、与学生们并列：它不属于任何人的作业（请把它移进对应学生的文件夹）：不予评分")
 TOO_LARGE = Text(en="the file has {size} bytes, more than a solution can have ({limit}): not graded",
                  zh="文件有 {size} 字节，超过解答可能的大小（{limit}）：不予评分")
 NOT_TEXT = Text(en="not a Python text file (binary, or not UTF-8): not graded",
@@ -66,13 +73,14 @@ class Row:
     rank: int | None = None
 
 
-def _problem(path: Path, inside: Path | None) -> str | None:
-    """Why ``path`` cannot be graded (None: it can be)."""
-    if inside is not None and path.is_symlink():
-        try:
-            path.resolve(strict=True).relative_to(inside.resolve())
-        except (ValueError, OSError):
-            return say(LINK_OUTSIDE)
+def _problem(path: Path, inside: Path) -> str | None:
+    """Why ``path`` (given inside the folder ``inside``) cannot be graded (None: it can be)."""
+    try:
+        Path(os.path.realpath(path, strict=True)).relative_to(os.path.realpath(inside))
+    except ValueError:
+        return say(LINK_OUTSIDE, folder=inside)
+    if path.suffix != ".py":
+        return say(NOT_PYTHON)
     if not path.is_file():
         return say(NOT_A_FILE)
     size = path.stat().st_size
@@ -86,58 +94,102 @@ def _problem(path: Path, inside: Path | None) -> str | None:
     return say(NOT_TEXT) if b"\0" in data else None
 
 
-def _file(student: str, path: Path, inside: Path | None) -> Submission:
-    problem = say(NOT_PYTHON) if inside is not None and path.suffix != ".py" else _problem(path, inside)
+def _file(student: str, path: Path, inside: Path) -> Submission:
+    problem = _problem(path, inside)
     return Submission(student, None if problem else path, problem)
 
 
-def student_folder(exercise: Exercise, folder: Path, inside: Path | None = None) -> Submission:
+def _student_folder(exercise: Exercise, folder: Path, inside: Path | None = None) -> Submission:
     """One student's folder: ``<exercise>.py`` in it, else its only ``.py`` file."""
-    named = folder / f"{exercise.name}.py"
+    named, student = folder / f"{exercise.name}.py", Path(os.path.abspath(folder)).name
     if named.exists() or named.is_symlink():
-        return _file(folder.name, named, inside or folder)
-    if inside is not None and folder.is_symlink():
-        return Submission(folder.name, None, _problem(folder, inside))
+        return _file(student, named, inside or folder)
     files = sorted(p for p in folder.iterdir() if p.suffix == ".py" and not p.name.startswith("."))
     if not files:
-        return Submission(folder.name, None, say(NO_SOLUTION, file=named.name))
+        return Submission(student, None, say(NO_SOLUTION, file=named.name))
     if len(files) > 1:
-        return Submission(folder.name, None, say(SEVERAL_FILES, file=named.name))
-    return _file(folder.name, files[0], inside or folder)
+        return Submission(student, None, say(SEVERAL_FILES, file=named.name))
+    return _file(student, files[0], inside or folder)
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if not p.name.startswith((".", "__pycache__")))
+
+
+def _one_student(exercise: Exercise, folder: Path) -> bool:
+    """Whether ``folder`` is one student's: it holds ``<exercise>.py`` and no other ``.py`` file or folder (a
+    class folder with a stray ``<exercise>.py`` is still a class: nobody is dropped)."""
+    named = f"{exercise.name}.py"
+    entries = _entries(folder)
+    return named in {p.name for p in entries} and not any(
+        p.name != named and (p.suffix == ".py" or p.is_dir()) for p in entries)
+
+
+def _class_entry(exercise: Exercise, entry: Path, room: Path) -> Submission:
+    if entry.is_dir() and not entry.is_symlink():
+        return _student_folder(exercise, entry, room)
+    if entry.name == f"{exercise.name}.py":
+        return Submission(entry.name, None, say(STRAY_FILE, file=entry.name))
+    return _file(entry.stem if entry.suffix == ".py" else entry.name, entry, room)
+
+
+def _named(exercise: Exercise, path: Path) -> str:
+    """A file's student: its name, or its folder's when the file is named after the exercise."""
+    path = Path(os.path.abspath(path))
+    return path.parent.name if path.stem == exercise.name else path.stem
+
+
+def _guarded(student: str, find: Any) -> Submission:
+    """``find()``, or a submission with the reason it could not be looked at (a loop of links, an unreadable
+    folder): one student's trouble is that student's row."""
+    try:
+        return find()
+    except Exception as error:
+        return Submission(student, None, say(UNREADABLE, error=visible(str(error))))
+
+
+def one_submission(exercise: Exercise, path: Path) -> Submission:
+    """``path`` as one student's work: a file, or a folder (``_student_folder``), with the checks of a class."""
+    if path.is_dir():
+        return _guarded(Path(os.path.abspath(path)).name, lambda: _student_folder(exercise, path, None))
+    return _guarded(_named(exercise, path), lambda: _file(_named(exercise, path), path, path.absolute().parent))
 
 
 def collect(exercise: Exercise, paths: list[Path]) -> list[Submission]:
     """The submissions under ``paths``, in the order given, each class folder's students by name."""
     found: list[Submission] = []
     for path in paths:
-        if path.is_dir() and not (path / f"{exercise.name}.py").exists():
-            for entry in sorted(p for p in path.iterdir() if not p.name.startswith((".", "__pycache__"))):
-                if entry.is_dir() and not entry.is_symlink():
-                    found.append(student_folder(exercise, entry, path))
-                else:
-                    found.append(_file(entry.stem if entry.suffix == ".py" else entry.name, entry, path))
-        elif path.is_dir():
-            found.append(student_folder(exercise, path, None))
+        if path.is_dir() and not _one_student(exercise, path):
+            found += [_guarded(entry.name, lambda: _class_entry(exercise, entry, path)) for entry in _entries(path)]
         else:
-            found.append(_file(path.stem, path, None))
+            found.append(one_submission(exercise, path))
     return found
 
 
 def _one_line(text: str) -> str:
-    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
+    return visible(" / ".join(line.strip() for line in text.split("\n") if line.strip()))
+
+
+def printable(message: str) -> str:
+    """A verdict as the grader shows it: its first line (the grader's ``PASS``/``FAIL``/``ERROR`` prefix), every
+    later line indented, each made ``visible``: no line of it can pass for another verdict."""
+    first, *rest = message.split("\n")
+    return "\n".join([visible(first)] + [visible(line if line[:1] in ("", " ") else "  " + line) for line in rest])
 
 
 def grade_one(exercise: Exercise, submission: Submission, grade: Any) -> Row:
-    """``submission``'s row; ``grade(path)`` grades a file (whatever it raises is an ERROR row)."""
+    """``submission``'s row; ``grade(path)`` grades a file (whatever the grading raises is an ERROR row)."""
     if submission.path is None:
         return Row(submission.student, exercise.name, "ERROR", 0.0, 0.0, submission.problem or "")
     started = time.monotonic()
     try:
-        result = grade(submission.path)
+        return _row(exercise, submission, grade(submission.path), time.monotonic() - started)
     except Exception as error:  # the grader itself, not the student: one row, and the class goes on
         return Row(submission.student, exercise.name, "ERROR", 0.0, time.monotonic() - started,
-                   say(GRADER_FAILED, type=type(error).__name__, message=error))
-    seconds = time.monotonic() - started
+                   say(GRADER_FAILED, type=type(error).__name__, message=visible(str(error))))
+
+
+def _row(exercise: Exercise, submission: Submission, result: GradeResult, seconds: float) -> Row:
     reason = result.message.split(":", 1)[1].strip() if ":" in result.message else result.message
     reason = reason.split("\n\n")[0]  # the verdict's sentences, not a table after them
     row = Row(submission.student, exercise.name, "PASS" if result.passed else "FAIL",

@@ -80,9 +80,8 @@ def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
 def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None:
     """The verdict on a file the worker could not load (None: it loaded, every function is there)."""
     if "load_error" in loaded:
-        error = loaded["load_error"] if isinstance(loaded["load_error"], dict) else {}
-        return exercise.fail(say(NOT_LOADED, type=str(error.get("type", ""))[:80],
-                                 message=str(error.get("message", ""))[:500]))
+        error = loaded["load_error"]  # made visible by the worker's proxy (``remote.described``)
+        return exercise.fail(say(NOT_LOADED, type=error["type"], message=error["message"]))
     if "missing" in loaded:
         missing = [name for name in exercise.functions if name in loaded["missing"]] or list(exercise.functions)
         return exercise.fail(missing_sentence(missing))

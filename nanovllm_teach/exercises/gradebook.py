@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.classroom import Row
+from nanovllm_teach.exercises.classroom import Row, printable
 from nanovllm_teach.i18n import Text, resolve_lang, say
 
 COLUMNS = ("student", "exercise", "verdict", "score", "seconds", "reason")
@@ -116,7 +116,7 @@ def write_html(rows: list[Row], exercise: str, path: Path) -> None:
 
 def gradescope_results(row: Row, seconds: float) -> dict[str, Any]:
     """Gradescope's ``results.json`` for one submission: one test (the exercise), worth 1 point."""
-    output = row.result.message if row.result is not None else f"ERROR {row.exercise}: {row.reason}"
+    output = printable(row.result.message if row.result is not None else f"ERROR {row.exercise}: {row.reason}")
     if row.result is not None and row.result.output:
         output = row.result.output + "\n" + output
     status = "passed" if row.verdict == "PASS" else "failed"

@@ -10,6 +10,8 @@ Role: grading, the sandbox's walls. Emits no events.
 - no network, its own PID namespace (``--unshare-all``): when the worker's bubblewrap is killed, every
   process it started dies with it, a ``setsid`` grandchild included (``--die-with-parent``);
 - no capabilities, an unprivileged user id, a new session (no terminal to inject keystrokes into);
+- nothing of the grader's environment: bubblewrap itself starts with ``BWRAP_ENVIRONMENT`` only, the
+  learner's process with ``--clearenv`` and the three variables it needs;
 - the worker itself sets limits on address space, CPU seconds, file size, processes and open files
   (``LIMITS``) before the learner's file is loaded.
 
@@ -41,6 +43,9 @@ INSIDE_HOME = "/home/learner"
 INSIDE_SUBMISSION = "/submission"
 SANDBOX_UID = 65534  # nobody
 _TMPFS_BYTES = 16 << 20
+# What bubblewrap itself is started with. It is pid 1 inside, and its own /proc/1/environ is readable there:
+# ``--clearenv`` cleans only the learner's process, so the grader's environment (a teacher's token) stays out.
+BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 NOT_ISOLATED = Text(en="note: bubblewrap is not available here, so your code ran in a plain process, not isolated "
                        "from this machine",

@@ -6,9 +6,10 @@ the per-step and per-request tables (``trace.steps``, ``trace.requests``) or the
 grader computes the right answers from the same trace, so they hold on any machine and for any model:
 with ``ignore_eos`` the schedule depends only on the workload.
 
-A wrong answer gets a hint that says where in the trace to look, and whether the answer is too high or too
-low — never the answer itself. Questions, hints and verdicts are ``Text`` in both languages, said in the
-chosen one (``i18n.resolve_lang``); the verdict's ``PASS``/``FAIL trace_quiz:`` prefix stays in English.
+In a learner's self-check (``hints``) a wrong answer gets a hint that says where in the trace to look, and
+whether the answer is too high or too low — never the answer itself. In a class the verdict says only how many
+answers are right: hints there would let a blind binary search pass without reading the trace. Questions,
+hints and verdicts are ``Text`` in both languages, said in the chosen one (``i18n.resolve_lang``); the verdict's ``PASS``/``FAIL trace_quiz:`` prefix stays in English.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
+from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented,
+                                          visible)
 from nanovllm_teach.exercises.engine_grading import ENDED_WHILE_LOADING, LOADING_TOO_LONG, NOT_LOADED
 from nanovllm_teach.exercises.quiz_wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.exercises.references import reference_trace
@@ -138,18 +140,20 @@ class QuizExercise(Exercise):
     questions: tuple[Question, ...]
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
-              time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
+              time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None,
+              hints: bool = True) -> GradeResult:
         """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it,
         which runs in the sandboxed worker (``remote``) like every learner's function: the trace goes
         there as data (``quiz_wire``), the answers come back as data. ``isolate`` as for
-        ``EngineExercise.grade``."""
+        ``EngineExercise.grade``; ``hints``: say which answers are wrong and how (a self-check), or only how
+        many are right (a class)."""
         trace = quiz_trace(model)
         if isinstance(solution, dict):
             if "answer_quiz" not in solution:
                 return self.fail(say(NO_ANSWER_QUIZ))
             problem = borrowed_from_solutions(solution)
             if problem is None and not callable(solution["answer_quiz"]):
-                return self._mark(solution["answer_quiz"], trace)
+                return self._mark(solution["answer_quiz"], trace, hints)
         else:
             problem = imports_reference_solutions(Path(solution))
         if problem is not None:
@@ -157,17 +161,16 @@ class QuizExercise(Exercise):
         source = Path(solution) if not isinstance(solution, dict) else solution
         # No function is required to load: a file may hold the answers dict itself.
         with Worker(source, (), (), time_limit, isolate) as worker:
-            result = self._answered(worker, trace, time_limit)
+            result = self._answered(worker, trace, time_limit, hints)
             result.output = worker.close()
             result.isolated = worker.isolated
         return result
 
-    def _answered(self, worker: Worker, trace: Trace, time_limit: float) -> GradeResult:
+    def _answered(self, worker: Worker, trace: Trace, time_limit: float, hints: bool) -> GradeResult:
         loaded = worker.load()
         if "load_error" in loaded:
-            error = loaded["load_error"] if isinstance(loaded["load_error"], dict) else {}
-            return self.fail(say(NOT_LOADED, type=str(error.get("type", ""))[:80],
-                                 message=str(error.get("message", ""))[:500]))
+            error = loaded["load_error"]  # made visible by the worker's proxy (``remote.described``)
+            return self.fail(say(NOT_LOADED, type=error["type"], message=error["message"]))
         if "timeout" in loaded:
             return self.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
         if loaded.get("loaded") is not True:
@@ -186,15 +189,16 @@ class QuizExercise(Exercise):
         if not isinstance(answered, dict) or answered.get("absent") is True:
             return self.fail(say(NO_ANSWER_QUIZ))
         if "not_a_dict" in answered:
-            return self._mark(_Described(str(answered["not_a_dict"])), trace)
+            return self._mark(_Described(visible(str(answered["not_a_dict"]))), trace, hints)
         answers = answered.get("answers")
         if not isinstance(answers, dict):
             return self.fail(say(NO_ANSWERS, code=None))
-        return self._mark({key: (value if is_int(value) else _Described(str(value.get("not_int", "")),
-                                                                         str(value.get("repr", ""))))
-                           for key, value in answers.items() if is_int(value) or isinstance(value, dict)}, trace)
+        given = {visible(key): value if is_int(value) else _Described(visible(str(value.get("not_int", ""))),
+                                                                      visible(str(value.get("repr", ""))))
+                 for key, value in answers.items() if is_int(value) or isinstance(value, dict)}
+        return self._mark(given, trace, hints)
 
-    def _mark(self, given: Any, trace: Trace) -> GradeResult:
+    def _mark(self, given: Any, trace: Trace, hints: bool = True) -> GradeResult:
         if not isinstance(given, dict):
             name = given.type_name if isinstance(given, _Described) else type(given).__name__
             return self.fail(say(NOT_A_DICT, name=name))
@@ -216,7 +220,7 @@ class QuizExercise(Exercise):
         if wrong or unknown:
             right_count = len(self.questions) - len(wrong)
             summary = say(SOME_RIGHT, right=right_count, total=len(self.questions))
-            return self.fail(summary + "\n" + "\n".join(wrong + unknown))
+            return self.fail(summary + "\n" + "\n".join(wrong + unknown) if hints else summary)
         # The PASS prefix stays in English in every language: graders parse it.
         return GradeResult(self.name, True, f"PASS {self.name}: " + say(ALL_RIGHT, total=len(self.questions)))
 

@@ -8,8 +8,10 @@ from a notebook run in a forked process (they exist only in this process's memor
 whether the file loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
 learner's: each sends its arguments (``msgspec``: plain data, never a live engine object) and returns what
 came back, or raises ``RemoteFailure`` with what the learner's function raised, a time-out, or the worker's
-end. ``close()`` kills the worker and everything it started, and returns what it printed, quoted
-(``quoted``) so that it can never pass for a verdict.
+end. Every word of the learner's that comes back (what it raised, its line of code, what it printed) is
+made ``visible`` (no line break, no carriage return, no escape code) before any sentence holds it, so that
+none can start a line of the grader's output. ``close()`` kills the worker and everything it started, and
+returns what it printed, quoted (``quoted``) so that it can never pass for a verdict.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Callable
 import msgspec
 
 from nanovllm_teach.exercises import isolation
+from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.sandbox import FORKING
 from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_frame
 
@@ -51,15 +54,26 @@ class RemoteFailure(Exception):
 
 
 def quoted(output: bytes) -> str:
-    """What the learner's code printed, safe to show: control characters (escape codes, carriage returns)
-    removed, bounded, every line behind a quote mark (no line can read as "PASS ...")."""
+    """What the learner's code printed, safe to show: bounded, every line behind a quote mark (no line can
+    read as "PASS ..."), control characters (escape codes, carriage returns) made ``visible``."""
     text = output.decode("utf-8", errors="replace")
-    text = "".join(c for c in text if c in "\n\t" or (c.isprintable() and c not in "\x7f"))
-    lines = text[:OUTPUT_CHARS].splitlines()
-    shown = lines[:OUTPUT_LINES]
+    lines = text[:OUTPUT_CHARS].split("\n")
+    shown = [visible(line) for line in lines[:OUTPUT_LINES]]
     if len(lines) > OUTPUT_LINES or len(text) > OUTPUT_CHARS:
         shown.append("...")
     return "\n".join(QUOTE + line for line in shown)
+
+
+def described(error: Any) -> dict[str, Any]:
+    """What the worker says the learner's code raised (``worker.describe_error``), checked and made
+    ``visible``: ``type``, ``message`` (bounded), ``at`` (file, line, code) or None, ``not_implemented``."""
+    error = error if isinstance(error, dict) else {}
+    at = error.get("at")
+    return {"type": visible(str(error.get("type", "Exception"))[:80]),
+            "message": visible(str(error.get("message", ""))[:500]),
+            "not_implemented": error.get("not_implemented") is True,
+            "at": [visible(str(at[0])), int(at[1]), visible(str(at[2]))] if isinstance(at, list) and len(at) == 3
+            and isinstance(at[1], int) else None}
 
 
 def _read_frame(fd: int, deadline: float) -> Any:
@@ -110,7 +124,8 @@ class Worker:
                                                    self.tag, self.isolated)
                 self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._output,
                                                  stderr=subprocess.STDOUT, pass_fds=(calls_r, answers_w),
-                                                 start_new_session=True)
+                                                 start_new_session=True,
+                                                 env=isolation.BWRAP_ENVIRONMENT if self.isolated else None)
             else:
                 ctx = multiprocessing.get_context("fork")
                 self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
@@ -136,6 +151,8 @@ class Worker:
             return {"timeout": self.time_limit}
         except FrameError:
             return {"ended": self._exitcode()}
+        if isinstance(answer, dict) and "load_error" in answer:
+            return {"load_error": described(answer["load_error"])}
         return answer if isinstance(answer, dict) else {"ended": None}
 
     def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...], adapter: str | None = None) -> Any:
@@ -158,13 +175,7 @@ class Worker:
 
     @staticmethod
     def _raise(function: str, error: dict[str, Any]) -> Any:
-        at = error.get("at")
-        description = {"function": function, "type": str(error.get("type", "Exception"))[:80],
-                       "message": str(error.get("message", ""))[:500], "refused": False,
-                       "not_implemented": error.get("not_implemented") is True,
-                       "at": [str(at[0]), int(at[1]), str(at[2])] if isinstance(at, list) and len(at) == 3
-                       and isinstance(at[1], int) else None}
-        raise RemoteFailure(description)
+        raise RemoteFailure({"function": function, "refused": False, **described(error)})
 
     def _exitcode(self) -> int | None:
         process = self._process or self._forked
