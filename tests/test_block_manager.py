@@ -427,7 +427,7 @@ def engine_step(scheduler: Scheduler, teaching: Teaching) -> list[Decision]:
     """One step as ``LLMEngine._run_step`` takes it, every sampled token 5; returns the step's decisions."""
     batch, scheduled = scheduler.schedule()
     teaching.scheduled(batch, scheduled, scheduler, 0)
-    seqs = {entry.seq_id: scheduler.accepted[entry.seq_id] for entry in batch.seqs}
+    seqs = [scheduler.accepted[entry.seq_id] for entry in batch.seqs]
     finishes = scheduler.postprocess(batch, [5] * len(batch.seqs))
     teaching.postprocessed(finishes, seqs)
     return scheduled + finishes

@@ -114,7 +114,7 @@ def _drive(teaching: Teaching) -> tuple[int, bool, int]:
         if steps == 5:  # a decode that preempts: undoing it gives blocks back
             teaching.rolled_back(transaction.rollback(scheduler, checkpoint))  # as if the step had raised
             checkpoint, batch = schedule()
-        seqs = {entry.seq_id: scheduler.accepted[entry.seq_id] for entry in batch.seqs}
+        seqs = [scheduler.accepted[entry.seq_id] for entry in batch.seqs]
         teaching.postprocessed(scheduler.postprocess(batch, [5] * len(batch.seqs)), seqs)
         kinds |= 1 << batch.is_prefill
         steps += 1

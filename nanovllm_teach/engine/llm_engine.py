@@ -148,7 +148,7 @@ class LLMEngine:
             for seq in sampled:
                 if not seq.is_finished and should_stop(seq, self.tokenizer):
                     finishes += self.scheduler.finish(seq, "stop")
-        self.teaching.postprocessed(finishes, {seq.seq_id: seq for seq in seqs})
+        self.teaching.postprocessed(finishes, seqs)
         now = self.clock.now_s()
         finished = [seq for seq in seqs if seq.is_finished]
         num_tokens = sum(len(seq) for seq in seqs) if batch.is_prefill else -len(seqs)
@@ -189,11 +189,13 @@ class LLMEngine:
 
     @contextmanager
     def generating(self, num_requests: int) -> Iterator[None]:
-        """GENERATE_START, then GENERATE_FINISH with the steps run inside, around a run of requests."""
+        """GENERATE_START, then GENERATE_FINISH with the steps run inside, around a run of requests (whose
+        trace lines may reach a file a little after their step: all are there when the run ends)."""
         if self.rec.enabled:
             self.rec.record("ingress", "batch_enters_engine", GenerateStart(n_prompts=num_requests))
         before = self.num_steps, self.num_prefill_steps, self.num_decode_steps
-        yield
+        with self.rec.flushing_deferred():
+            yield
         if self.rec.enabled:
             self.rec.record("egress", "queues_empty", GenerateFinish(
                 total_steps=self.num_steps - before[0], prefill_steps=self.num_prefill_steps - before[1],

@@ -125,12 +125,12 @@ class Teaching:
         report = ran.report
         if report is None:  # a runner that was not asked (the engine was not recording when it ran)
             return
-        seqs = batch.seqs
+        seqs, num_tokens = batch.seqs, batch.num_batched_tokens
         if not report.inputs:
             pass  # a runner with no tensors (the simulator) prepares none
         elif batch.is_prefill:
             self.rec.record("prefill", "flatten_prompts", PreparePrefillTensors(
-                n_seqs=len(seqs), flat_tokens=batch.num_batched_tokens,
+                n_seqs=len(seqs), flat_tokens=num_tokens,
                 has_block_tables=report.inputs.get("block_tables") is not None, **report.inputs))
         else:
             self.rec.record("decode", "one_token_per_sequence", PrepareDecodeTensors(
@@ -139,11 +139,11 @@ class Teaching:
         predicted = forward.predicted or {}
         if forward.mode == "graph":
             self.rec.record(phase, "replay_decode_graph", CudagraphReplay(
-                mode="graph", batch_size=forward.batch_size, num_tokens=batch.num_batched_tokens,
+                mode="graph", batch_size=forward.batch_size, num_tokens=num_tokens,
                 graph_batch_size=forward.graph_batch_size, **predicted))
         else:
             self.rec.record(phase, f"{forward.mode}_forward", RunModel(
-                mode=forward.mode, batch_size=forward.batch_size, num_tokens=batch.num_batched_tokens,
+                mode=forward.mode, batch_size=forward.batch_size, num_tokens=num_tokens,
                 graph_batch_size=None, eager_reason=forward.eager_reason, **predicted))
         filters = {} if report.num_kept is None else dict(
             top_k=[s.top_k for s in seqs], top_p=[s.top_p for s in seqs], min_p=[s.min_p for s in seqs],
@@ -165,14 +165,15 @@ class Teaching:
             free_blocks=bm.num_free_blocks, waiting_len=len(scheduler.waiting), running_len=len(scheduler.running),
             **runner_stats))
 
-    def postprocessed(self, decisions: list[Decision], seqs: Mapping[int, Sequence]) -> None:
+    def postprocessed(self, decisions: list[Decision], seqs: list[Sequence]) -> None:
         """The finishes ``postprocess()`` decided, each followed by the blocks it gave back; ``seqs``: the
-        step's sequences by ``seq_id``."""
-        if not self.rec.enabled:
+        step's sequences."""
+        if not self.rec.enabled or not decisions:
             return
+        by_id = {seq.seq_id: seq for seq in seqs}
         for decision in decisions:
             if isinstance(decision, Finished):
-                self._transition(seqs[decision.seq_id], "RUNNING", "FINISHED", "postprocess",
+                self._transition(by_id[decision.seq_id], "RUNNING", "FINISHED", "postprocess",
                                  f"finished_{decision.reason}", token_id=decision.token_id,
                                  finish_reason=decision.reason)
             elif isinstance(decision, Freed):
