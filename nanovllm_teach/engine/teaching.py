@@ -168,7 +168,7 @@ class Teaching:
     def postprocessed(self, decisions: list[Decision], seqs: list[Sequence]) -> None:
         """The finishes ``postprocess()`` decided, each followed by the blocks it gave back; ``seqs``: the
         step's sequences."""
-        if not self.rec.enabled or not decisions:
+        if not self.rec.enabled:
             return
         by_id = {seq.seq_id: seq for seq in seqs}
         for decision in decisions:
