@@ -123,7 +123,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nanovllm_teach.trace.docs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nanovllm_teach.trace.docs", description=__doc__.split("\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is not what the types say")
     parser.add_argument("--out", type=Path, default=DOC_PATH, help=f"the file (default: {DOC_PATH})")
     args = parser.parse_args(argv)
