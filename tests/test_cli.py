@@ -136,3 +136,12 @@ def test_the_package_s_other_commands_refuse_an_abbreviated_option(module, capsy
     with pytest.raises(SystemExit) as exit_info:
         importlib.import_module(module).main(["--chec"])
     assert exit_info.value.code == 2 and "unrecognized arguments: --chec" in capsys.readouterr().err
+
+
+def test_record_writes_under_out_and_leaves_the_shipped_traces_alone(tmp_path, monkeypatch, capsys):
+    """Without --out-dir a recording goes to out/; only --out-dir traces regenerates a shipped trace."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", "walkthrough"]) == 0
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["out", "out/walkthrough.jsonl"]
+    assert load_trace(tmp_path / "out" / "walkthrough.jsonl").header["scenario"] == "walkthrough"
+    assert f"-> {Path('out') / 'walkthrough.jsonl'}" in capsys.readouterr().out

@@ -63,7 +63,7 @@ A trace is a JSON Lines file (UTF-8, one JSON object per line). `TraceRecorder` 
 ## Line 1: the header
 
 An object with `"schema": "{SCHEMA_NAME}"` and `"version": {SCHEMA_VERSION}` (this reader also reads
-versions {_VERSIONS}; `nanovllm-teach record --all` re-records the shipped traces in
+versions {_VERSIONS}; `nanovllm-teach record --all --out-dir traces` re-records the shipped traces in
 the current version), then what the run was: `config` (every setting as the engine ran with it:
 since version 3, `"auto"` and unset values are resolved, e.g. the device, dtype, attention backend and
 token budget chosen for the machine), `requested` (version 3: the settings that were resolved, as they
