@@ -115,3 +115,33 @@ def test_help_shows_no_markup(capsys):
         text = capsys.readouterr().out
         assert "``" not in text and text.startswith("usage: nanovllm-teach")
     assert "``" not in build_parser().description
+
+
+@pytest.mark.parametrize("argv", [["replay", str(SMALL_TRACE), "--htm", "x.html"], ["demo", "--max-tok", "8"],
+                                  ["record", "walkthrough", "--out", "x"]])
+def test_an_abbreviated_option_is_refused(tmp_path, capsys, monkeypatch, argv):
+    """``--htm`` is not taken for ``--html``: a typo is told, never guessed (exit 2, one line, nothing written)."""
+    monkeypatch.chdir(tmp_path)
+    assert _run(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("nanovllm-teach: error: unrecognized arguments: ") and err.count("\n") == 1, err
+    assert out == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module", ["nanovllm_teach.trace.docs", "nanovllm_teach.i18n.notebooks"])
+def test_the_package_s_other_commands_refuse_an_abbreviated_option(module, capsys):
+    """``python -m ...`` commands of the package: ``--chec`` is not taken for ``--check``."""
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module).main(["--chec"])
+    assert exit_info.value.code == 2 and "unrecognized arguments: --chec" in capsys.readouterr().err
+
+
+def test_record_writes_under_out_and_leaves_the_shipped_traces_alone(tmp_path, monkeypatch, capsys):
+    """Without --out-dir a recording goes to out/; only --out-dir traces regenerates a shipped trace."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", "walkthrough"]) == 0
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["out", "out/walkthrough.jsonl"]
+    assert load_trace(tmp_path / "out" / "walkthrough.jsonl").header["scenario"] == "walkthrough"
+    assert f"-> {Path('out') / 'walkthrough.jsonl'}" in capsys.readouterr().out

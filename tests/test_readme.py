@@ -37,15 +37,41 @@ def test_python_examples_run(index, capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("index", range(len(_examples("shell"))))
 def test_shell_examples_run(index, tmp_path):
-    """The README's shell examples, run as written, with ``nanovllm-teach`` meaning this checkout's CLI."""
-    shim = tmp_path / "bin" / "nanovllm-teach"
-    shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m nanovllm_teach.cli "$@"\n')
-    shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _examples("shell")[index]], cwd=tmp_path, env=env,
+    """The README's shell examples, run as written, with ``nanovllm-teach`` meaning this checkout's CLI and
+    ``python`` this interpreter (the README's venv's); a stream shows more than one piece of text."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    for name, command in (("nanovllm-teach", f"{sys.executable} -m nanovllm_teach.cli"), ("python", sys.executable)):
+        (bin_folder / name).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        (bin_folder / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
+    example = _examples("shell")[index]
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", example], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    if '"stream": true' in example:
+        assert len(_streamed_pieces(done.stdout)) > 1, done.stdout[-2000:]
+
+
+def _streamed_pieces(output: str) -> list[str]:
+    """The non-empty pieces of text that Server-Sent Events in ``output`` carried (completions or chat)."""
+    import json
+
+    pieces = []
+    for data in re.findall(r"data: (\{.*\})$", output, flags=re.M):
+        for choice in json.loads(data).get("choices", []):
+            piece = choice.get("text") or (choice.get("delta") or {}).get("content")
+            if piece:
+                pieces.append(piece)
+    return pieces
+
+
+def test_a_stream_that_ends_at_once_shows_no_pieces():
+    """What the README's stream used to show: one chunk with empty text, then the end."""
+    ended = 'data: {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}\n\ndata: [DONE]\n'
+    assert _streamed_pieces(ended) == []
+    counting = "".join(f'data: {{"choices": [{{"index": 0, "delta": {{"content": "{n}, "}}}}]}}\n\n' for n in (1, 2))
+    assert _streamed_pieces('{"id": "x"}' + counting) == ["1, ", "2, "]
 
 
 def test_ci_runs_the_readme_test_command():

@@ -71,7 +71,7 @@ def test_shipped_trace_regenerates(tmp_path, name):
 def test_every_scenario_has_a_shipped_trace_under_5mb():
     for name in SCENARIOS:
         path = TRACES / f"{name}.jsonl"
-        assert path.is_file(), f"traces/{name}.jsonl is missing: run `nanovllm-teach record {name}`"
+        assert path.is_file(), f"traces/{name}.jsonl is missing: run `nanovllm-teach record {name} --out-dir traces`"
         assert path.stat().st_size < 5e6
 
 

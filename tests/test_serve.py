@@ -447,3 +447,29 @@ def test_a_stream_never_sends_what_a_stop_string_later_cuts():
             assert sent + piece == final
             return
     check()
+
+
+def test_serve_refuses_a_port_another_server_holds_before_loading(capsys):
+    """A taken port is one line and exit status 2 at once, not a model loaded and then uvicorn's error."""
+    import socket
+    import time
+
+    from nanovllm_teach.cli import main
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        start = time.monotonic()
+        assert main(["serve", "--port", str(port)]) == 2
+        assert time.monotonic() - start < 5
+    err = capsys.readouterr().err
+    assert err.startswith(f"nanovllm-teach: error: --port {port}: 127.0.0.1:{port} cannot be listened on")
+    assert err.count("\n") == 1
+
+
+def test_serve_trace_alone_records_under_out():
+    from nanovllm_teach.cli import build_parser
+    from nanovllm_teach.cli.serve import DEFAULT_TRACE
+    assert build_parser().parse_args(["serve", "--trace"]).trace == DEFAULT_TRACE == "out/serve_trace.jsonl"
+    assert build_parser().parse_args(["serve", "--trace", "run.jsonl"]).trace == "run.jsonl"
+    assert build_parser().parse_args(["serve"]).trace is None

@@ -255,3 +255,29 @@ def test_run_account_tells_the_decisions_in_a_few_lines():
     # Decode steps over one batch are one line, so a whole run fits on a screen.
     for path in sorted(traces.glob("*.jsonl")):
         assert len(format_run_account(load_trace(path))) <= 40, path.name
+
+
+@pytest.mark.parametrize("lang, median, spikes", [("en", "median 1.0 ms/step", ", 2 spikes up to 20.0 ms"),
+                                                   ("zh", "中位数 1.0 ms/步", "，2 个尖峰步，最高 20.0 ms")])
+def test_run_account_gives_the_median_step_and_the_spikes_apart(tmp_path, lang, median, spikes):
+    """Decode steps of 1 ms with two pauses of 18 and 20 ms: the line says 1.0 ms (a mean would say 2.5 ms in the
+    first stretch) and the two spikes beside it; a stretch without spikes says none."""
+    import json
+    from pathlib import Path
+
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.trace.console import format_run_account
+
+    lines = (Path(__file__).resolve().parent.parent / "traces" / "walkthrough.jsonl").read_text().splitlines()
+    decode = 0
+    for i, line in enumerate(lines):
+        event = json.loads(line)
+        if event.get("event") == "STEP_DONE" and event["phase"] == "decode":
+            decode += 1
+            event["stats"]["latency_ms"] = {3: 18.0, 5: 20.0}.get(decode, 1.0)
+            lines[i] = json.dumps(event)
+    path = tmp_path / "paused.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    stretches = [line for line in format_run_account(load_trace(path), lang=lang) if "->" not in line][2:-1]
+    first, second = (line for line in stretches if median in line)
+    assert first.endswith(median + spikes) and second.endswith(median), stretches

@@ -133,3 +133,36 @@ def test_missing_arguments_are_usage_errors(argv):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
+
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+@pytest.mark.parametrize("lang, says", [("en", "ran different workloads (2 requests against 8)"),
+                                        ("zh", "运行的是不同的工作负载（2 个请求对 8 个请求）")])
+def test_compare_warns_when_the_two_traces_ran_different_workloads(capsys, lang, says):
+    """One line on stderr, in the learner's language; the comparison is still shown."""
+    a, b = TRACES / "walkthrough.jsonl", TRACES / "preemption.jsonl"
+    assert main(["compare", str(a), str(b), "--lang", lang]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and says in err and str(a) in err and str(b) in err, err
+    assert out.strip()
+
+
+def test_compare_warns_on_one_request_asked_otherwise(tmp_path, capsys):
+    lines = SMALL_TRACE.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if '"REQUEST_ENQUEUE"' in line)
+    event = json.loads(lines[first])
+    event["stats"]["max_tokens"] += 1
+    lines[first] = json.dumps(event)
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(lines) + "\n")
+    assert main(["compare", str(SMALL_TRACE), str(other)]) == 0
+    err = capsys.readouterr().err
+    assert f"seq {event['stats']['seq_id']}: " in err and "max_tokens" in err, err
+
+
+def test_compare_is_quiet_on_the_same_requests_under_two_policies(capsys):
+    """The same arrivals under static and continuous batching: two workload names, one set of requests."""
+    assert main(["compare", str(TRACES / "static_arrivals.jsonl"), str(TRACES / "continuous_arrivals.jsonl")]) == 0
+    assert capsys.readouterr().err == ""

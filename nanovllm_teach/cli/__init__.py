@@ -1,7 +1,7 @@
 """Command line: the nanovllm-teach command, one module per command or small group of commands.
 
 - ``demo``, ``record`` (``record.py``): run the shipped model on the walkthrough's prompts and say what the
-  engine did; regenerate the shipped traces in ``traces/``.
+  engine did; record the scenarios of the shipped traces (into ``out/``; ``--out-dir traces`` regenerates them).
 - ``replay``, ``compare``, ``diff`` (``traces.py``): a recorded trace as tables, pictures, a replay page or a
   report; two traces side by side; the first event where they disagree (exit 1 if any).
 - ``exercises``, ``hint`` (``exercises.py``): the classroom exercises and their hints; ``grade EXERCISE

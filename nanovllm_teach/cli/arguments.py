@@ -3,9 +3,9 @@
 A mistake in what was asked (a missing or damaged file, a folder where a file belongs, an output that
 cannot be written, a bad value) raises ``UsageError`` (or ``ValueError`` from whoever refused the value);
 ``report_mistake`` turns it into one line, ``nanovllm-teach: error: ...``, and exit status 2, and
-``CommandParser`` does the same for argparse's own messages. Outputs are checked before any work starts:
-``writable_file`` and ``writable_folder`` create what they check and remove it again. A picture's format
-follows its suffix (``PICTURE_FORMATS``, ``save_picture``).
+``CommandParser`` does the same for argparse's own messages (and takes no abbreviated option). Outputs
+are checked before any work starts: ``writable_file`` and ``writable_folder`` create what they check and
+remove it again. A picture's format follows its suffix (``PICTURE_FORMATS``, ``save_picture``).
 
 The texts a learner reads are ``Text`` constants in both languages; the ``type=`` parsers' messages are
 argparse's, which stay English like the rest of ``--help``.
@@ -43,7 +43,14 @@ class UsageError(Exception):
 
 
 class CommandParser(argparse.ArgumentParser):
-    """Usage mistakes as one line, like every other mistake."""
+    """Usage mistakes as one line, like every other mistake; options only by their whole name (``--htm`` is
+    refused, not read as ``--html``). Every command's parser is one: ``add_subparsers`` makes its parsers of
+    the parent's class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # An abbreviation that happens to match today may name another option tomorrow, and a typo should
+        # be told, not guessed.
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(USAGE_EXIT_STATUS, f"{PROG}: error: {message} {say(SEE_HELP, prog=self.prog)}\n")

@@ -3,7 +3,8 @@
 - ``demo``: the shipped model answers the walkthrough's two prompts on this machine: the two answers, then
   a short account of what the engine did (``--log`` streams the full TEACHING log instead, as it happens),
   and where the trace (JSONL) and the timeline picture were written.
-- ``record SCENARIO``: regenerate one of the shipped traces in ``traces/`` (``--all`` for every one).
+- ``record SCENARIO``: record one of the shipped traces' scenarios (``--all`` for every one) into ``out/``;
+  ``--out-dir traces`` regenerates the shipped traces themselves (only when asked: they are the course's).
 
 Nothing here imports torch until the engine is built: a mistake in the arguments is reported first.
 """
@@ -51,10 +52,12 @@ def add_record_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``record`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
     from nanovllm_teach.scenarios import SCENARIOS  # plain data: no torch
 
-    rec = subparsers.add_parser("record", help="record a scenario's trace (the shipped traces in traces/)")
+    rec = subparsers.add_parser("record", help="record a scenario's trace (--out-dir traces: regenerate the "
+                                               "shipped ones)")
     rec.add_argument("scenario", nargs="?", default=None, help=f"one of: {', '.join(SCENARIOS)}")
     rec.add_argument("--all", action="store_true", help="record every scenario")
-    rec.add_argument("--out-dir", default="traces", help="folder for the SCENARIO.jsonl files (default: traces)")
+    rec.add_argument("--out-dir", default="out", help="folder for the SCENARIO.jsonl files (default: out; traces "
+                                                      "overwrites the shipped traces)")
     rec.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
     rec.set_defaults(func=_record)
     return rec

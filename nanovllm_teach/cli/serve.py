@@ -1,12 +1,15 @@
 """Command line: ``serve``, the engine behind an OpenAI-compatible HTTP API.
 
     nanovllm-teach serve                       # the shipped model on http://127.0.0.1:8000
+    nanovllm-teach serve --trace               # ... recording the run to out/serve_trace.jsonl
     nanovllm-teach serve MODEL_FOLDER --port 8001 --trace run.jsonl
 
-It builds ``LLM(model, trace=...)`` with the engine settings given, the app (``serve/app.py``) around it and
-runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then complete and replays like any other.
-``/live`` shows the run as it happens (``serve/live.py``). A mistake raises ValueError (one line, exit
-status 2, from ``cli.main``).
+It checks that the port is free, builds ``LLM(model, trace=...)`` with the engine settings given, the app
+(``serve/app.py``) around it and runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then
+complete and replays like any other. ``/live`` shows the run as it happens (``serve/live.py``). A mistake
+raises ValueError or UsageError (one line, exit status 2, from ``cli.main``), a port another program holds
+among them: refused before the model loads, so that a client never waits on, or talks to, a server that is
+not this one.
 
 Nothing here imports torch, FastAPI or uvicorn until the server is built.
 """
@@ -14,10 +17,17 @@ Nothing here imports torch, FastAPI or uvicorn until the server is built.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import socket
 from typing import Any
 
+from nanovllm_teach.cli.arguments import UsageError, writable_file
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING
+
+DEFAULT_TRACE = "out/serve_trace.jsonl"  # where a bare --trace records: out/, which git ignores
+PORT_TAKEN = Text(en="--port {port}: {host}:{port} cannot be listened on ({why}); another server may hold it: "
+                     "choose another port",
+                  zh="--port {port}：无法在 {host}:{port} 上监听（{why}）；可能有别的服务器占用了它：请换一个端口")
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,7 +37,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     srv.add_argument("--port", type=int, default=8000)
     srv.add_argument("--served-model-name", default=None, help="the name clients ask for (default: the folder's)")
-    srv.add_argument("--trace", default=None, help="record the live run to this JSONL file")
+    srv.add_argument("--trace", nargs="?", const=DEFAULT_TRACE, default=None, metavar="FILE",
+                     help=f"record the live run to this JSONL file (--trace alone: {DEFAULT_TRACE})")
     srv.add_argument("--no-live", action="store_true", help="do not serve the live page at /live")
     srv.add_argument("--max-waiting", type=int, default=MAX_WAITING,
                      help=f"requests beyond the running batch before 503 (default: {MAX_WAITING})")
@@ -51,10 +62,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as error:
         raise ValueError(f"nanovllm-teach serve needs the serve extra ({error.name} is missing): "
                          "pip install -e '.[serve]'") from None
-    if args.trace and Path(args.trace).is_dir():
-        raise ValueError(f"--trace {args.trace} is a folder: give the trace's file name (e.g. run.jsonl)")
+    if args.trace:
+        writable_file(args.trace, "--trace")
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be between 1 and 65535, got {args.port}")
+    _check_port_is_free(args.host, args.port)
     settings = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                     max_num_batched_tokens=args.max_num_batched_tokens, num_kvcache_blocks=args.num_kvcache_blocks,
                     kvcache_block_size=args.block_size, enable_prefix_caching=not args.no_prefix_caching)
@@ -66,3 +78,15 @@ def _serve(args: argparse.Namespace) -> int:
     if args.trace:
         print(f"trace: {args.trace} (nanovllm-teach replay {args.trace})")
     return 0
+
+
+def _check_port_is_free(host: str, port: int) -> None:
+    """Bind ``host:port`` as uvicorn will, and let it go: a ``UsageError`` if another program holds it."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: a port left in TIME_WAIT by a server just stopped counts as free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:
+        raise UsageError(say(PORT_TAKEN, host=host, port=port, why=error.strerror or error)) from None

@@ -3,7 +3,8 @@
 - ``replay TRACE``: a recorded trace without Jupyter: ``--out`` a picture (timelines + request Gantt chart),
   ``--html`` a self-contained replay page (a step slider over the timelines, Gantt chart, KV blocks and
   TEACHING lines; any browser, no Python), ``--report`` a static report, ``--text`` the step and request tables.
-- ``compare A B``: two traces of one workload side by side (``--out`` a picture) and their summary table.
+- ``compare A B``: two traces of one workload side by side (``--out`` a picture) and their summary table,
+  with a one-line warning when the two ran different requests (their numbers would not compare one workload).
 - ``diff A B``: the first event where two traces of one workload disagree, in plain words (exit 1 if any).
 
 A trace that cannot be read, or that no engine could have written, is a usage mistake (``--lenient`` shows
@@ -53,6 +54,13 @@ IDENTICAL = Text(en="identical: {n} events agree (timing and machine fields asid
 DIFF_EVENT = Text(en="  {label} event #{i}: {line}", zh="  {label} 的第 #{i} 个事件：{line}")
 FIRST_DECISION = Text(en="and the first decision where the runs part ways: {message}",
                       zh="两次运行第一个不同的决策：{message}")
+DIFFERENT_WORKLOADS = Text(en="warning: {a} and {b} ran different workloads ({why}); compare is meant for two runs "
+                                "of the same requests",
+                             zh="警告：{a} 和 {b} 运行的是不同的工作负载（{why}）；compare 用来比较同一批请求的两次运行")
+REQUEST_COUNTS = Text(en="{a} requests against {b}", zh="{a} 个请求对 {b} 个请求")
+REQUEST_DIFFERS = Text(en="seq {seq_id}: {a} against {b}", zh="序列 {seq_id}：一边是{a}，另一边是{b}")
+REQUEST_ASKED = Text(en="{prompt_len} prompt tokens, max_tokens {max_tokens}, temperature {temperature:g}",
+                     zh="prompt 有 {prompt_len} 个 token，max_tokens {max_tokens}，temperature {temperature:g}")
 SAME_DECISIONS = Text(en="yet the runs made the same {n} decisions (who ran each step, which blocks, preemptions)",
                       zh="但两次运行做出的 {n} 个决策完全相同（每步谁运行、用哪些块、抢占）")
 
@@ -190,11 +198,28 @@ def _compare(args: argparse.Namespace) -> int:
 
     from nanovllm_teach.viz.compare import compare
 
+    difference = _workload_difference(*traces)
+    if difference:
+        print(say(DIFFERENT_WORKLOADS, a=args.a, b=args.b, why=difference), file=sys.stderr)
     comparison = compare(traces[0], traces[1])
     print(comparison.table())
     if picture:
         print(say(WROTE["picture"], path=save_picture(comparison.figure, picture, dpi=90)))
     return 0
+
+
+def _workload_difference(a: Any, b: Any) -> str | None:
+    """How the requests of two traces differ (their number, or the first one asked otherwise), or None.
+
+    The requests, not the header's workload name: the same arrivals under static and continuous batching are
+    recorded under two names, and that is what ``compare`` is for."""
+    if len(a.requests) != len(b.requests):
+        return say(REQUEST_COUNTS, a=len(a.requests), b=len(b.requests))
+    for x, y in zip(sorted(a.requests, key=lambda r: r.seq_id), sorted(b.requests, key=lambda r: r.seq_id)):
+        asked = [dict(prompt_len=r.prompt_len, max_tokens=r.max_tokens, temperature=r.temperature) for r in (x, y)]
+        if x.seq_id != y.seq_id or asked[0] != asked[1]:
+            return say(REQUEST_DIFFERS, seq_id=x.seq_id, a=say(REQUEST_ASKED, **asked[0]), b=say(REQUEST_ASKED, **asked[1]))
+    return None
 
 
 def _diff(args: argparse.Namespace) -> int:

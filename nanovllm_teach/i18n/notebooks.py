@@ -167,7 +167,8 @@ def write_all(root: Path = ROOT, names: list[str] | None = None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="build the English and Chinese notebooks from notebooks/src/")
+    parser = argparse.ArgumentParser(description="build the English and Chinese notebooks from notebooks/src/",
+                                     allow_abbrev=False)
     parser.add_argument("--check", action="store_true", help="only say what is stale or untranslated (exit 1)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the notebooks folder (default: %(default)s)")
     parser.add_argument("names", nargs="*", help="only the sources whose name starts so (e.g. 05)")

@@ -61,7 +61,7 @@ def seed_everything(seed: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> EvalReport:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--out", type=Path, required=True, help="checkpoint directory to write")
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps (shorter for trials)")
     parser.add_argument("--seed", type=int, default=TrainConfig.seed)

@@ -27,6 +27,7 @@ character takes two columns).
 from __future__ import annotations
 
 import sys
+import statistics
 import unicodedata
 from typing import IO, TYPE_CHECKING, Any, Iterable
 
@@ -223,8 +224,15 @@ STEPS = Text(en="steps {first}-{last}", zh="第 {first}-{last} 步")
 PROMPT_TOKENS = Text(en="{n} prompt tokens", zh="{n} 个 prompt token")
 TOKENS_PER_STEP = {1: Text(en="1 token per step", zh="每步 1 个 token"),
                    2: Text(en="{n} tokens per step", zh="每步 {n} 个 token")}
-STRETCH = Text(en="batch {batch} {what} KV {kv} {blocks} held  {ms:.1f} ms/step",
-               zh="batch {batch} {what} 占用 KV {kv} {blocks}  {ms:.1f} ms/步")
+STRETCH = Text(en="batch {batch} {what} KV {kv} {blocks} held  {time}",
+               zh="batch {batch} {what} 占用 KV {kv} {blocks}  {time}")
+MEDIAN_STEP = Text(en="median {ms:.1f} ms/step{spikes}", zh="中位数 {ms:.1f} ms/步{spikes}")
+# A step over SPIKE_FACTOR times its stretch's median is the machine pausing the engine (another process on
+# the cores, the allocator, the garbage collector), not the work of that batch: told apart, so that a few
+# 20 ms pauses do not pass for the cost of 0.3 ms steps, as they would in a mean.
+SPIKE_FACTOR = 3
+SPIKES = {1: Text(en=", 1 spike of {high:.1f} ms", zh="，1 个尖峰步 {high:.1f} ms"),
+          2: Text(en=", {n} spikes up to {high:.1f} ms", zh="，{n} 个尖峰步，最高 {high:.1f} ms")}
 BLOCKS = {1: Text(en="block", zh="块"), 2: Text(en="blocks", zh="块")}
 SEQS = {1: Text(en="seq {ids}", zh="序列 {ids}"), 2: Text(en="seqs {ids}", zh="序列 {ids}")}
 LIST_SEPARATOR = Text(en=", ", zh="、")
@@ -259,7 +267,8 @@ def pad(text: str, width: int, right: bool = False) -> str:
 
 def format_run_account(trace: "Trace", max_groups: int = 12, lang: str | None = None) -> list[str]:
     """A short account of what the engine did in a run, in ``lang`` (None: the chosen language): one line
-    per stretch of alike steps (a prefill step, or decode steps over the same batch), each followed by the
+    per stretch of alike steps (a prefill step, or decode steps over the same batch; its median step time,
+    and apart from it the spikes, steps over ``SPIKE_FACTOR`` times that median), each followed by the
     decisions that ended it (admissions, preemptions, prefix-cache hits, finishes), and a last line on KV
     use. At most ``max_groups`` stretches are listed (the first and last ones); ``nanovllm-teach replay
     TRACE --text`` shows every step."""
@@ -307,7 +316,11 @@ def _group_lines(group: list[Any], requests: dict[int, Any], chunked_before: set
     """The line of a stretch of alike steps, and the decisions made in it."""
     first, last = group[0], group[-1]
     where = say(ONE_STEP if len(group) == 1 else STEPS, lang, first=first.step, last=last.step)
-    mean_ms = sum(r.latency_ms for r in group) / len(group)
+    median_ms = statistics.median(r.latency_ms for r in group)
+    spikes = [r.latency_ms for r in group if r.latency_ms > SPIKE_FACTOR * median_ms]
+    time = (f"{median_ms:.1f} ms" if len(group) == 1 else
+            say(MEDIAN_STEP, lang, ms=median_ms,
+                spikes=say(SPIKES[min(len(spikes), 2)], lang, n=len(spikes), high=max(spikes)) if spikes else ""))
     if first.phase == "prefill":
         what = say(PROMPT_TOKENS, lang, n=first.num_batched_tokens or 0)
     else:
@@ -317,7 +330,7 @@ def _group_lines(group: list[Any], requests: dict[int, Any], chunked_before: set
     phase = say(PHASE_NAME.get(first.phase, first.phase), lang)
     # Padded to terminal columns, so that the English and the Chinese line up alike.
     stretch = say(STRETCH, lang, batch=pad(str(first.batch_size), 3), what=pad(what, 20), kv=kv,
-                  blocks=say(BLOCKS[1 if high == 1 else 2], lang), ms=mean_ms)
+                  blocks=say(BLOCKS[1 if high == 1 else 2], lang), time=time)
     lines = [f"  {pad(where, 12)} {pad(phase, 7)} {stretch}"]
     notes = []
     for row in group:

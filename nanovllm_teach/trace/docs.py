@@ -63,7 +63,7 @@ A trace is a JSON Lines file (UTF-8, one JSON object per line). `TraceRecorder` 
 ## Line 1: the header
 
 An object with `"schema": "{SCHEMA_NAME}"` and `"version": {SCHEMA_VERSION}` (this reader also reads
-versions {_VERSIONS}; `nanovllm-teach record --all` re-records the shipped traces in
+versions {_VERSIONS}; `nanovllm-teach record --all --out-dir traces` re-records the shipped traces in
 the current version), then what the run was: `config` (every setting as the engine ran with it:
 since version 3, `"auto"` and unset values are resolved, e.g. the device, dtype, attention backend and
 token budget chosen for the machine), `requested` (version 3: the settings that were resolved, as they
@@ -123,7 +123,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nanovllm_teach.trace.docs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nanovllm_teach.trace.docs", description=__doc__.split("\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is not what the types say")
     parser.add_argument("--out", type=Path, default=DOC_PATH, help=f"the file (default: {DOC_PATH})")
     args = parser.parse_args(argv)

@@ -300,7 +300,7 @@ def _parse_header(path: Path, raw: bytes, is_last: bool) -> dict[str, Any]:
                                         f"({SCHEMA_VERSION}); upgrade nanovllm_teach to replay it")
     if version not in READABLE_VERSIONS:
         raise TraceFormatError(path, 1, f"schema version {version} is no longer read; re-record the trace "
-                                        "(nanovllm-teach record --all re-records the shipped ones)")
+                                        "(nanovllm-teach record --all --out-dir traces re-records the shipped ones)")
     return header
 
 

@@ -16,7 +16,8 @@ from nanovllm_teach.trace.payload import Payload
 
 SCHEMA_NAME = "nanovllm_teach.trace"
 # Version 2: every payload is typed (events.py). Version-1 traces carry the same fields (minus the newer,
-# optional ones) and load as they are; ``nanovllm-teach record --all`` re-records the shipped ones.
+# optional ones) and load as they are; ``nanovllm-teach record --all --out-dir traces`` re-records
+# the shipped ones.
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 
