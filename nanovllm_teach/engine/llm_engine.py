@@ -104,7 +104,7 @@ class LLMEngine:
         """Take these requests out, wherever they are, freeing exactly their blocks (unknown, finished or
         already aborted ids are skipped); returns the ids aborted. The state is settled before any event."""
         seqs = {i: self.scheduler.accepted[i] for i in seq_ids if i in self.scheduler.accepted}
-        decisions = transaction.abort(self.scheduler, seqs)
+        decisions = transaction.abort(self.scheduler, list(seqs))
         now = self.clock.now_s()
         for seq in seqs.values():
             seq.finished_time = now

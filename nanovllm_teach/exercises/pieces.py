@@ -17,6 +17,7 @@ for the length of one run (``unittest.mock.patch``). The guard:
 from __future__ import annotations
 
 import pkgutil
+import reprlib
 import traceback
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -105,7 +106,7 @@ NOT_DECISIONS = Text(
 def not_decisions(result: Any) -> str | None:
     """What is wrong with a result that must be a list of decision records (None: nothing)."""
     if not isinstance(result, list) or not all(isinstance(d, DECISION_TYPES) for d in result):
-        return say(NOT_DECISIONS, type=type(result).__name__, value=_short(result))
+        return say(NOT_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
     return None
 
 
@@ -114,14 +115,8 @@ def not_scheduled_and_decisions(result: Any) -> str | None:
     if (not isinstance(result, (tuple, list)) or len(result) != 2 or not isinstance(result[0], list)
             or not all(isinstance(seq, Sequence) for seq in result[0])
             or not isinstance(result[1], list) or not all(isinstance(d, DECISION_TYPES) for d in result[1])):
-        return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=_short(result))
+        return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
     return None
-
-
-def _short(value: Any) -> str:
-    """A result as the verdict quotes it: its repr, cut to a line."""
-    text = repr(value)
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def is_int(value: Any) -> bool:
