@@ -7,7 +7,12 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """The first half of ``x``'s last dimension (the gate) through SiLU, times the second half (up)."""
+    gate, up = x.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
 class SiluAndMul(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = x.chunk(2, dim=-1)
-        return F.silu(gate) * up
+        return silu_and_mul(x)

@@ -44,7 +44,7 @@ def _gather_blocks(cache: torch.Tensor, block_table: torch.Tensor, length: int) 
     return cache[block_table].flatten(0, 1)[:length]
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
             mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
     """SDPA over one sequence, as heads-first views with a batch of one: PyTorch runs its flash-attention
     kernel for 4-D inputs on a CPU, and a slower fallback (scores, softmax, product, each materialised) for
@@ -53,6 +53,18 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
         q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
         attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=q.size(1) != k.size(1))
     return out[0].transpose(0, 1)
+
+
+def causal_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor,
+                   scale: float) -> torch.Tensor:
+    """Prefill without a cached prefix: the batch's sequences lie one after another in ``q``, ``k`` and ``v``
+    (tokens, heads or kv_heads, head_dim), sequence ``i`` in rows ``cu_seqlens[i]:cu_seqlens[i + 1]``; each
+    token attends to the tokens of its own sequence up to itself."""
+    bounds = cu_seqlens.tolist()
+    out = torch.empty_like(q)
+    for start, stop in zip(bounds, bounds[1:]):
+        out[start:stop] = attend(q[start:stop], k[start:stop], v[start:stop], scale, None, is_causal=True)
+    return out
 
 
 @register_flop_formula(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu)
@@ -168,25 +180,24 @@ class TorchAttentionBackend:
 
     def prefill(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, ctx: Context, scale: float) -> torch.Tensor:
+        if ctx.block_tables is None:
+            return causal_prefill(q, k, v, ctx.cu_seqlens_q, scale)
         cu_q = ctx.cu_seqlens_q.tolist()
         cu_k = ctx.cu_seqlens_k.tolist()
         out = torch.empty_like(q)
         for i in range(len(cu_q) - 1):
             q_i = q[cu_q[i]:cu_q[i + 1]]
             len_q, len_k = cu_q[i + 1] - cu_q[i], cu_k[i + 1] - cu_k[i]
-            if ctx.block_tables is None:
-                k_i, v_i = k[cu_k[i]:cu_k[i + 1]], v[cu_k[i]:cu_k[i + 1]]
-            else:
-                # A cached prefix: the new tokens' K/V were just stored, so the whole context is in the cache.
-                k_i = _gather_blocks(k_cache, ctx.block_tables[i], len_k)
-                v_i = _gather_blocks(v_cache, ctx.block_tables[i], len_k)
+            # A cached prefix: the new tokens' K/V were just stored, so the whole context is in the cache.
+            k_i = _gather_blocks(k_cache, ctx.block_tables[i], len_k)
+            v_i = _gather_blocks(v_cache, ctx.block_tables[i], len_k)
             if len_q == len_k:
-                out[cu_q[i]:cu_q[i + 1]] = _attend(q_i, k_i, v_i, scale, None, is_causal=True)
+                out[cu_q[i]:cu_q[i + 1]] = attend(q_i, k_i, v_i, scale, None, is_causal=True)
             else:
                 # Query j sits at absolute position len_k - len_q + j and sees keys up to it.
                 q_pos = torch.arange(len_k - len_q, len_k, device=q.device).unsqueeze(1)
                 mask = torch.arange(len_k, device=q.device).unsqueeze(0) <= q_pos
-                out[cu_q[i]:cu_q[i + 1]] = _attend(q_i, k_i, v_i, scale, mask, is_causal=False)
+                out[cu_q[i]:cu_q[i + 1]] = attend(q_i, k_i, v_i, scale, mask, is_causal=False)
         return out
 
     def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

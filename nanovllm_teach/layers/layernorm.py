@@ -12,25 +12,28 @@ import torch
 from torch import nn
 
 
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``x`` divided by the root mean square of its last dimension (``eps`` added under the root), times
+    ``weight``: computed in float32, cast back to ``x``'s dtype, then scaled (Qwen3's order)."""
+    if x.dtype == torch.float32:
+        # Bitwise the same as the half-precision path below, in one operation instead of two.
+        return torch.rms_norm(x, weight.shape, weight, eps)
+    return weight * torch.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(hidden_size), requires_grad=False)
 
-    def _normalize(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32:
-            # Bitwise the same as the half-precision path below, in one operation instead of two.
-            return torch.rms_norm(x, self.weight.shape, self.weight, self.eps)
-        return self.weight * torch.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
-
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """Without ``residual``: the normalised ``x``. With it: ``(norm(x + residual), x + residual)``,
         the pre-norm decoder layer's two outputs in one call."""
         if residual is None:
-            return self._normalize(x)
+            return rms_norm(x, self.weight, self.eps)
         residual = x + residual
-        return self._normalize(residual), residual
+        return rms_norm(residual, self.weight, self.eps), residual
 
 
 def rms_norm_heads(x: torch.Tensor, norms: list[RMSNorm], heads: list[int]) -> torch.Tensor:

@@ -25,16 +25,20 @@ def rope_theta_of(hf_config) -> float:
     return float(theta)
 
 
+def cos_sin_table(head_dim: int, max_position: int, base: float) -> torch.Tensor:
+    """The angles of every position, (max_position, 2, head_dim) in float32: pair ``i`` of a head turns by
+    ``position * base ** (-2i / head_dim)``; row ``[p, 0]`` is ``[cos | cos]`` and ``[p, 1]`` is ``[-sin | sin]``
+    of position ``p``'s angles, laid out for ``apply_rotary``."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+    freqs = torch.outer(torch.arange(max_position, dtype=torch.float), inv_freq)
+    cos, sin = freqs.cos(), freqs.sin()
+    return torch.stack([torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)], dim=1)
+
+
 class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int, max_position: int, base: float) -> None:
         super().__init__()
-        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
-        freqs = torch.outer(torch.arange(max_position, dtype=torch.float), inv_freq)
-        cos, sin = freqs.cos(), freqs.sin()
-        # One row per position, laid out for ``apply_rotary``: [cos | cos] and [-sin | sin], each head_dim wide.
-        self.register_buffer("cos_sin_cache", torch.stack([torch.cat([cos, cos], dim=-1),
-                                                           torch.cat([-sin, sin], dim=-1)], dim=1),
-                             persistent=False)
+        self.register_buffer("cos_sin_cache", cos_sin_table(head_dim, max_position, base), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The cos and sin rows of every token, each (tokens, 1, head_dim): broadcast over the heads."""
