@@ -6,6 +6,8 @@
   report; two traces side by side; the first event where they disagree (exit 1 if any).
 - ``exercises``, ``hint`` (``exercises.py``): the classroom exercises and their hints; ``grade EXERCISE
   PATH...`` (``grade.py``) grades one solution or a class, each submission in a sandbox.
+- ``build start DIR``, ``build check DIR [CHAPTER]`` (``track.py``): the build-it-yourself track, a package the
+  learner fills in chapter by chapter and its checks against the engine.
 - ``simulate`` (``simulate.py``): the same engine on a simulated GPU (``--model qwen3-8b --hardware h100-sxm
   --rate 8``), its trace written for ``replay``/``compare`` like any other.
 - ``serve`` (``serve.py``): the engine behind an OpenAI-compatible HTTP API.
@@ -37,12 +39,14 @@ from nanovllm_teach.cli.record import add_demo_parser, add_record_parser
 from nanovllm_teach.cli.serve import add_serve_parser
 from nanovllm_teach.cli.simulate import add_simulate_parser
 from nanovllm_teach.cli.traces import add_compare_parser, add_diff_parser, add_replay_parser
+from nanovllm_teach.cli.track import add_build_parser
 from nanovllm_teach.i18n import ENV_VAR, LANGS, speaking
 from nanovllm_teach.trace.payload import printable
 
 # The commands in the order ``--help`` lists them.
 COMMANDS = (add_demo_parser, add_record_parser, add_replay_parser, add_compare_parser, add_diff_parser,
-            add_exercises_parser, add_hint_parser, add_grade_parser, add_simulate_parser, add_serve_parser)
+            add_exercises_parser, add_hint_parser, add_grade_parser, add_build_parser, add_simulate_parser,
+            add_serve_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
 
 PACKAGE = "myvllm"  # the learner's package, inside the folder ``build start`` writes
+
+UNKNOWN_CHAPTER = Text(en="unknown chapter {name!r}; choose from: {choices}", zh="没有第 {name!r} 章；可选：{choices}")
 
 
 @dataclass(frozen=True)
@@ -173,4 +175,4 @@ def chapter_named(name: str) -> Chapter:
         if name in (str(chapter.number), chapter.slug):
             return chapter
     choices = ", ".join(f"{c.number} ({c.slug})" for c in CHAPTERS)
-    raise ValueError(f"unknown chapter {name!r}; choose from: {choices}")
+    raise ValueError(say(UNKNOWN_CHAPTER, name=name, choices=choices))

@@ -20,6 +20,7 @@ import sys
 import textwrap
 import types
 from collections.abc import Iterable
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -176,3 +177,21 @@ def package_files(chapters: Iterable[Chapter], folder_name: str, with_solutions:
             files.setdefault("/".join(parts[:depth]) + "/__init__.py", "")
     assert f"{PACKAGE}/__init__.py" in files
     return files
+
+
+FOLDER_EXISTS = Text(en="{folder} already exists: build start writes a new folder and never overwrites one",
+                     zh="{folder} 已经存在：build start 只写新的文件夹，从不覆盖已有的")
+
+
+def write_package(folder: Path, chapters: Iterable[Chapter], with_solutions: bool, lang: str) -> list[Path]:
+    """Write the learner's package into the new folder ``folder`` (``ValueError`` if it exists): the files
+    it wrote, in order."""
+    if folder.exists():
+        raise ValueError(say(FOLDER_EXISTS, folder=folder))
+    written = []
+    for relative, text in package_files(chapters, folder.name, with_solutions, lang).items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

@@ -9,7 +9,8 @@ written ones where the engine looks them up, for the length of a ``with`` block:
 class, a function into every module that bound the engine's (``from ... import apply_rotary`` makes a
 binding of its own in each importer), the learner's files included, so one chapter's solution calls
 another chapter's piece when the learner has written it. What is not written stays the engine's: the
-skeleton runs from the first chapter. ``generate`` runs the engine on the learner's pieces and returns
+skeleton runs from the first chapter, and inside the learner's own files too: a stub's name there is made to
+mean the engine's function (``_fall_back``). ``generate`` runs the engine on the learner's pieces and returns
 its outputs with the TEACHING trace of that run.
 """
 
@@ -81,8 +82,22 @@ def chapter_file(folder: str | Path, chapter: Chapter) -> ChapterFile:
     pieces = []
     for seam in chapter.seams:
         function = _looked_up(module, seam.qualname)
-        pieces.append(Piece(seam, function, function is not None and is_written(function)))
+        piece = Piece(seam, function, function is not None and is_written(function))
+        if function is not None and not piece.written:
+            _fall_back(module, seam)
+        pieces.append(piece)
     return ChapterFile(chapter, tuple(pieces))
+
+
+def _fall_back(module: ModuleType, seam: Seam) -> None:
+    """A stub's name in the learner's module made to mean the engine's function, so that the learner's
+    written functions that call it (``causal_prefill`` calls ``attend``) run: a function rebound to the
+    engine's, a method removed from the learner's subclass, which then inherits the engine's."""
+    if seam.owner is None:
+        setattr(module, seam.qualname, reference(seam))
+    else:
+        owner, method = seam.qualname.rsplit(".", 1)
+        delattr(_looked_up(module, owner), method)
 
 
 def written_pieces(folder: str | Path, chapters: Iterable[Chapter] = CHAPTERS) -> list[Piece]:

@@ -1,0 +1,73 @@
+"""Command line: ``build start DIR [--with-solutions]`` and ``build check DIR [CHAPTER]``, the build-it-yourself
+track (``nanovllm_teach/track``).
+
+``build start`` writes a new folder with the learner's package (every function to write a stub whose docstring
+is its contract; ``--with-solutions``: the engine's own bodies) and refuses a folder that exists. ``build
+check`` checks each chapter's written functions against the engine's, a child process per chapter; exit 0 when
+every chapter checked passes, 1 when one fails or is not written yet, 2 for a mistake in the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.i18n import Text, resolve_lang, say
+
+WROTE = Text(en="wrote {count} files into {folder}:", zh="已在 {folder} 中写入 {count} 个文件：")
+CHAPTER_LINE = Text(en="  chapter {number} · {title}: {file} ({names})", zh="  第 {number} 章 · {title}：{file}（{names}）")
+START_NEXT = Text(en="Write a chapter's functions, then: nanovllm-teach build check {folder} CHAPTER\n"
+                     "Until you write one, the engine's own runs in its place.",
+                  zh="写好一章的函数后运行：nanovllm-teach build check {folder} CHAPTER\n"
+                     "在你写好之前，引擎用它自己的实现代替。")
+SUMMARY = Text(en="{passed} of {count} chapters pass", zh="{count} 章中通过 {passed} 章")
+
+
+def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``build`` subcommand and its ``start`` and ``check`` on ``subparsers``."""
+    build = subparsers.add_parser("build", help="build the engine yourself, chapter by chapter: start a folder, "
+                                                "check a chapter")
+    steps = build.add_subparsers(dest="step", required=True)
+    start = steps.add_parser("start", help="write a new folder with the package you will fill in")
+    start.add_argument("folder", type=Path, metavar="DIR", help="the folder to create (must not exist)")
+    start.add_argument("--with-solutions", action="store_true",
+                       help="fill every function with the engine's own code (a reference to read)")
+    start.set_defaults(func=_start)
+    check = steps.add_parser("check", help="check your functions against the engine's, chapter by chapter")
+    check.add_argument("folder", type=Path, metavar="DIR", help="the folder build start wrote")
+    check.add_argument("chapter", nargs="?", default=None,
+                       help="a chapter's number or name (1 norms, 2 rope, 3 attention, 4 qwen3, 5 sampler; "
+                            "default: all)")
+    check.set_defaults(func=_check)
+    for step in (start, check):  # the language option is the command's too: ``build check DIR --lang zh``
+        step.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS,
+                          help="language of what it writes")
+    return build
+
+
+def _start(args: argparse.Namespace) -> int:
+    from nanovllm_teach.track.chapters import CHAPTERS
+    from nanovllm_teach.track.extract import write_package
+
+    written = write_package(args.folder, CHAPTERS, args.with_solutions, resolve_lang())
+    print(say(WROTE, count=len(written), folder=args.folder))
+    for chapter in CHAPTERS:
+        names = ", ".join(seam.qualname for seam in chapter.seams)
+        print(say(CHAPTER_LINE, number=chapter.number, title=say(chapter.title), file=chapter.file, names=names))
+    print(say(START_NEXT, folder=args.folder))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from nanovllm_teach.track.chapters import CHAPTERS, chapter_named
+    from nanovllm_teach.track.verdict import check_folder
+
+    chapters = [chapter_named(args.chapter)] if args.chapter is not None else list(CHAPTERS)
+    passed = 0
+    for verdict in check_folder(args.folder, chapters):
+        print("\n".join(verdict.lines))
+        passed += verdict.status == "pass"
+    if len(chapters) > 1:
+        print(say(SUMMARY, passed=passed, count=len(chapters)))
+    return 0 if passed == len(chapters) else 1

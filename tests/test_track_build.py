@@ -1,0 +1,185 @@
+"""The build-it-yourself track, part 1: ``build start`` writes the learner's package, ``build check`` checks it.
+
+The generated solutions pass every chapter, a fresh skeleton is "not written yet" in each, and one deliberately
+wrong function per chapter fails with the sentence a learner should read. Chapters are judged in this process
+(``judge_chapter``, what the check's child runs) except where the command itself is the point.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from nanovllm_teach.cli import main
+from nanovllm_teach.i18n import speaking
+from nanovllm_teach.track.chapters import CHAPTERS, PACKAGE, chapter_named
+from nanovllm_teach.track.extract import is_written, reference, write_package
+from nanovllm_teach.track.learner import chapter_file, generate
+from nanovllm_teach.track.verdict import checked, judge_chapter
+
+
+@pytest.fixture(scope="module")
+def solutions(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("track") / "solutions"
+    write_package(folder, CHAPTERS, with_solutions=True, lang="en")
+    return folder
+
+
+def skeleton(folder: Path, lang: str = "en") -> Path:
+    write_package(folder, CHAPTERS, with_solutions=False, lang=lang)
+    return folder
+
+
+def fill(folder: Path, chapter: int, name: str, body: str) -> None:
+    """Write ``body`` in place of the stub of ``name`` in chapter ``chapter``'s file, as a learner would."""
+    path = folder / chapter_named(str(chapter)).file
+    text = path.read_text(encoding="utf-8")
+    stub = re.search(rf"( *)raise NotImplementedError\('not written yet: {re.escape(name)} \(chapter \d\)'\)", text)
+    assert stub, name
+    indented = "\n".join(stub.group(1) + line if line else "" for line in body.strip("\n").splitlines())
+    path.write_text(text[:stub.start()] + indented + text[stub.end():], encoding="utf-8")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.slug)
+def test_the_generated_solutions_pass_every_chapter(solutions, chapter):
+    with speaking("en"):
+        verdict = judge_chapter(solutions, chapter)
+    assert verdict.status == "pass", verdict.lines
+    assert verdict.lines[0].startswith(f"chapter {chapter.number} ")
+
+
+def test_a_solution_is_the_engines_own_body_and_a_stub_is_not_written(solutions):
+    for chapter in CHAPTERS:
+        for piece in chapter_file(solutions, chapter).pieces:
+            assert piece.written
+            engine_source = inspect.getsource(reference(piece.seam))
+            body = inspect.getsource(piece.function).split('"""')[-1].strip()
+            assert body and all(line.strip() in engine_source for line in body.splitlines())
+
+
+@pytest.mark.parametrize("lang, sentence", [("en", "not written yet"), ("zh", "还没有写")])
+def test_a_fresh_skeleton_is_not_written_in_every_chapter(tmp_path, lang, sentence):
+    folder = skeleton(tmp_path / "mine", lang)
+    with speaking(lang):
+        verdicts = [judge_chapter(folder, chapter) for chapter in CHAPTERS]
+    for chapter, verdict in zip(CHAPTERS, verdicts):
+        assert verdict.status == "not_written"
+        assert sentence in verdict.lines[0]
+        assert all(seam.qualname in verdict.lines[0] for seam in chapter.seams)
+
+
+WRONG = {  # chapter: (function, a plausible mistake, what the learner must read)
+    1: ("rms_norm", "return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype)",
+        "your rms_norm on random tensors: element [0, 0] is "),
+    2: ("apply_rotary", "xf = x.float()\nreturn (xf * cos - xf.roll(x.size(-1) // 2, dims=-1) * sin).to(x.dtype)",
+        "your apply_rotary on random tensors: element [0, 0, "),
+    3: ("causal_prefill", "return attend(q, k, v, scale, None, True)",
+        "your causal_prefill on random tensors: element [3, "),
+    4: ("Qwen3DecoderLayer.forward",
+        "hidden_states = self.input_layernorm(hidden_states)\n"
+        "hidden_states = self.post_attention_layernorm(self.self_attn(rope, hidden_states))\n"
+        "return self.mlp(hidden_states), hidden_states",
+        "your Qwen3DecoderLayer.forward (output 0) on random tensors: element [0, 0] is "),
+    5: ("Sampler.forward",
+        "probs = torch.softmax(logits.float(), dim=-1)\n"
+        "out = [torch.multinomial(p, 1, generator=torch.Generator().manual_seed(s or 0)) for p, s in zip(probs, seeds)]\n"
+        "return torch.where(temperatures == 0, logits.argmax(dim=-1), torch.cat(out))",
+        "do not follow softmax(logits / temperature): chi-square "),
+}
+
+
+@pytest.mark.parametrize("number", sorted(WRONG))
+def test_a_wrong_function_fails_its_chapter_with_the_sentence_a_learner_needs(tmp_path, number):
+    folder = skeleton(tmp_path / "mine")
+    name, body, sentence = WRONG[number]
+    fill(folder, number, name, body)
+    with speaking("en"):
+        verdict = judge_chapter(folder, chapter_named(str(number)))
+    text = "\n".join(verdict.lines)
+    assert verdict.status == "fail" and sentence in text, text
+    assert "the reference gives" in text or "p = " in text
+    assert f"  yours: {name}" in text  # the rest of the chapter is still the engine's, and said so
+    assert "not written yet" in text or number == 1 and "silu_and_mul" in text
+
+
+def test_a_wrong_keep_mask_names_the_first_candidate_it_gets_wrong(tmp_path):
+    folder = skeleton(tmp_path / "mine")
+    fill(folder, 5, "keep_mask", "return scaled >= scaled.topk(5, dim=-1).values[:, -1:]")
+    with speaking("en"):
+        verdict = judge_chapter(folder, chapter_named("5"))
+    assert "your keep_mask on random tensors: element [0, " in "\n".join(verdict.lines)
+
+
+def test_what_the_learners_function_raises_is_named(tmp_path):
+    folder = skeleton(tmp_path / "mine")
+    fill(folder, 1, "silu_and_mul", "gate, up = x.chunk(3, dim=-1)\nreturn gate * up")
+    with speaking("en"):
+        verdict = judge_chapter(folder, chapter_named("norms"))
+    assert "your silu_and_mul raised ValueError on random tensors: too many values to unpack" in "\n".join(verdict.lines)
+
+
+def test_a_file_that_does_not_load_is_named_with_its_error(tmp_path):
+    folder = skeleton(tmp_path / "mine")
+    (folder / PACKAGE / "layers" / "rotary.py").write_text("def cos_sin_table(:\n", encoding="utf-8")
+    with speaking("en"):
+        verdict = judge_chapter(folder, chapter_named("2"))
+    assert verdict.status == "fail" and "myvllm/layers/rotary.py could not be loaded: SyntaxError" in verdict.lines[1]
+
+
+def test_a_check_that_runs_forever_is_stopped(tmp_path):
+    folder = skeleton(tmp_path / "mine")
+    (folder / PACKAGE / "layers" / "norms.py").write_text("while True:\n    pass\n", encoding="utf-8")
+    with speaking("en"):
+        verdict = checked(folder, chapter_named("1"), time_limit=3)
+    assert verdict.status == "fail" and "stopped after 3 s" in "\n".join(verdict.lines)
+
+
+def test_the_engine_runs_on_the_learners_pieces(tmp_path):
+    """The learner's silu_and_mul is what the engine's MLP calls, in every step; the rest is the engine's."""
+    from nanovllm_teach import SamplingParams
+
+    folder = skeleton(tmp_path / "mine")
+    fill(folder, 1, "silu_and_mul", "CALLS.append(x.shape)\ngate, up = x.chunk(2, dim=-1)\n"
+                                    "return torch.nn.functional.silu(gate) * up")
+    path = folder / chapter_named("1").file
+    path.write_text(path.read_text(encoding="utf-8") + "\n\nCALLS = []\n", encoding="utf-8")
+    outputs, trace = generate(folder, ["Hello"], SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
+    calls = sys.modules[f"{PACKAGE}.layers.norms"].CALLS
+    steps = len(trace.events_named("RUN_MODEL"))
+    assert steps == 3 and len(calls) == 3 * (steps + 1)  # three layers a step, and the engine's warm-up
+    reference, _ = generate(skeleton(tmp_path / "fresh"), ["Hello"],
+                            SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True))
+    assert outputs[0].outputs[0].token_ids == reference[0].outputs[0].token_ids
+
+
+def test_build_start_and_check_on_the_command_line(tmp_path, capsys, solutions):
+    folder = tmp_path / "mine"
+    assert main(["build", "start", str(folder), "--lang", "en"]) == 0
+    assert "chapter 5 · The sampler: myvllm/sampler.py (keep_mask, Sampler.forward)" in capsys.readouterr().out
+    assert main(["build", "start", str(folder)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["build", "check", str(folder), "1", "--lang", "en"]) == 1
+    assert "chapter 1 · RMSNorm and SiLU-and-mul: not written yet" in capsys.readouterr().out
+    assert main(["build", "check", str(solutions), "norms", "--lang", "zh"]) == 0
+    assert "第 1 章 · RMSNorm 与 SiLU-and-mul：通过" in capsys.readouterr().out
+    assert main(["build", "check", str(tmp_path / "absent")]) == 2
+    assert main(["build", "check", str(folder), "6"]) == 2
+    assert "unknown chapter '6'" in capsys.readouterr().err
+
+
+def test_written_is_told_by_the_body_not_the_name():
+    def stub(x):
+        """contract"""
+        raise NotImplementedError("not written yet")
+
+    def partial(x):
+        """contract"""
+        if x:
+            return x
+        raise NotImplementedError("the other case")
+
+    assert not is_written(stub) and is_written(partial)
