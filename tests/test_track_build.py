@@ -8,7 +8,6 @@ wrong function per chapter fails with the sentence a learner should read. Chapte
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from nanovllm_teach.cli import main
 from nanovllm_teach.i18n import speaking
 from nanovllm_teach.track.chapters import CHAPTERS, PACKAGE, chapter_named
-from nanovllm_teach.track.extract import is_written, reference, write_package
+from nanovllm_teach.track.extract import is_written, reference, replace_stub, write_package
 from nanovllm_teach.track.learner import chapter_file, generate
 from nanovllm_teach.track.verdict import checked, judge_chapter
 
@@ -36,12 +35,7 @@ def skeleton(folder: Path, lang: str = "en") -> Path:
 
 def fill(folder: Path, chapter: int, name: str, body: str) -> None:
     """Write ``body`` in place of the stub of ``name`` in chapter ``chapter``'s file, as a learner would."""
-    path = folder / chapter_named(str(chapter)).file
-    text = path.read_text(encoding="utf-8")
-    stub = re.search(rf"( *)raise NotImplementedError\('not written yet: {re.escape(name)} \(chapter \d\)'\)", text)
-    assert stub, name
-    indented = "\n".join(stub.group(1) + line if line else "" for line in body.strip("\n").splitlines())
-    path.write_text(text[:stub.start()] + indented + text[stub.end():], encoding="utf-8")
+    replace_stub(folder, chapter_named(str(chapter)), name, body)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.slug)

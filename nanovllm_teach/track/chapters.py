@@ -105,7 +105,7 @@ CHAPTERS: tuple[Chapter, ...] = (
                        "(tokens, kv_heads, head_dim) 的第 cu_seqlens[i]:cu_seqlens[i + 1] 行。每个 token 只在自己"
                        "所在的序列内做因果注意力。返回 (tokens, heads, head_dim)。")),
             )),
-    Chapter(4, "qwen3", Text(en="The Qwen3 block and model", zh="Qwen3 的解码层与整个模型"),
+    Chapter(4, "qwen3", Text(en="The Qwen3 block and model", zh="Qwen3 的 decoder 层与整个模型"),
             f"{PACKAGE}/models/qwen3.py", (
                 Seam("nanovllm_teach.models.qwen3:Qwen3Attention.project", Text(
                     en="hidden_states: (tokens, hidden). One multiply by the packed self.qkv_proj gives [q | k | v]; "
@@ -121,7 +121,7 @@ CHAPTERS: tuple[Chapter, ...] = (
                        "self.input_layernorm; else self.input_layernorm(hidden_states, residual) adds then "
                        "normalises. Then self.self_attn(rope, ...), self.post_attention_layernorm with the residual, "
                        "self.mlp. Return (the MLP's output, the residual): the next layer adds them.",
-                    zh="前置归一化（pre-norm）的解码层。residual 为 None（第一层）时：residual = hidden_states，再用 "
+                    zh="前置归一化（pre-norm）的 decoder 层。residual 为 None（第一层）时：residual = hidden_states，再用 "
                        "self.input_layernorm 归一化；否则 self.input_layernorm(hidden_states, residual) 先相加再"
                        "归一化。然后依次是 self.self_attn(rope, ...)、带残差的 self.post_attention_layernorm、"
                        "self.mlp。返回 (MLP 的输出, 残差)：由下一层把它们相加。")),

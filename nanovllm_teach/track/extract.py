@@ -57,7 +57,11 @@ def _has_docstring(node: ast.FunctionDef) -> bool:
 def is_written(fn: Callable[..., Any]) -> bool:
     """False for a stub as ``build start`` writes it: a body that is only a docstring and a raise of
     ``NotImplementedError``."""
-    node, _ = _function_node(fn)
+    return is_written_node(_function_node(fn)[0])
+
+
+def is_written_node(node: ast.FunctionDef) -> bool:
+    """``is_written`` of a parsed definition."""
     body = node.body[1:] if _has_docstring(node) else node.body
     if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
         return True
@@ -195,3 +199,21 @@ def write_package(folder: Path, chapters: Iterable[Chapter], with_solutions: boo
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
+
+
+def replace_stub(folder: Path, chapter: Chapter, qualname: str, body: str) -> None:
+    """Write ``body`` (unindented source lines) in place of the stub of ``qualname`` in ``chapter``'s file in
+    ``folder``, as a learner would: how the notebooks show a mistake and what the check says of it."""
+    path = folder / chapter.file
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    owner, _, name = qualname.rpartition(".")
+    scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner).body if owner else tree.body
+    node = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
+    stub = node.body[-1]
+    if is_written_node(node):
+        raise ValueError(f"{qualname} in {path} is written already: only a stub is replaced")
+    lines = text.splitlines()
+    indent = " " * stub.col_offset
+    lines[stub.lineno - 1:stub.end_lineno] = [indent + line if line else "" for line in body.strip("\n").splitlines()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")

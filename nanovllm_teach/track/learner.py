@@ -26,8 +26,13 @@ from types import ModuleType
 from typing import Any, Callable
 from unittest import mock
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.track.chapters import CHAPTERS, PACKAGE, Chapter, Seam
 from nanovllm_teach.track.extract import is_written, reference
+
+YOURS = Text(en="{name:<28} yours", zh="{name:<28} 你的")
+ENGINES = Text(en="{name:<28} the engine's (not written yet)", zh="{name:<28} 引擎的（你还没有写）")
+NOT_LOADED = Text(en="{file} could not be loaded: {error}", zh="{file} 无法加载：{error}")
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,14 @@ def _fall_back(module: ModuleType, seam: Seam) -> None:
     else:
         owner, method = seam.qualname.rsplit(".", 1)
         delattr(_looked_up(module, owner), method)
+
+
+def whose(folder: str | Path, chapter: Chapter) -> str:
+    """One line per seam of ``chapter``: whether the learner's function or the engine's runs."""
+    loaded = chapter_file(folder, chapter)
+    if loaded.load_error is not None:
+        return say(NOT_LOADED, file=chapter.file, error=loaded.load_error)
+    return "\n".join(say(YOURS if piece.written else ENGINES, name=piece.seam.qualname) for piece in loaded.pieces)
 
 
 def written_pieces(folder: str | Path, chapters: Iterable[Chapter] = CHAPTERS) -> list[Piece]:

@@ -36,7 +36,6 @@ STILL_TO_WRITE = Text(en="  not written yet: {names} (the engine's own run in th
 YOURS = Text(en="  yours: {names}", zh="  你的：{names}")
 MISSING = Text(en="  {name} is missing from {file}: keep its definition (build start wrote it)",
                zh="  {file} 里没有 {name}：请保留它的定义（build start 写下的）")
-NOT_LOADED = Text(en="  {file} could not be loaded: {error}", zh="  {file} 无法加载：{error}")
 STOPPED = Text(en="  the check was stopped after {limit:g} s: does your code loop forever?",
                zh="  检查在 {limit:g} 秒后被停止：你的代码是否陷入了死循环？")
 ENDED = Text(en="  the check ended without a verdict (exit code {code}): does your code end the process?",
@@ -60,12 +59,12 @@ def _title(chapter: Chapter) -> dict[str, object]:
 def judge_chapter(folder: Path, chapter: Chapter) -> ChapterVerdict:
     """Load the chapter's file and check every written piece (in this process: the child's)."""
     from nanovllm_teach.track.checks import check_seam
-    from nanovllm_teach.track.learner import chapter_file
+    from nanovllm_teach.track.learner import NOT_LOADED, chapter_file
 
     loaded = chapter_file(folder, chapter)
     if loaded.load_error is not None:
         return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)),
-                                                       say(NOT_LOADED, file=chapter.file, error=loaded.load_error)])
+                                                       "  " + say(NOT_LOADED, file=chapter.file, error=loaded.load_error)])
     problems, yours, unwritten = [], [], []
     for piece in loaded.pieces:
         name = piece.seam.qualname
