@@ -50,9 +50,6 @@ class Chapter:
     file: str  # the chapter's file, relative to the folder ``build start`` writes
     seams: tuple[Seam, ...]
 
-    def seam(self, qualname: str) -> Seam:
-        return next(s for s in self.seams if s.qualname == qualname)
-
 
 CHAPTERS: tuple[Chapter, ...] = (
     Chapter(1, "norms", Text(en="RMSNorm and SiLU-and-mul", zh="RMSNorm 与 SiLU-and-mul"),

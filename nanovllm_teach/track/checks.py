@@ -47,7 +47,8 @@ CHECKPOINT = Text(en="the shipped checkpoint", zh="随附的 checkpoint")
 GREEDY = Text(en="temperature 0 rows", zh="温度为 0 的行")
 SAME_SEEDS = Text(en="the same seeds twice", zh="同样的 seed 用两次")
 DRAWS_AT = Text(en="{draws} draws at temperature {temperature:g}", zh="温度 {temperature:g} 下的 {draws} 次抽样")
-FILTERED_REAL = Text(en="{draws} draws from the shipped model's logits, top-k 8", zh="在随附模型的 logits 上取 top-k 8 后的 {draws} 次抽样")
+FILTERED_REAL = Text(en="{draws} draws from the shipped model's logits, top-k 8",
+                     zh="在随附模型的 logits 上取 top-k 8 后的 {draws} 次抽样")
 RAISED = Text(en="your {name} raised {type} on {case}: {message}", zh="你的 {name} 在{case}上抛出了 {type}：{message}")
 SEEDS_DIFFER = Text(en="your {name}: seed {seed} drew token {first}, then {second} with the same logits: a seeded row "
                        "must draw from torch.Generator().manual_seed(seed)",

@@ -33,6 +33,11 @@ FILE_HEADER = Text(
        "place.\nCheck them with: nanovllm-teach build check {folder} {number}",
     zh="第 {number} 章：{title}。\n\n把下面的函数写出来；写好之前，引擎用它自己的实现代替它们。\n"
        "检查：nanovllm-teach build check {folder} {number}")
+SOLUTIONS_HEADER = Text(
+    en="Chapter {number}: {title}.\n\nThe engine's own code, copied from its source by build start --with-solutions.\n"
+       "Check it with: nanovllm-teach build check {folder} {number}",
+    zh="第 {number} 章：{title}。\n\n这是引擎自己的代码，由 build start --with-solutions 从它的源码中复制而来。\n"
+       "检查：nanovllm-teach build check {folder} {number}")
 _BUILTINS = set(dir(builtins))
 
 
@@ -125,7 +130,8 @@ class _Imports:
     def lines(self) -> list[str]:
         plain = sorted(f"import {module}" if module == alias else f"import {module} as {alias}"
                        for alias, module in self.modules.items())
-        return plain + [f"from {module} import {', '.join(sorted(names))}" for module, names in sorted(self.names.items())]
+        return plain + [f"from {module} import {', '.join(sorted(names))}"
+                        for module, names in sorted(self.names.items())]
 
 
 def _engine_alias(module: str) -> str:
@@ -164,7 +170,8 @@ def chapter_source(chapter: Chapter, folder_name: str, with_solutions: bool, lan
         module, cls = owner.split(":")
         methods = "\n\n".join(textwrap.indent(f, "    ") for f in functions)
         parts.append(f"class {cls}({_engine_alias(module)}.{cls}):\n{methods}")
-    header = say(FILE_HEADER, lang, number=chapter.number, title=say(chapter.title, lang), folder=folder_name)
+    header = say(SOLUTIONS_HEADER if with_solutions else FILE_HEADER, lang, number=chapter.number,
+                 title=say(chapter.title, lang), folder=folder_name)
     return ("\n".join([f'"""{header}\n"""', "", "from __future__ import annotations", "", *imports.lines()])
             + "\n\n\n" + "\n\n\n".join(parts) + "\n")
 

@@ -152,7 +152,8 @@ def reference_owner(seam: Seam) -> type:
     return _looked_up(module, seam.owner)  # type: ignore[return-value]
 
 
-def generate(folder: str | Path, prompts: list[str], sampling_params: Any, **engine_settings: Any) -> tuple[list[Any], Any]:
+def generate(folder: str | Path, prompts: list[str], sampling_params: Any,
+             **engine_settings: Any) -> tuple[list[Any], Any]:
     """The engine on the shipped model with ``folder``'s written pieces in place of its own: the outputs and
     the TEACHING trace of the run. The plain PyTorch attention and the eager decode step, so that every step
     goes through the layers (the compiled CPU decode step and the C++ attention are the engine's own)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from nanovllm_teach.i18n import ENV_VAR, Text, resolve_lang, say, speaking
 from nanovllm_teach.track.chapters import Chapter, chapter_named
+from nanovllm_teach.track.learner import NOT_LOADED, chapter_file
 
 TIME_LIMIT_S = 120.0  # a chapter's check takes seconds; this is for a learner's endless loop
 PRINTED_CHARS = 2000
@@ -58,13 +59,12 @@ def _title(chapter: Chapter) -> dict[str, object]:
 
 def judge_chapter(folder: Path, chapter: Chapter) -> ChapterVerdict:
     """Load the chapter's file and check every written piece (in this process: the child's)."""
-    from nanovllm_teach.track.checks import check_seam
-    from nanovllm_teach.track.learner import NOT_LOADED, chapter_file
+    from nanovllm_teach.track.checks import check_seam  # torch: only the child loads it, never the parent
 
     loaded = chapter_file(folder, chapter)
     if loaded.load_error is not None:
-        return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)),
-                                                       "  " + say(NOT_LOADED, file=chapter.file, error=loaded.load_error)])
+        not_loaded = "  " + say(NOT_LOADED, file=chapter.file, error=loaded.load_error)
+        return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)), not_loaded])
     problems, yours, unwritten = [], [], []
     for piece in loaded.pieces:
         name = piece.seam.qualname
@@ -97,7 +97,8 @@ def checked(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT_S) ->
             child = subprocess.run(command, env={**os.environ, ENV_VAR: resolve_lang()}, timeout=time_limit,
                                    check=False, capture_output=True)
         except subprocess.TimeoutExpired as stopped:
-            return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)), say(STOPPED, limit=time_limit),
+            return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)),
+                                                           say(STOPPED, limit=time_limit),
                                                            *_printed(stopped.stdout, stopped.stderr)])
         printed = _printed(child.stdout, child.stderr)
         if not result.is_file():
