@@ -103,6 +103,7 @@ def shipped_model() -> tuple[Any, dict[str, list[tuple[Any, ...]]], torch.Tensor
     from nanovllm_teach.models.loader import load_model
     from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
     from nanovllm_teach.track.chapters import CHAPTERS
+
     path = default_model_path()
     calls: dict[str, list[tuple[Any, ...]]] = {}
 
@@ -112,11 +113,12 @@ def shipped_model() -> tuple[Any, dict[str, list[tuple[Any, ...]]], torch.Tensor
 
         def record(*args: Any, **kwargs: Any) -> Any:
             calls.setdefault(seam.qualname, [])
-            if len(calls[seam.qualname]) < 2:  # kept positional: the checks call a learner's function so
+            if len(calls[seam.qualname]) < 2:  # kept positional, as the checks call a learner's function
                 calls[seam.qualname].append(_cloned(signature.bind(*args, **kwargs).args))
             return original(*args, **kwargs)
         return record
 
+    # What runs inside the forward pass: chapters 1 to 4 but the loader (the sampler's cases are the logits).
     seams = [seam for chapter in CHAPTERS[:4] for seam in chapter.seams if seam.qualname != "load_model"]
     tokenizer = AutoTokenizer.from_pretrained(path)
     prompts = [tokenizer.encode(text) for text in ("The capital of France is", "list all prime numbers")]
