@@ -286,6 +286,23 @@ def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
     assert "the engine's own kv_block_bytes is not available while grading" in result.message, result.message
 
 
+@pytest.mark.parametrize("call", [
+    "token_slot(seq.block_table, seq.num_tokens - 1, block_size)",
+    "prefill_layout([seq.num_tokens - 1], [1], [seq.block_table], block_size)[3][0]",
+])
+def test_the_engines_other_copy_of_the_slot_formula_gives_no_answer(tmp_path, call):
+    # The prefill's slots and the decode step's come from one formula (prefill_layout.token_slot): calling the
+    # prefill's layout for the newest token, or the formula itself, passed decode_slot before.
+    result = grade("decode_slot", _solution(tmp_path, "second_copy", f"""
+from nanovllm_teach.engine.prefill_layout import prefill_layout, token_slot
+
+def decode_slot(seq, block_size):
+    return {call}
+"""))
+    assert not result.passed and result.isolated is True
+    assert "is not available while grading" in result.message, result.message
+
+
 def test_importing_the_reference_solutions_is_refused(tmp_path):
     direct = _solution(tmp_path, "direct", "from nanovllm_teach.exercises.decode_slot.solution import decode_slot\n")
     result = grade("decode_slot", direct)

@@ -73,8 +73,10 @@ def run_failure(end: ChildEnd, outcome: dict[str, Any], workload: str) -> dict[s
 
 
 def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
-    """What raises in the worker's copy of the package: the exercise points, and where each is defined."""
-    return tuple(sorted({p.point for p in pieces} | {defined_at(p.point) for p in pieces}))
+    """What raises in the worker's copy of the package: the exercise points, where each is defined, and the
+    engine's other functions computing the same answer."""
+    return tuple(sorted({p.point for p in pieces} | {defined_at(p.point) for p in pieces}
+                        | {point for p in pieces for point in p.same_answer}))
 
 
 def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None:

@@ -44,6 +44,7 @@ EXERCISE = EngineExercise(
     ("decode_slot",),
     HINTS,
     (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot,
-           wire=("nanovllm_teach.engine.batch:ScheduledSeq", "int")),),
+           wire=("nanovllm_teach.engine.batch:ScheduledSeq", "int"),
+           same_answer=("nanovllm_teach.engine.prefill_layout:token_slot",)),),
     (TIGHT_CACHE, LATE_ARRIVALS),
     ("PREPARE_DECODE_TENSORS",) + DECISION_EVENTS)

@@ -74,6 +74,7 @@ EXERCISE = EngineExercise(
     ("prefill_layout",),
     HINTS,
     (Piece("prefill_layout", "nanovllm_teach.engine.prefill_layout:prefill_layout", _check_layout,
-           wire=("list[int]", "list[int]", "list[list[int]]", "int")),),
+           wire=("list[int]", "list[int]", "list[list[int]]", "int"),
+           same_answer=("nanovllm_teach.engine.prefill_layout:token_slot",)),),
     (CACHED_UNDER_BUDGET, SMALL_BUDGET),
     ("PREPARE_PREFILL_TENSORS",) + DECISION_EVENTS)
