@@ -8,7 +8,9 @@ with ``ignore_eos`` the schedule depends only on the workload.
 
 In a learner's self-check (``hints``) a wrong answer gets a hint that says where in the trace to look, and
 whether the answer is too high or too low — never the answer itself. In a class the verdict says only how many
-answers are right: hints there would let a blind binary search pass without reading the trace. Questions,
+answers are right: hints there would let a blind binary search pass without reading the trace, and only
+the first answer graded into a class's gradebook counts (``graded_once``: later ones are counted as
+attempts, ``gradebook.carried_over``). Questions,
 hints and verdicts are ``Text`` in both languages, said in the chosen one (``i18n.resolve_lang``); the verdict's ``PASS``/``FAIL trace_quiz:`` prefix stays in English.
 """
 
@@ -138,6 +140,7 @@ class QuizExercise(Exercise):
     """Graded by comparing the student's answers with the ones computed from the quiz trace."""
 
     questions: tuple[Question, ...]
+    graded_once = True  # a class's second answer could be a search on the first one's count
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None,
