@@ -87,6 +87,19 @@ def test_slot_mapping_off_by_one(tmp_path):
     assert f"in step {right.step} (PREPARE_DECODE_TENSORS)" in result.message
     assert (f"step {right.step}, PREPARE_DECODE_TENSORS.slot_mapping: you wrote {[s + 1 for s in slots]}, "
             f"the reference {slots}") in result.message
+    # The exercise's own feedback (its folder's context): the sequence behind the first wrong slot, in values.
+    assert re.search(rf"seq \d+ \(number 1 in the decode batch\) had \d+ tokens and the block table \[[\d, ]+\], "
+                     rf"with blocks of \d+ tokens: you stored its newest token's K/V in slot {slots[0] + 1}, the "
+                     rf"reference in slot {slots[0]}", result.message), result.message
+
+
+def test_a_graph_too_large_says_the_size_of_the_batch(tmp_path):
+    result = grade("graph_bucket", _solution(tmp_path, "largest", """
+        def choose_graph_batch_size(is_prefill, batch_size, graph_sizes):
+            return None if is_prefill or batch_size > graph_sizes[-1] else graph_sizes[-1]
+        """))
+    assert not result.passed and "(CUDAGRAPH_REPLAY)" in result.message, result.message
+    assert re.search(r"that step's decode batch had \d+ sequences", result.message), result.message
 
 
 def test_preemption_from_the_head_instead_of_the_tail(tmp_path):

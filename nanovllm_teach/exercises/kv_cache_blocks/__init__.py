@@ -15,6 +15,8 @@ from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMO
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
 
+ORDER = 100  # the course's order (``nanovllm-teach exercises``): after the slots the cache holds
+
 
 # What the checks say, after "your kv_block_bytes " / "你的 kv_block_bytes " (and kv_cache_blocks) in the verdict.
 NOT_BLOCK_BYTES = Text(en="returned {value!r}: the size of one block must be a positive int (bytes)",
