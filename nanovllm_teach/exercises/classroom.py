@@ -222,8 +222,9 @@ def rank(rows: list[Row]) -> None:
 
 def grade_class(exercise: Exercise, submissions: list[Submission], grade: Any, jobs: int = 1,
                 progress: Any = None) -> list[Row]:
-    """Every submission's row, in the order of ``submissions`` whatever order they finish in; ``progress``
-    (a tqdm bar, or None) advances as each one ends."""
+    """Every submission's row, in the order of ``submissions`` whatever order they finish in, with its
+    ``likeness`` to the reference and the others once all are graded; ``progress`` (a tqdm bar, or None)
+    advances as each one ends."""
     rows: list[Row | None] = [None] * len(submissions)
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

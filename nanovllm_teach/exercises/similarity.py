@@ -24,8 +24,13 @@ import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.i18n import Text, say
+
+if TYPE_CHECKING:
+    from copydetect import CodeFingerprint
 
 MIN_TOKENS = 60  # tokens left once the template is taken out: below, an answer looks like every right one
 NOISE_TOKENS = 25  # copydetect's default: a match shorter than this many tokens is chance
@@ -61,14 +66,16 @@ class Likeness:
         return say(TOO_SMALL, tokens=self.tokens, least=MIN_TOKENS) if self.reference is None else ""
 
 
-def _fingerprint(path: Path, text: str, template: list[int], tokens: bool) -> object:
+def _fingerprint(path: Path, text: str, template: list[int], tokens: bool) -> CodeFingerprint:
+    """``text``'s fingerprints less ``template``'s: of its tokens (names and strings as placeholders), or of
+    its characters as written (``tokens`` False: comments and docstrings count)."""
     from copydetect import CodeFingerprint  # numpy and pygments, only when a class is compared
 
     return CodeFingerprint(str(path), NOISE_TOKENS, 1, boilerplate=template, filter=tokens, language="python",
                            fp=io.StringIO(text))
 
 
-def _shares(a: object, b: object) -> tuple[float, float]:
+def _shares(a: CodeFingerprint, b: CodeFingerprint) -> tuple[float, float]:
     """The share of ``a``'s code found in ``b`` and of ``b``'s found in ``a``."""
     from copydetect import compare_files
 
@@ -76,6 +83,25 @@ def _shares(a: object, b: object) -> tuple[float, float]:
         return 0.0, 0.0
     _, (share_a, share_b), _ = compare_files(a, b)
     return float(share_a), float(share_b)
+
+
+def _read(path: Path | None) -> str | None:
+    """A submission's text; None when there is none, or when it is gone since it was graded (the class goes on)."""
+    try:
+        return None if path is None else path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _closest(prints: dict[int, CodeFingerprint]) -> dict[int, tuple[float, int]]:
+    """For each submission, the largest share of code it has in common with another, and that other one."""
+    closest: dict[int, tuple[float, int]] = {}
+    for a, b in itertools.combinations(prints, 2):
+        share = max(_shares(prints[a], prints[b]))  # one copied into a longer file is still a copy
+        for one, other in ((a, b), (b, a)):
+            if share > closest.get(one, (-1.0, -1))[0]:
+                closest[one] = (share, other)
+    return closest
 
 
 def _hard_link(path: Path, reference: Path) -> bool:
@@ -87,24 +113,19 @@ def _hard_link(path: Path, reference: Path) -> bool:
 
 def likeness(students: list[str], paths: list[Path | None], reference: Path, template: Path) -> list[Likeness | None]:
     """Each submission's ``Likeness`` (None where there is no file to compare), in the order given; ``paths``
-    have passed the class's checks (readable UTF-8 text of bounded size)."""
+    have passed the class's checks (UTF-8 text of bounded size)."""
     shared = template.read_text(encoding="utf-8")
     boilerplate = {kind: list(_fingerprint(template, shared, [], kind).hashes) for kind in (True, False)}
 
-    def prints(path: Path, text: str, tokens: bool) -> object:
+    def prints(path: Path, text: str, tokens: bool) -> CodeFingerprint:
         return _fingerprint(path, text, boilerplate[tokens], tokens)
 
     reference_text = reference.read_text(encoding="utf-8")
     ref_tokens, ref_raw = prints(reference, reference_text, True), prints(reference, reference_text, False)
-    texts = {k: path.read_text(encoding="utf-8", errors="replace") for k, path in enumerate(paths) if path is not None}
+    texts = {k: text for k, path in enumerate(paths) if (text := _read(path)) is not None}
     tokens = {k: prints(paths[k], text, True) for k, text in texts.items()}
     compared = [k for k in tokens if tokens[k].token_coverage >= MIN_TOKENS]
-    closest: dict[int, tuple[float, int]] = {}
-    for a, b in itertools.combinations(compared, 2):
-        share = max(_shares(tokens[a], tokens[b]))  # one copied into a longer file is still a copy
-        for one, other in ((a, b), (b, a)):
-            if share > closest.get(one, (-1.0, -1))[0]:
-                closest[one] = (share, other)
+    closest = _closest({k: tokens[k] for k in compared})
     found: list[Likeness | None] = [None] * len(paths)
     for k, text in texts.items():
         flags = []
@@ -122,6 +143,6 @@ def likeness(students: list[str], paths: list[Path | None], reference: Path, tem
             flags.append(say(LIKE_REFERENCE, share=to_reference))
         share, other = closest.get(k, (None, None))
         if share is not None and share >= ALIKE:
-            flags.append(say(LIKE_STUDENT, share=share, student=students[other]))
+            flags.append(say(LIKE_STUDENT, share=share, student=visible(students[other])))
         found[k] = Likeness(size, to_reference, None if other is None else students[other], share, tuple(flags))
     return found
