@@ -316,6 +316,24 @@ def decode_slot(seq, block_size):
     assert "is not available while grading" in result.message, result.message
 
 
+@pytest.mark.parametrize("call", [
+    "kv_block_bytes_per_rank(shape, dtype_bytes, 1, block_size)",
+    "ModelShape.kv_bytes_per_token(shape, dtype_bytes) * block_size",
+])
+def test_the_simulators_copy_of_the_block_size_gives_no_answer(tmp_path, call):
+    result = grade("kv_cache_blocks", _solution(tmp_path, "simulated", FUTURE + f"""
+from types import SimpleNamespace
+from nanovllm_teach.sim.budget import kv_block_bytes_per_rank
+from nanovllm_teach.sim.cost_model import ModelShape
+
+def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
+    shape = SimpleNamespace(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim)
+    return {call}
+""" + _reference_function("kv_cache_blocks", "kv_cache_blocks")))
+    assert not result.passed and result.isolated is True
+    assert "is not available while grading" in result.message, result.message
+
+
 def test_importing_the_reference_solutions_is_refused(tmp_path):
     direct = _solution(tmp_path, "direct", "from nanovllm_teach.exercises.decode_slot.solution import decode_slot\n")
     result = grade("decode_slot", direct)

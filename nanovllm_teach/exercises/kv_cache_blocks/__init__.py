@@ -74,7 +74,9 @@ EXERCISE = EngineExercise(
     ("kv_block_bytes", "kv_cache_blocks"),
     HINTS,
     (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes,
-           wire=("int", "int", "int", "int", "int")),
+           wire=("int", "int", "int", "int", "int"),
+           same_answer=("nanovllm_teach.sim.budget:kv_block_bytes_per_rank",  # the simulator's sizes of a block
+                        "nanovllm_teach.sim.cost_model:ModelShape.kv_bytes_per_token")),
      Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks,
            wire=("MemoryNumbers", "float", "int", "int|None"), encode=_memory_numbers)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION),
