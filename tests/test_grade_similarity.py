@@ -19,7 +19,7 @@ import pytest
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises import EXERCISES
 from nanovllm_teach.exercises.classroom import Row
-from nanovllm_teach.exercises.gradebook import carried_over, write_csv
+from nanovllm_teach.exercises.gradebook import carried_over, write_csv, write_html
 from nanovllm_teach.exercises.similarity import MIN_TOKENS, likeness
 from nanovllm_teach.i18n import speaking
 
@@ -159,7 +159,19 @@ def test_the_quiz_keeps_a_students_first_answer_and_counts_the_others(tmp_path):
                Row("alice", "trace_quiz", "PASS", 1.0, 1.0, "")], book)
     merged = carried_over([Row("bob", "trace_quiz", "PASS", 1.0, 1.0, "")], quiz, book)
     assert [(r.student, r.verdict, r.attempts) for r in merged] == [("alice", "PASS", 1), ("bob", "FAIL", 2)]
+    page = tmp_path / "quiz.html"
+    write_html(merged, "trace_quiz", page)  # bob's log says the verdict that counts, from the gradebook's words
+    assert (tmp_path / "quiz_logs" / "002.txt").read_text(encoding="utf-8").startswith(
+        "bob\nFAIL trace_quiz: 3 of 8 answers are right")
     # Any other exercise takes the new answer.
     write_csv([Row("bob", "decode_slot", "FAIL", 0.0, 1.0, "slot")], book)
     merged = carried_over([Row("bob", "decode_slot", "PASS", 1.0, 1.0, "")], DECODE_SLOT, book)
     assert [(r.student, r.verdict, r.attempts) for r in merged] == [("bob", "PASS", 2)]
+
+
+def test_a_gradebook_that_cannot_be_read_is_said_in_one_sentence(tmp_path):
+    with pytest.raises(ValueError, match="cannot read the gradebook"):
+        carried_over([Row("bob", "decode_slot", "PASS", 1.0, 1.0, "")], DECODE_SLOT, tmp_path)  # a folder
+    (tmp_path / "old.csv").write_text("student,exercise\nbob,decode_slot\n")  # another version's columns
+    with pytest.raises(ValueError, match="is not a gradebook of decode_slot"):
+        carried_over([], DECODE_SLOT, tmp_path / "old.csv")

@@ -50,7 +50,7 @@ HEADINGS = {
     "output": Text(en="What the code printed (quoted)", zh="代码打印的内容（引用）"), "log": Text(en="Log", zh="日志"),
     "tokens": Text(en="Tokens", zh="token 数"), "like_reference": Text(en="Like the reference", zh="与参考答案相同"),
     "most_alike": Text(en="Most alike", zh="最相似的同学"), "like_them": Text(en="In common", zh="相同部分"),
-    "similarity_flags": Text(en="To look at", zh="值得一看"),
+    "note": Text(en="To look at", zh="值得一看"),
 }
 SIMILARITY = Text(en="Similarity (advice, not a verdict)", zh="相似度（仅供参考，不是评分）")
 SIMILARITY_SAYS = Text(
@@ -63,6 +63,7 @@ SIMILARITY_SAYS = Text(
        "去掉了模板）。短于 {least} 个 token 的答案不作比较：简短的正确答案彼此都很像。照抄参考答案原文、"
        "或指向它的硬链接，无论长短都会标出。引擎和参考答案都是公开的：下结论之前，请把两份文件放在一起读一读。")
 PRINTED = Text(en="what the code printed (quoted, not a verdict):", zh="代码打印的内容（引用，不是评语）：")
+CANNOT_READ = Text(en="cannot read the gradebook {path}: {error}", zh="无法读取成绩册 {path}：{error}")
 NOT_A_GRADEBOOK = Text(en="{path} is not a gradebook of {exercise} (its columns or its exercise differ): write to "
                           "another file",
                        zh="{path} 不是 {exercise} 的成绩册（列或练习不同）：请写到另一个文件")
@@ -85,14 +86,18 @@ def _share(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-def _cells(row: Row, policy: bool) -> list[str]:
+def _values(row: Row) -> dict[str, str]:
+    """Every column of ``row`` as text, as the CSV holds it and the page shows it (``note``: the similarity
+    flags, or why there are no numbers)."""
     alike = row.likeness or Likeness(0)
-    cells = [row.student, row.exercise, row.verdict, f"{row.score:g}", f"{row.seconds:.2f}", str(row.attempts),
-             row.reason, "" if row.likeness is None else str(alike.tokens), _share(alike.reference),
-             alike.closest or "", _share(alike.closest_share), "; ".join(alike.flags)]
-    if policy:
-        cells += ["" if row.latency is None else f"{row.latency:.3f}", "" if row.rank is None else str(row.rank)]
-    return cells
+    return {"student": row.student, "exercise": row.exercise, "verdict": row.verdict, "score": f"{row.score:g}",
+            "seconds": f"{row.seconds:.2f}", "attempts": str(row.attempts), "reason": row.reason,
+            "latency": "" if row.latency is None else f"{row.latency:.3f}",
+            "rank": "" if row.rank is None else str(row.rank),
+            "output": row.result.output if row.result is not None else "",
+            "tokens": "" if row.likeness is None else str(alike.tokens), "like_reference": _share(alike.reference),
+            "most_alike": alike.closest or "", "like_them": _share(alike.closest_share),
+            "similarity_flags": "; ".join(alike.flags), "note": alike.note}
 
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
@@ -108,7 +113,8 @@ def write_csv(rows: list[Row], path: Path) -> None:
         writer = csv.writer(file)
         writer.writerow(COLUMNS + (POLICY_COLUMNS if policy else ()))
         for row in rows:
-            writer.writerow([_spreadsheet_safe(cell) for cell in _cells(row, policy)])
+            values = _values(row)
+            writer.writerow([_spreadsheet_safe(values[c]) for c in COLUMNS + (POLICY_COLUMNS if policy else ())])
 
 
 def _number(cell: str) -> float | None:
@@ -134,6 +140,8 @@ def read_csv(path: Path, exercise: str) -> list[Row]:
             if not set(COLUMNS) <= set(reader.fieldnames or ()) or any(r["exercise"] != exercise for r in found):
                 raise ValueError
             return [_read_row(r) for r in found]
+    except OSError as error:
+        raise ValueError(say(CANNOT_READ, path=path, error=error.strerror or error)) from None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, csv.Error):
         raise ValueError(say(NOT_A_GRADEBOOK, path=path, exercise=exercise)) from None
 
@@ -161,26 +169,16 @@ body { font-family: system-ui, "Noto Sans CJK SC", sans-serif; margin: 2em; colo
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
-td.reason, td.similarity_flags { max-width: 48em; font-size: 90%; white-space: pre-wrap; }\ntd.output { font-family: monospace; font-size: 85%; white-space: pre-wrap; max-width: 40em; }
+td.reason, td.note { max-width: 48em; font-size: 90%; white-space: pre-wrap; }
+td.output { font-family: monospace; font-size: 85%; white-space: pre-wrap; max-width: 40em; }
 .PASS { color: #1a7f37; font-weight: bold; } .FAIL { color: #b42318; font-weight: bold; }
 .ERROR { color: #9a6700; font-weight: bold; }
 """
 
 
 def _verdict(row: Row) -> str:
-    return printable(row.result.message if row.result is not None else f"ERROR {row.exercise}: {row.reason}")
-
-
-def _values(row: Row) -> dict[str, str]:
-    alike = row.likeness or Likeness(0)
-    return {"student": row.student, "verdict": row.verdict, "score": f"{row.score:g}",
-            "seconds": f"{row.seconds:.2f}", "reason": row.reason, "attempts": str(row.attempts),
-            "latency": "" if row.latency is None else f"{row.latency:.3f}",
-            "rank": "" if row.rank is None else str(row.rank),
-            "output": row.result.output if row.result is not None else "",
-            "tokens": "" if row.likeness is None else str(alike.tokens), "like_reference": _share(alike.reference),
-            "most_alike": alike.closest or "", "like_them": _share(alike.closest_share),
-            "similarity_flags": alike.note}
+    # Without its verdict (an ERROR, or a row read back from an earlier gradebook): the row's own words.
+    return printable(row.result.message if row.result is not None else f"{row.verdict} {row.exercise}: {row.reason}")
 
 
 def _table(rows: list[Row], columns: tuple[str, ...], table_id: str, logs: list[str] | None = None) -> str:
@@ -207,7 +205,7 @@ def _write_logs(rows: list[Row], folder: Path) -> list[str]:
         if row.result is not None and row.result.output:
             lines += [say(PRINTED), row.result.output]
         if row.likeness is not None and row.likeness.note:
-            lines.append(say(HEADINGS["similarity_flags"]) + ": " + row.likeness.note)
+            lines.append(say(HEADINGS["note"]) + ": " + row.likeness.note)
         (folder / f"{k:03d}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         names.append(f"{folder.name}/{k:03d}.txt")
     return names
@@ -221,7 +219,7 @@ def write_html(rows: list[Row], exercise: str, path: Path) -> None:
              f'<p id="summary">{html.escape(summary(rows))}</p>', _table(rows, columns, "gradebook", logs),
              f"<h2>{html.escape(say(SIMILARITY))}</h2>", f"<p>{html.escape(say(SIMILARITY_SAYS, least=MIN_TOKENS))}</p>",
              _table([r for r in rows if r.likeness is not None], ("student", "tokens", "like_reference", "most_alike",
-                                                                  "like_them", "similarity_flags"), "similarity")]
+                                                                  "like_them", "note"), "similarity")]
     if policy:
         ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)
         parts.append(f"<h2>{html.escape(say(LEADERBOARD))}</h2>")
