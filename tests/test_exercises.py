@@ -259,6 +259,9 @@ def test_check_takes_functions_in_order_or_by_name(tmp_path, capsys):
 def test_a_file_that_does_not_load_fails_with_the_reason(tmp_path):
     result = grade("decode_slot", _solution(tmp_path, "broken", "def decode_slot(seq, block_size)\n    return 0\n"))
     assert result.message.startswith("FAIL decode_slot: your file could not be loaded: SyntaxError")
+    # The quiz's answers load the same way, and say the same.
+    result = grade("trace_quiz", _solution(tmp_path, "broken_quiz", "answer_quiz = {\n"))
+    assert result.message.startswith("FAIL trace_quiz: your file could not be loaded: SyntaxError")
 
 
 def test_cli_grade_and_exercises(tmp_path, capsys):

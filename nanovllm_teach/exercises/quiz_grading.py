@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented,
                                           visible)
-from nanovllm_teach.exercises.engine_grading import ENDED_WHILE_LOADING, LOADING_TOO_LONG, NOT_LOADED
+from nanovllm_teach.exercises.engine_grading import not_loaded
 from nanovllm_teach.exercises.quiz_wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
@@ -170,14 +170,9 @@ class QuizExercise(Exercise):
         return result
 
     def _answered(self, worker: Worker, trace: Trace, time_limit: float, hints: bool) -> GradeResult:
-        loaded = worker.load()
-        if "load_error" in loaded:
-            error = loaded["load_error"]  # made visible by the worker's proxy (``remote.described``)
-            return self.fail(say(NOT_LOADED, type=error["type"], message=error["message"]))
-        if "timeout" in loaded:
-            return self.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
-        if loaded.get("loaded") is not True:
-            return self.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
+        failed = not_loaded(self, worker.load())  # no function is required: "missing" never comes
+        if failed is not None:
+            return failed
         try:
             answered = worker.call("answer_quiz", (quiz_record(trace),), (RECORD_TYPE,), adapter=ADAPTER)
         except RemoteFailure as failure:
