@@ -60,9 +60,11 @@ def test_start_copies_the_template_under_the_name_the_grader_expects(tmp_path, c
     assert written.read_text(encoding="utf-8") == EXERCISES["decode_slot"].template_path.read_text(encoding="utf-8")
     out = capsys.readouterr().out
     assert f"nanovllm-teach grade decode_slot {Path('work') / 'decode_slot.py'}" in out
-    assert main(["exercises", "--lang", "zh", "start", "can_append"]) == 0
+    assert main(["exercises", "start", "can_append", "--lang", "zh"]) == 0
     assert (tmp_path / "can_append.py").is_file()
     assert "填好后评分：nanovllm-teach grade can_append can_append.py" in capsys.readouterr().out
+    assert main(["exercises", "--lang", "zh", "start", "allocate"]) == 0
+    assert "填好后评分：nanovllm-teach grade allocate allocate.py" in capsys.readouterr().out
 
 
 def test_start_never_writes_over_the_learners_work(tmp_path, capsys):
@@ -77,5 +79,8 @@ def test_start_never_writes_over_the_learners_work(tmp_path, capsys):
     (tmp_path / "other" / "tp_slice.py").symlink_to(tmp_path / "target.py")
     assert main(["exercises", "start", "tp_slice", str(tmp_path / "other")]) == 2
     assert not (tmp_path / "target.py").exists()
+    (tmp_path / "a_file").write_text("")
+    assert main(["exercises", "start", "decode_slot", str(tmp_path / "a_file")]) == 2
+    assert "cannot write" in capsys.readouterr().err
     assert main(["exercises", "start", "no_such_exercise"]) == 2
     assert re.search(r"unknown exercise|no_such_exercise", capsys.readouterr().err)

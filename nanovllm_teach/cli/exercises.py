@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.cli.arguments import UsageError, exercise_named, positive_int
-from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.i18n import LANGS, Text, say
 
 EXERCISE_LINE = Text(en="{number}. {name:<16} {title}  [{replaces}]\n   template: {template}",
                      zh="{number}. {name:<16} {title}  [{replaces}]\n   模板：{template}")
@@ -42,6 +42,8 @@ def add_exercises_parser(subparsers: Any) -> argparse.ArgumentParser:
     start.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
     start.add_argument("folder", nargs="?", type=Path, default=Path("."), metavar="DIR",
                        help="where to write NAME.py (default: this folder; made if missing)")
+    # Also after ``start``'s arguments, where a learner types it; SUPPRESS keeps an earlier ``exercises --lang``.
+    start.add_argument("--lang", choices=LANGS, default=argparse.SUPPRESS, help="language of what it writes")
     start.set_defaults(func=_start)
     return exs
 
@@ -71,6 +73,9 @@ def _start(args: argparse.Namespace) -> int:
     target = args.folder / f"{exercise.name}.py"  # the name a student's folder is graded by
     try:
         args.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file of that name, a folder that cannot be made
+        raise UsageError(say(CANNOT_WRITE, path=args.folder, error=error.strerror or error)) from None
+    try:
         with target.open("x", encoding="utf-8") as file:  # "x": never over a learner's work, nor through a link
             file.write(exercise.template_path.read_text(encoding="utf-8"))
     except FileExistsError:
