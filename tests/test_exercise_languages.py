@@ -44,7 +44,7 @@ def test_every_template_states_its_task_in_english_then_in_chinese(name):
     assert CJK.search(LITERAL.sub(" ", zh)), f"{name}: the Chinese part is not in Chinese"
     # The same commands, names unchanged.
     assert f'hint("{name}", 1)' in zh and f'hint("{name}", 2)' in zh, name
-    assert f"nanovllm-teach grade {name} this_file.py" in zh, name
+    assert f"nanovllm-teach grade {name} {name}.py" in zh, name
     # The glossary's terms, with the English in brackets at first use.
     assert pair_problems(en, zh, name, set()) == []
     wide = [line for line in zh.splitlines() if _columns(line) > MAX_COLUMNS]

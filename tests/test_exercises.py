@@ -87,6 +87,19 @@ def test_slot_mapping_off_by_one(tmp_path):
     assert f"in step {right.step} (PREPARE_DECODE_TENSORS)" in result.message
     assert (f"step {right.step}, PREPARE_DECODE_TENSORS.slot_mapping: you wrote {[s + 1 for s in slots]}, "
             f"the reference {slots}") in result.message
+    # The exercise's own feedback (its folder's context): the sequence behind the first wrong slot, in values.
+    assert re.search(rf"seq \d+ \(number 1 in the decode batch\) had \d+ tokens and the block table \[[\d, ]+\], "
+                     rf"with blocks of \d+ tokens: you stored its newest token's K/V in slot {slots[0] + 1}, the "
+                     rf"reference in slot {slots[0]}", result.message), result.message
+
+
+def test_a_graph_too_large_says_the_size_of_the_batch(tmp_path):
+    result = grade("graph_bucket", _solution(tmp_path, "largest", """
+        def choose_graph_batch_size(is_prefill, batch_size, graph_sizes):
+            return None if is_prefill or batch_size > graph_sizes[-1] else graph_sizes[-1]
+        """))
+    assert not result.passed and "(CUDAGRAPH_REPLAY)" in result.message, result.message
+    assert re.search(r"that step's decode batch had \d+ sequences", result.message), result.message
 
 
 def test_preemption_from_the_head_instead_of_the_tail(tmp_path):
@@ -246,6 +259,9 @@ def test_check_takes_functions_in_order_or_by_name(tmp_path, capsys):
 def test_a_file_that_does_not_load_fails_with_the_reason(tmp_path):
     result = grade("decode_slot", _solution(tmp_path, "broken", "def decode_slot(seq, block_size)\n    return 0\n"))
     assert result.message.startswith("FAIL decode_slot: your file could not be loaded: SyntaxError")
+    # The quiz's answers load the same way, and say the same.
+    result = grade("trace_quiz", _solution(tmp_path, "broken_quiz", "answer_quiz = {\n"))
+    assert result.message.startswith("FAIL trace_quiz: your file could not be loaded: SyntaxError")
 
 
 def test_cli_grade_and_exercises(tmp_path, capsys):
@@ -284,6 +300,41 @@ def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
 """ + _reference_function("kv_cache_blocks", "kv_cache_blocks")))
     assert not result.passed and result.isolated is True
     assert "the engine's own kv_block_bytes is not available while grading" in result.message, result.message
+
+
+@pytest.mark.parametrize("call", [
+    "token_slot(seq.block_table, seq.num_tokens - 1, block_size)",
+    "prefill_layout([seq.num_tokens - 1], [1], [seq.block_table], block_size)[3][0]",
+])
+def test_the_engines_other_copy_of_the_slot_formula_gives_no_answer(tmp_path, call):
+    # The prefill's slots and the decode step's come from one formula (prefill_layout.token_slot): calling the
+    # prefill's layout for the newest token, or the formula itself, passed decode_slot before.
+    result = grade("decode_slot", _solution(tmp_path, "second_copy", f"""
+from nanovllm_teach.engine.prefill_layout import prefill_layout, token_slot
+
+def decode_slot(seq, block_size):
+    return {call}
+"""))
+    assert not result.passed and result.isolated is True
+    assert "is not available while grading" in result.message, result.message
+
+
+@pytest.mark.parametrize("call", [
+    "kv_block_bytes_per_rank(shape, dtype_bytes, 1, block_size)",
+    "ModelShape.kv_bytes_per_token(shape, dtype_bytes) * block_size",
+])
+def test_the_simulators_copy_of_the_block_size_gives_no_answer(tmp_path, call):
+    result = grade("kv_cache_blocks", _solution(tmp_path, "simulated", FUTURE + f"""
+from types import SimpleNamespace
+from nanovllm_teach.sim.budget import kv_block_bytes_per_rank
+from nanovllm_teach.sim.cost_model import ModelShape
+
+def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
+    shape = SimpleNamespace(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim)
+    return {call}
+""" + _reference_function("kv_cache_blocks", "kv_cache_blocks")))
+    assert not result.passed and result.isolated is True
+    assert "is not available while grading" in result.message, result.message
 
 
 def test_importing_the_reference_solutions_is_refused(tmp_path):

@@ -154,8 +154,12 @@ def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args:
 
 
 def _write(exercise: Any, rows: list[Any], args: argparse.Namespace, seconds: float) -> None:
-    from nanovllm_teach.exercises.gradebook import write_csv, write_gradescope, write_html
+    from nanovllm_teach.exercises.gradebook import carried_over, write_csv, write_gradescope, write_html
 
+    try:
+        rows = carried_over(rows, exercise, args.csv)  # a late or resubmitted folder updates its own row
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     for path, write in ((args.csv, lambda p: write_csv(rows, p)), (args.html, lambda p: write_html(rows, exercise.name, p)),
                         (args.gradescope, lambda p: write_gradescope(rows[0], seconds, p))):
         if path is not None:

@@ -60,7 +60,7 @@ from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_mem
 
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     """The cache slot a decode step stores ``seq``'s newest token's K/V in: in its last block, after the others."""
-    return seq.block_table[-1] * block_size + (seq.num_tokens - 1) % block_size
+    return prefill_layout.token_slot(seq.block_table, seq.num_tokens - 1, block_size)
 
 
 class ModelRunner:

@@ -9,15 +9,17 @@ the reference preempted seq 4 (…)").
 Every exercise is a folder here, found automatically: ``<name>/__init__.py`` defines it (``EXERCISE``: what
 the learner writes, the engine point it replaces, the checks on what it returns, the hints, the graded
 workloads), ``<name>/template.py`` is where the learner starts and ``<name>/solution.py`` the reference.
-``nanovllm-teach exercises`` lists them; adding an exercise is adding a folder (see the teachers' section of
-the README).
+``nanovllm-teach exercises`` lists them (in the order each folder's ``ORDER`` gives) and
+``nanovllm-teach exercises start NAME`` copies a template; adding an exercise is adding a folder, and
+nothing else (see the teachers' section of the README).
 
 ``tp_slice`` is graded by what every tensor-parallel rank holds once the weights are loaded with the
 learner's slices (``shard_grading``). ``scheduling_policy`` has no single right answer: the grader runs the
 policy on the simulated engine on timed workloads and compares its time to first token with first come,
 first served (``policy_grading``).
 
-From a terminal: copy a template, fill it in, and ``nanovllm-teach grade decode_slot my_decode_slot.py``.
+From a terminal: ``nanovllm-teach exercises start decode_slot`` writes ``decode_slot.py``; fill it in, and
+``nanovllm-teach grade decode_slot decode_slot.py``.
 From a notebook::
 
     from nanovllm_teach.exercises import check, hint
@@ -43,20 +45,16 @@ from typing import Any
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, HERE, NO_SOLUTION_FILE, Exercise, GradeResult
 from nanovllm_teach.i18n import say
 
-# The order of a course: the scheduler's step, the block manager, the model runner, then reading and design.
-COURSE_ORDER = ("schedule_prefill", "schedule_decode", "postprocess", "can_allocate", "can_append", "allocate",
-                "block_hash", "prepare_prefill", "decode_slot", "kv_cache_blocks", "graph_bucket", "tp_slice",
-                "trace_quiz", "scheduling_policy")
-
-
 @functools.cache
 def _discover() -> dict[str, Exercise]:
-    """Every folder here with an ``__init__.py`` that defines ``EXERCISE``, in the course's order (a new
-    folder not in ``COURSE_ORDER`` comes last, by name)."""
+    """Every folder here with an ``__init__.py`` that defines ``EXERCISE``, in the course's order: each
+    folder's ``ORDER`` (a number; the scheduler's step first, then the block manager, the model runner,
+    reading and design), the name breaking ties."""
     names = sorted(p.name for p in HERE.iterdir() if (p / "__init__.py").is_file() and not p.name.startswith("_"))
+    modules = {name: importlib.import_module(f"{__name__}.{name}") for name in names}
     found = {}
-    for name in sorted(names, key=lambda n: (COURSE_ORDER.index(n) if n in COURSE_ORDER else len(COURSE_ORDER), n)):
-        exercise = importlib.import_module(f"{__name__}.{name}").EXERCISE
+    for name in sorted(names, key=lambda n: (modules[n].ORDER, n)):
+        exercise = modules[name].EXERCISE
         if exercise.name != name:
             raise RuntimeError(f"exercise folder {name}/ defines an exercise named {exercise.name!r}")
         found[name] = exercise

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import Divergence
@@ -81,6 +81,9 @@ class Exercise:
     replaces: str  # the piece of the engine the student rewrites, as a learner finds it in the code
     functions: tuple[str, ...]
     hints: tuple[Text, ...]  # in both languages, from the gentlest to the strongest
+    # In a class only the first graded answer counts, later ones are counted as attempts (``gradebook``):
+    # for answers a blind search could find.
+    graded_once: ClassVar[bool] = False
 
     @property
     def folder(self) -> Path:

@@ -4,14 +4,15 @@ Role: grading (the teacher's side). Emits no events.
 
 ``collect(exercise, paths)``: each path is a solution file, one student's folder (it holds
 ``<exercise>.py`` and nothing else that could be a submission) or a class folder, whose entries (sorted by
-name) are students: a file, or a folder holding ``<exercise>.py`` or a single ``.py`` file. What cannot be
+name, ``folded``) are students: a file, or a folder holding ``<exercise>.py`` or a single ``.py`` file. What cannot be
 graded (a folder with no solution, a binary or huge file, a link pointing outside the folder given, a file
 that cannot be read, ``<exercise>.py`` lying at the top of a class folder) becomes a submission with a
 ``problem``: one student's trouble is one row, never the class's. Names are the student's folder or file
 (a file named after the exercise takes its folder's name), kept as they are (spaces, any letters).
 ``grade_class`` grades them, ``jobs`` at a time, and returns one ``Row`` per submission in the order
-collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why).
-A row's reason is one line, made ``visible``; ``printable`` is a whole verdict as the grader shows it.
+collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why),
+with its ``similarity.Likeness`` to the reference and to the others. A row's reason is one line, made
+``visible``; ``printable`` is a whole verdict as the grader shows it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, visible
+from nanovllm_teach.exercises.similarity import Likeness, likeness
 from nanovllm_teach.i18n import Text, say
 
 MAX_SOLUTION_BYTES = 256 << 10  # a solution is a few dozen lines; a quarter of a megabyte is not one
@@ -60,7 +62,9 @@ class Submission:
 @dataclass
 class Row:
     """One line of the gradebook. ``score``: 1 for PASS, 0 otherwise; ``result``: the verdict (None for
-    ERROR); ``latency``: a scheduling policy's mean time to first token against FCFS's (lower is better)."""
+    ERROR, and for a row read back from an earlier gradebook); ``latency``: a scheduling policy's mean time
+    to first token against FCFS's (lower is better); ``attempts``: how many times this student was graded
+    into the gradebook; ``likeness``: how alike the submission is to the reference and to the others."""
 
     student: str
     exercise: str
@@ -71,6 +75,8 @@ class Row:
     result: GradeResult | None = field(default=None, repr=False)
     latency: float | None = None
     rank: int | None = None
+    attempts: int = 1
+    likeness: Likeness | None = None
 
 
 def _problem(path: Path, inside: Path) -> str | None:
@@ -112,8 +118,15 @@ def _student_folder(exercise: Exercise, folder: Path, inside: Path | None = None
     return _file(student, files[0], inside or folder)
 
 
+def folded(name: str) -> tuple[str, str]:
+    """The order of students: by name without case (``str.casefold``: "alice" before "Zhang Wei"), the exact
+    name breaking ties; other scripts by code point (Chinese names are not put in pinyin order)."""
+    return name.casefold(), name
+
+
 def _entries(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if not p.name.startswith((".", "__pycache__")))
+    return sorted((p for p in folder.iterdir() if not p.name.startswith((".", "__pycache__"))),
+                  key=lambda p: folded(p.name))
 
 
 def _one_student(exercise: Exercise, folder: Path) -> bool:
@@ -209,8 +222,9 @@ def rank(rows: list[Row]) -> None:
 
 def grade_class(exercise: Exercise, submissions: list[Submission], grade: Any, jobs: int = 1,
                 progress: Any = None) -> list[Row]:
-    """Every submission's row, in the order of ``submissions`` whatever order they finish in; ``progress``
-    (a tqdm bar, or None) advances as each one ends."""
+    """Every submission's row, in the order of ``submissions`` whatever order they finish in, with its
+    ``likeness`` to the reference and the others once all are graded; ``progress`` (a tqdm bar, or None)
+    advances as each one ends."""
     rows: list[Row | None] = [None] * len(submissions)
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -222,4 +236,8 @@ def grade_class(exercise: Exercise, submissions: list[Submission], grade: Any, j
                     progress.update(1)
     done = [row for row in rows if row is not None]
     rank(done)
+    alike = likeness([s.student for s in submissions], [s.path for s in submissions], exercise.solution_path,
+                     exercise.template_path)
+    for row, found in zip(done, alike, strict=True):
+        row.likeness = found
     return done

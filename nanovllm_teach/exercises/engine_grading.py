@@ -40,7 +40,8 @@ from nanovllm_teach.exercises.solution_files import (
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.trace.diff import DECISION_EVENTS
+from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
+from nanovllm_teach.trace.reader import Trace
 
 OUTCOME = "outcome.json"
 
@@ -73,8 +74,10 @@ def run_failure(end: ChildEnd, outcome: dict[str, Any], workload: str) -> dict[s
 
 
 def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
-    """What raises in the worker's copy of the package: the exercise points, and where each is defined."""
-    return tuple(sorted({p.point for p in pieces} | {defined_at(p.point) for p in pieces}))
+    """What raises in the worker's copy of the package: the exercise points, where each is defined, and the
+    engine's other functions computing the same answer."""
+    return tuple(sorted({p.point for p in pieces} | {defined_at(p.point) for p in pieces}
+                        | {point for p in pieces for point in p.same_answer}))
 
 
 def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None:
@@ -124,6 +127,9 @@ class EngineExercise(Exercise):
     # The events that say what the learner's function decided, compared with the reference's in order: the
     # scheduling and block decisions, and for an execution-layer piece the event its result shows in.
     decisions: tuple[str, ...] = DECISION_EVENTS
+    # What the exercise says about a first difference in an event of its own (a slot mapping, a replayed graph),
+    # from the divergence and the reference trace; None, or None said: the sequence behind it (``feedback``).
+    context: Callable[[Divergence, Trace], str | None] | None = None
 
     def _run_student(self, watch: Watch, proxies: dict[str, Callable[..., Any]], folder: Path,
                      model: str | Path | None) -> None:

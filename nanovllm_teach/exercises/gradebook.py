@@ -2,11 +2,18 @@
 
 Role: grading (the teacher's side). Emits no events.
 
-- ``write_csv``: one row per student, ``student, exercise, verdict, score, seconds, reason`` (and for the
-  scheduling policy ``latency, rank``), UTF-8 with a byte-order mark so that a spreadsheet reads the names
-  right, and no cell starting with ``= + - @`` (a spreadsheet would run it as a formula);
-- ``write_html``: a page (the summary, the table, and the policy's leaderboard), every student's text
-  escaped;
+- ``write_csv``: one row per student, ``COLUMNS`` (and for the scheduling policy ``latency, rank``): the
+  verdict, the attempts, and the similarity report (``similarity``: advisory, for a teacher to read), UTF-8
+  with a byte-order mark so that a spreadsheet reads the names right, and no cell starting with
+  ``= + - @`` (a spreadsheet would run it as a formula);
+- ``carried_over``: the rows of a gradebook written again over an earlier one of the same exercise: the
+  students graded now replace theirs (a late or resubmitted folder is graded on its own), the others
+  stay, every student's ``attempts`` counts the gradings; for an exercise ``graded_once`` (the trace
+  quiz, whose answers a blind search could find) the first verdict stays and later ones only count;
+  students in ``classroom.folded`` order;
+- ``write_html``: a page (the summary, the table with each student's quoted output and a link to their
+  log, the similarity report, the policy's leaderboard), every student's text escaped; beside it a
+  folder ``<page>_logs`` with each student's log (the whole verdict, what the code printed);
 - ``gradescope_results``: Gradescope's autograder results (the fields its documentation names: ``score``,
   ``execution_time``, ``output``, ``tests`` with ``name``, ``score``, ``max_score``, ``status``,
   ``output``) for one submission.
@@ -21,11 +28,15 @@ import html
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from nanovllm_teach.exercises.classroom import Row, printable
+from nanovllm_teach.exercises.base import Exercise, visible
+from nanovllm_teach.exercises.classroom import Row, folded, printable, rank
+from nanovllm_teach.exercises.similarity import MIN_TOKENS, Likeness
 from nanovllm_teach.i18n import Text, resolve_lang, say
 
-COLUMNS = ("student", "exercise", "verdict", "score", "seconds", "reason")
+COLUMNS = ("student", "exercise", "verdict", "score", "seconds", "attempts", "reason", "tokens", "like_reference",
+           "most_alike", "like_them", "similarity_flags")
 POLICY_COLUMNS = ("latency", "rank")
 
 SUMMARY = Text(en="{total} graded: {passed} PASS, {failed} FAIL, {errors} ERROR",
@@ -35,8 +46,27 @@ HEADINGS = {
     "student": Text(en="Student", zh="学生"), "verdict": Text(en="Verdict", zh="结果"),
     "score": Text(en="Score", zh="得分"), "seconds": Text(en="Seconds", zh="秒"),
     "reason": Text(en="Reason", zh="原因"), "latency": Text(en="Latency against FCFS", zh="相对 FCFS 的延迟"),
-    "rank": Text(en="Rank", zh="名次"),
+    "rank": Text(en="Rank", zh="名次"), "attempts": Text(en="Attempts", zh="评分次数"),
+    "output": Text(en="What the code printed (quoted)", zh="代码打印的内容（引用）"), "log": Text(en="Log", zh="日志"),
+    "tokens": Text(en="Tokens", zh="token 数"), "like_reference": Text(en="Like the reference", zh="与参考答案相同"),
+    "most_alike": Text(en="Most alike", zh="最相似的同学"), "like_them": Text(en="In common", zh="相同部分"),
+    "note": Text(en="To look at", zh="值得一看"),
 }
+SIMILARITY = Text(en="Similarity (advice, not a verdict)", zh="相似度（仅供参考，不是评分）")
+SIMILARITY_SAYS = Text(
+    en="The share of each submission's code found in the reference solution and in the most alike other "
+       "submission (copydetect, names and strings aside, the template taken out). Answers shorter than {least} "
+       "tokens are not compared: a short right answer looks like every other. A copy of the reference's own "
+       "text, or a hard link to it, is flagged whatever its size. The engine and its reference solutions are "
+       "public: read two files side by side before concluding anything.",
+    zh="每份作业的代码中，有多少能在参考答案里、在最相似的另一份作业里找到（copydetect；不计命名和字符串，"
+       "去掉了模板）。短于 {least} 个 token 的答案不作比较：简短的正确答案彼此都很像。照抄参考答案原文、"
+       "或指向它的硬链接，无论长短都会标出。引擎和参考答案都是公开的：下结论之前，请把两份文件放在一起读一读。")
+PRINTED = Text(en="what the code printed (quoted, not a verdict):", zh="代码打印的内容（引用，不是评语）：")
+CANNOT_READ = Text(en="cannot read the gradebook {path}: {error}", zh="无法读取成绩册 {path}：{error}")
+NOT_A_GRADEBOOK = Text(en="{path} is not a gradebook of {exercise} (its columns or its exercise differ): write to "
+                          "another file",
+                       zh="{path} 不是 {exercise} 的成绩册（列或练习不同）：请写到另一个文件")
 LEADERBOARD = Text(en="Leaderboard: mean time to first token against first come, first served (lower is better)",
                    zh="排行榜：平均首 token 延迟相对先来先服务（FCFS）的比值（越低越好）")
 NOBODY_RANKED = Text(en="No policy ran to the end: nobody is ranked.", zh="没有策略运行完：无人上榜。")
@@ -52,15 +82,29 @@ def _has_latency(rows: list[Row]) -> bool:
     return any(r.latency is not None for r in rows)
 
 
-def _cells(row: Row, policy: bool) -> list[str]:
-    cells = [row.student, row.exercise, row.verdict, f"{row.score:g}", f"{row.seconds:.2f}", row.reason]
-    if policy:
-        cells += ["" if row.latency is None else f"{row.latency:.3f}", "" if row.rank is None else str(row.rank)]
-    return cells
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def _values(row: Row) -> dict[str, str]:
+    """Every column of ``row`` as text, as the CSV holds it and the page shows it (``note``: the similarity
+    flags, or why there are no numbers)."""
+    alike = row.likeness or Likeness(0)
+    return {"student": row.student, "exercise": row.exercise, "verdict": row.verdict, "score": f"{row.score:g}",
+            "seconds": f"{row.seconds:.2f}", "attempts": str(row.attempts), "reason": row.reason,
+            "latency": "" if row.latency is None else f"{row.latency:.3f}",
+            "rank": "" if row.rank is None else str(row.rank),
+            "output": row.result.output if row.result is not None else "",
+            "tokens": "" if row.likeness is None else str(alike.tokens), "like_reference": _share(alike.reference),
+            "most_alike": alike.closest or "", "like_them": _share(alike.closest_share),
+            "similarity_flags": "; ".join(alike.flags), "note": alike.note}
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _spreadsheet_safe(cell: str) -> str:
-    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell
+    return "'" + cell if cell[:1] in _FORMULA else cell
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
@@ -69,7 +113,55 @@ def write_csv(rows: list[Row], path: Path) -> None:
         writer = csv.writer(file)
         writer.writerow(COLUMNS + (POLICY_COLUMNS if policy else ()))
         for row in rows:
-            writer.writerow([_spreadsheet_safe(cell) for cell in _cells(row, policy)])
+            values = _values(row)
+            writer.writerow([_spreadsheet_safe(values[c]) for c in COLUMNS + (POLICY_COLUMNS if policy else ())])
+
+
+def _number(cell: str) -> float | None:
+    return float(cell) if cell else None
+
+
+def _read_row(cells: dict[str, str]) -> Row:
+    cells = {k: v[1:] if v[:1] == "'" and v[1:2] in _FORMULA else v for k, v in cells.items()}
+    likeness = None if not cells["tokens"] else Likeness(
+        int(cells["tokens"]), _number(cells["like_reference"]), cells["most_alike"] or None,
+        _number(cells["like_them"]), tuple(f for f in cells["similarity_flags"].split("; ") if f))
+    return Row(cells["student"], cells["exercise"], cells["verdict"], float(cells["score"]), float(cells["seconds"]),
+               cells["reason"], latency=_number(cells.get("latency", "")), attempts=int(cells["attempts"]),
+               likeness=likeness)
+
+
+def read_csv(path: Path, exercise: str) -> list[Row]:
+    """The rows of the gradebook ``path`` of ``exercise`` (ValueError, saying so, when it is not one)."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            reader = csv.DictReader(file)
+            found = list(reader)
+            if not set(COLUMNS) <= set(reader.fieldnames or ()) or any(r["exercise"] != exercise for r in found):
+                raise ValueError
+            return [_read_row(r) for r in found]
+    except OSError as error:
+        raise ValueError(say(CANNOT_READ, path=path, error=error.strerror or error)) from None
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, csv.Error):
+        raise ValueError(say(NOT_A_GRADEBOOK, path=path, exercise=exercise)) from None
+
+
+def carried_over(rows: list[Row], exercise: Exercise, earlier: Path | None) -> list[Row]:
+    """``rows`` written over the gradebook ``earlier`` (None, or no file there: ``rows`` alone), in the
+    students' order; see the module's docstring."""
+    before = {r.student: r for r in read_csv(earlier, exercise.name)} if earlier and earlier.exists() else {}
+    merged = []
+    for row in rows:
+        old = before.pop(row.student, None)
+        if old is not None and exercise.graded_once:
+            old.attempts += 1
+            row = old
+        elif old is not None:
+            row.attempts = old.attempts + 1
+        merged.append(row)
+    merged += before.values()
+    rank(merged)
+    return sorted(merged, key=lambda r: folded(r.student))
 
 
 _STYLE = """
@@ -77,31 +169,57 @@ body { font-family: system-ui, "Noto Sans CJK SC", sans-serif; margin: 2em; colo
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
-td.reason { max-width: 48em; font-size: 90%; white-space: pre-wrap; }
+td.reason, td.note { max-width: 48em; font-size: 90%; white-space: pre-wrap; }
+td.output { font-family: monospace; font-size: 85%; white-space: pre-wrap; max-width: 40em; }
 .PASS { color: #1a7f37; font-weight: bold; } .FAIL { color: #b42318; font-weight: bold; }
 .ERROR { color: #9a6700; font-weight: bold; }
 """
 
 
-def _table(rows: list[Row], columns: tuple[str, ...], table_id: str) -> str:
-    head = "".join(f"<th>{html.escape(say(HEADINGS[c]))}</th>" for c in columns)
+def _verdict(row: Row) -> str:
+    # Without its verdict (an ERROR, or a row read back from an earlier gradebook): the row's own words.
+    return printable(row.result.message if row.result is not None else f"{row.verdict} {row.exercise}: {row.reason}")
+
+
+def _table(rows: list[Row], columns: tuple[str, ...], table_id: str, logs: list[str] | None = None) -> str:
+    """The rows as a table; ``logs``: each row's log file, linked in a last column."""
+    head = "".join(f"<th>{html.escape(say(HEADINGS[c]))}</th>" for c in columns + (("log",) if logs else ()))
     body = []
-    for row in rows:
-        values = {"student": row.student, "verdict": row.verdict, "score": f"{row.score:g}",
-                  "seconds": f"{row.seconds:.2f}", "reason": row.reason,
-                  "latency": "" if row.latency is None else f"{row.latency:.3f}",
-                  "rank": "" if row.rank is None else str(row.rank)}
+    for k, row in enumerate(rows):
+        values = _values(row)
         cells = "".join(f'<td class="{c} {html.escape(values[c]) if c == "verdict" else ""}">'
                         f"{html.escape(values[c])}</td>" for c in columns)
+        if logs:
+            cells += f'<td class="log"><a href="{html.escape(quote(logs[k]))}">{html.escape(say(HEADINGS["log"]))}</a></td>'
         body.append(f"<tr>{cells}</tr>")
     return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def _write_logs(rows: list[Row], folder: Path) -> list[str]:
+    """Each row's log in ``folder``, named by the row's number (a student's name is no file name to trust):
+    the student, the whole verdict, what the code printed, the similarity report. Their paths from the page."""
+    folder.mkdir(exist_ok=True)
+    names = []
+    for k, row in enumerate(rows, 1):
+        lines = [visible(row.student), _verdict(row)]
+        if row.result is not None and row.result.output:
+            lines += [say(PRINTED), row.result.output]
+        if row.likeness is not None and row.likeness.note:
+            lines.append(say(HEADINGS["note"]) + ": " + row.likeness.note)
+        (folder / f"{k:03d}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        names.append(f"{folder.name}/{k:03d}.txt")
+    return names
+
+
 def write_html(rows: list[Row], exercise: str, path: Path) -> None:
     policy = _has_latency(rows)
-    columns = ("student", "verdict", "score", "seconds", "reason") + (("latency",) if policy else ())
+    columns = ("student", "verdict", "score", "attempts", "seconds", "reason", "output") + (("latency",) if policy else ())
+    logs = _write_logs(rows, path.parent / f"{path.stem}_logs")
     parts = [f"<h1>{html.escape(say(TITLE, exercise=exercise))}</h1>",
-             f'<p id="summary">{html.escape(summary(rows))}</p>', _table(rows, columns, "gradebook")]
+             f'<p id="summary">{html.escape(summary(rows))}</p>', _table(rows, columns, "gradebook", logs),
+             f"<h2>{html.escape(say(SIMILARITY))}</h2>", f"<p>{html.escape(say(SIMILARITY_SAYS, least=MIN_TOKENS))}</p>",
+             _table([r for r in rows if r.likeness is not None], ("student", "tokens", "like_reference", "most_alike",
+                                                                  "like_them", "note"), "similarity")]
     if policy:
         ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)
         parts.append(f"<h2>{html.escape(say(LEADERBOARD))}</h2>")
@@ -116,7 +234,7 @@ def write_html(rows: list[Row], exercise: str, path: Path) -> None:
 
 def gradescope_results(row: Row, seconds: float) -> dict[str, Any]:
     """Gradescope's ``results.json`` for one submission: one test (the exercise), worth 1 point."""
-    output = printable(row.result.message if row.result is not None else f"ERROR {row.exercise}: {row.reason}")
+    output = _verdict(row)
     if row.result is not None and row.result.output:
         output = row.result.output + "\n" + output
     status = "passed" if row.verdict == "PASS" else "failed"

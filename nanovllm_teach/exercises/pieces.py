@@ -61,6 +61,9 @@ class Piece:
     # For a method of the scheduler or the block manager: how its object crosses the edge as a snapshot and
     # comes back changed (``snapshots.StateWire``), in place of ``wire``.
     state: StateWire | None = None
+    # The engine's other functions that compute this answer, or part of it (the slot formula a decode step and a
+    # prefill share): they raise in the worker's copy too, so no second copy answers for the learner.
+    same_answer: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.wire is None) == (self.state is None):

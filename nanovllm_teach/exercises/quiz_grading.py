@@ -8,7 +8,9 @@ with ``ignore_eos`` the schedule depends only on the workload.
 
 In a learner's self-check (``hints``) a wrong answer gets a hint that says where in the trace to look, and
 whether the answer is too high or too low — never the answer itself. In a class the verdict says only how many
-answers are right: hints there would let a blind binary search pass without reading the trace. Questions,
+answers are right: hints there would let a blind binary search pass without reading the trace, and only
+the first answer graded into a class's gradebook counts (``graded_once``: later ones are counted as
+attempts, ``gradebook.carried_over``). Questions,
 hints and verdicts are ``Text`` in both languages, said in the chosen one (``i18n.resolve_lang``); the verdict's ``PASS``/``FAIL trace_quiz:`` prefix stays in English.
 """
 
@@ -20,7 +22,7 @@ from typing import Any, Callable
 
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented,
                                           visible)
-from nanovllm_teach.exercises.engine_grading import ENDED_WHILE_LOADING, LOADING_TOO_LONG, NOT_LOADED
+from nanovllm_teach.exercises.engine_grading import not_loaded
 from nanovllm_teach.exercises.quiz_wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
@@ -138,6 +140,7 @@ class QuizExercise(Exercise):
     """Graded by comparing the student's answers with the ones computed from the quiz trace."""
 
     questions: tuple[Question, ...]
+    graded_once = True  # a class's second answer could be a search on the first one's count
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None,
@@ -167,14 +170,9 @@ class QuizExercise(Exercise):
         return result
 
     def _answered(self, worker: Worker, trace: Trace, time_limit: float, hints: bool) -> GradeResult:
-        loaded = worker.load()
-        if "load_error" in loaded:
-            error = loaded["load_error"]  # made visible by the worker's proxy (``remote.described``)
-            return self.fail(say(NOT_LOADED, type=error["type"], message=error["message"]))
-        if "timeout" in loaded:
-            return self.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
-        if loaded.get("loaded") is not True:
-            return self.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
+        failed = not_loaded(self, worker.load())  # no function is required: "missing" never comes
+        if failed is not None:
+            return failed
         try:
             answered = worker.call("answer_quiz", (quiz_record(trace),), (RECORD_TYPE,), adapter=ADAPTER)
         except RemoteFailure as failure:

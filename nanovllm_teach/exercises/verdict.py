@@ -154,7 +154,8 @@ def judge(exercise: Exercise, decisions: tuple[str, ...], workload: Workload, ru
     place = say(PLACE_STEP, step=divergence.step) if divergence.step is not None else divergence.where
     message = in_context(workload, say(FIRST_DIFFERENCE, place=place, event=divergence.event,
                                        message=divergence.message))
-    context = seq_context(divergence, reference)
+    own = getattr(exercise, "context", None)
+    context = (own(divergence, reference) if own is not None else None) or seq_context(divergence, reference)
     if context is not None:
         message += say(SEQ_CONTEXT, context=context)
     if failure is not None:

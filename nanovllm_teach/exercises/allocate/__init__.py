@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 60  # the course's order (``nanovllm-teach exercises``): after the block manager's questions
+
 
 # What the check says, after "your allocate " / "你的 allocate " in the verdict.
 NOT_BLOCK_IDS = Text(en="left seq {seq} a block table {table!r}: it must be a list of block ids (ints from 0 to "

@@ -29,7 +29,7 @@ Example: blocks of 4 tokens; a prompt of 10 tokens whose first 2 blocks are cach
 list, held once) and one fresh block; 8 of its tokens need no computing.
 
 Write it from ``bm.hash_to_block_id``, ``bm.blocks`` and ``compute_block_hash``, not by calling the block
-manager's own lookup (``_cached_prefix``). Grade it: ``nanovllm-teach grade allocate this_file.py``.
+manager's own lookup (``_cached_prefix``). Grade it: ``nanovllm-teach grade allocate allocate.py``.
 Stuck? ``hint("allocate", 1)`` says where to look, ``hint("allocate", 2)`` how.
 
 中文说明：
@@ -63,7 +63,7 @@ Stuck? ``hint("allocate", 1)`` says where to look, ``hint("allocate", 2)`` how.
 它有 8 个 token 不需要计算。
 
 请直接基于 ``bm.hash_to_block_id``、``bm.blocks`` 和 ``compute_block_hash`` 来写，
-不要调用块管理器自己的查找函数（``_cached_prefix``）。评分：``nanovllm-teach grade allocate this_file.py``。
+不要调用块管理器自己的查找函数（``_cached_prefix``）。评分：``nanovllm-teach grade allocate allocate.py``。
 卡住了？``hint("allocate", 1)`` 告诉你该看哪里，``hint("allocate", 2)`` 告诉你该怎么做。
 """
 

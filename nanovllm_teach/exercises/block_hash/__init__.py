@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 70  # the course's order (``nanovllm-teach exercises``): after allocate, whose prefix cache it names
+
 
 # What the check says, after "your compute_block_hash " / "你的 compute_block_hash " in the verdict.
 NOT_AN_INT = Text(en="returned {type} {value!r}: a block hash must be an int",

@@ -15,7 +15,7 @@ token ids *and* equal prefixes, so ``compute_block_hash([5, 6, 7, 8], h1) != com
 ``NO_HASH``. The grader checks what your hash *does*: its workload caches equal blocks under different
 prefixes, and only a right hash reuses the right ones.
 
-Grade it: ``nanovllm-teach grade block_hash this_file.py``.
+Grade it: ``nanovllm-teach grade block_hash block_hash.py``.
 Stuck? ``hint("block_hash", 1)`` says where to look, ``hint("block_hash", 2)`` how.
 
 中文说明：
@@ -38,7 +38,7 @@ Stuck? ``hint("block_hash", 1)`` says where to look, ``hint("block_hash", 2)`` h
 评分器检查的是你的哈希*实际做了什么*：它的 workload 会在不同的前缀下缓存相同的块，
 只有正确的哈希才会复用正确的块。
 
-评分：``nanovllm-teach grade block_hash this_file.py``。
+评分：``nanovllm-teach grade block_hash block_hash.py``。
 卡住了？``hint("block_hash", 1)`` 告诉你该看哪里，``hint("block_hash", 2)`` 告诉你该怎么做。
 """
 

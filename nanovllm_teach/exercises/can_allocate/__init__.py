@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 40  # the course's order (``nanovllm-teach exercises``): the block manager, after the scheduler
+
 
 # What the check says, after "your can_allocate " / "你的 can_allocate " in the verdict.
 NOT_CACHED_BLOCKS = Text(en="returned {value!r} for seq {seq} ({tokens} tokens in {blocks} blocks): it must return -1 "

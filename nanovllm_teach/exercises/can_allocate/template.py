@@ -24,7 +24,7 @@ Example: blocks of 4 tokens, a 10-token prompt whose first two blocks are cached
 another sequence and one free: it needs 3 blocks, of which 1 fresh and 1 taken back from the free list, so
 it fits when at least 2 blocks are free and the answer is 2; with 1 free block the answer is -1.
 
-Grade it: ``nanovllm-teach grade can_allocate this_file.py``. The grader runs the real engine with your
+Grade it: ``nanovllm-teach grade can_allocate can_allocate.py``. The grader runs the real engine with your
 function in place of ``BlockManager.can_allocate`` and compares its decisions, as TEACHING events, with
 the reference's. Stuck? ``hint("can_allocate", 1)`` says where to look, ``hint("can_allocate", 2)`` how.
 
@@ -55,7 +55,7 @@ the reference's. Stuck? ``hint("can_allocate", 1)`` says where to look, ``hint("
 另一个在空闲列表中：它需要 3 个块，其中 1 个是新块，1 个从空闲列表中取回，因此至少有 2 个空闲块时它放得下，
 答案是 2；只有 1 个空闲块时，答案是 -1。
 
-评分：``nanovllm-teach grade can_allocate this_file.py``。评分器运行真实的引擎，
+评分：``nanovllm-teach grade can_allocate can_allocate.py``。评分器运行真实的引擎，
 用你的函数替换 ``BlockManager.can_allocate``，
 并把它的决策（以 TEACHING 事件的形式）与参考实现的决策进行比较。卡住了？
 ``hint("can_allocate", 1)`` 告诉你该看哪里，``hint("can_allocate", 2)`` 告诉你该怎么做。

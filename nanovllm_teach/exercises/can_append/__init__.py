@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 50  # the course's order (``nanovllm-teach exercises``): after admission's question
+
 
 # What the check says, after "your can_append " / "你的 can_append " in the verdict.
 NOT_A_BOOL = Text(en="returned {value!r}: it must return True or False",

@@ -22,7 +22,7 @@ newest token (the 9th starts block 3): ``can_append`` is True only if a block is
 hands it one. At 10 tokens with 3 blocks, nothing is needed: ``can_append`` is True even with no free
 block, and ``may_append`` does nothing.
 
-Grade it: ``nanovllm-teach grade can_append this_file.py``.
+Grade it: ``nanovllm-teach grade can_append can_append.py``.
 Stuck? ``hint("can_append", 1)`` says where to look, ``hint("can_append", 2)`` how.
 
 中文说明：
@@ -51,7 +51,7 @@ token 开启了第 3 个块）：只有存在空闲块时 ``can_append`` 才为 
 当序列有 10 个 token、持有 3 个块时，不需要任何新块：即使没有空闲块，``can_append`` 也为 True，
 而 ``may_append`` 什么也不做。
 
-评分：``nanovllm-teach grade can_append this_file.py``。
+评分：``nanovllm-teach grade can_append can_append.py``。
 卡住了？``hint("can_append", 1)`` 告诉你该看哪里，``hint("can_append", 2)`` 告诉你该怎么做。
 """
 

@@ -16,7 +16,7 @@ Facts you need (``seq`` is the sequence's entry in the step's batch, a ``Schedul
 Example: block size 4, ``seq.block_table == [7, 2]`` and 6 tokens: the newest token is the 2nd token of
 the sequence's 2nd block, which is physical block 2, so its slot is 9.
 
-Positions count from 0. Grade it: ``nanovllm-teach grade decode_slot this_file.py``; a wrong slot shows
+Positions count from 0. Grade it: ``nanovllm-teach grade decode_slot decode_slot.py``; a wrong slot shows
 up as the first ``PREPARE_DECODE_TENSORS.slot_mapping`` that differs from the reference.
 Stuck? ``hint("decode_slot", 1)`` says where to look, ``hint("decode_slot", 2)`` how.
 
@@ -40,7 +40,7 @@ KV 缓存（KV cache）是一个由*槽位*（slot）组成的大数组，共有
 例：块大小为 4，``seq.block_table == [7, 2]``，共 6 个 token：
 最新的 token 是序列第 2 个块中的第 2 个 token，而这个块是物理块 2，所以它的槽位是 9。
 
-位置从 0 开始计数。评分：``nanovllm-teach grade decode_slot this_file.py``；槽位算错时，
+位置从 0 开始计数。评分：``nanovllm-teach grade decode_slot decode_slot.py``；槽位算错时，
 会表现为第一个与参考实现不同的 ``PREPARE_DECODE_TENSORS.slot_mapping``。
 卡住了？``hint("decode_slot", 1)`` 告诉你该看哪里，``hint("decode_slot", 2)`` 告诉你该怎么做。
 """

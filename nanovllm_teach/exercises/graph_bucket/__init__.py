@@ -10,10 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
+from nanovllm_teach.exercises.feedback import stats
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.policy_workloads import MIXED_BURSTS
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.trace.diff import DECISION_EVENTS
+from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
+from nanovllm_teach.trace.reader import Trace
+
+ORDER = 110  # the course's order (``nanovllm-teach exercises``): after sizing the KV cache
 
 # What the check says, after "your choose_graph_batch_size " / "你的 choose_graph_batch_size " in the verdict.
 NOT_A_BUCKET = Text(en="returned {value!r}: it must return one of the captured batch sizes {sizes}, or None to "
@@ -32,6 +36,15 @@ def _check_bucket(args: tuple[Any, ...], result: Any) -> str | None:
     if result < batch_size:
         return say(TOO_SMALL, value=result, batch=batch_size)
     return None
+
+
+BATCH_OF = Text(en="that step's decode batch had {count} sequences", zh="那一步的解码 batch 有 {count} 条序列")
+
+
+def _batch_context(divergence: Divergence, reference: Trace) -> str | None:
+    """The size of the batch whose graph differs."""
+    size = stats(divergence.reference).get("batch_size")
+    return say(BATCH_OF, count=size) if divergence.event == "CUDAGRAPH_REPLAY" and isinstance(size, int) else None
 
 
 TITLE = Text(en="Which CUDA Graph a decode step replays: the batch-size bucket",
@@ -57,4 +70,5 @@ EXERCISE = EngineExercise(
     (Piece("choose_graph_batch_size", "nanovllm_teach.sim.runner:choose_graph_batch_size", _check_bucket,
            wire=("bool", "int", "list[int]")),),
     (MIXED_BURSTS,),
-    ("CUDAGRAPH_REPLAY", "RUN_MODEL") + DECISION_EVENTS)
+    ("CUDAGRAPH_REPLAY", "RUN_MODEL") + DECISION_EVENTS,
+    _batch_context)

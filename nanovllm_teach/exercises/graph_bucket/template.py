@@ -21,7 +21,7 @@ Example: with ``graph_sizes == [1, 2, 4, 8, 16, 32]``, a decode batch of 5 seque
 
 It is graded on the simulated engine (an NVIDIA L4, where graphs are used): every step's ``CUDAGRAPH_REPLAY``
 (or eager ``RUN_MODEL``) event is compared with the reference's. Grade it:
-``nanovllm-teach grade graph_bucket this_file.py``. Stuck? ``hint("graph_bucket", 1)`` says where to look,
+``nanovllm-teach grade graph_bucket graph_bucket.py``. Stuck? ``hint("graph_bucket", 1)`` says where to look,
 ``hint("graph_bucket", 2)`` how.
 
 中文说明：
@@ -49,7 +49,7 @@ It is graded on the simulated engine (an NVIDIA L4, where graphs are used): ever
 
 它在模拟引擎上评分（NVIDIA L4，会使用图）：每一步的 ``CUDAGRAPH_REPLAY``
 （或 eager 的 ``RUN_MODEL``）事件都与参考实现的比较。
-评分：``nanovllm-teach grade graph_bucket this_file.py``。
+评分：``nanovllm-teach grade graph_bucket graph_bucket.py``。
 卡住了？``hint("graph_bucket", 1)`` 告诉你该看哪里，``hint("graph_bucket", 2)`` 告诉你该怎么做。
 """
 

@@ -15,6 +15,8 @@ from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMO
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
 
+ORDER = 100  # the course's order (``nanovllm-teach exercises``): after the slots the cache holds
+
 
 # What the checks say, after "your kv_block_bytes " / "你的 kv_block_bytes " (and kv_cache_blocks) in the verdict.
 NOT_BLOCK_BYTES = Text(en="returned {value!r}: the size of one block must be a positive int (bytes)",
@@ -72,7 +74,9 @@ EXERCISE = EngineExercise(
     ("kv_block_bytes", "kv_cache_blocks"),
     HINTS,
     (Piece("kv_block_bytes", "nanovllm_teach.engine.model_runner:kv_block_bytes", _check_block_bytes,
-           wire=("int", "int", "int", "int", "int")),
+           wire=("int", "int", "int", "int", "int"),
+           same_answer=("nanovllm_teach.sim.budget:kv_block_bytes_per_rank",  # the simulator's sizes of a block
+                        "nanovllm_teach.sim.cost_model:ModelShape.kv_bytes_per_token")),
      Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks,
            wire=("MemoryNumbers", "float", "int", "int|None"), encode=_memory_numbers)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION),

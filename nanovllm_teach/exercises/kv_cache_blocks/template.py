@@ -17,7 +17,7 @@ the scheduler can form, then sampling ``max_num_seqs`` rows of logits) to see th
 
 Write the formulas from the fields (not by calling ``MemoryReading.available`` or ``utils.memory``'s own
 helpers). The grader replaces the machine's memory reading with a fixed one, so the numbers are the same
-on every machine. Grade it: ``nanovllm-teach grade kv_cache_blocks this_file.py``.
+on every machine. Grade it: ``nanovllm-teach grade kv_cache_blocks kv_cache_blocks.py``.
 Stuck? ``hint("kv_cache_blocks", 1)`` says where to look, ``hint("kv_cache_blocks", 2)`` how.
 
 中文说明：
@@ -43,7 +43,7 @@ Stuck? ``hint("kv_cache_blocks", 1)`` says where to look, ``hint("kv_cache_block
 
 请根据这些字段写出公式（不要调用 ``MemoryReading.available`` 或 ``utils.memory`` 自带的辅助函数）。
 评分器会用一个固定的读数替换机器的内存读数，因此在每台机器上得到的数字都相同。评分：
-``nanovllm-teach grade kv_cache_blocks this_file.py``。
+``nanovllm-teach grade kv_cache_blocks kv_cache_blocks.py``。
 卡住了？``hint("kv_cache_blocks", 1)`` 告诉你该看哪里，``hint("kv_cache_blocks", 2)`` 告诉你该怎么做。
 """
 

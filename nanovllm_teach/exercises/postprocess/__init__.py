@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 30  # the course's order (``nanovllm-teach exercises``): the end of the scheduler's step
+
 
 # What the check says, after "your postprocess " / "你的 postprocess " in the verdict.
 NOT_IN_BATCH = Text(en="returned a decision about seq {seq}, which is not in the batch {batch}",

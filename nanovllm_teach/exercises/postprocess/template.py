@@ -27,7 +27,7 @@ Example: ``max_tokens=3``, ``ignore_eos=False``; the request has 2 completion to
 token: it finishes with ``"eos"``. The same request with ``ignore_eos=True`` finishes with ``"length"``:
 the EOS token is kept as its third completion token.
 
-Grade it: ``nanovllm-teach grade postprocess this_file.py``. The grader runs the real engine with your
+Grade it: ``nanovllm-teach grade postprocess postprocess.py``. The grader runs the real engine with your
 function in place of ``Scheduler.postprocess`` and compares its decisions, as TEACHING
 events, with the reference's.
 Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)`` how.
@@ -65,7 +65,7 @@ Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)``
 它以 ``"eos"`` 结束。同一个请求若设置 ``ignore_eos=True``，则以 ``"length"`` 结束：EOS token 被保留下来，
 成为它的第三个补全 token。
 
-评分：``nanovllm-teach grade postprocess this_file.py``。评分器运行真实的引擎，
+评分：``nanovllm-teach grade postprocess postprocess.py``。评分器运行真实的引擎，
 用你的函数替换 ``Scheduler.postprocess``，并把它的决策（以 TEACHING 事件的形式）与参考实现的决策进行比较。
 卡住了？``hint("postprocess", 1)`` 告诉你该看哪里，``hint("postprocess", 2)`` 告诉你该怎么做。
 """

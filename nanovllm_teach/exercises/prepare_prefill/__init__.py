@@ -16,6 +16,8 @@ from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SMALL_BUDGET
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
 
+ORDER = 80  # the course's order (``nanovllm-teach exercises``): the model runner, after the block manager
+
 NAMES = ("positions", "cu_seqlens_q", "cu_seqlens_k", "slot_mapping")
 
 # What the check says, after "your prefill_layout " / "你的 prefill_layout " in the verdict.
@@ -74,6 +76,7 @@ EXERCISE = EngineExercise(
     ("prefill_layout",),
     HINTS,
     (Piece("prefill_layout", "nanovllm_teach.engine.prefill_layout:prefill_layout", _check_layout,
-           wire=("list[int]", "list[int]", "list[list[int]]", "int")),),
+           wire=("list[int]", "list[int]", "list[list[int]]", "int"),
+           same_answer=("nanovllm_teach.engine.prefill_layout:token_slot",)),),
     (CACHED_UNDER_BUDGET, SMALL_BUDGET),
     ("PREPARE_PREFILL_TENSORS",) + DECISION_EVENTS)

@@ -23,7 +23,7 @@ Example: blocks of 4; sequence 0 has 0 cached and 3 new tokens in block ``[5]``;
 and 2 new tokens in blocks ``[2, 7]``: positions ``[0, 1, 2, 4, 5]``, ``cu_seqlens_q == [0, 3, 5]``,
 ``cu_seqlens_k == [0, 3, 9]``, slots ``[20, 21, 22, 28, 29]``.
 
-Grade it: ``nanovllm-teach grade prepare_prefill this_file.py``; a wrong list shows up as the first
+Grade it: ``nanovllm-teach grade prepare_prefill prepare_prefill.py``; a wrong list shows up as the first
 ``PREPARE_PREFILL_TENSORS`` that differs from the reference (then the model computes something else).
 Stuck? ``hint("prepare_prefill", 1)`` says where to look, ``hint("prepare_prefill", 2)`` how.
 
@@ -53,8 +53,8 @@ Stuck? ``hint("prepare_prefill", 1)`` says where to look, ``hint("prepare_prefil
 在块 ``[2, 7]`` 中：位置是 ``[0, 1, 2, 4, 5]``，``cu_seqlens_q == [0, 3, 5]``，``cu_seqlens_k == [0, 3, 9]``，
 槽位是 ``[20, 21, 22, 28, 29]``。
 
-评分：``nanovllm-teach grade prepare_prefill this_file.py``；某个 list 算错时，会表现为第一个与参考实现不同的
-``PREPARE_PREFILL_TENSORS``（之后模型算出的东西也会不同）。
+评分：``nanovllm-teach grade prepare_prefill prepare_prefill.py``；某个 list 算错时，
+会表现为第一个与参考实现不同的 ``PREPARE_PREFILL_TENSORS``（之后模型算出的东西也会不同）。
 卡住了？``hint("prepare_prefill", 1)`` 告诉你该看哪里，``hint("prepare_prefill", 2)`` 告诉你该怎么做。
 """
 

@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, SEQ_CAP, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 20  # the course's order (``nanovllm-teach exercises``): after the prefill's schedule
+
 
 # What the check says, after "your schedule_decode " / "你的 schedule_decode " in the verdict.
 EMPTY_DECODE = Text(en="scheduled no sequence: a decode step must run at least one (when every other one is "

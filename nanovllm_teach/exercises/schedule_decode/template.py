@@ -24,8 +24,8 @@ The rules, in order:
 
 ``scheduler.running`` is a ``collections.deque``: ``popleft()`` takes the oldest, ``pop()`` the newest.
 
-Grade it: ``nanovllm-teach grade schedule_decode this_file.py``. The grader runs the real engine with your
-function in place of ``Scheduler.schedule_decode`` and compares its decisions, as TEACHING
+Grade it: ``nanovllm-teach grade schedule_decode schedule_decode.py``. The grader runs the real engine
+with your function in place of ``Scheduler.schedule_decode`` and compares its decisions, as TEACHING
 events, with the reference's.
 Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decode", 2)`` how.
 
@@ -56,7 +56,7 @@ Stuck? ``hint("schedule_decode", 1)`` says where to look, ``hint("schedule_decod
 
 ``scheduler.running`` 是一个 ``collections.deque``：``popleft()`` 取出最早的序列，``pop()`` 取出最新的序列。
 
-评分：``nanovllm-teach grade schedule_decode this_file.py``。评分器运行真实的引擎，
+评分：``nanovllm-teach grade schedule_decode schedule_decode.py``。评分器运行真实的引擎，
 用你的函数替换 ``Scheduler.schedule_decode``，
 并把它的决策（以 TEACHING 事件的形式）与参考实现的决策进行比较。
 卡住了？``hint("schedule_decode", 1)`` 告诉你该看哪里，``hint("schedule_decode", 2)`` 告诉你该怎么做。

@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text
 
+ORDER = 10  # the course's order (``nanovllm-teach exercises``): the scheduler's step comes first
+
 
 def _check_scheduled(args: tuple[Any, ...], result: Any) -> str | None:
     return not_scheduled_and_decisions(result)

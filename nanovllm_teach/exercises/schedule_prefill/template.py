@@ -33,8 +33,8 @@ Example: budget 16, block size 4, ``waiting`` holds A (10 tokens, its first 8 ca
 nothing cached). A computes 2 tokens and moves to ``running``; B needs 12 and 14 remain, so B fits and
 moves too: 14 tokens this step. Had B needed 15, it would have waited for the next step.
 
-Grade it: ``nanovllm-teach grade schedule_prefill this_file.py``. The grader runs the real engine with your
-function in place of ``Scheduler.schedule_prefill`` and compares its decisions, as TEACHING
+Grade it: ``nanovllm-teach grade schedule_prefill schedule_prefill.py``. The grader runs the real engine
+with your function in place of ``Scheduler.schedule_prefill`` and compares its decisions, as TEACHING
 events, with the reference's.
 Stuck? ``hint("schedule_prefill", 1)`` says where to look, ``hint("schedule_prefill", 2)`` how.
 
@@ -73,7 +73,7 @@ Stuck? ``hint("schedule_prefill", 1)`` says where to look, ``hint("schedule_pref
 A 计算 2 个 token 并进入 ``running``；B 需要 12 个，而剩余预算还有 14 个，所以 B 放得下，
 也进入 ``running``：这一步共计算 14 个 token。假如 B 需要 15 个，它就要等到下一步。
 
-评分：``nanovllm-teach grade schedule_prefill this_file.py``。评分器运行真实的引擎，
+评分：``nanovllm-teach grade schedule_prefill schedule_prefill.py``。评分器运行真实的引擎，
 用你的函数替换 ``Scheduler.schedule_prefill``，
 并把它的决策（以 TEACHING 事件的形式）与参考实现的决策进行比较。
 卡住了？``hint("schedule_prefill", 1)`` 告诉你该看哪里，``hint("schedule_prefill", 2)`` 告诉你该怎么做。

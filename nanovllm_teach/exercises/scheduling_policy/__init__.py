@@ -13,6 +13,8 @@ from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.worker import WaitingSeq
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 140  # the course's order (``nanovllm-teach exercises``): design, last
+
 
 # What the check says, after "your choose_next " / "你的 choose_next " in the verdict.
 NOT_AN_INDEX = Text(en="returned {value!r}: it must return the index (an int from 0 to {last}) of one of the {count} "

@@ -28,7 +28,8 @@ Example: with three waiting sequences whose prompts have 900, 30 and 400 tokens 
 returns 0 and "last come, first served" returns 2. Think about what each choice makes the others wait for,
 and then about the request that every choice you make passes over.
 
-Grade it: ``nanovllm-teach grade scheduling_policy this_file.py`` (or ``check("scheduling_policy", choose_next)``).
+Grade it: ``nanovllm-teach grade scheduling_policy scheduling_policy.py``
+(or ``check("scheduling_policy", choose_next)``).
 Stuck? ``hint("scheduling_policy", 1)`` says where to look, ``hint("scheduling_policy", 2)`` how.
 
 中文说明：
@@ -61,7 +62,7 @@ prompt 长度从 40 到 1900 个 token 不等，并在同样的 workload 上将�
 例：有三个等待序列，prompt 分别有 900、30 和 400 个 token（seq_id 为 4、5、6），FCFS 返回 0，
 而“后来先服务”返回 2。想一想每一种选择会让其他请求为什么而等待，再想一想那个被你的每一次选择都跳过的请求。
 
-评分：``nanovllm-teach grade scheduling_policy this_file.py``（或
+评分：``nanovllm-teach grade scheduling_policy scheduling_policy.py``（或
 ``check("scheduling_policy", choose_next)``）。
 卡住了？``hint("scheduling_policy", 1)`` 告诉你该看哪里，``hint("scheduling_policy", 2)`` 告诉你该怎么做。
 """

@@ -14,6 +14,8 @@ from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.shard_grading import POINT, ShardExercise
 from nanovllm_teach.i18n import Text, say
 
+ORDER = 120  # the course's order (``nanovllm-teach exercises``): after one GPU's pieces
+
 # What the check says, after "your rank_slice " / "你的 rank_slice " in the verdict.
 NOT_A_SLICE = Text(en="returned {value}: it must return four ints (dim, start, length, offset), or None when the "
                       "rank keeps none of the tensor",

@@ -36,7 +36,7 @@ Example: ``tp_size == 2``, ``qkv_proj`` packing ``parts == [32, 16, 16]``; rank 
 It is graded by loading a small Qwen3 model (8 query heads, 4 key/value heads, biases) as every rank of 1,
 2 and 4 ranks, through the engine's own loader with your function, and comparing every rank's
 ``qkv_proj``, ``o_proj``, ``gate_up_proj`` and ``down_proj`` with the reference's. Grade it:
-``nanovllm-teach grade tp_slice this_file.py``. Stuck? ``hint("tp_slice", 1)`` says where to look,
+``nanovllm-teach grade tp_slice tp_slice.py``. Stuck? ``hint("tp_slice", 1)`` says where to look,
 ``hint("tp_slice", 2)`` how.
 
 中文说明：
@@ -77,7 +77,7 @@ rank ``tp_rank`` 留下 checkpoint 张量沿 ``dim`` 的第 ``start`` 到第 ``s
 
 评分方式：把一个小的 Qwen3 模型（8 个查询头、4 个键/值头、带偏置）分别当作 1、2、4 个 rank 中的每一个来加载，
 用引擎自己的加载器和你的函数，再把每个 rank 的 ``qkv_proj``、``o_proj``、``gate_up_proj`` 和
-``down_proj`` 与参考实现的比较。评分：``nanovllm-teach grade tp_slice this_file.py``。
+``down_proj`` 与参考实现的比较。评分：``nanovllm-teach grade tp_slice tp_slice.py``。
 卡住了？``hint("tp_slice", 1)`` 告诉你该看哪里，``hint("tp_slice", 2)`` 告诉你该怎么做。
 """
 

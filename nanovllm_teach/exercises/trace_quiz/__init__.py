@@ -8,6 +8,8 @@ from __future__ import annotations
 from nanovllm_teach.exercises.quiz_grading import QUESTIONS, QuizExercise
 from nanovllm_teach.i18n import Text
 
+ORDER = 130  # the course's order (``nanovllm-teach exercises``): reading a trace, after the engine's pieces
+
 TITLE = Text(en='Reading a trace: a quiz on a recorded run',
              zh='读 trace：关于一次记录的运行的小测验')
 # Hints from the gentlest to the strongest; none of them is the code.

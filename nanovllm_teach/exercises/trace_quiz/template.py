@@ -24,7 +24,7 @@ Answer each question with an int, under its key:
 - ``last_finish_step``: in which step did the last request finish?
 
 Return the numbers you read off (``return {"num_steps": 42, ...}``), or compute them from ``trace`` — both
-are reading the trace. Grade it: ``nanovllm-teach grade trace_quiz this_file.py``.
+are reading the trace. Grade it: ``nanovllm-teach grade trace_quiz trace_quiz.py``.
 Stuck? ``hint("trace_quiz", 1)`` says where to look, ``hint("trace_quiz", 2)`` how.
 
 中文说明：
@@ -56,7 +56,7 @@ trace 是一次运行的完整记录：引擎做出的每一个决策（以 TEAC
 - ``last_finish_step``：最后一个请求在哪一步完成？
 
 返回你读出的数（``return {"num_steps": 42, ...}``），或者从 ``trace`` 把它们算出来——两种做法都是在读 trace。
-评分：``nanovllm-teach grade trace_quiz this_file.py``。
+评分：``nanovllm-teach grade trace_quiz trace_quiz.py``。
 卡住了？``hint("trace_quiz", 1)`` 告诉你该看哪里，``hint("trace_quiz", 2)`` 告诉你该怎么做。
 """
 

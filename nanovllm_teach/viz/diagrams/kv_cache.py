@@ -5,8 +5,9 @@ token's position finds its cache slot through the block table (``block_table_slo
 ``compute_block_hash`` (the block manager's, ``engine/block_manager.py``), each from the hash before it;
 the last, partial block gets none. ``block_table_slots`` draws a sequence's logical positions, its block
 table, the physical blocks of the pool they point to, and one token worked through:
-``slot = block_table[pos // block_size] * block_size + pos % block_size``, the value the model runner puts
-in ``slot_mapping`` (a PREPARE_PREFILL_TENSORS or PREPARE_DECODE_TENSORS event's values can be passed in).
+``slot = block_table[pos // block_size] * block_size + pos % block_size``, computed by the engine's own
+``prefill_layout.token_slot`` (the value the model runner puts in ``slot_mapping``: a PREPARE_PREFILL_TENSORS
+or PREPARE_DECODE_TENSORS event's values can be passed in).
 
 No torch. Emits no events.
 """
@@ -18,6 +19,7 @@ from collections.abc import Sequence as SequenceOf
 from matplotlib.figure import Figure
 
 from nanovllm_teach.engine.block_manager import NO_HASH, compute_block_hash
+from nanovllm_teach.engine.prefill_layout import token_slot
 from nanovllm_teach.i18n import say
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, cell, label
@@ -118,11 +120,6 @@ def hash_chain(token_ids: list[int], block_size: int) -> Figure:
     return fig
 
 
-def slot_of(block_table: SequenceOf[int], position: int, block_size: int) -> int:
-    """The cache slot of the token at ``position``: its block's id × ``block_size`` + its offset in the block."""
-    return block_table[position // block_size] * block_size + position % block_size
-
-
 def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, *, position: int | None = None,
                       num_blocks: int | None = None, seq_id: int | None = None) -> Figure:
     """A sequence of ``num_tokens`` tokens: its logical blocks → ``block_table`` → the physical blocks of the
@@ -152,7 +149,7 @@ def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, 
         raise ValueError(f"num_blocks={num_blocks!r} is too few for block id {max(table)} of the block table")
 
     j, offset = divmod(position, block_size)
-    block, slot = table[j], slot_of(table, position, block_size)
+    block, slot = table[j], token_slot(table, position, block_size)
     width, height = 14.0, 8.6
     fig, ax = canvas(width, height)
     title = (say(words.SLOTS_TITLE, pos=position) if seq_id is None
