@@ -119,15 +119,15 @@ class Worker:
         self._output = tempfile.TemporaryFile()
         self._process: Any = None
         self._forked: Any = None
-        self._confined: confinement.Confined | None = None
+        self.confined: confinement.Confined | None = None  # the host's side: the slot's user id, the cgroup
         try:
             if isinstance(solution, Path):
-                self._confined = confinement.Confined(solution, self.tag)
-                command = isolation.worker_command(self._confined.submission, functions, points,
+                self.confined = confinement.Confined(solution, self.tag)
+                command = isolation.worker_command(self.confined.submission, functions, points,
                                                    (calls_r, answers_w), self.tag, self.isolated)
                 # The grader's environment stays out: only a learner's own self-check, as that learner, keeps it.
-                plain = not self.isolated and self._confined.slot is None
-                self._process = self._confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
+                plain = not self.isolated and self.confined.slot is None
+                self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
                                                      pass_fds=(calls_r, answers_w),
                                                      env=None if plain else isolation.BWRAP_ENVIRONMENT)
             else:
@@ -138,8 +138,8 @@ class Worker:
                     sys.stderr.flush()
                     self._forked.start()
         except BaseException:
-            if self._confined is not None:
-                self._confined.end(self._process)
+            if self.confined is not None:
+                self.confined.end(self._process)
             raise
         finally:
             os.close(calls_r)
@@ -212,8 +212,8 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
-        if self._confined is not None:
-            self._confined.end(self._process)
+        if self.confined is not None:
+            self.confined.end(self._process)
         if self._forked is not None:
             self._forked.kill()
             self._forked.join()
