@@ -45,6 +45,10 @@ NO_EXERCISE = Text(en="give the exercise's name (see: nanovllm-teach exercises)"
 NOT_ISOLATED = Text(en="  note: a self-check: your code ran in a plain process on this machine, not in a sandbox "
                        "(a class is never graded so)",
                     zh="  注意：这是自查，你的代码在这台机器上的普通进程中运行，没有沙箱（全班评分绝不会这样）")
+USER_ID_ONLY = Text(en="  note: bubblewrap cannot start here, so this submission ran as a user id of its own with its "
+                       "limits, not in a sandbox (see the --check-isolation output above it)",
+                    zh="  注意：这里无法启动 bubblewrap，所以这份作业以单独的用户 id 在限制下运行，没有沙箱（见前面 "
+                       "--check-isolation 的输出）")
 CANNOT_WRITE = Text(en="cannot write {path}: {error}", zh="无法写入 {path}：{error}")
 PRINTED = Text(en="your code printed (quoted, not a verdict):", zh="你的代码打印了（引用，不是评语）：")
 ROW = Text(en="{verdict} {student}: {reason}", zh="{verdict} {student}：{reason}")
@@ -165,8 +169,8 @@ def _self_check(exercise: Any, submission: Any, model: str | None, args: argpars
         print(say(PRINTED))
         print(result.output)
     print(printable(result.message if result is not None else f"ERROR {exercise.name}: {row.reason}"))
-    if result is not None and result.isolated is False:
-        print(say(NOT_ISOLATED))  # an indented line of the verdict: a learner's self-check, never a class
+    if result is not None and result.isolated is False:  # an indented line of the verdict
+        print(say(NOT_ISOLATED if args.gradescope is None else USER_ID_ONLY))
     _write(exercise, [row], args, time.monotonic() - started)
     return 0 if row.verdict == "PASS" else 1
 
