@@ -48,18 +48,18 @@ import os, select, time
 r, w = os.pipe()
 for _ in range(3):
     if os.fork() == 0:
-        held = b"\\x01" * (700 << 20)
+        held = bytearray(700 << 20)
+        for page in range(0, len(held), 4096):  # touched, so that the memory is really held
+            held[page] = 1
         os.write(w, b"x")
         time.sleep(30)
         os._exit(0)
 os.close(w)
 got = b""
-deadline = time.monotonic() + 5
-while len(got) < 3 and select.select([r], [], [], max(0.0, deadline - time.monotonic()))[0]:
-    chunk = os.read(r, 3)
-    if not chunk:
-        break
-    got += chunk
+deadline = time.monotonic() + 20  # seconds on a loaded machine
+while len(got) < 3 and time.monotonic() < deadline and os.waitpid(-1, os.WNOHANG) == (0, 0):
+    if select.select([r], [], [], 0.1)[0]:
+        got += os.read(r, 3)  # a child killed on the way ends the wait above
 print("HELD", len(got))
 """
 SHARED_MEMORY = """
@@ -98,7 +98,7 @@ def _worker_cgroups() -> list[Path]:
 def _self_check(tmp_path: Path, top: str, capsys) -> str:
     solution = tmp_path / "decode_slot.py"
     solution.write_text(top + HONEST)
-    main(["grade", "decode_slot", str(solution)])
+    main(["grade", "decode_slot", str(solution), "--time-limit", "40"])
     return capsys.readouterr().out
 
 
