@@ -35,9 +35,9 @@ NEEDS_ISOLATION = Text(en="a grade that counts runs other people's code: it need
                        zh="计分的评分要运行别人的代码：需要 bubblewrap（Debian/Ubuntu：apt-get install bubblewrap）"
                           "以及每份作业一个用户 id（以 root 运行评分器，例如在容器里）；见 nanovllm-teach grade "
                           "--check-isolation")
-GRADESCOPE_REFUSED = Text(en="not graded: this machine cannot isolate a submission (no user id of its own for it: "
-                             "the autograder must run as root); ask your teacher",
-                          zh="未评分：这台机器无法隔离作业（不能给它单独的用户 id：自动评分器必须以 root 运行）；请联系老师")
+GRADESCOPE_REFUSED = Text(en="not graded: this machine cannot isolate a submission (what it gives is below); ask your "
+                             "teacher",
+                          zh="未评分：这台机器无法隔离作业（它能提供什么见下文）；请联系老师")
 ONE_FOR_GRADESCOPE = Text(en="--gradescope writes one submission's results, and {count} were found",
                           zh="--gradescope 只写一份作业的结果，而这里找到了 {count} 份")
 NOTHING_TO_DO = Text(en="give the solution file(s) to grade, or --gradescope-bundle", zh="请给出要评分的解答文件，或 --gradescope-bundle")
@@ -111,7 +111,8 @@ def _grade(args: argparse.Namespace) -> int:
 def _refuse_unisolated(args: argparse.Namespace, submissions: list[Any]) -> None:
     """A grade that counts never runs a submission outside a sandbox: a class (several submissions, a class
     folder), ``--csv`` or ``--html`` needs bubblewrap and the uid drop, ``--gradescope`` the uid drop (its results
-    then say why it was refused). Only a learner's own self-check may run without them."""
+    then say why it was refused, with the ``--check-isolation`` screen). Only a learner's own self-check may run
+    without them."""
     import json
     import os
 
@@ -122,8 +123,14 @@ def _refuse_unisolated(args: argparse.Namespace, submissions: list[Any]) -> None
     if (in_class or args.csv is not None or args.html is not None) and not (
             isolation.available() and confinement.uid_drop()):
         raise UsageError(say(NEEDS_ISOLATION))
-    if args.gradescope is not None and not confinement.uid_drop():
-        refusal = {"score": 0.0, "output": say(GRADESCOPE_REFUSED), "visibility": "visible", "tests": []}
+    if args.gradescope is None:
+        return
+    from nanovllm_teach.exercises.selftest import check, screen
+
+    found = check()  # the probe, as this submission would run: an interpreter its user id cannot read fails here
+    if not found.gradescope_ready:
+        refusal = {"score": 0.0, "output": say(GRADESCOPE_REFUSED) + "\n\n" + screen(found), "visibility": "visible",
+                   "tests": []}
         try:
             args.gradescope.write_text(json.dumps(refusal, ensure_ascii=False), encoding="utf-8")
         except OSError as error:

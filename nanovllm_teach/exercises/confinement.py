@@ -88,6 +88,8 @@ class Slot:
 
     def __init__(self) -> None:
         _LOCKS.mkdir(mode=0o700, exist_ok=True)
+        if _LOCKS.stat().st_uid != os.geteuid():  # made by someone else on a shared /tmp: not ours to trust
+            raise RuntimeError(f"{_LOCKS} belongs to another user: remove it")
         for number in range(SLOTS):
             uid = FIRST_UID + number
             if _has_account(uid):
@@ -133,10 +135,6 @@ def end_user(uid: int) -> None:
         subprocess.run([*_GATE[:2], "kill -KILL -1"], user=uid, group=uid, extra_groups=[], env={},
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.01)
-
-
-def _write(path: Path, value: str) -> None:
-    path.write_text(value)
 
 
 class Cgroup:
@@ -193,7 +191,7 @@ class Cgroup:
         enabled = (parent / "cgroup.subtree_control").read_text().split()
         missing = [c for c in CONTROLLERS if c not in enabled]
         if missing:  # fails (EBUSY) where the parent holds processes itself: not delegated, no cgroup
-            _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
         folder = parent / name
         folder.mkdir()
         return cls([folder], 2)
@@ -202,23 +200,23 @@ class Cgroup:
         quota = str(int(limits.cpus * _CPU_PERIOD_US))
         if self.version == 2:
             (folder,) = self.folders
-            _write(folder / "memory.max", str(limits.memory))
+            (folder / "memory.max").write_text(str(limits.memory))
             if (folder / "memory.swap.max").exists():
-                _write(folder / "memory.swap.max", "0")
-            _write(folder / "pids.max", str(limits.processes))
-            _write(folder / "cpu.max", f"{quota} {_CPU_PERIOD_US}")
+                (folder / "memory.swap.max").write_text("0")
+            (folder / "pids.max").write_text(str(limits.processes))
+            (folder / "cpu.max").write_text(f"{quota} {_CPU_PERIOD_US}")
             return
         memory, pids, cpu = self.folders
-        _write(memory / "memory.limit_in_bytes", str(limits.memory))
+        (memory / "memory.limit_in_bytes").write_text(str(limits.memory))
         if (memory / "memory.memsw.limit_in_bytes").exists():  # swap counted too, where the kernel accounts it
-            _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory))
-        _write(pids / "pids.max", str(limits.processes))
-        _write(cpu / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
-        _write(cpu / "cpu.cfs_quota_us", quota)
+            (memory / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
+        (pids / "pids.max").write_text(str(limits.processes))
+        (cpu / "cpu.cfs_period_us").write_text(str(_CPU_PERIOD_US))
+        (cpu / "cpu.cfs_quota_us").write_text(quota)
 
     def add(self, pid: int) -> None:
         for folder in self.folders:
-            _write(folder / "cgroup.procs", str(pid))
+            (folder / "cgroup.procs").write_text(str(pid))
 
     def describe(self) -> str:
         return f"v{self.version}: " + ", ".join(CONTROLLERS)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises import confinement, isolation
+from nanovllm_teach.exercises.remote import RemoteFailure, Worker
 from nanovllm_teach.i18n import Text, say
 
 PROBE = '''
@@ -104,8 +105,6 @@ class Check:
 
 def check() -> Check:
     """Run the probe as a submission would run, and say what this machine gave it."""
-    from nanovllm_teach.exercises.remote import RemoteFailure, Worker
-
     folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_probe_"))
     probe = folder / "probe.py"
     probe.write_text(PROBE)
