@@ -7,8 +7,9 @@ grade nor changes Gradescope's results.json. A class, ``--csv`` and ``--gradesco
 nothing isolates (no bubblewrap: a PATH without it; no uid drop: not root), and ``--check-isolation`` says
 what this machine gives.
 
-These tests need root and a bubblewrap that starts as the slot's user id (the interpreter must be readable by
-it); without them they skip, unless ``NANOVLLM_TEACH_REQUIRE_BWRAP=1``, where that is a failure.
+These tests need root, an interpreter other user ids can run (not one under ``/root``) and a bubblewrap that
+starts as the slot's user id; without them they skip (``grade --check-isolation`` says which is missing),
+except that with ``NANOVLLM_TEACH_REQUIRE_BWRAP=1`` a bubblewrap that does not start is a failure.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import pwd
 import shutil
@@ -70,9 +71,22 @@ class Limits:
 LIMITS = Limits()
 
 
+@functools.cache
 def uid_drop() -> bool:
-    """Whether this process can start a worker as another user id: root, on Linux."""
-    return sys.platform == "linux" and os.geteuid() == 0
+    """Whether this process can start a worker as another user id: root, on Linux, with an interpreter that user
+    id can run (one under a home folder only root may enter cannot be: the grader then runs as before, as root,
+    and refuses a class)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return False
+    slot = Slot()
+    try:
+        return subprocess.run([sys.executable, "-c", ""], user=slot.uid, group=slot.uid, extra_groups=[], env={},
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        end_user(slot.uid)
+        slot.release()
 
 
 def _has_account(uid: int) -> bool:

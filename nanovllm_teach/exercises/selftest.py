@@ -53,9 +53,10 @@ BWRAP_MISSING = Text(en="  bubblewrap:  not installed (Debian/Ubuntu: apt-get in
 UID_DROP = Text(en="  user id:     each submission runs as a host user id of its own ({first} + job slot); the probe "
                    "ran as {uid}, its processes limited to {processes}",
                 zh="  用户 id：   每份作业以自己的宿主用户 id 运行（{first} + 作业槽位）；探测以 {uid} 运行，进程数上限 {processes}")
-NO_UID_DROP = Text(en="  user id:     the grader's own ({uid}): no uid drop without root, and process limits do not "
-                      "bind for root",
-                   zh="  用户 id：   评分器自己的（{uid}）：没有 root 就不能切换用户，而 root 不受进程数限制")
+NO_UID_DROP = Text(en="  user id:     the grader's own ({uid}): no uid drop without root, nor where another user id "
+                      "cannot run this interpreter ({python}); process limits do not bind for root",
+                   zh="  用户 id：   评分器自己的（{uid}）：没有 root 就不能切换用户，别的用户 id 运行不了这个解释器（{python}）"
+                      "时也不能；而 root 不受进程数限制")
 CGROUP = Text(en="  cgroup:      {kind}, for the whole sandbox: {memory} MiB, {processes} tasks, {cpus} CPU",
               zh="  cgroup：    {kind}，针对整个沙箱：{memory} MiB、{processes} 个任务、{cpus} 个 CPU")
 NO_CGROUP = Text(en="  cgroup:      none can be made here: only the per-process rlimits bound memory and CPU",
@@ -144,7 +145,7 @@ def screen(found: Check) -> str:
         lines.append(say(UID_DROP, first=confinement.FIRST_UID, uid=found.uid,
                          processes=inside.get("processes", "-")))
     else:
-        lines.append(say(NO_UID_DROP, uid=found.uid))
+        lines.append(say(NO_UID_DROP, uid=found.uid, python=os.path.realpath(sys.executable)))
     lines.append(say(CGROUP, kind=found.cgroup, memory=limits.memory >> 20, processes=limits.processes,
                      cpus=f"{limits.cpus:g}") if found.cgroup else say(NO_CGROUP))
     lines.append(say(RLIMITS, address=limits.address_space >> 20, cpu=limits.cpu_s, file=limits.file_size >> 20,
