@@ -18,13 +18,17 @@ import pytest
 from test_browser import CHROMIUM, _open, _screenshot, browser  # noqa: F401 (the fixture)
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.exercises import isolation
+from nanovllm_teach.exercises import confinement, isolation
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 REPO = Path(__file__).resolve().parents[1]
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (Debian: apt-get install chromium)")
-needs_bwrap = pytest.mark.skipif(not isolation.available() and os.environ.get("NANOVLLM_TEACH_REQUIRE_BWRAP") != "1",
-                                 reason="no usable bubblewrap (apt-get install bubblewrap)")
+# A class is graded only in bubblewrap, each submission as a user id of its own: root, as CI runs.
+ISOLATED = isolation.available() and confinement.uid_drop()
+# (A missing bubblewrap under NANOVLLM_TEACH_REQUIRE_BWRAP=1 fails test_grade_hostile.py; --check-isolation says
+# what is missing.)
+NOT_ISOLATED = "needs root, a usable bubblewrap and an interpreter other user ids can run: see grade --check-isolation"
+needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=NOT_ISOLATED)
 
 
 def _class_folder(root: Path) -> Path:
@@ -60,13 +64,15 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def gradebook(tmp_path_factory):
+    if not ISOLATED:
+        pytest.skip(NOT_ISOLATED)
     root = tmp_path_factory.mktemp("grading")
     room = _class_folder(root)
     outputs = []
     for jobs in ("2", "1"):
         out = root / f"jobs{jobs}"
         out.mkdir()
-        assert main(["grade", "decode_slot", str(room), "--jobs", jobs, "--unsafe-no-isolation", "--csv",
+        assert main(["grade", "decode_slot", str(room), "--jobs", jobs, "--csv",
                      str(out / "class.csv"), "--html", str(out / "class.html")]) == 0
         outputs.append(out)
     return outputs
@@ -98,18 +104,18 @@ def test_the_csv_opens_in_a_spreadsheet(gradebook):
     assert not any(r["student"].startswith("=") for r in _rows(gradebook[0] / "class.csv"))  # no formula
 
 
-def test_a_class_without_bubblewrap_is_refused_unless_the_teacher_says_so(tmp_path, monkeypatch, capsys):
+def test_a_class_without_bubblewrap_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(isolation, "available", lambda: False)
     for name in ("a.py", "b.py"):
         (tmp_path / name).write_text("x = 1\n")
     assert main(["grade", "decode_slot", str(tmp_path)]) == 2
     assert "it needs bubblewrap" in capsys.readouterr().err
     assert main(["grade", "schedule_decode", str(tmp_path)]) == 2
-    assert "--unsafe-no-isolation" in capsys.readouterr().err
-    # One learner's self-check still runs, and says it was not isolated.
+    assert "--check-isolation" in capsys.readouterr().err
+    # One learner's self-check still runs, and its verdict says it was not in a sandbox.
     assert main(["grade", "decode_slot", str(HOSTILE / "honest_right.py")]) == 0
-    out, err = capsys.readouterr()
-    assert "not isolated by bubblewrap" in err and out.startswith("PASS decode_slot")
+    out = capsys.readouterr().out
+    assert out.startswith("PASS decode_slot") and "not in a sandbox" in out
 
 
 @needs_bwrap

@@ -126,3 +126,19 @@ def test_the_teachers_guide_is_the_same_guide_in_chinese():
     assert problems == []
     commands = re.compile(r"nanovllm-teach [a-z-]+")
     assert sorted(set(commands.findall(zh))) == sorted(set(commands.findall(en)))
+
+
+def test_the_grading_page_is_the_same_page_in_chinese():
+    """docs/grading.md and docs/grading.zh-CN.md: section for section, the glossary's terms said its way, the
+    same commands, and each linked from its language's teaching guide."""
+    from nanovllm_teach.i18n.notebooks import pair_problems
+
+    docs = README.parent / "docs"
+    en, zh = (docs / "grading.md").read_text(encoding="utf-8"), (docs / "grading.zh-CN.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"^#+ ", zh, flags=re.M)) == len(re.findall(r"^#+ ", en, flags=re.M))
+    problems = [p for p in pair_problems(en, zh, "docs/grading.zh-CN.md", set()) if "English cell has Chinese" not in p]
+    assert problems == []
+    commands = re.compile(r"nanovllm-teach [a-z-]+|--[a-z-]+")
+    assert sorted(set(commands.findall(zh))) == sorted(set(commands.findall(en)))
+    assert "(grading.md)" in (docs / "teaching.md").read_text(encoding="utf-8")
+    assert "(grading.zh-CN.md)" in (docs / "teaching.zh-CN.md").read_text(encoding="utf-8")

@@ -1,12 +1,16 @@
 """Command line: ``grade``, one learner's self-check, or a whole class, or Gradescope's autograder bundle.
 
 ``grade EXERCISE FILE`` grades one solution and prints what the code printed (quoted) and then the
-verdict, exit 0 on PASS, 1 otherwise; without bubblewrap it says on stderr, in one line, that the code was
-not isolated. ``grade EXERCISE PATH...`` with a class (``classroom.collect``) grades every submission,
-``--jobs`` at a time, with a progress bar, prints one line per student in a fixed order and a summary,
-and writes the gradebook (``--csv``, ``--html``) and, for one submission, Gradescope's results
-(``--gradescope``). Grading several submissions needs bubblewrap, unless ``--unsafe-no-isolation``.
-``grade EXERCISE --gradescope-bundle out.zip`` writes the autograder bundle (``gradescope``).
+verdict, exit 0 on PASS, 1 otherwise; a learner's own self-check may run without a sandbox, and then its
+verdict says so on stdout. ``grade EXERCISE PATH...`` with a class (``classroom.collect``) grades every
+submission, ``--jobs`` at a time, with a progress bar, prints one line per student in a fixed order and a
+summary, and writes the gradebook (``--csv``, ``--html``) and, for one submission, Gradescope's results
+(``--gradescope``). A grade that counts (a class, a class folder, ``--csv``, ``--html``) needs bubblewrap and a
+user id per submission (the grader as root), ``--gradescope`` the user id at least (its container may forbid
+bubblewrap's namespaces); without them it is refused, exit 2, and ``--gradescope`` writes a results.json
+saying why. ``grade --check-isolation`` prints what this machine gives (``selftest``), exit 0 when a class can
+be graded here, 2 otherwise. ``grade EXERCISE --gradescope-bundle out.zip`` writes the autograder bundle
+(``gradescope``).
 A mistake in what was asked is a ``UsageError`` (``cli/arguments.py``). Emits no events.
 """
 
@@ -25,15 +29,26 @@ NO_SUBMISSIONS = Text(en="no submissions in {paths}: give solution files, or a c
                          "folder per student",
                       zh="{paths} 中没有作业：请给出解答文件，或一个每个学生占一个文件或文件夹的班级文件夹")
 NO_SUCH_PATH = Text(en="no such file or folder: {path}", zh="没有这个文件或文件夹：{path}")
-NEEDS_ISOLATION = Text(en="grading several submissions runs other people's code: it needs bubblewrap (Debian/Ubuntu: "
-                          "apt-get install bubblewrap), or --unsafe-no-isolation to run it unisolated",
-                       zh="评多份作业就是运行别人的代码：需要 bubblewrap（Debian/Ubuntu：apt-get install "
-                          "bubblewrap），或用 --unsafe-no-isolation 在不隔离的情况下运行")
+NEEDS_ISOLATION = Text(en="a grade that counts runs other people's code: it needs bubblewrap (Debian/Ubuntu: apt-get "
+                          "install bubblewrap) and a user id per submission (run the grader as root, e.g. in a "
+                          "container); see nanovllm-teach grade --check-isolation",
+                       zh="计分的评分要运行别人的代码：需要 bubblewrap（Debian/Ubuntu：apt-get install bubblewrap）"
+                          "以及每份作业一个用户 id（以 root 运行评分器，例如在容器里）；见 nanovllm-teach grade "
+                          "--check-isolation")
+GRADESCOPE_REFUSED = Text(en="not graded: this machine cannot isolate a submission (what it gives is below); ask your "
+                             "teacher",
+                          zh="未评分：这台机器无法隔离作业（它能提供什么见下文）；请联系老师")
 ONE_FOR_GRADESCOPE = Text(en="--gradescope writes one submission's results, and {count} were found",
                           zh="--gradescope 只写一份作业的结果，而这里找到了 {count} 份")
 NOTHING_TO_DO = Text(en="give the solution file(s) to grade, or --gradescope-bundle", zh="请给出要评分的解答文件，或 --gradescope-bundle")
-NOT_ISOLATED = Text(en="note: your code ran in a plain process on this machine, not isolated by bubblewrap",
-                    zh="注意：你的代码在这台机器上的普通进程中运行，没有经过 bubblewrap 隔离")
+NO_EXERCISE = Text(en="give the exercise's name (see: nanovllm-teach exercises)", zh="请给出练习的名字（见：nanovllm-teach exercises）")
+NOT_ISOLATED = Text(en="  note: a self-check: your code ran in a plain process on this machine, not in a sandbox "
+                       "(a class is never graded so)",
+                    zh="  注意：这是自查，你的代码在这台机器上的普通进程中运行，没有沙箱（全班评分绝不会这样）")
+USER_ID_ONLY = Text(en="  note: bubblewrap cannot start here, so this submission ran as a user id of its own with its "
+                       "limits, not in a sandbox (see the --check-isolation output above it)",
+                    zh="  注意：这里无法启动 bubblewrap，所以这份作业以单独的用户 id 在限制下运行，没有沙箱（见前面 "
+                       "--check-isolation 的输出）")
 CANNOT_WRITE = Text(en="cannot write {path}: {error}", zh="无法写入 {path}：{error}")
 PRINTED = Text(en="your code printed (quoted, not a verdict):", zh="你的代码打印了（引用，不是评语）：")
 ROW = Text(en="{verdict} {student}: {reason}", zh="{verdict} {student}：{reason}")
@@ -45,7 +60,7 @@ BUNDLE_WRITTEN = Text(en="wrote {path}: upload it as the assignment's autograder
 def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``grade`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
     grd = subparsers.add_parser("grade", help="grade a solution file, or a class: each submission in a sandbox")
-    grd.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
+    grd.add_argument("exercise", nargs="?", help="the exercise's name (see: nanovllm-teach exercises)")
     grd.add_argument("solution", nargs="*", metavar="PATH",
                      help="a solution file, a student's folder, or a class folder of student files or folders")
     grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
@@ -58,13 +73,21 @@ def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="write Gradescope's results.json for the one submission")
     grd.add_argument("--gradescope-bundle", type=Path, default=None,
                      help="write the Gradescope autograder bundle (a .zip) for EXERCISE and stop")
-    grd.add_argument("--unsafe-no-isolation", action="store_true",
-                     help="grade several submissions even without bubblewrap (their code can harm this machine)")
+    grd.add_argument("--check-isolation", action="store_true",
+                     help="say what this machine gives the sandbox, and whether a class can be graded here")
     grd.set_defaults(func=_grade)
     return grd
 
 
 def _grade(args: argparse.Namespace) -> int:
+    if args.check_isolation:
+        from nanovllm_teach.exercises.selftest import check, screen
+
+        found = check()
+        print(screen(found))
+        return 0 if found.class_ready else 2
+    if args.exercise is None:
+        raise UsageError(say(NO_EXERCISE))
     exercise = exercise_named(args.exercise)
     if args.gradescope_bundle is not None:
         from nanovllm_teach.exercises.gradescope import write_bundle
@@ -79,9 +102,40 @@ def _grade(args: argparse.Namespace) -> int:
         raise UsageError(say(NOTHING_TO_DO))
     submissions = _submissions(exercise, [Path(p) for p in args.solution], args.gradescope is not None)
     model = model_folder(args.model)
+    _refuse_unisolated(args, submissions)
     if len(submissions) == 1 and args.csv is None and args.html is None:
         return _self_check(exercise, submissions[0], model, args)
     return _grade_class(exercise, submissions, model, args)
+
+
+def _refuse_unisolated(args: argparse.Namespace, submissions: list[Any]) -> None:
+    """A grade that counts never runs a submission outside a sandbox: a class (several submissions, a class
+    folder), ``--csv`` or ``--html`` needs bubblewrap and the uid drop, ``--gradescope`` the uid drop (its results
+    then say why it was refused, with the ``--check-isolation`` screen). Only a learner's own self-check may run
+    without them."""
+    import json
+    import os
+
+    from nanovllm_teach.exercises import confinement, isolation
+
+    folders = [Path(os.path.abspath(p)) for p in args.solution if Path(p).is_dir()]
+    in_class = len(submissions) > 1 or any(s.student != f.name for s in submissions for f in folders)
+    if (in_class or args.csv is not None or args.html is not None) and not (
+            isolation.available() and confinement.uid_drop()):
+        raise UsageError(say(NEEDS_ISOLATION))
+    if args.gradescope is None:
+        return
+    from nanovllm_teach.exercises.selftest import check, screen
+
+    found = check()  # the probe, as this submission would run: an interpreter its user id cannot read fails here
+    if not found.gradescope_ready:
+        refusal = {"score": 0.0, "output": say(GRADESCOPE_REFUSED) + "\n\n" + screen(found), "visibility": "visible",
+                   "tests": []}
+        try:
+            args.gradescope.write_text(json.dumps(refusal, ensure_ascii=False), encoding="utf-8")
+        except OSError as error:
+            raise UsageError(say(CANNOT_WRITE, path=args.gradescope, error=error.strerror or error)) from None
+        raise UsageError(say(NEEDS_ISOLATION))
 
 
 def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
@@ -121,9 +175,9 @@ def _self_check(exercise: Any, submission: Any, model: str | None, args: argpars
     if result is not None and result.output:
         print(say(PRINTED))
         print(result.output)
-    if result is not None and not result.isolated:
-        print(say(NOT_ISOLATED), file=sys.stderr)  # a note beside the verdict, which stdout carries alone
     print(printable(result.message if result is not None else f"ERROR {exercise.name}: {row.reason}"))
+    if result is not None and result.isolated is False:  # an indented line of the verdict
+        print(say(NOT_ISOLATED if args.gradescope is None else USER_ID_ONLY))
     _write(exercise, [row], args, time.monotonic() - started)
     return 0 if row.verdict == "PASS" else 1
 
@@ -131,14 +185,11 @@ def _self_check(exercise: Any, submission: Any, model: str | None, args: argpars
 def _grade_class(exercise: Any, submissions: list[Any], model: str | None, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from nanovllm_teach.exercises import isolation
     from nanovllm_teach.exercises.base import visible
     from nanovllm_teach.exercises.classroom import grade_class
     from nanovllm_teach.exercises.engine_grading import EngineExercise
     from nanovllm_teach.exercises.references import PendingReferences
 
-    if len(submissions) > 1 and not args.unsafe_no_isolation and not isolation.available():
-        raise UsageError(say(NEEDS_ISOLATION))
     if isinstance(exercise, EngineExercise):
         PendingReferences(exercise.workloads, model).traces()  # recorded once, here, before any submission
     started = time.monotonic()

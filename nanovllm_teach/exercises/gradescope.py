@@ -6,8 +6,13 @@ Gradescope unpacks the bundle into ``/autograder/source``, runs ``setup.sh`` onc
 then for each submission puts the student's files in ``/autograder/submission``, runs ``run_autograder``
 and reads ``/autograder/results/results.json`` (Gradescope's documentation, "Autograder Specifications").
 The bundle holds the package's source (``nanovllm-teach/``), ``setup.sh`` (installs bubblewrap with
-apt-get, the CPU build of torch and the package into a virtual environment) and ``run_autograder``
-(``nanovllm-teach grade EXERCISE /autograder/submission --gradescope .../results.json``). Both scripts take
+apt-get, the CPU build of torch and the package into a virtual environment) and ``run_autograder``: it first
+prints ``grade --check-isolation`` (Gradescope shows the teacher that output: the evidence of what its machine
+gave the sandbox), then runs ``nanovllm-teach grade EXERCISE /autograder/submission --gradescope
+.../results.json``, which grades with what isolates there (bubblewrap where its namespaces are allowed, the
+submission's own user id, rlimits, a cgroup where one can be made) and refuses, with a results.json saying
+why, when nothing does. The grader writes results.json itself, last, after every process of the submission's
+user id is gone, into ``results/``, which that user id cannot write (nor see, inside bubblewrap). Both scripts take
 the root from ``AUTOGRADER_ROOT`` (default ``/autograder``) and the Python from ``PYTHON`` (default
 ``python3``), so that they can be tried in a throwaway folder.
 """
@@ -38,13 +43,15 @@ RUN = """#!/usr/bin/env bash
 # Gradescope runs this for each submission: the student's files are in $ROOT/submission.
 set -uo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+GRADER="${{NANOVLLM_TEACH:-$ROOT/venv/bin/nanovllm-teach}}"
 mkdir -p "$ROOT/results"
+chmod 755 "$ROOT/results"  # the grader's only: a submission's user id cannot write here
 export HF_HUB_OFFLINE=1
-"${{NANOVLLM_TEACH:-$ROOT/venv/bin/nanovllm-teach}}" grade {exercise} "$ROOT/submission" \\
-    --gradescope "$ROOT/results/results.json"
+"$GRADER" grade --check-isolation  # what this machine gives the sandbox, in the output the teacher sees
+"$GRADER" grade {exercise} "$ROOT/submission" --gradescope "$ROOT/results/results.json"
 status=$?
-# A verdict is exit 0 (PASS) or 1 (FAIL); anything else left no results: say so in Gradescope's terms.
-if [ "$status" -gt 1 ] || [ ! -s "$ROOT/results/results.json" ]; then
+# A verdict (exit 0 or 1) and a refusal (exit 2) leave their results.json; a crash leaves none: say so.
+if [ ! -s "$ROOT/results/results.json" ]; then
     printf '{{"score": 0, "output": "the autograder failed (exit %s): ask your teacher", "tests": []}}\\n' \\
         "$status" > "$ROOT/results/results.json"
 fi

@@ -6,20 +6,25 @@ Role: grading, the sandbox's walls. Emits no events.
 
 - the interpreter, its libraries and the grading copy of the package are read-only; nothing else of the
   machine is there (no ``/etc``, no home, no repository, no other learner's folder, no kernel cache);
-- ``/tmp`` and ``HOME`` are private, small in-memory folders, the only places it can write;
+- ``/tmp``, ``HOME`` and ``/dev/shm`` are private in-memory folders of ``TMPFS_BYTES`` each, the only places
+  it can write (``/dev`` itself is read-only);
 - no network, its own PID namespace (``--unshare-all``): when the worker's bubblewrap is killed, every
   process it started dies with it, a ``setsid`` grandchild included (``--die-with-parent``);
-- no capabilities, an unprivileged user id, a new session (no terminal to inject keystrokes into);
-- nothing of the grader's environment: bubblewrap itself starts with ``BWRAP_ENVIRONMENT`` only, the
-  learner's process with ``--clearenv`` and the three variables it needs;
+- no capabilities, a new session (no terminal to inject keystrokes into), and outside the namespace the
+  slot's own unprivileged user id where the grader is root (``confinement``: its rlimits bind, its cgroup
+  bounds the whole sandbox, every process of it is killed at the end);
+- nothing of the grader's environment: bubblewrap itself starts with ``BWRAP_ENVIRONMENT`` only (it is pid 1
+  inside, and its ``/proc/1/environ`` is readable there), the learner's process with ``--clearenv`` and the
+  three variables it needs;
 - the worker itself sets limits on address space, CPU seconds, file size, processes and open files
-  (``LIMITS``) before the learner's file is loaded.
+  (``confinement.Limits``) before the learner's file is loaded.
 
 ``grading_root()`` is the package as graded: a copy of its Python files in a temporary folder, without the
 reference solutions, in which the exercise's points (the engine's own implementation a learner rewrites)
 raise "not available while grading". Without bubblewrap (``available()`` is False: macOS, a machine
-without it), the worker still runs on that copy, in a process of its own with the same limits, and the
-verdict says it was not isolated.
+without it, a container that forbids its namespaces), the worker still runs on that copy, in a process of
+its own with the same limits (as the slot's user where the grader is root), and the verdict says it was not
+isolated.
 """
 
 from __future__ import annotations
@@ -31,45 +36,26 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from nanovllm_teach.exercises import confinement
 from nanovllm_teach.exercises.base import SOLUTION_FILE
+from nanovllm_teach.exercises.confinement import LIMITS, Limits
 from nanovllm_teach.i18n import Text, resolve_lang, say
 
 PACKAGE = Path(__file__).resolve().parents[1]
 INSIDE_ROOT = "/grader"  # where the grading copy of the package is seen inside the sandbox
 INSIDE_HOME = "/home/learner"
 INSIDE_SUBMISSION = "/submission"
-SANDBOX_UID = 65534  # nobody
-_TMPFS_BYTES = 16 << 20
+SANDBOX_UID = 65534  # nobody, inside the namespace
+TMPFS_BYTES = 16 << 20
 # What bubblewrap itself is started with. It is pid 1 inside, and its own /proc/1/environ is readable there:
 # ``--clearenv`` cleans only the learner's process, so the grader's environment (a teacher's token) stays out.
 BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
-NOT_ISOLATED = Text(en="note: bubblewrap is not available here, so your code ran in a plain process, not isolated "
-                       "from this machine",
-                    zh="注意：这里没有 bubblewrap，你的代码在普通进程中运行，没有与这台机器隔离")
 # What the engine's own implementation of an exercise point raises in the grading copy.
 NOT_AVAILABLE = Text(en="the engine's own {name} is not available while grading: write your own code",
                      zh="评分期间不能使用引擎自己的 {name}：请写你自己的代码")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one worker may use: bytes of address space, CPU seconds, bytes per file, processes, open files."""
-
-    address_space: int = 1 << 30  # enough to import torch (the cheat that calls the engine does), no more
-    cpu_s: int = 60
-    file_size: int = 1 << 20
-    processes: int = 16
-    open_files: int = 64
-
-    def argument(self) -> str:
-        return f"{self.address_space},{self.cpu_s},{self.file_size},{self.processes},{self.open_files}"
-
-
-LIMITS = Limits()
 
 
 def bwrap() -> str | None:
@@ -79,14 +65,21 @@ def bwrap() -> str | None:
 
 @functools.cache
 def available() -> bool:
-    """Whether bubblewrap is installed and can make its namespaces here (a container may forbid them)."""
+    """Whether bubblewrap is installed and can make its namespaces here (a container may forbid them), started
+    as a slot's user id where the grader is root, as every worker is."""
     if bwrap() is None:
         return False
-    probe = [*_walls(), "--", "/bin/true"]
+    slot = confinement.Slot() if confinement.uid_drop() else None
+    user = {} if slot is None else {"user": slot.uid, "group": slot.uid, "extra_groups": []}
     try:
-        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+        return subprocess.run([*_walls(), "--", "/bin/true"], capture_output=True, timeout=30,
+                              env=BWRAP_ENVIRONMENT, **user).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+    finally:
+        if slot is not None:
+            confinement.end_user(slot.uid)
+            slot.release()
 
 
 def _disabled(point: str, lang: str) -> str:
@@ -158,9 +151,11 @@ def _read_only_binds() -> list[str]:
 def _walls() -> list[str]:
     # The private /tmp first: bubblewrap mounts in order, and an interpreter or a virtual environment that lives
     # under /tmp (a CI runner's clone) is then bound on top of it instead of hidden under it.
-    return [bwrap() or "bwrap", "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *_read_only_binds(),
-            "--size", str(_TMPFS_BYTES), "--tmpfs", INSIDE_HOME,
-            "--proc", "/proc", "--dev", "/dev", "--unshare-all", "--die-with-parent", "--new-session",
+    # /dev is a tmpfs as large as the host's /dev/shm: a small /dev/shm of its own, then /dev made read-only.
+    return [bwrap() or "bwrap", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", *_read_only_binds(),
+            "--size", str(TMPFS_BYTES), "--tmpfs", INSIDE_HOME, "--proc", "/proc",
+            "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--unshare-all", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--clearenv", "--setenv", "HOME", INSIDE_HOME, "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "--setenv", "LANG", "C.UTF-8", "--chdir", INSIDE_HOME]

@@ -3,7 +3,8 @@
 Role: grading (the parent, and the engine's grading child). Emits no events.
 
 ``Worker(solution, functions, points, time_limit)`` starts the worker (``worker``) for one submission: a file runs
-in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False); functions
+in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False), as a job slot's own
+user id and in a cgroup of its own where the machine gives them (``confinement``); functions
 from a notebook run in a forked process (they exist only in this process's memory). ``load()`` says
 whether the file loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
 learner's: each sends its arguments (``msgspec``: plain data, never a live engine object) and returns what
@@ -11,7 +12,8 @@ came back, or raises ``RemoteFailure`` with what the learner's function raised, 
 end. Every word of the learner's that comes back (what it raised, its line of code, what it printed) is
 made ``visible`` (no line break, no carriage return, no escape code) before any sentence holds it, so that
 none can start a line of the grader's output. ``close()`` kills the worker and everything it started, and
-returns what it printed, quoted (``quoted``) so that it can never pass for a verdict.
+returns what it printed, quoted (``quoted``) so that it can never pass for a verdict; with a slot's user id it
+returns only once no process of that user is left.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from nanovllm_teach.exercises import isolation
+from nanovllm_teach.exercises import confinement, isolation
 from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.sandbox import FORKING
 from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_frame
@@ -118,14 +119,17 @@ class Worker:
         self._output = tempfile.TemporaryFile()
         self._process: Any = None
         self._forked: Any = None
+        self.confined: confinement.Confined | None = None  # the host's side: the slot's user id, the cgroup
         try:
             if isinstance(solution, Path):
-                command = isolation.worker_command(solution.resolve(), functions, points, (calls_r, answers_w),
-                                                   self.tag, self.isolated)
-                self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._output,
-                                                 stderr=subprocess.STDOUT, pass_fds=(calls_r, answers_w),
-                                                 start_new_session=True,
-                                                 env=isolation.BWRAP_ENVIRONMENT if self.isolated else None)
+                self.confined = confinement.Confined(solution, self.tag)
+                command = isolation.worker_command(self.confined.submission, functions, points,
+                                                   (calls_r, answers_w), self.tag, self.isolated)
+                # The grader's environment stays out: only a learner's own self-check, as that learner, keeps it.
+                plain = not self.isolated and self.confined.slot is None
+                self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
+                                                     pass_fds=(calls_r, answers_w),
+                                                     env=None if plain else isolation.BWRAP_ENVIRONMENT)
             else:
                 ctx = multiprocessing.get_context("fork")
                 self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
@@ -133,6 +137,10 @@ class Worker:
                     sys.stdout.flush()
                     sys.stderr.flush()
                     self._forked.start()
+        except BaseException:
+            if self.confined is not None:
+                self.confined.end(self._process)
+            raise
         finally:
             os.close(calls_r)
             os.close(answers_w)
@@ -204,12 +212,8 @@ class Worker:
                 os.close(fd)
             except OSError:
                 pass
-        if self._process is not None:
-            try:  # bubblewrap's namespace dies with it; a plain worker's session goes as a group
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._process.wait()
+        if self.confined is not None:
+            self.confined.end(self._process)
         if self._forked is not None:
             self._forked.kill()
             self._forked.join()

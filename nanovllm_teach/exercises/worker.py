@@ -166,7 +166,7 @@ def load(path: str, functions: list[str], answers_fd: int) -> dict[str, Any] | N
 
 def main() -> None:
     """``worker.py ROOT SOLUTION FUNCTIONS LIMITS FDS TAG``: FUNCTIONS comma-separated, LIMITS five ints
-    (``isolation.Limits``), FDS the calls' and the answers' file descriptors; TAG only marks the process."""
+    (``confinement.Limits``), FDS the calls' and the answers' file descriptors; TAG only marks the process."""
     root, path, functions, limits, fds = sys.argv[1:6]
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded (``isolation.grading_root``), not this script's folder

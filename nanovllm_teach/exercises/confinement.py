@@ -1,0 +1,314 @@
+"""The host's side of the sandbox: what one worker may use, its own user id, its cgroup, and the end of it.
+
+Role: grading, the sandbox's walls (``isolation`` builds bubblewrap's command inside them). Emits no events.
+
+Run as root (a teacher's container, Gradescope's), the grader starts each worker as a host user id of its own
+(``Slot``: ``FIRST_UID`` plus the slot's number, held with a lock file so that two graders on one machine never
+share one; no passwd entry needed). Limits that count per user (RLIMIT_NPROC) then bind, which they never do for
+root, nor for bubblewrap's namespace user run by root (it is root outside); nothing of the grader's is writable
+by it; and at the end ``end_user`` kills every process of that user id (``kill(-1)`` sent as that user, which the
+kernel applies at once to every process, so a fork bomb cannot outrun it and a double-forked daemon goes too)
+and checks that none is left.
+
+Where a cgroup can be made (v1 controllers mounted writable, or v2 with its controllers delegated), ``Cgroup``
+bounds the worker and all it starts together: memory, tasks and CPU for the whole sandbox, not per process.
+It is removed afterwards. Without root there is neither: the worker runs as the grader's own user, with the
+worker's own rlimits (``Limits``) only.
+
+``Confined`` is one worker's run: a copy of the submission its user can read, the slot, the cgroup; ``start``
+launches a command held at a gate (a shell reading one byte) until the parent has put it in the cgroup, so
+not one instruction of it runs outside; ``end`` undoes all of it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FIRST_UID = 60000
+SLOTS = 64
+_LOCKS = Path(tempfile.gettempdir()) / "nanovllm_teach_slots"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CONTROLLERS = ("memory", "pids", "cpu")
+_CPU_PERIOD_US = 100_000
+# How long the processes of a finished worker may take to die, and its cgroup to empty, before the grade errs.
+END_LIMIT_S = 5.0
+# The gate: the command waits for one byte on stdin (the parent's go), then runs with stdin from /dev/null.
+_GATE = ["/bin/sh", "-c", 'read -r _ && exec "$@" </dev/null', "gate"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one worker may use. Per process (rlimits, set by the worker itself): bytes of address space, CPU
+    seconds, bytes per file, processes of its user, open files. For the whole sandbox (a cgroup, where one can
+    be made): ``memory`` bytes, ``processes`` tasks, ``cpus`` CPUs."""
+
+    address_space: int = 1 << 30  # enough to import torch (the cheat that calls the engine does), no more
+    cpu_s: int = 60
+    file_size: int = 1 << 20
+    processes: int = 16
+    open_files: int = 64
+    memory: int = 1 << 30
+    cpus: float = 1.0
+
+    def argument(self) -> str:
+        """The worker's rlimits as its command line carries them (``worker.set_limits``)."""
+        return f"{self.address_space},{self.cpu_s},{self.file_size},{self.processes},{self.open_files}"
+
+
+LIMITS = Limits()
+
+
+@functools.cache
+def uid_drop() -> bool:
+    """Whether this process can start a worker as another user id: root, on Linux, with an interpreter that user
+    id can run (one under a home folder only root may enter cannot be: the grader then runs as before, as root,
+    and refuses a class)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return False
+    slot = Slot()
+    try:
+        return subprocess.run([sys.executable, "-c", ""], user=slot.uid, group=slot.uid, extra_groups=[], env={},
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        end_user(slot.uid)
+        slot.release()
+
+
+def _has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+class Slot:
+    """A job slot's user id, held (a lock file) until ``release``; one whose user has an account is skipped."""
+
+    def __init__(self) -> None:
+        _LOCKS.mkdir(mode=0o700, exist_ok=True)
+        if _LOCKS.stat().st_uid != os.geteuid():  # made by someone else on a shared /tmp: not ours to trust
+            raise RuntimeError(f"{_LOCKS} belongs to another user: remove it")
+        for number in range(SLOTS):
+            uid = FIRST_UID + number
+            if _has_account(uid):
+                continue
+            lock = os.open(_LOCKS / f"slot-{number}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(lock)
+                continue
+            self.uid, self._lock = uid, lock
+            end_user(uid)  # whatever a grader that crashed left running
+            return
+        raise RuntimeError(f"all {SLOTS} job slots (user ids {FIRST_UID}-{FIRST_UID + SLOTS - 1}) are in use")
+
+    def release(self) -> None:
+        os.close(self._lock)
+
+
+def processes_of(uid: int) -> list[int]:
+    """The processes running as ``uid`` (real or effective), zombies left out: they run nothing."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:  # ended while we looked
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if uid in [int(u) for u in fields["Uid"].split()[:2]] and fields["State"].split()[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def end_user(uid: int) -> None:
+    """Kill every process of ``uid`` and wait until none is left; RuntimeError if one outlives ``END_LIMIT_S``."""
+    deadline = time.monotonic() + END_LIMIT_S
+    while left := processes_of(uid):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {left[:5]} of user id {uid} outlived the grade")
+        # kill(-1) as that user: every process it may signal, all at once (the shell itself is spared).
+        subprocess.run([*_GATE[:2], "kill -KILL -1"], user=uid, group=uid, extra_groups=[], env={},
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.01)
+
+
+class Cgroup:
+    """One sandbox's cgroup: a folder per controller (v1) or one folder (v2), with ``limits`` written in."""
+
+    def __init__(self, folders: list[Path], version: int) -> None:
+        self.folders, self.version = folders, version
+
+    @classmethod
+    def make(cls, limits: Limits, name: str) -> Cgroup | None:
+        """A new cgroup ``name`` beside this process's own, bounding memory, tasks and CPU; None where this
+        machine gives none (no root, no writable controllers, v2 without them delegated)."""
+        if not uid_drop():
+            return None
+        try:
+            cgroup = cls._v2(name) if (CGROUP_ROOT / "cgroup.controllers").exists() else cls._v1(name)
+        except OSError:
+            return None
+        if cgroup is None:
+            return None
+        try:
+            cgroup._limit(limits)
+        except OSError:
+            cgroup.remove()
+            return None
+        return cgroup
+
+    @staticmethod
+    def _own() -> dict[str, str]:
+        """This process's cgroup per controller ("" for v2's unified one), from /proc/self/cgroup."""
+        own = {}
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                own[controller] = path.lstrip("/")
+        return own
+
+    @classmethod
+    def _v1(cls, name: str) -> Cgroup | None:
+        own = cls._own()
+        if not all(c in own and (CGROUP_ROOT / c / "cgroup.procs").exists() for c in CONTROLLERS):
+            return None
+        folders: list[Path] = []
+        cgroup = cls(folders, 1)
+        for controller in CONTROLLERS:
+            folder = CGROUP_ROOT / controller / own[controller] / name
+            folder.mkdir()
+            folders.append(folder)
+        return cgroup
+
+    @classmethod
+    def _v2(cls, name: str) -> Cgroup | None:
+        parent = CGROUP_ROOT / cls._own().get("", "")
+        enabled = (parent / "cgroup.subtree_control").read_text().split()
+        missing = [c for c in CONTROLLERS if c not in enabled]
+        if missing:  # fails (EBUSY) where the parent holds processes itself: not delegated, no cgroup
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
+        folder = parent / name
+        folder.mkdir()
+        return cls([folder], 2)
+
+    def _limit(self, limits: Limits) -> None:
+        quota = str(int(limits.cpus * _CPU_PERIOD_US))
+        if self.version == 2:
+            (folder,) = self.folders
+            (folder / "memory.max").write_text(str(limits.memory))
+            if (folder / "memory.swap.max").exists():
+                (folder / "memory.swap.max").write_text("0")
+            (folder / "pids.max").write_text(str(limits.processes))
+            (folder / "cpu.max").write_text(f"{quota} {_CPU_PERIOD_US}")
+            return
+        memory, pids, cpu = self.folders
+        (memory / "memory.limit_in_bytes").write_text(str(limits.memory))
+        if (memory / "memory.memsw.limit_in_bytes").exists():  # swap counted too, where the kernel accounts it
+            (memory / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
+        (pids / "pids.max").write_text(str(limits.processes))
+        (cpu / "cpu.cfs_period_us").write_text(str(_CPU_PERIOD_US))
+        (cpu / "cpu.cfs_quota_us").write_text(quota)
+
+    def add(self, pid: int) -> None:
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(pid))
+
+    def describe(self) -> str:
+        return f"v{self.version}: " + ", ".join(CONTROLLERS)
+
+    def remove(self) -> None:
+        """Remove the folders (their processes ended first); RuntimeError if one stays busy past ``END_LIMIT_S``."""
+        deadline = time.monotonic() + END_LIMIT_S
+        for folder in self.folders:
+            while True:
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as error:
+                    if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                        raise RuntimeError(f"cannot remove the sandbox's cgroup {folder}: {error}") from None
+                    time.sleep(0.01)
+
+
+class Confined:
+    """One worker's run on the host: a copy of the ``submission`` file that its user can read, a slot's user id
+    where there is a uid drop, a cgroup where one can be made (named ``tag``)."""
+
+    def __init__(self, submission: Path, tag: str, limits: Limits = LIMITS) -> None:
+        self._folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_submission_"))
+        self._ended = False
+        self.slot = Slot() if uid_drop() else None
+        self.cgroup: Cgroup | None = None
+        try:
+            self.submission = self._folder / submission.name
+            shutil.copyfile(submission, self.submission)
+            self.submission.chmod(0o444)
+            self._folder.chmod(0o555)  # readable by the slot's user (bubblewrap binds it as that user)
+            self.cgroup = Cgroup.make(limits, tag)
+        except BaseException:
+            self.end(None)
+            raise
+
+    def start(self, command: list[str], **popen: Any) -> subprocess.Popen:
+        """``command`` started as the slot's user (where there is one), inside the cgroup before it runs."""
+        gate_r, gate_w = os.pipe()
+        user = {} if self.slot is None else {"user": self.slot.uid, "group": self.slot.uid, "extra_groups": []}
+        try:
+            process = subprocess.Popen([*_GATE, *command], stdin=gate_r, start_new_session=True, **user, **popen)
+        finally:
+            os.close(gate_r)
+        try:
+            if self.cgroup is not None:
+                self.cgroup.add(process.pid)
+            os.write(gate_w, b"\n")
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            os.close(gate_w)
+        return process
+
+    def end(self, process: subprocess.Popen | None) -> None:
+        """Kill ``process`` and everything it started, check nothing of the slot's user is left, remove the
+        cgroup, free the slot and remove the copy (once: a second call does nothing)."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            if process is not None:
+                try:  # a session of its own: bubblewrap's namespace dies with it, a plain worker goes as a group
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait()
+            if self.slot is not None:
+                end_user(self.slot.uid)
+            if self.cgroup is not None:
+                self.cgroup.remove()
+        finally:
+            if self.slot is not None:
+                self.slot.release()
+            self._folder.chmod(0o700)
+            shutil.rmtree(self._folder, ignore_errors=True)

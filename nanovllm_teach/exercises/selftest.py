@@ -1,0 +1,163 @@
+"""What this machine gives the grading sandbox, found by running a probe in it (``grade --check-isolation``).
+
+Role: grading (the teacher's side). Emits no events.
+
+``check()`` starts one worker exactly as a submission's would be started (``remote.Worker``: bubblewrap where
+it starts, the slot's user id, the cgroup) on a probe file that reports what it sees from inside: its user
+id, the environment of pid 1, the network interfaces, its rlimits, the size of ``/dev/shm``. ``screen(check)``
+is the one screen a teacher reads (also printed first by Gradescope's ``run_autograder``, as the evidence of
+what that machine gave). A class needs bubblewrap and the uid drop (``Check.class_ready``); Gradescope's one
+submission needs the uid drop at least (``Check.gradescope_ready``: its container may forbid namespaces).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.exercises import confinement, isolation
+from nanovllm_teach.exercises.remote import RemoteFailure, Worker
+from nanovllm_teach.i18n import Text, say
+
+PROBE = '''
+import os, resource
+
+
+def probe():
+    try:
+        environment = sorted({item.split(b"=")[0].decode() for item in open("/proc/1/environ", "rb").read()
+                              .split(b"\\0") if item})
+    except OSError:
+        environment = None  # not readable: another user's process
+    with open("/proc/net/dev") as file:
+        network = [line.split(":")[0].strip() for line in file.read().splitlines()[2:]]
+    shm = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
+    return {"uid": os.getuid(), "environment": environment, "network": network,
+            "processes": resource.getrlimit(resource.RLIMIT_NPROC)[0],
+            "dev_shm": shm.f_blocks * shm.f_frsize if shm else None}
+'''
+
+TITLE = Text(en="Grading isolation on this machine (nanovllm-teach grade --check-isolation):",
+             zh="这台机器上的评分隔离（nanovllm-teach grade --check-isolation）：")
+BWRAP_STARTS = Text(en="  bubblewrap:  {path}, starts; network unshared (inside: {network})",
+                    zh="  bubblewrap：{path}，可以启动；网络已隔离（沙箱内：{network}）")
+BWRAP_FAILS = Text(en="  bubblewrap:  {path}, but it cannot start here (namespaces forbidden, or the interpreter "
+                      "{python} not readable by user id {uid})",
+                   zh="  bubblewrap：{path}，但在这里无法启动（命名空间被禁止，或用户 {uid} 读不到解释器 {python}）")
+BWRAP_MISSING = Text(en="  bubblewrap:  not installed (Debian/Ubuntu: apt-get install bubblewrap)",
+                     zh="  bubblewrap：未安装（Debian/Ubuntu：apt-get install bubblewrap）")
+UID_DROP = Text(en="  user id:     each submission runs as a host user id of its own ({first} + job slot); the probe "
+                   "ran as {uid}, its processes limited to {processes}",
+                zh="  用户 id：   每份作业以自己的宿主用户 id 运行（{first} + 作业槽位）；探测以 {uid} 运行，进程数上限 {processes}")
+NO_UID_DROP = Text(en="  user id:     the grader's own ({uid}): no uid drop without root, nor where another user id "
+                      "cannot run this interpreter ({python}); process limits do not bind for root",
+                   zh="  用户 id：   评分器自己的（{uid}）：没有 root 就不能切换用户，别的用户 id 运行不了这个解释器（{python}）"
+                      "时也不能；而 root 不受进程数限制")
+CGROUP = Text(en="  cgroup:      {kind}, for the whole sandbox: {memory} MiB, {processes} tasks, {cpus} CPU",
+              zh="  cgroup：    {kind}，针对整个沙箱：{memory} MiB、{processes} 个任务、{cpus} 个 CPU")
+NO_CGROUP = Text(en="  cgroup:      none can be made here: only the per-process rlimits bound memory and CPU",
+                 zh="  cgroup：    这里建不了：内存和 CPU 只受每个进程的 rlimit 限制")
+RLIMITS = Text(en="  rlimits:     {address} MiB address space, {cpu} s CPU, {file} MiB per file, {processes} "
+                  "processes, {files} open files",
+               zh="  rlimits：   地址空间 {address} MiB、CPU {cpu} 秒、单个文件 {file} MiB、{processes} 个进程、"
+                  "{files} 个打开的文件")
+INSIDE = Text(en="  inside:      environment of pid 1: {environment}; /dev/shm: {shm}",
+              zh="  沙箱内：    1 号进程的环境变量：{environment}；/dev/shm：{shm}")
+PROBE_FAILED = Text(en="  probe:       the probe did not run in the sandbox: {error}",
+                    zh="  探测：      探测程序没能在沙箱中运行：{error}")
+CLASS_READY = Text(en="A class can be graded here: bubblewrap and a user id per submission{cgroup}.",
+                   zh="这里可以给全班评分：bubblewrap 加每份作业一个用户 id{cgroup}。")
+CLASS_NOT_READY = Text(en="A class cannot be graded here: it needs bubblewrap that starts and a user id per submission "
+                          "(run the grader as root, e.g. in a container).",
+                       zh="这里不能给全班评分：需要能启动的 bubblewrap，以及每份作业一个用户 id（以 root 运行评分器，例如在容器里）。")
+WITH_CGROUP = Text(en=", in a cgroup", zh="，在 cgroup 中")
+GRADESCOPE = Text(en="Gradescope (one submission): {answer}.", zh="Gradescope（一份作业）：{answer}。")
+GRADESCOPE_YES = Text(en="graded with what is listed above", zh="用上面列出的隔离评分")
+GRADESCOPE_NO = Text(en="refused: nothing isolates a submission here (no user id of its own, or the probe failed)",
+                     zh="拒绝评分：这里没有任何东西能隔离作业（没有单独的用户 id，或探测失败）")
+
+
+@dataclass(frozen=True)
+class Check:
+    """What the probe found: bubblewrap (its path, whether it starts), the uid drop and the host user id the probe
+    ran as, the cgroup (None: none), and ``inside``, what the probe reported from the sandbox (empty, with
+    ``error``, if it did not run)."""
+
+    bwrap: str | None
+    starts: bool
+    uid_drop: bool
+    uid: int
+    cgroup: str | None
+    inside: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def class_ready(self) -> bool:
+        return self.starts and self.uid_drop and not self.error
+
+    @property
+    def gradescope_ready(self) -> bool:
+        return self.uid_drop and not self.error
+
+
+def check() -> Check:
+    """Run the probe as a submission would run, and say what this machine gave it."""
+    folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_probe_"))
+    probe = folder / "probe.py"
+    probe.write_text(PROBE)
+    inside: dict[str, Any] = {}
+    error, cgroup, uid = None, None, os.getuid()
+    try:
+        with Worker(probe, ("probe",), (), 60.0) as worker:
+            confined = worker.confined
+            cgroup = confined.cgroup.describe() if confined and confined.cgroup else None
+            uid = confined.slot.uid if confined and confined.slot else uid
+            loaded = worker.load()
+            if loaded.get("loaded") is True:
+                inside = worker.call("probe", (), ())
+            else:
+                error = str(loaded)
+    except (RemoteFailure, RuntimeError, OSError) as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    finally:
+        probe.unlink()
+        folder.rmdir()
+    return Check(isolation.bwrap(), isolation.available(), confinement.uid_drop(), uid, cgroup, inside, error)
+
+
+def screen(found: Check) -> str:
+    """The one screen of ``--check-isolation``: what this machine gives, and what a class would run with."""
+    limits = confinement.LIMITS
+    inside = found.inside
+    lines = [say(TITLE)]
+    if found.bwrap is None:
+        lines.append(say(BWRAP_MISSING))
+    elif found.starts:
+        lines.append(say(BWRAP_STARTS, path=found.bwrap, network=", ".join(inside.get("network", [])) or "-"))
+    else:
+        lines.append(say(BWRAP_FAILS, path=found.bwrap, python=os.path.realpath(sys.executable),
+                         uid=confinement.FIRST_UID))
+    if found.uid_drop:
+        lines.append(say(UID_DROP, first=confinement.FIRST_UID, uid=found.uid,
+                         processes=inside.get("processes", "-")))
+    else:
+        lines.append(say(NO_UID_DROP, uid=found.uid, python=os.path.realpath(sys.executable)))
+    lines.append(say(CGROUP, kind=found.cgroup, memory=limits.memory >> 20, processes=limits.processes,
+                     cpus=f"{limits.cpus:g}") if found.cgroup else say(NO_CGROUP))
+    lines.append(say(RLIMITS, address=limits.address_space >> 20, cpu=limits.cpu_s, file=limits.file_size >> 20,
+                     processes=limits.processes, files=limits.open_files))
+    if found.error:
+        lines.append(say(PROBE_FAILED, error=found.error))
+    else:
+        environment = inside.get("environment")
+        shm = inside.get("dev_shm")
+        lines.append(say(INSIDE, environment="-" if environment is None else ", ".join(environment) or "-",
+                         shm="-" if shm is None else f"{shm >> 20} MiB"))
+    lines.append(say(CLASS_READY, cgroup=say(WITH_CGROUP) if found.cgroup else "") if found.class_ready
+                 else say(CLASS_NOT_READY))
+    lines.append(say(GRADESCOPE, answer=say(GRADESCOPE_YES if found.gradescope_ready else GRADESCOPE_NO)))
+    return "\n".join(lines)

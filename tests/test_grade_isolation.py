@@ -1,0 +1,183 @@
+"""The sandbox's limits bind as root, and a grade that counts never runs a submission outside one.
+
+As root (a teacher's container, Gradescope, CI), each submission runs as a job slot's own host user id in a
+cgroup of its own (``confinement``): a fork bomb stops at the process limit, three 700 MB children do not
+fit the whole sandbox's memory, 2 GiB cannot go to ``/dev/shm``, a double-forked daemon neither survives the
+grade nor changes Gradescope's results.json. A class, ``--csv`` and ``--gradescope`` refuse to run where
+nothing isolates (no bubblewrap: a PATH without it; no uid drop: not root), and ``--check-isolation`` says
+what this machine gives.
+
+These tests need root, an interpreter other user ids can run (not one under ``/root``) and a bubblewrap that
+starts as the slot's user id; without them they skip (``grade --check-isolation`` says which is missing),
+except that with ``NANOVLLM_TEACH_REQUIRE_BWRAP=1`` a bubblewrap that does not start is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from nanovllm_teach.cli import main
+from nanovllm_teach.exercises import confinement, isolation
+
+HONEST = (Path(__file__).parent / "data" / "hostile" / "honest_right.py").read_text()
+if os.environ.get("NANOVLLM_TEACH_REQUIRE_BWRAP") == "1" and confinement.uid_drop() and not isolation.available():
+    raise RuntimeError("NANOVLLM_TEACH_REQUIRE_BWRAP=1 but bubblewrap cannot start as a slot's user id here: "
+                       "nanovllm-teach grade --check-isolation says why")
+pytestmark = pytest.mark.skipif(not (confinement.uid_drop() and isolation.available()),
+                                reason="needs root and a bubblewrap that starts as a slot's user id")
+
+FORK_BOMB = """
+import os, time
+forked = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        forked += 1
+except OSError:
+    pass
+print("FORKED", forked)
+"""
+THREE_CHILDREN = """
+import os, select, time
+r, w = os.pipe()
+for _ in range(3):
+    if os.fork() == 0:
+        held = bytearray(700 << 20)
+        for page in range(0, len(held), 4096):  # touched, so that the memory is really held
+            held[page] = 1
+        os.write(w, b"x")
+        time.sleep(30)
+        os._exit(0)
+os.close(w)
+got = b""
+deadline = time.monotonic() + 20  # seconds on a loaded machine
+while len(got) < 3 and time.monotonic() < deadline and os.waitpid(-1, os.WNOHANG) == (0, 0):
+    if select.select([r], [], [], 0.1)[0]:
+        got += os.read(r, 3)  # a child killed on the way ends the wait above
+print("HELD", len(got))
+"""
+SHARED_MEMORY = """
+written = 0
+try:
+    for k in range(2048):
+        with open(f"/dev/shm/part{k}", "wb") as file:
+            file.write(b"\\x01" * (1 << 20))
+        written += 1 << 20
+except OSError:
+    pass
+print("SHM", written)
+"""
+DAEMON = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(3)
+        with open({results!r}, "w") as file:
+            file.write('{{"score": 1.0, "output": "forged", "tests": []}}')
+        os._exit(0)
+    os._exit(0)
+"""
+
+
+def _slot_processes() -> list[int]:
+    return [pid for uid in range(confinement.FIRST_UID, confinement.FIRST_UID + confinement.SLOTS)
+            for pid in confinement.processes_of(uid)]
+
+
+def _worker_cgroups() -> list[Path]:
+    return list(confinement.CGROUP_ROOT.glob("*/**/nanovllm-teach-worker-*"))
+
+
+def _self_check(tmp_path: Path, top: str, capsys) -> str:
+    solution = tmp_path / "decode_slot.py"
+    solution.write_text(top + HONEST)
+    main(["grade", "decode_slot", str(solution), "--time-limit", "40"])
+    return capsys.readouterr().out
+
+
+def _printed(out: str, word: str) -> int:
+    return int(next(line for line in out.splitlines() if f"| {word} " in line).split()[-1])
+
+
+def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(tmp_path, capsys):
+    out = _self_check(tmp_path, FORK_BOMB, capsys)
+    assert 0 < _printed(out, "FORKED") < confinement.LIMITS.processes, out
+    assert _slot_processes() == [] and _worker_cgroups() == []
+
+
+def test_three_700_mb_children_do_not_fit_the_whole_sandbox(tmp_path, capsys):
+    out = _self_check(tmp_path, THREE_CHILDREN, capsys)
+    assert _printed(out, "HELD") < 3, out  # each alone is under the 1 GiB address space; together they are not
+    assert _slot_processes() == []
+
+
+def test_two_gib_to_dev_shm_are_refused(tmp_path, capsys):
+    out = _self_check(tmp_path, SHARED_MEMORY, capsys)
+    assert _printed(out, "SHM") <= isolation.TMPFS_BYTES, out
+
+
+def test_a_daemon_neither_survives_the_grade_nor_changes_the_results(tmp_path, monkeypatch, capsys):
+    # Gradescope's container may forbid bubblewrap's namespaces: the submission then runs as its own user id.
+    monkeypatch.setattr(isolation, "available", lambda: False)
+    results = tmp_path / "results" / "results.json"
+    results.parent.mkdir()
+    solution = tmp_path / "submission" / "decode_slot.py"
+    solution.parent.mkdir()
+    solution.write_text(DAEMON.format(results=str(results)) + HONEST)
+    assert main(["grade", "decode_slot", str(solution), "--gradescope", str(results)]) == 0
+    written = results.read_text(encoding="utf-8")
+    assert json.loads(written)["score"] == 1 and "forged" not in written
+    assert _slot_processes() == []
+    time.sleep(3.5)  # when the daemon would have written
+    assert results.read_text(encoding="utf-8") == written
+    out = capsys.readouterr().out
+    assert "\n  note: bubblewrap cannot start here, so this submission ran as a user id of its own" in out
+
+
+def test_a_grade_that_counts_refuses_to_run_where_nothing_isolates(tmp_path, monkeypatch, capsys):
+    solution = tmp_path / "decode_slot.py"
+    solution.write_text(HONEST)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no bubblewrap on it
+    isolation.available.cache_clear()
+    try:
+        book = tmp_path / "class.csv"
+        assert main(["grade", "decode_slot", str(solution), "--csv", str(book)]) == 2
+        err = capsys.readouterr().err
+        assert "needs bubblewrap" in err and "--check-isolation" in err and len(err.strip().splitlines()) == 1
+        assert not book.exists()
+    finally:
+        monkeypatch.undo()
+        isolation.available.cache_clear()
+    monkeypatch.setattr(confinement, "uid_drop", lambda: False)  # not root: no user id of its own
+    results = tmp_path / "results.json"
+    assert main(["grade", "decode_slot", str(solution), "--gradescope", str(results)]) == 2
+    refusal = json.loads(results.read_text(encoding="utf-8"))
+    assert refusal["score"] == 0 and "not graded" in refusal["output"] and refusal["tests"] == []
+    # A learner's own self-check still runs, and its verdict says it was not in a sandbox.
+    monkeypatch.setattr(isolation, "available", lambda: False)
+    assert main(["grade", "decode_slot", str(solution)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("PASS decode_slot") and "\n  note: a self-check: your code ran in a plain process" in out
+
+
+def test_check_isolation_says_what_this_machine_gives(monkeypatch, capsys):
+    assert main(["grade", "--check-isolation"]) == 0
+    out = capsys.readouterr().out
+    assert "bubblewrap:  " in out and "starts; network unshared (inside: lo)" in out
+    assert f"the probe ran as {confinement.FIRST_UID}" in out and "A class can be graded here" in out
+    assert "environment of pid 1: LANG, PATH" in out and "/dev/shm: 16 MiB" in out
+    monkeypatch.setattr(confinement, "uid_drop", lambda: False)
+    monkeypatch.setattr(isolation, "available", lambda: False)
+    assert main(["grade", "--check-isolation"]) == 2
+    out = capsys.readouterr().out
+    assert "A class cannot be graded here" in out and "Gradescope (one submission): refused" in out
