@@ -19,7 +19,8 @@ The built notebooks are committed, without outputs, so a learner opens them with
 ``python -m nanovllm_teach.i18n.notebooks`` rebuilds them, ``--check`` says what is stale or untranslated
 (exit 1), which the test suite runs too. A source is checked before anything is written: every Markdown
 cell has a language, every English cell is followed by its Chinese one, a Chinese cell is Chinese (not a
-copy), and each pair keeps to the glossary (``i18n/glossary.py``).
+copy), and each pair keeps to the glossary (``i18n/glossary.py``). ``english_runs`` finds English prose left in a
+Chinese text; the notebook tests read the Chinese notebooks' outputs with it.
 
 Needs ``jupytext`` and ``nbformat`` (the ``test`` extra). Emits no events.
 """
@@ -42,9 +43,54 @@ ROOT = Path(__file__).resolve().parents[2] / "notebooks"
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # Code blocks and spans (Markdown's `x`, reStructuredText's ``x``), and in one-line texts the names a
 # sentence quotes without them (a dotted name such as scheduler.running, a literal such as 'decode'): names,
-# not prose.
-_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`|\b\w+(?:\.\w+)+\b|(?<![\w.])\.\w+|'\w+'", re.S)
+# not prose. A number (3.1) is not a dotted name.
+_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`|\b[^\W\d]\w*(?:\.\w+)+\b|(?<![\w.])\.[^\W\d]\w*|'\w+'", re.S)
 _BRACKETED = r"\s*[（(][^）)]*?{}[^）)]*[）)]"  # the English term inside the brackets right after
+# What Chinese prose may hold in English and still be Chinese: the glossary's terms (English and Chinese),
+# proper names, units, and the few words the Chinese of the field keeps as they are (the glossary's
+# Chinese terms use some: 首 token 延迟). Such words neither count towards an English run nor break one.
+_KEPT_IN_ENGLISH = frozenset("""
+    token tokens prompt prompts batch batches step steps trace traces kernel kernels rank ranks eager graph graphs
+    notebook notebooks head heads query key value logits softmax argmax checkpoint byte bytes float int
+    ms s us ns µs min h x
+    """.split())
+_PROPER_NAMES = frozenset("""
+    Qwen Triton PyTorch Transformers Hugging Face Python Jupyter Linux NVIDIA Intel AMD EPYC Poisson Gantt
+    Perfetto Chrome Chromium Hopper Ampere Ada Blackwell Grace Llama Mistral DeepSeek OpenAI vLLM Ray
+    """.split())
+_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+_NUMBER = re.compile(r"[(~≈+-]?[\d.,]*\d[\d.,]*(?:%|x|×)?[),;:]?")
+_RUN_LENGTH = 3
+
+
+def english_runs(text: str) -> list[str]:
+    """The runs of three or more English words in a row in ``text`` that are prose: not code (as
+    ``_CODE`` reads it, and words joined to digits, underscores, dots or slashes), not a glossary term, not a
+    proper name or an acronym (a word with two capitals: GPU, TTFT, OpenAI). Chinese text should have none."""
+    prose = _CODE.sub(" ; ", text)
+    for form in sorted({form for term in TERMS for form in term.en}, key=len, reverse=True):
+        prose = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", " ", prose, flags=re.IGNORECASE)
+    runs, run = [], []
+    for piece in re.split(r"[ \t]+", prose):
+        if _NUMBER.fullmatch(piece):  # a number is read in either language: "took 3.1 ms for" is still a run
+            continue
+        word = _WORD.fullmatch(piece.rstrip(",.;:!?)").lstrip("("))
+        if piece and word is None or not piece:
+            if len(run) >= _RUN_LENGTH:
+                runs.append(" ".join(run))
+            run = [] if piece else run
+            continue
+        name = word.group()
+        if name.lower() in _KEPT_IN_ENGLISH or name in _PROPER_NAMES or sum(c.isupper() for c in name) >= 2:
+            continue
+        run.append(name)
+        if piece[-1] in ",.;:!?":
+            if len(run) >= _RUN_LENGTH:
+                runs.append(" ".join(run))
+            run = []
+    if len(run) >= _RUN_LENGTH:
+        runs.append(" ".join(run))
+    return runs
 
 
 def language_cell(lang: str) -> nbformat.NotebookNode:
