@@ -58,45 +58,51 @@ _PROPER_NAMES = frozenset("""
     Qwen Triton PyTorch Transformers Hugging Face Python Jupyter Linux NVIDIA Intel AMD EPYC Poisson Gantt
     Perfetto Chrome Chromium Hopper Ampere Ada Blackwell Grace Llama Mistral DeepSeek OpenAI vLLM Ray
     """.split())
+_DATA = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|\{[^{}\n]*\}")
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"[(~≈+-]?[\d.,]*\d[\d.,]*(?:%|x|×)?[),;:]?")
 _RUN_LENGTH = 3
+_TERM = "\x00"  # where a glossary term stood: neither English prose nor a break in it
 
 
 def english_runs(text: str) -> list[str]:
     """The runs of three or more English words in a row in ``text`` that are prose: not code (as
     ``_CODE`` reads it, and words joined to digits, underscores, dots or slashes), not a glossary term, not a
-    proper name or an acronym (a word with two capitals: GPU, TTFT, OpenAI). Chinese text should have none."""
-    prose = _CODE.sub(" ; ", text)
+    proper name or an acronym (a word with two capitals: GPU, TTFT, OpenAI). Data is not prose either: a quoted
+    string (a prompt, the model's answer) or a printed dict (an event's recorded stats). Words are in a row when
+    one space apart: the columns of a table, two spaces or more apart, are labels. Chinese text has no runs."""
+    prose = _DATA.sub(" ; ", _CODE.sub(" ; ", text))
     for form in sorted({form for term in TERMS for form in term.en}, key=len, reverse=True):
-        prose = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", " ", prose, flags=re.IGNORECASE)
-    runs, run = [], []
-    for piece in re.split(r"[ \t]+", prose):
-        if _NUMBER.fullmatch(piece):  # a number is read in either language: "took 3.1 ms for" is still a run
+        prose = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", _TERM, prose, flags=re.IGNORECASE)
+    runs: list[str] = []
+    run: list[str] = []
+    for piece in re.split(r"(\s{2,}|\t)|(?<=\S) (?=\S)", prose.strip()):
+        if piece is None:
             continue
-        word = _WORD.fullmatch(piece.rstrip(",.;:!?)").lstrip("("))
-        if piece and word is None or not piece:
-            if len(run) >= _RUN_LENGTH:
-                runs.append(" ".join(run))
-            run = [] if piece else run
-            continue
-        name = word.group()
-        if name.lower() in _KEPT_IN_ENGLISH or name in _PROPER_NAMES or sum(c.isupper() for c in name) >= 2:
-            continue
-        run.append(name)
-        if piece[-1] in ",.;:!?":
-            if len(run) >= _RUN_LENGTH:
-                runs.append(" ".join(run))
-            run = []
+        bare = piece.strip().strip("()").rstrip(",.;:!?)")
+        word = _WORD.fullmatch(bare)
+        if word and not (bare.lower() in _KEPT_IN_ENGLISH or bare in _PROPER_NAMES or sum(c.isupper() for c in bare) >= 2):
+            run.append(bare)
+        elif not (bare == _TERM or word or _NUMBER.fullmatch(bare)):  # terms, names, numbers: read in either language
+            run = _ended(run, runs)
+        if piece.isspace() or piece.rstrip(")")[-1:] in ",.;:!?":  # a table's column or a clause ends
+            run = _ended(run, runs)
+    _ended(run, runs)
+    return runs
+
+
+def _ended(run: list[str], runs: list[str]) -> list[str]:
     if len(run) >= _RUN_LENGTH:
         runs.append(" ".join(run))
-    return runs
+    return []
 
 
 def language_cell(lang: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(
-        f"# This notebook's language (en, zh): its figures, logs and messages follow it.\n"
-        f"from nanovllm_teach.i18n import set_lang\n\nset_lang({lang!r})", metadata={"tags": ["parameters"]})
+        f"# This notebook's language (en, zh): its figures, logs and messages follow it, and so do the lines\n"
+        f"# the notebook prints itself (tell(english, chinese)) and its plots' labels (say(Text(en=..., zh=...))).\n"
+        f"from nanovllm_teach.i18n import Text, say, set_lang, tell\n\nset_lang({lang!r})",
+        metadata={"tags": ["parameters"]})
 
 
 def problems_in(source: nbformat.NotebookNode, name: str) -> list[str]:
