@@ -274,3 +274,10 @@ def test_every_text_in_the_package_is_in_both_languages_and_keeps_to_the_glossar
 ])
 def test_english_prose_is_three_words_in_a_row_that_are_not_code_terms_or_names(text, runs):
     assert english_runs(text) == runs
+
+
+def test_serve_s_own_messages_follow_the_language(capsys):
+    """``serve --lang zh`` refuses a bad port in Chinese (one line, exit 2), as every other command speaks."""
+    assert main(["serve", "--port", "70000", "--lang", "zh"]) == 2
+    err = capsys.readouterr().err
+    assert "--port 必须在 1 到 65535 之间，收到的是 70000" in err and err.count("\n") == 1
