@@ -62,8 +62,7 @@ def test_every_benchmark_parser_refuses_an_abbreviated_option():
     parsers = []
     for script in sorted((ROOT / "benchmarks").rglob("*.py")):
         for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "ArgumentParser":
-                keywords = {k.arg: k.value for k in node.keywords}
-                refuses = isinstance(keywords.get("allow_abbrev"), ast.Constant) and keywords["allow_abbrev"].value is False
-                parsers.append((script.name, refuses))
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
+                allow_abbrev = {k.arg: k.value for k in node.keywords}.get("allow_abbrev")
+                parsers.append((script.name, isinstance(allow_abbrev, ast.Constant) and allow_abbrev.value is False))
     assert parsers and [name for name, refuses in parsers if not refuses] == []

@@ -33,7 +33,8 @@ NO_SERVE_EXTRA = Text(en="nanovllm-teach serve needs the serve extra ({missing} 
 BAD_PORT = Text(en="--port must be between 1 and 65535, got {port}", zh="--port 必须在 1 到 65535 之间，收到的是 {port}")
 SERVING = Text(en="serving {model} on {url}", zh="正在 {url} 上提供 {model} 的服务")
 WATCH_LIVE = Text(en=" (watch it live: {url})", zh="（实时查看：{url}）")
-TRACE_WRITTEN = Text(en="trace: {path} (nanovllm-teach replay {path})", zh="trace：{path}（nanovllm-teach replay {path}）")
+TRACE_WRITTEN = Text(en="trace: {path} (nanovllm-teach replay {path})",
+                     zh="trace 已写入：{path}（用 nanovllm-teach replay {path} 回放）")
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """Two languages, from one source: which language a learner reads, and text that exists in both.
 
 Everything a learner reads exists in English and Chinese side by side where it is written: a ``Text`` holds
-both (``Text(en="...", zh="...")``), and ``say(text)`` picks one; a notebook prints its own lines with ``tell(en, zh)``. Which one is, in this order:
+both (``Text(en="...", zh="...")``), and ``say(text)`` picks one; a notebook prints its own lines with
+``tell(en, zh)``. Which one is, in this order:
 
 1. the language asked for by name (a ``lang=`` argument, the CLI's ``--lang``, a notebook's first cell,
    which calls ``set_lang``);

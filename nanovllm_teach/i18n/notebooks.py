@@ -80,15 +80,21 @@ def english_runs(text: str) -> list[str]:
         if piece is None:
             continue
         bare = piece.strip().strip("()").rstrip(",.;:!?)")
-        word = _WORD.fullmatch(bare)
-        if word and not (bare.lower() in _KEPT_IN_ENGLISH or bare in _PROPER_NAMES or sum(c.isupper() for c in bare) >= 2):
-            run.append(bare)
-        elif not (bare == _TERM or word or _NUMBER.fullmatch(bare)):  # terms, names, numbers: read in either language
+        if _WORD.fullmatch(bare):
+            if not _is_name(bare):
+                run.append(bare)
+        elif not (bare == _TERM or _NUMBER.fullmatch(bare)):  # a term or a number is read in either language
             run = _ended(run, runs)
-        if piece.isspace() or piece.rstrip(")")[-1:] in ",.;:!?":  # a table's column or a clause ends
+        last = piece.rstrip(")")[-1:]
+        if piece.isspace() or (last and last in ",.;:!?"):  # a table's column or a clause ends
             run = _ended(run, runs)
     _ended(run, runs)
     return runs
+
+
+def _is_name(word: str) -> bool:
+    """A proper name, an acronym or a word the Chinese keeps in English: no part of an English sentence."""
+    return word.lower() in _KEPT_IN_ENGLISH or word in _PROPER_NAMES or sum(map(str.isupper, word)) >= 2
 
 
 def _ended(run: list[str], runs: list[str]) -> list[str]:
