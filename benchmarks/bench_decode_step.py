@@ -76,7 +76,7 @@ class DecodeClock:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=default_model_path())
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--batch", type=int, default=32)

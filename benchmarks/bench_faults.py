@@ -80,7 +80,7 @@ def one_fault(llm: LLM, sink: SinkFault, prompts, params, want, kind: str, mode:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--faults", type=int, default=500, help="faults to inject (default 500)")
     parser.add_argument("--faults-per-workload", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)

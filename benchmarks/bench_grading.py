@@ -61,7 +61,7 @@ def _run(argv: list[str]) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--exercise", choices=sorted(SUBMISSIONS), default="decode_slot")

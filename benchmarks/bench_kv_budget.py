@@ -63,7 +63,7 @@ def run(model: Path, settings: dict, prompts: list[list[int]], params: list[Samp
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("shipped", "qwen3-0.6b"), default="shipped")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--num-requests", type=int, default=16)

@@ -241,7 +241,7 @@ def report(title: str, results: dict[str, list[tuple[float, float, int]]]) -> No
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=Path(default_model_path()))
     ap.add_argument("--num-requests", type=int, default=48)
     ap.add_argument("--min-len", type=int, default=16)

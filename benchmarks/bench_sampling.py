@@ -39,7 +39,7 @@ def _timed(call: Callable[[], object]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--vocab", type=int, default=151_936)
     parser.add_argument("--rounds", type=int, default=7)

@@ -259,7 +259,7 @@ def _predicted(args, workload) -> tuple[float, float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--saturation", action="store_true")
     parser.add_argument("--disconnects", action="store_true")

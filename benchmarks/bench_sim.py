@@ -325,7 +325,7 @@ def scale(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("all", "calibrate", "nano-vllm", "scale"), default="all")
     parser.add_argument("--calib-requests", type=int, default=64)
     parser.add_argument("--calib-repeats", type=int, default=3, help="real runs of each draw (fastest step kept)")

@@ -101,7 +101,7 @@ def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="fit each GPU's factors on its fitted cases")
     parser.add_argument("--record", action="store_true", help="write judged errors into published.json")
     args = parser.parse_args()

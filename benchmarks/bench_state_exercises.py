@@ -39,7 +39,7 @@ def self_check(checkout: Path, exercise: str) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--against", type=Path, required=True, help="another checkout to compare with")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()

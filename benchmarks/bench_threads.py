@@ -81,7 +81,7 @@ def run_one(arrangement: str, args: argparse.Namespace, model: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--busy", type=int, default=1, help="busy-loop processes competing for the cores (default 1)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--random-model", action="store_true", help="the 110 M-parameter random Qwen3 of bench_cpu.py")

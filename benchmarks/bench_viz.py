@@ -226,7 +226,7 @@ def time_player(path: Path, samples: int, seed: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=None, help="a recorded trace to repeat")
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the long trace")
     parser.add_argument("--load-repeats", type=int, default=3, help="timed loads of the long trace")

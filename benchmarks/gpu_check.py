@@ -134,7 +134,7 @@ def write_summary(out: Path, header: str, results: list[Result], finished: bool)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the reduced check (<= 5 minutes on an H200)")
     ap.add_argument("--cpu-dry-run", action="store_true", help="the same flow on a CPU, CUDA sections skipped")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT, else benchmarks/gpu/out)")

@@ -123,7 +123,7 @@ BUILDERS = {"ours": build_ours, "hf": build_hf, "vllm": build_vllm, "llama": bui
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("engine", choices=sorted(BUILDERS))
     ap.add_argument("--model", required=True)
     ap.add_argument("--threads", choices=("default", "1"), default="default")

@@ -101,7 +101,7 @@ LESSONS: dict[str, Text] = {
         zh="prompt 比一步的 token 预算还长，于是分块预填充"),
     "cpu_benchmark": Text(
         en="the CPU benchmark workload: 64 random requests, continuous batching at scale",
-        zh="CPU 基准测试的负载：64 个随机请求，成规模的连续批处理"),
+        zh="CPU 基准测试的工作负载：64 个随机请求，成规模的连续批处理"),
     "continuous_arrivals": Text(
         en="requests arriving over time, continuous batching: late arrivals join at once",
         zh="请求陆续到达，连续批处理：后到的请求立即加入"),

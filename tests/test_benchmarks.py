@@ -52,3 +52,17 @@ def test_bench_sampling_small():
     out = _run("bench_sampling.py", "--rows", "2", "--vocab", "4096", "--rounds", "1")
     assert "the most likely candidates first and whole rows keep the same tokens" in out
     assert "top_k=20 top_p=0.95 min_p=0.05" in out and "logprobs=5" in out
+
+
+def test_every_benchmark_parser_refuses_an_abbreviated_option():
+    """``--num-req`` is not taken for ``--num-requests``: each script's parser says ``allow_abbrev=False``,
+    as the package's CLI does (a typo is told, never guessed)."""
+    import ast
+
+    parsers = []
+    for script in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
+                allow_abbrev = {k.arg: k.value for k in node.keywords}.get("allow_abbrev")
+                parsers.append((script.name, isinstance(allow_abbrev, ast.Constant) and allow_abbrev.value is False))
+    assert parsers and [name for name, refuses in parsers if not refuses] == []

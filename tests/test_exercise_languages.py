@@ -14,7 +14,7 @@ from nanovllm_teach import i18n
 from nanovllm_teach.exercises import EXERCISES, check, grade, quiz_trace
 from nanovllm_teach.exercises.quiz_grading import QUESTIONS
 from nanovllm_teach.i18n import Text, speaking
-from nanovllm_teach.i18n.notebooks import pair_problems
+from nanovllm_teach.i18n.notebooks import english_runs, pair_problems
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LITERAL = re.compile(r"``.*?``", re.DOTALL)  # reST code spans: names, not prose
@@ -49,6 +49,15 @@ def test_every_template_states_its_task_in_english_then_in_chinese(name):
     assert pair_problems(en, zh, name, set()) == []
     wide = [line for line in zh.splitlines() if _columns(line) > MAX_COLUMNS]
     assert not wide, f"{name}: Chinese lines wider than {MAX_COLUMNS} columns: {wide}"
+
+
+def test_the_list_of_exercises_says_in_chinese_what_each_one_replaces():
+    """``exercises --lang zh`` lists each exercise's title and the piece it replaces: names, or Chinese (the
+    trace quiz's "no engine code: ..." and tp_slice's "called by the linear layers' weight_loader" were
+    English)."""
+    with speaking("zh"):
+        said = {name: f"{i18n.say(ex.title)} [{i18n.say(ex.replaces)}]" for name, ex in EXERCISES.items()}
+    assert {name: english_runs(line) for name, line in said.items() if english_runs(line)} == {}
 
 
 def test_the_quiz_template_lists_every_question_in_both_languages():

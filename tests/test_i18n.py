@@ -18,7 +18,7 @@ from nanovllm_teach.cli import main
 from nanovllm_teach.exercises import EXERCISES, hint
 from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang, speaking
 from nanovllm_teach.i18n.glossary import TERMS, term
-from nanovllm_teach.i18n.notebooks import ROOT, build, problems_in, sources, stale
+from nanovllm_teach.i18n.notebooks import ROOT, build, english_runs, problems_in, sources, stale
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -261,3 +261,23 @@ def test_every_text_in_the_package_is_in_both_languages_and_keeps_to_the_glossar
             problems += [p for p in pair_problems(text.en, text.zh, f"{module}: {text.en[:60]!r}", set())
                          if "in brackets" not in p]
     assert problems == []
+
+
+@pytest.mark.parametrize(("text", "runs"), [
+    ("a memory floor of 0.31 to 0.31 ms", ["a memory floor of to"]),
+    ("prefill took 3.1 ms for the batch", ["took for the"]),
+    ("modes of the decode steps: {'compiled': 64}", ["modes of the"]),
+    ("预填充（prefill）用了 3.1 ms，batch 为 16", []),
+    ("Qwen3-8B 在 H100 GPU 上：TTFT p50 12 ms, throughput 300 tok/s", []),
+    ("见 `scheduler.schedule()` 和 engine.step 的 continuous batching", []),
+    ("<Figure size 640x480 with 1 Axes>", []),
+])
+def test_english_prose_is_three_words_in_a_row_that_are_not_code_terms_or_names(text, runs):
+    assert english_runs(text) == runs
+
+
+def test_serve_s_own_messages_follow_the_language(capsys):
+    """``serve --lang zh`` refuses a bad port in Chinese (one line, exit 2), as every other command speaks."""
+    assert main(["serve", "--port", "70000", "--lang", "zh"]) == 2
+    err = capsys.readouterr().err
+    assert "--port 必须在 1 到 65535 之间，收到的是 70000" in err and err.count("\n") == 1

@@ -93,7 +93,7 @@ def all_usages(prefill_warps: int = paged.PREFILL_NUM_WARPS) -> list[Usage]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--prefill-warps", type=int, default=paged.PREFILL_NUM_WARPS)
     args = ap.parse_args()
     print(f"triton {triton.__version__}, sm_90, head_dim {HEAD_DIM}")

@@ -62,7 +62,7 @@ def _exercises(args: argparse.Namespace) -> int:
     from nanovllm_teach.exercises import EXERCISES
 
     for number, ex in enumerate(EXERCISES.values(), 1):
-        print(say(EXERCISE_LINE, number=number, name=ex.name, title=say(ex.title), replaces=ex.replaces,
+        print(say(EXERCISE_LINE, number=number, name=ex.name, title=say(ex.title), replaces=say(ex.replaces),
                   template=ex.template_path))
     print(say(EXERCISES_NEXT))
     return 0

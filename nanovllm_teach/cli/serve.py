@@ -28,6 +28,13 @@ DEFAULT_TRACE = "out/serve_trace.jsonl"  # where a bare --trace records: out/, w
 PORT_TAKEN = Text(en="--port {port}: {host}:{port} cannot be listened on ({why}); another server may hold it: "
                      "choose another port",
                   zh="--port {port}：无法在 {host}:{port} 上监听（{why}）；可能有别的服务器占用了它：请换一个端口")
+NO_SERVE_EXTRA = Text(en="nanovllm-teach serve needs the serve extra ({missing} is missing): pip install -e '.[serve]'",
+                      zh="nanovllm-teach serve 需要 serve 这组依赖（缺少 {missing}）：pip install -e '.[serve]'")
+BAD_PORT = Text(en="--port must be between 1 and 65535, got {port}", zh="--port 必须在 1 到 65535 之间，收到的是 {port}")
+SERVING = Text(en="serving {model} on {url}", zh="正在 {url} 上提供 {model} 的服务")
+WATCH_LIVE = Text(en=" (watch it live: {url})", zh="（实时查看：{url}）")
+TRACE_WRITTEN = Text(en="trace: {path} (nanovllm-teach replay {path})",
+                     zh="trace 已写入：{path}（用 nanovllm-teach replay {path} 回放）")
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -60,23 +67,23 @@ def _serve(args: argparse.Namespace) -> int:
 
         from nanovllm_teach.serve.build import build_server
     except ModuleNotFoundError as error:
-        raise ValueError(f"nanovllm-teach serve needs the serve extra ({error.name} is missing): "
-                         "pip install -e '.[serve]'") from None
+        raise ValueError(say(NO_SERVE_EXTRA, missing=error.name)) from None
     if args.trace:
         writable_file(args.trace, "--trace")
     if not 0 < args.port < 65536:
-        raise ValueError(f"--port must be between 1 and 65535, got {args.port}")
+        raise ValueError(say(BAD_PORT, port=args.port))
     _check_port_is_free(args.host, args.port)
     settings = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                     max_num_batched_tokens=args.max_num_batched_tokens, num_kvcache_blocks=args.num_kvcache_blocks,
                     kvcache_block_size=args.block_size, enable_prefix_caching=not args.no_prefix_caching)
     app = build_server(args.model, trace=args.trace, served_model_name=args.served_model_name, live=not args.no_live,
                        max_waiting=args.max_waiting, max_body_bytes=args.max_body_bytes, **settings)
-    print(f"serving {app.state.server.model_name} on http://{args.host}:{args.port}/v1"
-          + ("" if args.no_live else f" (watch it live: http://{args.host}:{args.port}/live)"), flush=True)
+    root = f"http://{args.host}:{args.port}"
+    print(say(SERVING, model=app.state.server.model_name, url=f"{root}/v1")
+          + ("" if args.no_live else say(WATCH_LIVE, url=f"{root}/live")), flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     if args.trace:
-        print(f"trace: {args.trace} (nanovllm-teach replay {args.trace})")
+        print(say(TRACE_WRITTEN, path=args.trace))
     return 0
 
 

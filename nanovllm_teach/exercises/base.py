@@ -78,7 +78,9 @@ class Exercise:
 
     name: str
     title: Text
-    replaces: str  # the piece of the engine the student rewrites, as a learner finds it in the code
+    # The piece of the engine the student rewrites, as a learner finds it in the code: a name (str), or a Text
+    # where a sentence goes with it.
+    replaces: Text | str
     functions: tuple[str, ...]
     hints: tuple[Text, ...]  # in both languages, from the gentlest to the strongest
     # In a class only the first graded answer counts, later ones are counted as attempts (``gradebook``):

@@ -1,7 +1,8 @@
 """Two languages, from one source: which language a learner reads, and text that exists in both.
 
 Everything a learner reads exists in English and Chinese side by side where it is written: a ``Text`` holds
-both (``Text(en="...", zh="...")``), and ``say(text)`` picks one. Which one is, in this order:
+both (``Text(en="...", zh="...")``), and ``say(text)`` picks one; a notebook prints its own lines with
+``tell(en, zh)``. Which one is, in this order:
 
 1. the language asked for by name (a ``lang=`` argument, the CLI's ``--lang``, a notebook's first cell,
    which calls ``set_lang``);
@@ -100,3 +101,9 @@ def say(text: Text | str, lang: str | None = None, /, **values: object) -> str:
     if isinstance(text, str):
         return text.format(**values) if values else text
     return text.format(lang, **values)
+
+
+def tell(en: str, zh: str, /) -> None:
+    """Print ``en`` or ``zh``, in the language: a notebook's own line, its values already in (two f-strings
+    side by side read as the line they print). The package's own sentences are ``Text`` and ``say``."""
+    print(zh if resolve_lang() == "zh" else en)

@@ -57,6 +57,16 @@ TERMS: tuple[Term, ...] = (
     Term(("warm-up",), "预热", ("暖机",)),
     Term(("sampler",), "采样器", ("抽样器",)),
     Term(("recompute",), "重计算", ("重新运算",)),
+    Term(("workload", "workloads"), "工作负载", ()),
+    Term(("model runner",), "模型运行器", ()),
+    # A GPU's launch of one kernel. The Chinese of the field also says 发射, which this course leaves to an
+    # instruction's issue: one word for one thing.
+    Term(("kernel launch", "kernel launches"), "kernel 启动", ("发射",)),
+    Term(("nucleus sampling", "top-p sampling"), "核采样", ("nucleus 采样",)),
+    # Two different points on two different curves: the roofline's ridge (where a processor stops waiting on
+    # memory and starts waiting on arithmetic) and the latency curve's knee (where queueing takes over).
+    Term(("ridge point",), "脊点", ("屋脊点",)),
+    Term(("knee",), "拐点", ("膝点", "转折点")),
 )
 
 

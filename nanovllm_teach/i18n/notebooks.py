@@ -19,7 +19,8 @@ The built notebooks are committed, without outputs, so a learner opens them with
 ``python -m nanovllm_teach.i18n.notebooks`` rebuilds them, ``--check`` says what is stale or untranslated
 (exit 1), which the test suite runs too. A source is checked before anything is written: every Markdown
 cell has a language, every English cell is followed by its Chinese one, a Chinese cell is Chinese (not a
-copy), and each pair keeps to the glossary (``i18n/glossary.py``).
+copy), and each pair keeps to the glossary (``i18n/glossary.py``). ``english_runs`` finds English prose left in a
+Chinese text; the notebook tests read the Chinese notebooks' outputs with it.
 
 Needs ``jupytext`` and ``nbformat`` (the ``test`` extra). Emits no events.
 """
@@ -42,15 +43,72 @@ ROOT = Path(__file__).resolve().parents[2] / "notebooks"
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # Code blocks and spans (Markdown's `x`, reStructuredText's ``x``), and in one-line texts the names a
 # sentence quotes without them (a dotted name such as scheduler.running, a literal such as 'decode'): names,
-# not prose.
-_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`|\b\w+(?:\.\w+)+\b|(?<![\w.])\.\w+|'\w+'", re.S)
+# not prose. A number (3.1) is not a dotted name.
+_CODE = re.compile(r"```.*?```|``.*?``|`[^`\n]*`|\b[^\W\d]\w*(?:\.\w+)+\b|(?<![\w.])\.[^\W\d]\w*|'\w+'", re.S)
 _BRACKETED = r"\s*[（(][^）)]*?{}[^）)]*[）)]"  # the English term inside the brackets right after
+# What Chinese prose may hold in English and still be Chinese: the glossary's terms (English and Chinese),
+# proper names, units, and the few words the Chinese of the field keeps as they are (the glossary's
+# Chinese terms use some: 首 token 延迟). Such words neither count towards an English run nor break one.
+_KEPT_IN_ENGLISH = frozenset("""
+    token tokens prompt prompts batch batches step steps trace traces kernel kernels rank ranks eager graph graphs
+    notebook notebooks head heads query key value logits softmax argmax checkpoint byte bytes float int
+    ms s us ns µs min h x
+    """.split())
+_PROPER_NAMES = frozenset("""
+    Qwen Triton PyTorch Transformers Hugging Face Python Jupyter Linux NVIDIA Intel AMD EPYC Poisson Gantt
+    Perfetto Chrome Chromium Hopper Ampere Ada Blackwell Grace Llama Mistral DeepSeek OpenAI vLLM Ray
+    """.split())
+_DATA = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|\{[^{}\n]*\}")
+_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+_NUMBER = re.compile(r"[(~≈+-]?[\d.,]*\d[\d.,]*(?:%|x|×)?[),;:]?")
+_RUN_LENGTH = 3
+_TERM = "\x00"  # where a glossary term stood: neither English prose nor a break in it
+
+
+def english_runs(text: str) -> list[str]:
+    """The runs of three or more English words in a row in ``text`` that are prose: not code (as
+    ``_CODE`` reads it, and words joined to digits, underscores, dots or slashes), not a glossary term, not a
+    proper name or an acronym (a word with two capitals: GPU, TTFT, OpenAI). Data is not prose either: a quoted
+    string (a prompt, the model's answer) or a printed dict (an event's recorded stats). Words are in a row when
+    one space apart: the columns of a table, two spaces or more apart, are labels. Chinese text has no runs."""
+    prose = _DATA.sub(" ; ", _CODE.sub(" ; ", text))
+    for form in sorted({form for term in TERMS for form in term.en}, key=len, reverse=True):
+        prose = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", _TERM, prose, flags=re.IGNORECASE)
+    runs: list[str] = []
+    run: list[str] = []
+    for piece in re.split(r"(\s{2,}|\t)|(?<=\S) (?=\S)", prose.strip()):
+        if piece is None:
+            continue
+        bare = piece.strip().strip("()").rstrip(",.;:!?)")
+        if _WORD.fullmatch(bare):
+            if not _is_name(bare):
+                run.append(bare)
+        elif not (bare == _TERM or _NUMBER.fullmatch(bare)):  # a term or a number is read in either language
+            run = _ended(run, runs)
+        last = piece.rstrip(")")[-1:]
+        if piece.isspace() or (last and last in ",.;:!?"):  # a table's column or a clause ends
+            run = _ended(run, runs)
+    _ended(run, runs)
+    return runs
+
+
+def _is_name(word: str) -> bool:
+    """A proper name, an acronym or a word the Chinese keeps in English: no part of an English sentence."""
+    return word.lower() in _KEPT_IN_ENGLISH or word in _PROPER_NAMES or sum(map(str.isupper, word)) >= 2
+
+
+def _ended(run: list[str], runs: list[str]) -> list[str]:
+    if len(run) >= _RUN_LENGTH:
+        runs.append(" ".join(run))
+    return []
 
 
 def language_cell(lang: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(
-        f"# This notebook's language (en, zh): its figures, logs and messages follow it.\n"
-        f"from nanovllm_teach.i18n import set_lang\n\nset_lang({lang!r})", metadata={"tags": ["parameters"]})
+        f"# This notebook's language (en, zh): its figures, logs and messages follow it, and so do the lines\n"
+        f"# the notebook prints itself (tell(english, chinese)) and its plots' labels (say(Text(en=..., zh=...))).\n"
+        f"from nanovllm_teach.i18n import Text, say, set_lang, tell\n\nset_lang({lang!r})",
+        metadata={"tags": ["parameters"]})
 
 
 def problems_in(source: nbformat.NotebookNode, name: str) -> list[str]:

@@ -35,7 +35,7 @@ Stuck? ``hint("block_hash", 1)`` says where to look, ``hint("block_hash", 2)`` h
 结果相等必须意味着 token id 相等*并且*前缀相等，因此只要 ``h1 != h2``，
 就有 ``compute_block_hash([5, 6, 7, 8], h1) != compute_block_hash([5, 6, 7, 8], h2)``。
 任何好的 64 位哈希都可以（已安装 ``xxhash``）；但绝不能返回 ``NO_HASH``。
-评分器检查的是你的哈希*实际做了什么*：它的 workload 会在不同的前缀下缓存相同的块，
+评分器检查的是你的哈希*实际做了什么*：它的工作负载（workload）会在不同的前缀下缓存相同的块，
 只有正确的哈希才会复用正确的块。
 
 评分：``nanovllm-teach grade block_hash block_hash.py``。

@@ -26,8 +26,9 @@ Stuck? ``hint("decode_slot", 1)`` says where to look, ``hint("decode_slot", 2)``
 
 KV 缓存（KV cache）是一个由*槽位*（slot）组成的大数组，共有 ``num_blocks * block_size`` 个槽位：
 块 ``b`` 拥有槽位 ``b * block_size`` 到 ``b * block_size + block_size - 1``。在每个解码步之前，
-模型运行器（``nanovllm_teach/engine/model_runner.py`` 中的 ``ModelRunner.prepare_decode``）会为每个序列告诉
-注意力层：它最新的 token 的 K/V 必须存到哪个槽位，这就是 ``slot_mapping``。
+模型运行器（model runner，``nanovllm_teach/engine/model_runner.py`` 中的
+``ModelRunner.prepare_decode``）会为每个序列告诉注意力层：
+它最新的 token 的 K/V 必须存到哪个槽位，这就是 ``slot_mapping``。
 
 你需要知道的事实（``seq`` 是该序列在这一步 batch 中的条目，即 ``nanovllm_teach/engine/batch.py`` 中的一个
 ``ScheduledSeq``）：

@@ -24,7 +24,7 @@ Stuck? ``hint("kv_cache_blocks", 1)`` says where to look, ``hint("kv_cache_block
 
 练习 ``kv_cache_blocks``——确定 KV 缓存（KV cache）的大小：每块的字节数，预算内的块数。
 
-启动时，模型运行器（``ModelRunner.allocate_kv_cache``）先运行一次预热（warm-up）：
+启动时，模型运行器（model runner，``ModelRunner.allocate_kv_cache``）先运行一次预热（warm-up）：
 做一次调度器（scheduler）所能组成的最大预填充（prefill）step，
 再对 ``max_num_seqs`` 行 logits 做采样，以测出一步的峰值内存；
 然后把剩下的内存以整块的形式分给 KV 缓存。要写两个函数：

@@ -36,7 +36,7 @@ Stuck? ``hint("postprocess", 1)`` says where to look, ``hint("postprocess", 2)``
 
 练习 ``postprocess``——模型运行之后：已缓存的 K/V、新 token，以及请求何时结束。
 
-模型运行器已经算完了这一步的 batch，并为每个序列采样了一个 token。
+模型运行器（model runner）已经算完了这一步的 batch，并为每个序列采样了一个 token。
 ``Scheduler.postprocess``（``nanovllm_teach/engine/scheduler.py``）负责接收这个结果：
 它是每个引擎步的最后三分之一。
 

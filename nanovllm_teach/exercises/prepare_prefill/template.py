@@ -31,7 +31,7 @@ Stuck? ``hint("prepare_prefill", 1)`` says where to look, ``hint("prepare_prefil
 
 练习 ``prepare_prefill``——安排一个预填充（prefill）batch：位置、``cu_seqlens`` 与槽位映射（slot mapping）。
 
-一个预填充步把几个序列的新 token 拼成一行，一起计算。运行之前，模型运行器
+一个预填充步把几个序列的新 token 拼成一行，一起计算。运行之前，模型运行器（model runner）
 （``nanovllm_teach/engine/model_runner.py`` 中的 ``ModelRunner.prepare_prefill``）调用你的函数
 （``prefill_layout``，替换 ``nanovllm_teach/engine/prefill_layout.py`` 里的那个）来说明每样东西的位置，
 并用你给出的 list 生成注意力层的张量。batch 中的序列 ``i`` 有 ``num_cached_tokens[i]`` 个 token 的 K/V

@@ -42,14 +42,14 @@ Stuck? ``hint("scheduling_policy", 1)`` says where to look, ``hint("scheduling_p
 即同一文件中的函数 ``choose_next``。引擎自己的策略是先来先服务（FCFS）：它返回 0，即队头、最早到达的序列。
 
 这道题没有唯一的正确答案。评分器在真实的调度器中、在模拟引擎上运行你的策略（Qwen3-0.6B 跑在 NVIDIA L4 上，
-步耗时是预测值：在每台机器上数字都相同），使用三个 workload，其中的请求陆续到达，
-prompt 长度从 40 到 1900 个 token 不等，并在同样的 workload 上将延迟与 FCFS 比较。在每个 workload 上，
+步耗时是预测值：在每台机器上数字都相同），使用三个工作负载（workload），其中的请求陆续到达，
+prompt 长度从 40 到 1900 个 token 不等，并在同样的工作负载上将延迟与 FCFS 比较。在每个工作负载上，
 你的策略通过的条件是：
 
 - 平均首 token 延迟（time to first token，TTFT）比 FCFS 的低至少 20%，并且
 - 没有任何请求等待首个 token 的时间超过 FCFS 最慢请求的 1.5 倍（没有请求被饿死），
 
-并且每个请求都能完成。评语是每个 workload 一张表，FCFS 与你的策略并列对比。
+并且每个请求都能完成。评语是每个工作负载一张表，FCFS 与你的策略并列对比。
 
 约定：``choose_next(waiting)`` 接收等待队列，即一个按到达顺序排列、
 由各等待序列的记录组成的 list（你的代码在与引擎隔开的沙箱里运行；被抢占（preempted）的序列会放回队头），

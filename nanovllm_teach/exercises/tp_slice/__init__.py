@@ -68,7 +68,8 @@ HINTS = (
 
 
 EXERCISE = ShardExercise(
-    "tp_slice", TITLE, "rank_slice.rank_slice, called by the linear layers' weight_loader",
+    "tp_slice", TITLE, Text(en="rank_slice.rank_slice, called by the linear layers' weight_loader",
+                             zh="rank_slice.rank_slice，由线性层的 weight_loader 调用"),
     ("rank_slice",),
     HINTS,
     (Piece("rank_slice", POINT, _check_slice, wire=("str", "list[int]", "list[int]", "int", "int", "int")),))

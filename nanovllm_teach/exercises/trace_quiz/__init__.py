@@ -28,6 +28,7 @@ HINTS = (
 
 EXERCISE = QuizExercise(
     "trace_quiz", TITLE,
-    "no engine code: trace.steps, trace.requests and the events", ("answer_quiz",),
+    Text(en="no engine code: trace.steps, trace.requests and the events",
+         zh="不改引擎代码：只读 trace.steps、trace.requests 和事件"), ("answer_quiz",),
     HINTS,
     QUESTIONS)
