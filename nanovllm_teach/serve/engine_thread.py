@@ -99,7 +99,8 @@ class Update:
     text: str | None = None
     error: str | None = None
     num_prompt_tokens: int = 0
-    accepted: bool = False  # the first update: the engine took the request (it is queued)
+    accepted: bool = False  # the first update: the engine took the request (it is queued)...
+    refused: bool = False  # ... or refused it (``error`` says why; nothing was queued)
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class EngineThread:
         try:
             samples = self.engine.make_request(submit.prompt_token_ids, submit.params)
         except (ValueError, TypeError) as error:
-            self._deliver([(submit.deliver, Update(error=str(error)))])
+            self._deliver([(submit.deliver, Update(error=str(error), refused=True))])
             return
         self.engine.enqueue_request(samples)
         self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples))
