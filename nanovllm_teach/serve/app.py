@@ -64,7 +64,7 @@ class Server:
         self.engine = engine  # for those who watch it (tests, a notebook): they take ``engine.lock``; routes never
         self.max_model_len = engine.config.max_model_len
         self.capacity = engine.config.max_num_seqs + limits.max_waiting
-        self.metrics = ServerMetrics(model_name)
+        self.metrics = ServerMetrics(model_name, self.max_model_len)
         self.thread: EngineThread | None = None
         self.in_flight = 0
         self._ids = itertools.count()

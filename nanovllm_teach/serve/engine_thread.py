@@ -123,8 +123,10 @@ class _Live:
     submit: Submit
     samples: list[Sequence]
     sent: list[int]  # per sample: completion tokens delivered so far
+    counted: list[int]  # per sample: completion tokens counted in the metrics so far
+    last_token_s: list[float | None]  # per sample: when its last token came (inter-token latency)
     num_finished: int = 0
-    scheduled: bool = False
+    scheduled_s: float | None = None  # the start of the step that first scheduled it
     has_first_token: bool = False
 
 
@@ -208,7 +210,8 @@ class EngineThread:
             self._deliver([(submit.deliver, Update(error=str(error), refused=True))])
             return
         self.engine.enqueue_request(samples)
-        self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples))
+        self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples), [0] * len(samples),
+                                              [None] * len(samples))
         for index, seq in enumerate(samples):
             self._by_seq[seq.seq_id] = (submit.request_id, index)
             self._times.requests[seq.seq_id] = RequestTimes(submit.arrival_s, seq.num_prompt_tokens)
@@ -232,12 +235,16 @@ class EngineThread:
             if live is None:
                 continue
             times = self._times.requests[seq.seq_id]
-            if not live.scheduled:
-                live.scheduled = True
-                self.metrics.queued(start - times.arrival_s)
+            if live.scheduled_s is None:
+                live.scheduled_s = start
             if not live.has_first_token and seq.num_completion_tokens:
                 live.has_first_token = True
-                self.metrics.first_token(times.ttft_s)
+                self.metrics.first_token(times)
+            new = seq.num_completion_tokens - live.counted[index]
+            if new:
+                last = live.last_token_s[index]
+                self.metrics.tokens(new, None if last is None else now - last)
+                live.counted[index], live.last_token_s[index] = seq.num_completion_tokens, now
             sent = live.sent[index]
             if not seq.is_finished and (not live.submit.stream or seq.num_completion_tokens == sent):
                 continue  # not streamed, or a prefill chunk that produced no token yet
@@ -246,10 +253,11 @@ class EngineThread:
             if seq.is_finished:
                 live.num_finished += 1
                 if live.num_finished == len(live.samples):
-                    self.metrics.finished(times)
+                    self.metrics.finished(times, live.scheduled_s, sum(live.counted), len(live.samples),
+                                          live.submit.params.max_tokens)
                     del self._live[request_id]
                     self._forget(live)
-        self.metrics.stepped(self.engine, step.num_batched_tokens)
+        self.metrics.stepped(self.engine, step)
         self._deliver(sends)
 
     def _update(self, seq: Sequence, index: int, sent: int) -> Update:
