@@ -365,6 +365,17 @@ def test_n_choices_equal_offline_samples_streamed_or_not(client, offline):
     assert [c.index for c in chat.choices] == [0, 1]
 
 
+def test_seeded_n_choices_differ_and_the_same_request_repeats_them(client):
+    """What notebook 15 states: with ``seed`` and ``n > 1`` each choice draws from its own generator (choice
+    ``i`` from ``sibling_params``' seed), so the choices differ, and the same request gives the same choices."""
+    fields = dict(model=MODEL, prompt=STORY_PROMPT, n=2, max_tokens=16, temperature=1.0, seed=1,
+                  extra_body={"ignore_eos": True})
+    first = [c.text for c in client.completions.create(**fields).choices]
+    again = [c.text for c in client.completions.create(**fields).choices]
+    assert first[0] != first[1], "each choice its own generator"
+    assert first == again, "the same request, the same choices in the same order"
+
+
 def test_n_choices_share_the_prompts_blocks(served, client, monkeypatch):
     engine = served[1].state.server.engine
     shared, step = [], engine.step
