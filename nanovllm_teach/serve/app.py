@@ -16,12 +16,13 @@ the context has left, at most OpenAI's 16 for completions), the queue (``max_wai
 running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the HTTP thread, with the
 server's own tokenizer (the engine's is the engine thread's), and validated by the engine thread; a refusal
 is a 400 naming the field, and nothing is queued. A completions request may carry a batch of prompts: each
-is its own engine request, and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are. Streaming is Server-Sent Events
-in OpenAI's chunk format, one chunk per engine step that gave a choice new text or tokens (``n`` choices
-share the stream, each chunk naming its ``index``); a stream holds back the last characters that could be
-the beginning of a stop string (as many as the longest stop string has, less one, as vLLM does), so no text
-is sent that the stop string later cuts. A client that goes away (streamed or not) has its request aborted,
-which frees its KV blocks at the next step boundary.
+is its own engine request, and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are.
+
+Streaming is Server-Sent Events in OpenAI's chunk format, one chunk per engine step that gave a choice new text
+or tokens (``n`` choices share the stream, each chunk naming its ``index``); a stream holds back the last
+characters that could be the beginning of a stop string (as many as the longest stop string has, less one, as
+vLLM does), so no text is sent that the stop string later cuts. A client that goes away (streamed or not) has
+its request aborted, which frees its KV blocks at the next step boundary.
 
 Nothing here touches the engine: it is the engine thread's. What the routes need of it (the context
 length, the batch size) is read once, before the engine thread starts.
@@ -86,7 +87,7 @@ class Server:
         room = self.max_model_len - num_prompt_tokens
         if max_tokens is None:
             max_tokens = max(1, room if default_max_tokens is None else min(default_max_tokens, room))
-        elif isinstance(max_tokens, int) and max_tokens > room >= 0:  # (a longer prompt is the engine's 400)
+        elif max_tokens > room >= 0:  # (a prompt longer than the context is the engine's 400, which names it)
             raise ApiError(400, f"max_tokens is too large: {max_tokens}. This model's maximum context length is "
                                 f"max_model_len={self.max_model_len} tokens and your request has {num_prompt_tokens} "
                                 f"input tokens ({max_tokens} > {self.max_model_len} - {num_prompt_tokens})",

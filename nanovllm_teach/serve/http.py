@@ -9,9 +9,9 @@
   ever; the headers are parsed before any ASGI app sees the request, so no middleware can bound them.
 - ``read_body(request, limits)``: the body, bounded in size (413) and in time (``limits.body_timeout_s``,
   408); a client that leaves mid-body is logged in one line (``ClientGone``), not as an ERROR traceback.
-- ``RequireApiKey`` (``app.add_middleware(RequireApiKey, key=...)``): as ``vllm serve --api-key``: every ``/v1`` route wants ``Authorization:
-  Bearer KEY`` (401 otherwise); ``/health``, ``/metrics`` and ``/live`` stay open, as vLLM leaves its
-  health and metrics routes.
+- ``RequireApiKey`` (``app.add_middleware(RequireApiKey, key=...)``), as ``vllm serve --api-key``: every
+  ``/v1`` route wants ``Authorization: Bearer KEY`` (401 otherwise); ``/health``, ``/metrics`` and ``/live``
+  stay open, as vLLM leaves its health and metrics routes open.
 
 Emits no events.
 """

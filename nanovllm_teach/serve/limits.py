@@ -33,5 +33,6 @@ class ServeLimits:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         for name in ("header_timeout_s", "body_timeout_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value and math.isfinite(value)):
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (is_number and 0 < value and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")

@@ -1,17 +1,17 @@
 """Serving: the OpenAI request bodies this server accepts (pydantic), and the bodies it answers with.
 
-Accepted: ``model``, ``prompt`` (a string, a list of token ids, or a batch of either: a list of strings or
-of token id lists, as vLLM takes; prompt ``i``'s choices are ``i * n`` to ``i * n + n - 1``) or ``messages`` (``system`` / ``user`` /
-``assistant``, content a string or text parts), ``max_tokens`` (chat: also ``max_completion_tokens``),
-``temperature``, ``top_p``, ``seed``, ``n``, ``stop`` (a string or a list), ``stream``,
-``stream_options.include_usage``, log-probabilities (completions: ``logprobs``, an int; chat: ``logprobs``
-true and ``top_logprobs``), and vLLM's extras ``top_k``, ``min_p``, ``stop_token_ids`` and ``ignore_eos``:
-each means what it means in ``SamplingParams``. The other sampling fields of OpenAI's API (penalties,
-``logit_bias``, ``tools``, ...) are refused with a 400 naming the field when they ask for something other
-than their neutral value; fields OpenAI does not define are ignored, as vLLM ignores them. Types are
+Accepted: ``model``, ``prompt`` (a string, a list of token ids, or a batch of either: a list of strings or of
+token id lists, as vLLM takes; prompt ``i``'s choices are ``i * n`` to ``i * n + n - 1``) or ``messages``
+(``system`` / ``user`` / ``assistant``, content a string or text parts), ``max_tokens`` (chat: also
+``max_completion_tokens``), ``temperature``, ``top_p``, ``seed``, ``n``, ``stop`` (a string or a list),
+``stream``, ``stream_options.include_usage``, log-probabilities (completions: ``logprobs``, an int; chat:
+``logprobs`` true and ``top_logprobs``), and vLLM's extras ``top_k``, ``min_p``, ``stop_token_ids`` and
+``ignore_eos``: each means what it means in ``SamplingParams``. The other sampling fields of OpenAI's API
+(penalties, ``logit_bias``, ``tools``, ...) are refused with a 400 naming the field when they ask for something
+other than their neutral value; fields OpenAI does not define are ignored, as vLLM ignores them. Types are
 strict, as a hostile client is expected: a number must be finite (``Infinity``, ``NaN`` and ``1e400`` are
-refused, with vLLM's words "must be a finite number"), a boolean is no integer or number (``max_tokens:
-true`` is refused, not read as 1), and a string is no number.
+refused, with vLLM's words "must be a finite number"), a boolean is no integer or number (``max_tokens: true``
+is refused, not read as 1), and a string is no number.
 
 Errors are OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``. Finish reasons are the API's
 (``stop``, ``length``), with vLLM's ``stop_reason`` (the stop string or stop token id that ended a choice);
