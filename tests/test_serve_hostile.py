@@ -223,3 +223,38 @@ def test_after_the_fuzz_the_live_page_still_reads(traced):
     url, app, _ = traced
     _still_readable(url)
     assert app.state.live.trace().requests, "the feed's events all pass the contract"
+
+
+def test_shutting_down_drains_within_its_bound_and_the_trace_is_complete(tmp_path):
+    """As on SIGTERM (uvicorn's should_exit): no new connection; a stream still running after the drain is
+    cancelled and its request aborted; the engine closes with its trace complete."""
+    import threading
+
+    from nanovllm_teach.serve.build import BackgroundServer, build_server
+    from nanovllm_teach.serve.limits import ServeLimits
+    from nanovllm_teach.trace import load_trace
+    from nanovllm_teach.trace.consistency import check_consistency
+
+    path = tmp_path / "run.jsonl"
+    server = BackgroundServer(build_server(trace=path, live=False, max_model_len=512,
+                                           limits=ServeLimits(drain_s=0.01)))
+    body = {"model": MODEL, "prompt": "Tell me a long story", "max_tokens": 500, "ignore_eos": True,
+            "temperature": 0, "stream": True}
+    with httpx.Client(timeout=60) as http, http.stream("POST", server.url + COMPLETIONS, json=body) as response:
+        lines = response.iter_lines()
+        assert next(lines).startswith("data: ")
+        stopper = threading.Thread(target=server.stop, kwargs={"timeout_s": 60})
+        stopper.start()
+        rest = []
+        try:
+            rest.extend(lines)
+        except httpx.HTTPError:  # the stream cut mid-answer
+            pass
+        stopper.join(60)
+    assert not stopper.is_alive() and not server._thread.is_alive(), "the server stopped"
+    assert "data: [DONE]" not in rest, "500 tokens take far longer than the 10 ms drain: the stream was cut"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(server.url + "/health", timeout=5)
+    trace = load_trace(path)
+    assert check_consistency(trace) == [] and len(trace.requests) == 1
+    assert trace.events_named("REQUEST_ABORT"), "the request cut by the drain was aborted"

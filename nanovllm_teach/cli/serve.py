@@ -5,11 +5,12 @@
     nanovllm-teach serve MODEL_FOLDER --port 8001 --trace run.jsonl
 
 It checks that the port is free, builds ``LLM(model, trace=...)`` with the engine settings given, the app
-(``serve/app.py``) around it and runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then
-complete and replays like any other. ``/live`` shows the run as it happens (``serve/live.py``). A mistake
-raises ValueError or UsageError (one line, exit status 2, from ``cli.main``), a port another program holds
-among them: refused before the model loads, so that a client never waits on, or talks to, a server that is
-not this one.
+(``serve/app.py``) around it and runs it under uvicorn until Ctrl-C or SIGTERM (a drain: no new connection, the
+requests under way given ``serve/limits.py``'s ``DRAIN_S`` seconds to finish, then aborted); the trace
+(``--trace``) is then complete and replays like any other. ``/live`` shows the run as it happens
+(``serve/live.py``). A mistake raises ValueError or UsageError (one line, exit status 2, from ``cli.main``), a
+port another program holds among them: refused before the model loads, so that a client never waits on, or talks
+to, a server that is not this one.
 
 Nothing here imports torch, FastAPI or uvicorn until the server is built.
 """

@@ -6,7 +6,9 @@
   arrived ``limits.header_timeout_s`` after its first byte (or after the connection opened) closed
   (``HeaderTimeoutProtocol``). Why a protocol of our own: uvicorn bounds only the idle time between
   requests, so a slowloris client (a byte of headers now and then) holds a connection, and a socket, for
-  ever; the headers are parsed before any ASGI app sees the request, so no middleware can bound them.
+  ever; the headers are parsed before any ASGI app sees the request, so no middleware can bound them. On
+  SIGTERM, the drain: no new connection, the requests under way given ``limits.drain_s`` to finish, then
+  cancelled (uvicorn's ``timeout_graceful_shutdown``; a cancelled response aborts its request).
 - ``read_body(request, limits)``: the body, bounded in size (413) and in time (``limits.body_timeout_s``,
   408); a client that leaves mid-body is logged in one line (``ClientGone``), not as an ERROR traceback.
 - ``RequireApiKey`` (``app.add_middleware(RequireApiKey, key=...)``), as ``vllm serve --api-key``: every
@@ -83,10 +85,10 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, limits: ServeLimits) -> uvicorn.Config:
-    """The uvicorn settings of a server bounded by ``limits`` (its timeouts)."""
+    """The uvicorn settings of a server bounded by ``limits`` (its timeouts and its drain)."""
     protocol = functools.partial(HeaderTimeoutProtocol, header_timeout_s=limits.header_timeout_s)
     return uvicorn.Config(app, host=host, port=port, log_level="warning", http=protocol,
-                          timeout_keep_alive=limits.keep_alive_s)
+                          timeout_keep_alive=limits.keep_alive_s, timeout_graceful_shutdown=limits.drain_s)
 
 
 async def read_body(request: Request, limits: ServeLimits) -> bytes:

@@ -16,6 +16,9 @@ MAX_WAITING = 256  # requests beyond the running batch before the server answers
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0  # a body must all arrive within this long of its headers (408 after): 1 MiB at ~35 kB/s
 KEEP_ALIVE_S = 5  # an idle kept-alive connection is closed after this long (uvicorn's and vLLM's default)
+# On SIGTERM (or Ctrl-C) the server takes no new connection and lets the requests under way finish for this
+# long; those still running then are aborted, and the engine closes (its trace complete).
+DRAIN_S = 30.0
 
 
 @dataclass
@@ -25,13 +28,14 @@ class ServeLimits:
     header_timeout_s: float = HEADER_TIMEOUT_S
     body_timeout_s: float = BODY_TIMEOUT_S
     keep_alive_s: int = KEEP_ALIVE_S
+    drain_s: float = DRAIN_S
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_waiting", "keep_alive_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ("header_timeout_s", "body_timeout_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "drain_s"):
             value = getattr(self, name)
             is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (is_number and 0 < value and math.isfinite(value)):
