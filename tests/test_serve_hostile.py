@@ -258,3 +258,20 @@ def test_shutting_down_drains_within_its_bound_and_the_trace_is_complete(tmp_pat
     trace = load_trace(path)
     assert check_consistency(trace) == [] and len(trace.requests) == 1
     assert trace.events_named("REQUEST_ABORT"), "the request cut by the drain was aborted"
+
+
+def test_when_the_engine_dies_health_is_503_and_requests_fail_fast():
+    """The engine thread dies (a fault outside a step, which a step's own failure handling does not catch):
+    the request it held fails at once with the reason, later ones get 503, ``/health`` answers 503."""
+    with running_server(live=False) as (url, app):
+        thread = app.state.server.thread
+
+        def broken_drain() -> None:
+            raise RuntimeError("a fault in the engine thread")
+        thread._drain = broken_drain
+        body = {"model": MODEL, "prompt": "Hi", "max_tokens": 4}
+        first = httpx.post(url + COMPLETIONS, json=body, timeout=30)  # bounded: it must not hang
+        assert first.status_code in (500, 503) and "a fault in the engine thread" in first.json()["error"]["message"]
+        later = httpx.post(url + COMPLETIONS, json=body, timeout=30)
+        assert later.status_code == 503 and "the engine stopped" in later.json()["error"]["message"]
+        assert httpx.get(url + "/health", timeout=10).status_code == 503

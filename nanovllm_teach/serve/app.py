@@ -112,6 +112,8 @@ class Server:
         if len(prompts) * params.n > MAX_N:
             raise ApiError(400, f"the request asks for {len(prompts)} prompts x n={params.n} choices, more than "
                                 f"{MAX_N}", param="n")
+        if self.thread.failure is not None:  # fail fast: nothing would ever answer
+            raise ApiError(503, self.thread.failure)
         if self.in_flight + len(prompts) > self.capacity:
             raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} requests beyond the "
                                 f"running batch): retry later", headers={"Retry-After": "1"})
@@ -124,6 +126,8 @@ class Server:
             num_prompt_tokens = 0
             for _ in prompts:  # each prompt's first update: queued, or refused (and then none is served)
                 first = await flight.admissions.get()
+                if first.error is not None and self.thread.failure is not None:
+                    raise ApiError(503, first.error)
                 if first.error is not None:
                     raise ApiError(400, first.error, param="messages" if chat else "prompt")
                 num_prompt_tokens += first.num_prompt_tokens
@@ -382,7 +386,8 @@ def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: Ser
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        """200 while the engine thread serves; 503 once it has died (as vLLM's when its engine core is gone)."""
+        return Response(status_code=200 if server.thread.failure is None else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -26,7 +26,9 @@ that disconnects sends ``Abort``: its samples leave the engine and their KV bloc
 next step. A sample's last update carries its text as offline ``generate`` returns it (cut before a stop
 string) with vLLM's finish and stop reasons (``nanovllm_teach/outputs.py``). Times are measured with the same
 ``WorkloadResult`` the workload runs use (``workload/metrics.py``), on the engine's clock, and fed to
-``ServerMetrics`` (``serve/metrics.py``).
+``ServerMetrics`` (``serve/metrics.py``). If the thread itself dies (a fault outside a step, whose own
+failures abort its requests and go on), every request it held or had not taken yet is answered with the
+reason, and ``failure`` says it: the routes then answer 503 at once, and ``/health`` 503.
 
 Emits nothing itself (the engine emits its events into its recorder, with real arrival times).
 """
@@ -143,6 +145,8 @@ class EngineThread:
     _times: WorkloadResult = field(default_factory=WorkloadResult)
     _thread: threading.Thread | None = None
     _stopping: bool = False
+    _failure: str | None = None
+    _taking: Submit | Abort | None = None  # the command being taken (None between commands)
 
     def start(self) -> None:
         _SWITCH_INTERVAL.enter()
@@ -165,7 +169,20 @@ class EngineThread:
 
     # ---- the thread -----------------------------------------------------------------------------
 
+    @property
+    def failure(self) -> str | None:
+        """Why the engine thread died (None while it lives or after a clean stop)."""
+        return self._failure
+
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as error:  # the engine is in an unknown state: no request may wait on it any more
+            self._failure = f"the engine stopped: {type(error).__name__}: {error}"
+            log.exception("the engine thread died; every request fails from now on")
+            self._fail_everyone()
+
+    def _serve(self) -> None:
         while not self._stopping:
             with self.engine.lock:
                 idle = self.engine.is_finished()
@@ -190,7 +207,23 @@ class EngineThread:
             except queue.Empty:
                 return
 
+    def _fail_everyone(self) -> None:
+        """After the thread's death: every request it knows of, and every one still in the inbox (or being
+        taken when it died), gets the failure, without touching the engine again."""
+        sends = [(live.submit.deliver, Update(error=self._failure)) for live in self._live.values()]
+        self._live.clear()
+        pending = [self._taking] if self._taking is not None else []
+        while True:
+            try:
+                pending.append(self.inbox.get_nowait())
+            except queue.Empty:
+                break
+        sends += [(command.deliver, Update(error=self._failure, refused=True)) for command in pending
+                  if isinstance(command, Submit)]
+        self._deliver(sends)
+
     def _take(self, command: Submit | Abort | None) -> None:
+        self._taking = command  # if the thread dies taking it, ``_fail_everyone`` still answers it
         if command is None:
             self._stopping = True
         elif isinstance(command, Abort):
@@ -202,6 +235,7 @@ class EngineThread:
                 self.metrics.stepped(self.engine, None)
         else:
             self._admit(command)
+        self._taking = None  # answered: admitted (it is in ``_live``) or refused
 
     def _admit(self, submit: Submit) -> None:
         try:
