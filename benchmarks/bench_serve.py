@@ -217,14 +217,18 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
         # The engine side of each request, stamped by the engine thread on the engine's clock (the server runs
         # in this process): the wait from the hand-over to the start of the step that took it, its TTFT and TPOT.
         metrics, waits, engine_ttfts, engine_tpots = app.state.server.metrics, [], [], []
-        queued, first_token, finished = metrics.queued, metrics.first_token, metrics.finished
-        metrics.queued = lambda seconds: (waits.append(seconds), queued(seconds))
-        metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
-        metrics.finished = lambda times: (engine_tpots.append(times.tpot_s), finished(times))
+        first_token, finished = metrics.first_token, metrics.finished
+        metrics.first_token = lambda times: (engine_ttfts.append(times.ttft_s), first_token(times))
+
+        def on_finished(times, scheduled_s, *rest):
+            waits.append(scheduled_s - times.arrival_s)
+            engine_tpots.append(times.tpot_s)
+            finished(times, scheduled_s, *rest)
+        metrics.finished = on_finished
         try:
             out = run_client(url, requests, True, tmp)
         finally:
-            metrics.queued, metrics.first_token, metrics.finished = queued, first_token, finished
+            metrics.first_token, metrics.finished = first_token, finished
         engine_ttft = statistics.median(engine_ttfts) * 1e3
         engine_tpot = statistics.median(engine_tpots) * 1e3
         wait = statistics.median(waits) * 1e3

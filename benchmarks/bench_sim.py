@@ -159,7 +159,7 @@ def _served_run(workload: list) -> tuple[list[StepWork], list[float], list[dict]
 
     engine.model_runner.run, thread._step = recording_run, timed_step
     engine_ttfts, first_token = [], thread.metrics.first_token
-    thread.metrics.first_token = lambda ttft_s: (engine_ttfts.append(ttft_s), first_token(ttft_s))
+    thread.metrics.first_token = lambda times: (engine_ttfts.append(times.ttft_s), first_token(times))
     requests = [{"prompt": r.prompt_token_ids, "max_tokens": r.output_len, "arrival_s": r.arrival_s}
                 for r in workload]
     try:

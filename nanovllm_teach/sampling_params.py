@@ -57,8 +57,8 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
             raise TypeError(f"temperature must be a number, got {self.temperature!r}")
-        if not self.temperature >= 0:  # also rejects NaN
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature!r}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):  # inf could not even be recorded
+            raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {self.temperature!r}")
         if not _is_int(self.max_tokens):
             raise TypeError(f"max_tokens must be an int, got {self.max_tokens!r}")
         if self.max_tokens < 1:

@@ -21,7 +21,7 @@ def running_server(**kwargs: Any) -> Iterator[tuple[str, Any]]:
 
 
 def metric(text: str, name: str) -> float:
-    """The value of a label-free-but-model_name series ``name`` in Prometheus text."""
+    """The value of the one series ``name`` (its labels: ``model_name`` and ``engine``) in Prometheus text."""
     for line in text.splitlines():
         if line.startswith(name + "{") or line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])

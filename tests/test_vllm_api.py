@@ -7,6 +7,8 @@ import dataclasses
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import Qwen3ForCausalLM as HFQwen3
 
 from checkpoints import make_random_checkpoint
@@ -71,10 +73,28 @@ def test_one_string_prompt_gives_one_vllm_shaped_output_that_still_reads_as_a_di
     (dict(stop_token_ids=[-1]), ValueError, "stop token id must be an int >= 0, got -1"),
     (dict(logprobs=21), ValueError, "logprobs must be None or an int between 0 and 20, got 21"),
     (dict(logprobs=-1), ValueError, "logprobs"),
+    (dict(temperature=float("inf")), ValueError, "temperature must be a finite number"),
+    (dict(temperature=float("nan")), ValueError, "temperature must be a finite number"),
 ])
 def test_bad_new_sampling_params_are_named(kwargs, error, match):
     with pytest.raises(error, match=match):
         SamplingParams(**kwargs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(temperature=st.floats(allow_nan=True, allow_infinity=True), max_tokens=st.integers(-5, 2**70),
+       seed=st.none() | st.integers(-5, 2**70))
+def test_every_sampling_params_accepted_can_be_recorded_in_a_trace(temperature, max_tokens, seed):
+    """What SamplingParams accepts, REQUEST_ENQUEUE's contract can hold: no request reaches the engine that
+    would write a trace line (or feed /live) the contract refuses."""
+    from nanovllm_teach.trace.events import check_payload
+    try:
+        params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    except (TypeError, ValueError):
+        return
+    check_payload("REQUEST_ENQUEUE", {"seq_id": 0, "prompt_len": 1, "max_tokens": params.max_tokens,
+                                      "temperature": float(params.temperature), "ignore_eos": params.ignore_eos,
+                                      "seed": params.seed, "waiting_len": 1})
 
 
 def test_requests_the_engine_cannot_take_are_refused_before_anything_is_queued(llm):

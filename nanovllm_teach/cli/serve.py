@@ -5,11 +5,12 @@
     nanovllm-teach serve MODEL_FOLDER --port 8001 --trace run.jsonl
 
 It checks that the port is free, builds ``LLM(model, trace=...)`` with the engine settings given, the app
-(``serve/app.py``) around it and runs it under uvicorn until Ctrl-C; the trace (``--trace``) is then
-complete and replays like any other. ``/live`` shows the run as it happens (``serve/live.py``). A mistake
-raises ValueError or UsageError (one line, exit status 2, from ``cli.main``), a port another program holds
-among them: refused before the model loads, so that a client never waits on, or talks to, a server that is
-not this one.
+(``serve/app.py``) around it and runs it under uvicorn until Ctrl-C or SIGTERM (a drain: no new connection, the
+requests under way given ``serve/limits.py``'s ``DRAIN_S`` seconds to finish, then aborted); the trace
+(``--trace``) is then complete and replays like any other. ``/live`` shows the run as it happens
+(``serve/live.py``). A mistake raises ValueError or UsageError (one line, exit status 2, from ``cli.main``), a
+port another program holds among them: refused before the model loads, so that a client never waits on, or talks
+to, a server that is not this one.
 
 Nothing here imports torch, FastAPI or uvicorn until the server is built.
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from nanovllm_teach.cli.arguments import UsageError, writable_file
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING
+from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING, ServeLimits
 
 DEFAULT_TRACE = "out/serve_trace.jsonl"  # where a bare --trace records: out/, which git ignores
 PORT_TAKEN = Text(en="--port {port}: {host}:{port} cannot be listened on ({why}); another server may hold it: "
@@ -50,6 +51,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     srv.add_argument("--max-waiting", type=int, default=MAX_WAITING,
                      help=f"requests beyond the running batch before 503 (default: {MAX_WAITING})")
     srv.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES)
+    srv.add_argument("--api-key", default=None,
+                     help="ask every /v1 request for 'Authorization: Bearer KEY', as vllm serve --api-key does")
     engine = srv.add_argument_group("the engine (the settings of LLM(...))")
     engine.add_argument("--max-model-len", type=int, default=4096)
     engine.add_argument("--max-num-seqs", type=int, default=512)
@@ -66,6 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from nanovllm_teach.serve.build import build_server
+        from nanovllm_teach.serve.http import uvicorn_config
     except ModuleNotFoundError as error:
         raise ValueError(say(NO_SERVE_EXTRA, missing=error.name)) from None
     if args.trace:
@@ -76,12 +80,13 @@ def _serve(args: argparse.Namespace) -> int:
     settings = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                     max_num_batched_tokens=args.max_num_batched_tokens, num_kvcache_blocks=args.num_kvcache_blocks,
                     kvcache_block_size=args.block_size, enable_prefix_caching=not args.no_prefix_caching)
+    limits = ServeLimits(max_waiting=args.max_waiting, max_body_bytes=args.max_body_bytes)
     app = build_server(args.model, trace=args.trace, served_model_name=args.served_model_name, live=not args.no_live,
-                       max_waiting=args.max_waiting, max_body_bytes=args.max_body_bytes, **settings)
+                       limits=limits, api_key=args.api_key, **settings)
     root = f"http://{args.host}:{args.port}"
     print(say(SERVING, model=app.state.server.model_name, url=f"{root}/v1")
           + ("" if args.no_live else say(WATCH_LIVE, url=f"{root}/live")), flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(uvicorn_config(app, args.host, args.port, limits)).run()
     if args.trace:
         print(say(TRACE_WRITTEN, path=args.trace))
     return 0

@@ -3,6 +3,7 @@ and a live view of the run.
 
 - ``build.py``: ``build_server(model, trace=..., **settings)``, the whole server in one call;
 - ``app.py``: the FastAPI routes, the limits, SSE streaming;
+- ``http.py``: the HTTP edge: header, body and keep-alive timeouts, the body's bound, ``--api-key``;
 - ``engine_thread.py``: the one thread that owns the engine, fed through a thread-safe queue;
 - ``protocol.py``: the OpenAI request and response bodies; ``detokenize.py``: streamed text;
 - ``limits.py``: the bounds on what a client may send;

@@ -8,16 +8,21 @@ Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (the model's cha
 /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text, ``serve/metrics.py``), and, with a
 ``LiveFeed``, ``GET /live`` and ``GET /live/events`` (``serve/live.py``).
 
-Everything a client sends is bounded before it reaches the engine: the body (``max_body_bytes``, 413
-beyond), the prompt (the engine refuses one longer than ``max_model_len``, 400), the queue (``max_waiting``
-requests beyond the running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the
-HTTP thread, with the server's own tokenizer (the engine's is the engine thread's), and validated by the
-engine thread; a refusal is a 400 naming the field, and nothing is queued. Streaming is Server-Sent Events
-in OpenAI's chunk format, one chunk per engine step that gave a choice new text or tokens (``n`` choices
-share the stream, each chunk naming its ``index``); a stream holds back the last characters that could be
-the beginning of a stop string (as many as the longest stop string has, less one, as vLLM does), so no text
-is sent that the stop string later cuts. A client that goes away (streamed or not) has its request aborted,
-which frees its KV blocks at the next step boundary.
+Everything a client sends is bounded before it reaches the engine: the connection's time and the body's
+size and time (``serve/http.py``), the fields' types (``serve/protocol.py``: finite numbers, no boolean
+for an integer), the prompt (the engine refuses one longer than ``max_model_len``, 400), the answer (a
+``max_tokens`` the context has no room for is a 400 naming ``max_model_len``, as vLLM's; unset, it is what
+the context has left, at most OpenAI's 16 for completions), the queue (``max_waiting`` requests beyond the
+running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the HTTP thread, with the
+server's own tokenizer (the engine's is the engine thread's), and validated by the engine thread; a refusal
+is a 400 naming the field, and nothing is queued. A completions request may carry a batch of prompts: each
+is its own engine request, and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are.
+
+Streaming is Server-Sent Events in OpenAI's chunk format, one chunk per engine step that gave a choice new text
+or tokens (``n`` choices share the stream, each chunk naming its ``index``); a stream holds back the last
+characters that could be the beginning of a stop string (as many as the longest stop string has, less one, as
+vLLM does), so no text is sent that the stop string later cuts. A client that goes away (streamed or not) has
+its request aborted, which frees its KV blocks at the next step boundary.
 
 Nothing here touches the engine: it is the engine thread's. What the routes need of it (the context
 length, the batch size) is read once, before the engine thread starts.
@@ -28,18 +33,20 @@ Emits nothing itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import msgspec
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from nanovllm_teach.engine.frontend import Frontend
-from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.sampling_params import MAX_N, SamplingParams
 from nanovllm_teach.serve.detokenize import IncrementalText
 from nanovllm_teach.serve.engine_thread import Abort, EngineThread, Submit, Update
+from nanovllm_teach.serve.http import RequireApiKey, add_client_gone_handler, read_body
 from nanovllm_teach.serve.limits import ServeLimits
 from nanovllm_teach.serve.metrics import ServerMetrics
 from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, chat_logprobs,
@@ -58,37 +65,35 @@ class Server:
         self.engine = engine  # for those who watch it (tests, a notebook): they take ``engine.lock``; routes never
         self.max_model_len = engine.config.max_model_len
         self.capacity = engine.config.max_num_seqs + limits.max_waiting
-        self.metrics = ServerMetrics(model_name)
+        self.metrics = ServerMetrics(model_name, self.max_model_len)
         self.thread: EngineThread | None = None
         self.in_flight = 0
         self._ids = itertools.count()
 
     # ---- one request ------------------------------------------------------------------------------
 
-    async def read_body(self, request: Request) -> bytes:
-        declared = request.headers.get("content-length")
-        limit = self.limits.max_body_bytes
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise ApiError(413, f"the body has {declared} bytes, more than this server takes ({limit})")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, f"the body has more than {limit} bytes, more than this server takes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def check_model(self, model: str) -> None:
         if model != self.model_name:
             raise ApiError(404, f"the model {model!r} does not exist: this server serves {self.model_name!r}",
                            param="model", code="model_not_found")
 
-    def params(self, req: CompletionRequest | ChatRequest, default_max_tokens: int) -> SamplingParams:
+    def params(self, req: CompletionRequest | ChatRequest, num_prompt_tokens: int,
+               default_max_tokens: int | None) -> SamplingParams:
+        """``req``'s sampling parameters, for a (longest) prompt of ``num_prompt_tokens``; an unset
+        ``max_tokens`` is ``default_max_tokens`` (None: all the room the context has left), at most that room."""
         max_tokens = req.max_tokens
         if isinstance(req, ChatRequest) and req.max_completion_tokens is not None:
             max_tokens = req.max_completion_tokens
+        room = self.max_model_len - num_prompt_tokens
+        if max_tokens is None:
+            max_tokens = max(1, room if default_max_tokens is None else min(default_max_tokens, room))
+        elif max_tokens > room >= 0:  # (a prompt longer than the context is the engine's 400, which names it)
+            raise ApiError(400, f"max_tokens is too large: {max_tokens}. This model's maximum context length is "
+                                f"max_model_len={self.max_model_len} tokens and your request has {num_prompt_tokens} "
+                                f"input tokens ({max_tokens} > {self.max_model_len} - {num_prompt_tokens})",
+                           param="max_tokens")
         values = {"temperature": 1.0 if req.temperature is None else req.temperature,
-                  "max_tokens": default_max_tokens if max_tokens is None else max_tokens,
+                  "max_tokens": max_tokens,
                   "seed": req.seed, "ignore_eos": req.ignore_eos, "top_p": 1.0 if req.top_p is None else req.top_p,
                   "top_k": req.top_k or 0, "min_p": req.min_p or 0.0, "n": req.n, "stop": req.stop,
                   "stop_token_ids": req.stop_token_ids, "logprobs": req.num_logprobs()}
@@ -101,24 +106,36 @@ class Server:
                           if message.startswith((name, name.replace("_", " ").removesuffix("s")))), None)
             raise ApiError(400, str(error), param=field) from None
 
-    async def run(self, request: Request, req: CompletionRequest | ChatRequest, token_ids: list[int],
+    async def run(self, request: Request, req: CompletionRequest | ChatRequest, prompts: list[list[int]],
                   params: SamplingParams, chat: bool) -> Response:
-        if self.in_flight >= self.capacity:
+        """Serve ``prompts`` (one engine request each, all with ``params``) as one response."""
+        if len(prompts) * params.n > MAX_N:
+            raise ApiError(400, f"the request asks for {len(prompts)} prompts x n={params.n} choices, more than "
+                                f"{MAX_N}", param="n")
+        if self.thread.failure is not None:  # fail fast: nothing would ever answer
+            raise ApiError(503, self.thread.failure)
+        if self.in_flight + len(prompts) > self.capacity:
             raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} requests beyond the "
                                 f"running batch): retry later", headers={"Retry-After": "1"})
-        flight = _Flight(self, next(self._ids))
+        flight = _Flight(self, [next(self._ids) for _ in prompts])
         try:
-            self.thread.inbox.put(Submit(flight.request_id, token_ids, params, self.thread.now_s(),
-                                         flight.updates.put_nowait, stream=req.stream))
-            first = await flight.updates.get()
-            if first.error is not None:
-                flight.finished = True
-                raise ApiError(400, first.error, param="messages" if chat else "prompt")
+            now_s = self.thread.now_s()
+            for offset, (request_id, token_ids) in enumerate(zip(flight.request_ids, prompts)):
+                self.thread.inbox.put(Submit(request_id, token_ids, params, now_s,
+                                             flight.deliverer(offset * params.n), stream=req.stream))
+            num_prompt_tokens = 0
+            for _ in prompts:  # each prompt's first update: queued, or refused (and then none is served)
+                first = await flight.admissions.get()
+                if first.error is not None and self.thread.failure is not None:
+                    raise ApiError(503, first.error)
+                if first.error is not None:
+                    raise ApiError(400, first.error, param="messages" if chat else "prompt")
+                num_prompt_tokens += first.num_prompt_tokens
             shape = Shape(chat, self.model_name)
-            choices = [_Choice(self.tokenizer, params, chat) for _ in range(params.n)]
+            choices = [_Choice(self.tokenizer, params, chat) for _ in range(len(prompts) * params.n)]
             if req.stream:
                 include_usage = req.stream_options is not None and req.stream_options.include_usage
-                stream = _Stream(self._stream(flight, shape, choices, first.num_prompt_tokens, include_usage),
+                stream = _Stream(self._stream(flight, shape, choices, num_prompt_tokens, include_usage),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
                 stream.flight, flight = flight, None  # the response closes it, whenever and however it ends
                 return stream
@@ -132,7 +149,7 @@ class Server:
                 choices[update.index].add(update)
             flight.finished = True
             body = shape.whole([c.result() for c in choices],
-                               usage(first.num_prompt_tokens, sum(c.num_tokens for c in choices)))
+                               usage(num_prompt_tokens, sum(c.num_tokens for c in choices)))
             return Response(_ENCODE(body), media_type="application/json")
         finally:
             if flight is not None:
@@ -236,23 +253,39 @@ class _Choice:
 
 
 class _Flight:
-    """One request in flight: its updates, and the one place it ends (``close``: aborted in the engine if it
-    has not finished, and no longer counted)."""
+    """One response in flight: its engine requests (one per prompt), whether each was queued or refused
+    (``admissions``), their tokens' updates in one queue (``updates``, each update's ``index`` the choice's in
+    the response), and the one place it ends (``close``: every request aborted in the engine if the response
+    has not finished, and no longer counted). Admissions have their own queue: a prompt's first tokens may
+    come before a later prompt of the same response is queued."""
 
-    def __init__(self, server: Server, request_id: int) -> None:
-        self.server, self.request_id = server, request_id
+    def __init__(self, server: Server, request_ids: list[int]) -> None:
+        self.server, self.request_ids = server, request_ids
+        self.admissions: asyncio.Queue[Update] = asyncio.Queue()
         self.updates: asyncio.Queue[Update] = asyncio.Queue()
         self.finished = False
         self._closed = False
-        server.in_flight += 1
+        server.in_flight += len(request_ids)
+
+    def deliverer(self, first_index: int) -> Callable[[Update], None]:
+        """What the engine thread calls (on the loop) with the updates of the request whose choices begin at
+        ``first_index`` of the response."""
+        def deliver(update: Update) -> None:
+            if update.accepted or update.refused:
+                self.admissions.put_nowait(update)
+            else:
+                self.updates.put_nowait(dataclasses.replace(update, index=update.index + first_index)
+                                        if first_index else update)
+        return deliver
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self.server.in_flight -= 1
-        if not self.finished:  # the client left (or the response failed): free its blocks
-            self.server.thread.inbox.put(Abort(self.request_id))
+        self.server.in_flight -= len(self.request_ids)
+        if not self.finished:  # the client left (or the response failed, or a prompt was refused): free blocks
+            for request_id in self.request_ids:
+                self.server.thread.inbox.put(Abort(request_id))
 
 
 class _Stream(StreamingResponse):
@@ -291,22 +324,23 @@ def _chat_prompt(tokenizer: Any, req: ChatRequest) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def _prompt(tokenizer: Any, req: CompletionRequest) -> list[int]:
-    if isinstance(req.prompt, list):
-        return req.prompt
-    if not req.prompt:
+def _prompt(tokenizer: Any, prompt: str | list[int]) -> list[int]:
+    if isinstance(prompt, list):
+        return prompt
+    if not prompt:
         raise ApiError(400, "prompt is empty: at least one token is needed", param="prompt")
     try:
-        req.prompt.encode("utf-8")
+        prompt.encode("utf-8")
     except UnicodeEncodeError:
         raise ApiError(400, "prompt is not valid Unicode (a lone surrogate)", param="prompt") from None
-    return tokenizer.encode(req.prompt, add_special_tokens=False)
+    return tokenizer.encode(prompt, add_special_tokens=False)
 
 
 def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: ServeLimits | None = None,
-               live: Any = None) -> FastAPI:
+               live: Any = None, api_key: str | None = None) -> FastAPI:
     """The app serving ``engine`` as ``model_name``; ``tokenizer``: the HTTP side's own copy of the engine's
-    tokenizer; ``live``: a ``LiveFeed`` (``serve/live.py``) to serve the live page from, or None."""
+    tokenizer; ``live``: a ``LiveFeed`` (``serve/live.py``) to serve the live page from, or None;
+    ``api_key``: the key every ``/v1`` route asks for (``Authorization: Bearer KEY``), or None for none."""
     server = Server(engine, tokenizer, model_name, limits or ServeLimits())
 
     @asynccontextmanager
@@ -326,20 +360,24 @@ def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: Ser
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
         return _error(error)
 
+    add_client_gone_handler(app)
+    if api_key is not None:
+        app.add_middleware(RequireApiKey, key=api_key)
+
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        req = parse(CompletionRequest, await server.read_body(request))
+        req = parse(CompletionRequest, await read_body(request, server.limits))
         server.check_model(req.model)
-        token_ids = _prompt(tokenizer, req)
-        return await server.run(request, req, token_ids, server.params(req, COMPLETION_MAX_TOKENS), chat=False)
+        prompts = [_prompt(tokenizer, prompt) for prompt in req.prompts()]
+        params = server.params(req, max(map(len, prompts)), COMPLETION_MAX_TOKENS)
+        return await server.run(request, req, prompts, params, chat=False)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        req = parse(ChatRequest, await server.read_body(request))
+        req = parse(ChatRequest, await read_body(request, server.limits))
         server.check_model(req.model)
         token_ids = _chat_prompt(tokenizer, req)
-        room = max(1, server.max_model_len - len(token_ids))
-        return await server.run(request, req, token_ids, server.params(req, room), chat=True)
+        return await server.run(request, req, [token_ids], server.params(req, len(token_ids), None), chat=True)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -348,7 +386,8 @@ def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: Ser
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        """200 while the engine thread serves; 503 once it has died (as vLLM's when its engine core is gone)."""
+        return Response(status_code=200 if server.thread.failure is None else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

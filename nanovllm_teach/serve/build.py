@@ -22,15 +22,17 @@ from fastapi import FastAPI
 from transformers import AutoTokenizer
 
 from nanovllm_teach.serve.app import create_app
-from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING, ServeLimits
+from nanovllm_teach.serve.http import uvicorn_config
+from nanovllm_teach.serve.limits import ServeLimits
 from nanovllm_teach.trace.recorder import TraceRecorder
 
 
 def build_server(model: str | Path | None = None, *, trace: str | Path | None = None,
-                 served_model_name: str | None = None, live: bool = True, max_waiting: int = MAX_WAITING,
-                 max_body_bytes: int = MAX_BODY_BYTES, **settings: Any) -> FastAPI:
-    """An app serving ``model`` (None: the shipped one); the engine starts here, its thread with the app."""
-    limits = ServeLimits(max_body_bytes=max_body_bytes, max_waiting=max_waiting)
+                 served_model_name: str | None = None, live: bool = True, limits: ServeLimits | None = None,
+                 api_key: str | None = None, **settings: Any) -> FastAPI:
+    """An app serving ``model`` (None: the shipped one), bounded by ``limits`` (None: the defaults), asking
+    ``api_key`` of every ``/v1`` route (None: open); the engine starts here, its thread with the app."""
+    limits = limits or ServeLimits()
     feed = None
     if live:
         from nanovllm_teach.serve.live import LiveFeed
@@ -43,7 +45,7 @@ def build_server(model: str | Path | None = None, *, trace: str | Path | None = 
     name = served_model_name or Path(llm.config.model).name
     if feed is not None:
         feed.start(recorder.header)
-    return create_app(llm, model_name=name, tokenizer=tokenizer, limits=limits, live=feed)
+    return create_app(llm, model_name=name, tokenizer=tokenizer, limits=limits, live=feed, api_key=api_key)
 
 
 class BackgroundServer:
@@ -55,7 +57,7 @@ class BackgroundServer:
         import uvicorn
 
         self.app = app
-        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self._server = uvicorn.Server(uvicorn_config(app, host, port, app.state.server.limits))
         self._thread = threading.Thread(target=self._server.run, name="uvicorn", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + start_timeout_s

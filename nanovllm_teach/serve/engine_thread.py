@@ -26,7 +26,9 @@ that disconnects sends ``Abort``: its samples leave the engine and their KV bloc
 next step. A sample's last update carries its text as offline ``generate`` returns it (cut before a stop
 string) with vLLM's finish and stop reasons (``nanovllm_teach/outputs.py``). Times are measured with the same
 ``WorkloadResult`` the workload runs use (``workload/metrics.py``), on the engine's clock, and fed to
-``ServerMetrics`` (``serve/metrics.py``).
+``ServerMetrics`` (``serve/metrics.py``). If the thread itself dies (a fault outside a step, whose own
+failures abort its requests and go on), every request it held or had not taken yet is answered with the
+reason, and ``failure`` says it: the routes then answer 503 at once, and ``/health`` 503.
 
 Emits nothing itself (the engine emits its events into its recorder, with real arrival times).
 """
@@ -99,7 +101,8 @@ class Update:
     text: str | None = None
     error: str | None = None
     num_prompt_tokens: int = 0
-    accepted: bool = False  # the first update: the engine took the request (it is queued)
+    accepted: bool = False  # the first update: the engine took the request (it is queued)...
+    refused: bool = False  # ... or refused it (``error`` says why; nothing was queued)
 
 
 @dataclass(frozen=True)
@@ -122,8 +125,10 @@ class _Live:
     submit: Submit
     samples: list[Sequence]
     sent: list[int]  # per sample: completion tokens delivered so far
+    counted: list[int]  # per sample: completion tokens counted in the metrics so far
+    last_token_s: list[float | None]  # per sample: when its last token came (inter-token latency)
     num_finished: int = 0
-    scheduled: bool = False
+    scheduled_s: float | None = None  # the start of the step that first scheduled it
     has_first_token: bool = False
 
 
@@ -140,6 +145,8 @@ class EngineThread:
     _times: WorkloadResult = field(default_factory=WorkloadResult)
     _thread: threading.Thread | None = None
     _stopping: bool = False
+    _failure: str | None = None
+    _taking: Submit | Abort | None = None  # the command being taken (None between commands)
 
     def start(self) -> None:
         _SWITCH_INTERVAL.enter()
@@ -162,7 +169,20 @@ class EngineThread:
 
     # ---- the thread -----------------------------------------------------------------------------
 
+    @property
+    def failure(self) -> str | None:
+        """Why the engine thread died (None while it lives or after a clean stop)."""
+        return self._failure
+
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as error:  # the engine is in an unknown state: no request may wait on it any more
+            self._failure = f"the engine stopped: {type(error).__name__}: {error}"
+            log.exception("the engine thread died; every request fails from now on")
+            self._fail_everyone()
+
+    def _serve(self) -> None:
         while not self._stopping:
             with self.engine.lock:
                 idle = self.engine.is_finished()
@@ -187,7 +207,23 @@ class EngineThread:
             except queue.Empty:
                 return
 
+    def _fail_everyone(self) -> None:
+        """After the thread's death: every request it knows of, and every one still in the inbox (or being
+        taken when it died), gets the failure, without touching the engine again."""
+        sends = [(live.submit.deliver, Update(error=self._failure)) for live in self._live.values()]
+        self._live.clear()
+        pending = [self._taking] if self._taking is not None else []
+        while True:
+            try:
+                pending.append(self.inbox.get_nowait())
+            except queue.Empty:
+                break
+        sends += [(command.deliver, Update(error=self._failure, refused=True)) for command in pending
+                  if isinstance(command, Submit)]
+        self._deliver(sends)
+
     def _take(self, command: Submit | Abort | None) -> None:
+        self._taking = command  # if the thread dies taking it, ``_fail_everyone`` still answers it
         if command is None:
             self._stopping = True
         elif isinstance(command, Abort):
@@ -199,15 +235,17 @@ class EngineThread:
                 self.metrics.stepped(self.engine, None)
         else:
             self._admit(command)
+        self._taking = None  # answered: admitted (it is in ``_live``) or refused
 
     def _admit(self, submit: Submit) -> None:
         try:
             samples = self.engine.make_request(submit.prompt_token_ids, submit.params)
         except (ValueError, TypeError) as error:
-            self._deliver([(submit.deliver, Update(error=str(error)))])
+            self._deliver([(submit.deliver, Update(error=str(error), refused=True))])
             return
         self.engine.enqueue_request(samples)
-        self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples))
+        self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples), [0] * len(samples),
+                                              [None] * len(samples))
         for index, seq in enumerate(samples):
             self._by_seq[seq.seq_id] = (submit.request_id, index)
             self._times.requests[seq.seq_id] = RequestTimes(submit.arrival_s, seq.num_prompt_tokens)
@@ -231,12 +269,16 @@ class EngineThread:
             if live is None:
                 continue
             times = self._times.requests[seq.seq_id]
-            if not live.scheduled:
-                live.scheduled = True
-                self.metrics.queued(start - times.arrival_s)
+            if live.scheduled_s is None:
+                live.scheduled_s = start
             if not live.has_first_token and seq.num_completion_tokens:
                 live.has_first_token = True
-                self.metrics.first_token(times.ttft_s)
+                self.metrics.first_token(times)
+            new = seq.num_completion_tokens - live.counted[index]
+            if new:
+                last = live.last_token_s[index]
+                self.metrics.tokens(new, None if last is None else now - last)
+                live.counted[index], live.last_token_s[index] = seq.num_completion_tokens, now
             sent = live.sent[index]
             if not seq.is_finished and (not live.submit.stream or seq.num_completion_tokens == sent):
                 continue  # not streamed, or a prefill chunk that produced no token yet
@@ -245,10 +287,11 @@ class EngineThread:
             if seq.is_finished:
                 live.num_finished += 1
                 if live.num_finished == len(live.samples):
-                    self.metrics.finished(times)
+                    self.metrics.finished(times, live.scheduled_s, sum(live.counted), len(live.samples),
+                                          live.submit.params.max_tokens)
                     del self._live[request_id]
                     self._forget(live)
-        self.metrics.stepped(self.engine, step.num_batched_tokens)
+        self.metrics.stepped(self.engine, step)
         self._deliver(sends)
 
     def _update(self, seq: Sequence, index: int, sent: int) -> Update:

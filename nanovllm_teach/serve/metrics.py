@@ -1,17 +1,18 @@
-"""Serving: the server's Prometheus metrics, under vLLM's names, through ``prometheus_client``.
+"""Serving: the server's Prometheus metrics, under the names, types and labels of vLLM v1's
+``PrometheusStatLogger`` (``vllm/v1/metrics/loggers.py``), through ``prometheus_client``.
 
-Each server has its own ``CollectorRegistry`` (two servers in one process, as in the tests, count apart).
-Every series carries vLLM's ``model_name`` label. The engine thread (``serve/engine_thread.py``) updates
-them; ``/metrics`` renders them with ``generate_latest``.
+``VLLM_METRICS`` is the list, each name with its type; the tests check ``/metrics`` against it, so a
+dashboard built for today's vLLM finds every panel's series here. Every series carries vLLM's
+``model_name`` and ``engine`` labels (one engine: ``"0"``). Not exported: what vLLM names and this engine
+has no counterpart for (speculative decoding, LoRA, the KV connector), and the names vLLM v1 dropped
+(``gpu_cache_usage_perc``, now ``kv_cache_usage_perc``; ``time_per_output_token_seconds``, now
+``inter_token_latency_seconds`` per token and ``request_time_per_output_token_seconds`` per request).
+One series of our own: ``nanovllm:requests_aborted`` (clients that left).
 
-- gauges: ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:gpu_cache_usage_perc`` (the
-  fraction of KV blocks in use, 0..1, on a CPU too: vLLM's name, kept for the dashboards that read it);
-- histograms (seconds): ``vllm:time_to_first_token_seconds`` (arrival to the end of the step that made the
-  first token), ``vllm:time_per_output_token_seconds`` (each later token, on average per request),
-  ``vllm:e2e_request_latency_seconds``, ``vllm:request_queue_time_seconds`` (arrival to the start of the first
-  step that scheduled it); ``vllm:iteration_tokens_total``: tokens computed per engine step;
-- counters: ``vllm:request_success`` (by vLLM's ``finished_reason``: stop or length), ``vllm:prompt_tokens``,
-  ``vllm:generation_tokens`` (``_total`` appended, as vLLM's are), and ``nanovllm:requests_aborted``.
+Each server has its own ``CollectorRegistry`` (two servers in one process, as in the tests, count apart),
+and a bounded number of series (fixed labels; ``finished_reason`` takes vLLM's few values): the metrics
+cost the same memory after a million requests as after one. The engine thread
+(``serve/engine_thread.py``) updates them; ``/metrics`` renders them with ``generate_latest``.
 
 Emits no events.
 """
@@ -22,76 +23,159 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from nanovllm_teach.engine.decisions import Allocated, Preempted
 from nanovllm_teach.outputs import API_FINISH_REASONS
 from nanovllm_teach.workload.metrics import RequestTimes
 
-# vLLM's bucket bounds for these histograms (seconds; tokens for the iteration histogram).
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
-ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+# vLLM's bucket bounds (seconds; tokens for the token histograms, which build_1_2_5_buckets sizes).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+PER_TOKEN_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                     40.0, 80.0)
+LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+                   480.0, 960.0, 1920.0, 7680.0)
+ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+N_BUCKETS = (1, 2, 5, 10, 20)
+
+# vLLM v1's series (as Prometheus names them: a counter's samples end in ``_total``).
+VLLM_METRICS: dict[str, str] = {
+    "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge", "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:prefix_cache_queries": "counter", "vllm:prefix_cache_hits": "counter", "vllm:num_preemptions": "counter",
+    "vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter", "vllm:request_success": "counter",
+    "vllm:request_prompt_tokens": "histogram", "vllm:request_generation_tokens": "histogram",
+    "vllm:iteration_tokens_total": "histogram", "vllm:request_max_num_generation_tokens": "histogram",
+    "vllm:request_params_n": "histogram", "vllm:request_params_max_tokens": "histogram",
+    "vllm:time_to_first_token_seconds": "histogram", "vllm:inter_token_latency_seconds": "histogram",
+    "vllm:request_time_per_output_token_seconds": "histogram", "vllm:e2e_request_latency_seconds": "histogram",
+    "vllm:request_queue_time_seconds": "histogram", "vllm:request_inference_time_seconds": "histogram",
+    "vllm:request_prefill_time_seconds": "histogram", "vllm:request_decode_time_seconds": "histogram",
+}
+VLLM_LABELS = ("model_name", "engine")
+ENGINE_INDEX = "0"  # one engine core
+
+
+def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to ``max_value``: vLLM's buckets for token counts."""
+    buckets, scale = [], 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > max_value:
+                return tuple(buckets)
+            buckets.append(mantissa * scale)
+        scale *= 10
 
 
 class ServerMetrics:
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, max_model_len: int) -> None:
         self.registry = CollectorRegistry()
-        labels = ["model_name"]
-        r = self.registry
-
-        def gauge(name: str, doc: str) -> Any:
-            return Gauge(name, doc, labels, registry=r).labels(model_name)
-
-        def histogram(name: str, doc: str, buckets: tuple) -> Any:
-            return Histogram(name, doc, labels, buckets=buckets, registry=r).labels(model_name)
-
-        self.running = gauge("vllm:num_requests_running", "Number of requests in the running batch.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be scheduled.")
-        self.cache_usage = gauge("vllm:gpu_cache_usage_perc", "KV-cache usage: 1 means every block is in use.")
-        self.ttft = histogram("vllm:time_to_first_token_seconds", "Time to first token in seconds.", TTFT_BUCKETS)
-        self.tpot = histogram("vllm:time_per_output_token_seconds", "Time per output token in seconds.", TPOT_BUCKETS)
-        self.e2e = histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.",
-                             LATENCY_BUCKETS)
-        self.queue = histogram("vllm:request_queue_time_seconds", "Time spent waiting before the first step.",
-                               LATENCY_BUCKETS)
-        self.iteration = histogram("vllm:iteration_tokens_total", "Tokens computed per engine step.",
-                                   ITERATION_BUCKETS)
-        self.success = Counter("vllm:request_success", "Requests that finished.", labels + ["finished_reason"],
-                               registry=r)
         self.model_name = model_name
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Prompt tokens of finished requests.", labels,
-                                     registry=r).labels(model_name)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Generated tokens of finished requests.",
-                                         labels, registry=r).labels(model_name)
+        labels = list(VLLM_LABELS)
+        documented: dict[str, str] = {}
+        tokens = build_1_2_5_buckets(max_model_len)
+
+        def make(name: str, doc: str, buckets: tuple = ()) -> Any:
+            kind = VLLM_METRICS[name]
+            documented[name] = kind
+            if kind == "histogram":
+                return Histogram(name, doc, labels, buckets=buckets, registry=self.registry).labels(
+                    model_name, ENGINE_INDEX)
+            made = (Gauge if kind == "gauge" else Counter)(name, doc, labels, registry=self.registry)
+            return made.labels(model_name, ENGINE_INDEX)
+
+        self.running = make("vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = make("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.kv_cache_usage = make("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.prefix_queries = make("vllm:prefix_cache_queries",
+                                   "Prefix cache queries, in terms of number of queried tokens.")
+        self.prefix_hits = make("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
+        self.preemptions = make("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
+        self.prompt_tokens = make("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = make("vllm:generation_tokens", "Number of generation tokens processed.")
+        documented["vllm:request_success"] = "counter"
+        self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
+                               labels + ["finished_reason"], registry=self.registry)
+        self.request_prompt_tokens = make("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
+        self.request_generation_tokens = make("vllm:request_generation_tokens",
+                                              "Number of generation tokens processed.", tokens)
+        self.iteration = make("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                              ITERATION_BUCKETS)
+        self.max_num_generation_tokens = make("vllm:request_max_num_generation_tokens",
+                                              "Histogram of maximum number of requested generation tokens.", tokens)
+        self.params_n = make("vllm:request_params_n", "Histogram of the n request parameter.", N_BUCKETS)
+        self.params_max_tokens = make("vllm:request_params_max_tokens",
+                                      "Histogram of the max_tokens request parameter.", tokens)
+        self.ttft = make("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                         TTFT_BUCKETS)
+        self.itl = make("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                        PER_TOKEN_BUCKETS)
+        self.tpot = make("vllm:request_time_per_output_token_seconds",
+                         "Histogram of time_per_output_token_seconds per request.", PER_TOKEN_BUCKETS)
+        self.e2e = make("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                        LATENCY_BUCKETS)
+        self.queue = make("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+                          LATENCY_BUCKETS)
+        self.inference = make("vllm:request_inference_time_seconds",
+                              "Histogram of time spent in RUNNING phase for request.", LATENCY_BUCKETS)
+        self.prefill = make("vllm:request_prefill_time_seconds",
+                            "Histogram of time spent in PREFILL phase for request.", LATENCY_BUCKETS)
+        self.decode = make("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                           LATENCY_BUCKETS)
+        assert documented == VLLM_METRICS, "every series of the list is made, once"
         self.aborts = Counter("nanovllm:requests_aborted", "Requests aborted (a client that left).", labels,
-                              registry=r).labels(model_name)
+                              registry=self.registry).labels(model_name, ENGINE_INDEX)
 
     # ---- called by the engine thread --------------------------------------------------------------
 
-    def stepped(self, engine: Any, num_batched_tokens: int | None) -> None:
-        """After a step (``num_batched_tokens``: what it computed; None for an abort outside a step)."""
+    def stepped(self, engine: Any, step: Any | None) -> None:
+        """After a step (``step``: its ``StepResult``; None for an abort outside a step): the gauges, and
+        the step's tokens, prefix-cache lookups and preemptions."""
         scheduler = engine.scheduler
         bm = scheduler.block_manager
         self.running.set(len(scheduler.running))
         self.waiting.set(len(scheduler.waiting))
-        self.cache_usage.set((bm.num_blocks - bm.num_free_blocks) / bm.num_blocks)
-        if num_batched_tokens is not None:
-            self.iteration.observe(num_batched_tokens)
+        self.kv_cache_usage.set((bm.num_blocks - bm.num_free_blocks) / bm.num_blocks)
+        if step is None:
+            return
+        self.iteration.observe(step.num_batched_tokens)
+        lengths = {seq.seq_id: seq.num_tokens for seq in step.seqs}
+        for decision in step.decisions:
+            if isinstance(decision, Allocated):  # a prefill looked its tokens up in the prefix cache
+                self.prefix_queries.inc(lengths.get(decision.seq_id, 0))
+                self.prefix_hits.inc(decision.num_cached_tokens)
+            elif isinstance(decision, Preempted):
+                self.preemptions.inc()
 
-    def queued(self, seconds: float) -> None:
-        self.queue.observe(max(0.0, seconds))
-
-    def first_token(self, ttft_s: float | None) -> None:
-        if ttft_s is not None:
-            self.ttft.observe(ttft_s)
-
-    def finished(self, times: RequestTimes) -> None:
-        self.success.labels(self.model_name, API_FINISH_REASONS.get(times.finish_reason, "stop")).inc()
+    def first_token(self, times: RequestTimes) -> None:
+        """A request's first token: its time to it, and its prompt's tokens counted."""
+        if times.ttft_s is not None:
+            self.ttft.observe(times.ttft_s)
         self.prompt_tokens.inc(times.num_prompt_tokens)
-        self.generation_tokens.inc(times.num_output_tokens)
+
+    def tokens(self, count: int, since_last_s: float | None) -> None:
+        """``count`` new tokens of one sample, ``since_last_s`` after its previous one (None: its first)."""
+        self.generation_tokens.inc(count)
+        if since_last_s is not None:
+            for _ in range(count):
+                self.itl.observe(since_last_s / count)
+
+    def finished(self, times: RequestTimes, scheduled_s: float, num_generated: int, n: int, max_tokens: int) -> None:
+        """A request whose samples have all finished (``times``: the last one's; ``scheduled_s``: the start
+        of the step that first scheduled it; ``num_generated``: the tokens of all its samples)."""
+        self.success.labels(self.model_name, ENGINE_INDEX, API_FINISH_REASONS.get(times.finish_reason, "stop")).inc()
+        self.request_prompt_tokens.observe(times.num_prompt_tokens)
+        self.request_generation_tokens.observe(num_generated)
+        self.max_num_generation_tokens.observe(max_tokens)
+        self.params_n.observe(n)
+        self.params_max_tokens.observe(max_tokens)
+        self.queue.observe(max(0.0, scheduled_s - times.arrival_s))
         if times.tpot_s is not None:
             self.tpot.observe(times.tpot_s)
         if times.finish_s is not None:
             self.e2e.observe(times.finish_s - times.arrival_s)
+            self.inference.observe(times.finish_s - scheduled_s)
+            if times.first_token_s is not None:
+                self.prefill.observe(times.first_token_s - scheduled_s)
+                self.decode.observe(times.finish_s - times.first_token_s)
 
     def aborted(self) -> None:
         self.aborts.inc()

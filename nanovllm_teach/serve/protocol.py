@@ -1,13 +1,17 @@
 """Serving: the OpenAI request bodies this server accepts (pydantic), and the bodies it answers with.
 
-Accepted: ``model``, ``prompt`` (a string or a list of token ids) or ``messages`` (``system`` / ``user`` /
-``assistant``, content a string or text parts), ``max_tokens`` (chat: also ``max_completion_tokens``),
-``temperature``, ``top_p``, ``seed``, ``n``, ``stop`` (a string or a list), ``stream``,
-``stream_options.include_usage``, log-probabilities (completions: ``logprobs``, an int; chat: ``logprobs``
-true and ``top_logprobs``), and vLLM's extras ``top_k``, ``min_p``, ``stop_token_ids`` and ``ignore_eos``:
-each means what it means in ``SamplingParams``. The other sampling fields of OpenAI's API (penalties,
-``logit_bias``, ``tools``, ...) are refused with a 400 naming the field when they ask for something other
-than their neutral value; fields OpenAI does not define are ignored, as vLLM ignores them.
+Accepted: ``model``, ``prompt`` (a string, a list of token ids, or a batch of either: a list of strings or of
+token id lists, as vLLM takes; prompt ``i``'s choices are ``i * n`` to ``i * n + n - 1``) or ``messages``
+(``system`` / ``user`` / ``assistant``, content a string or text parts), ``max_tokens`` (chat: also
+``max_completion_tokens``), ``temperature``, ``top_p``, ``seed``, ``n``, ``stop`` (a string or a list),
+``stream``, ``stream_options.include_usage``, log-probabilities (completions: ``logprobs``, an int; chat:
+``logprobs`` true and ``top_logprobs``), and vLLM's extras ``top_k``, ``min_p``, ``stop_token_ids`` and
+``ignore_eos``: each means what it means in ``SamplingParams``. The other sampling fields of OpenAI's API
+(penalties, ``logit_bias``, ``tools``, ...) are refused with a 400 naming the field when they ask for something
+other than their neutral value; fields OpenAI does not define are ignored, as vLLM ignores them. Types are
+strict, as a hostile client is expected: a number must be finite (``Infinity``, ``NaN`` and ``1e400`` are
+refused, with vLLM's words "must be a finite number"), a boolean is no integer or number (``max_tokens: true``
+is refused, not read as 1), and a string is no number.
 
 Errors are OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``. Finish reasons are the API's
 (``stop``, ``length``), with vLLM's ``stop_reason`` (the stop string or stop token id that ended a choice);
@@ -26,7 +30,7 @@ import uuid
 from typing import Any, Literal
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
 
 from nanovllm_teach.logprobs import TokenLogprobs
 
@@ -55,30 +59,38 @@ class ApiError(Exception):
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # A float field refuses inf and nan (JSON's Infinity, NaN, or 1e400, which overflows to inf): pydantic's
+    # "Input should be a finite number". Nothing the engine or its trace cannot hold gets past the parse.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     model: str
-    max_tokens: int | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    stream: bool = False
+    max_tokens: StrictInt | None = None
+    temperature: StrictFloat | None = None
+    seed: StrictInt | None = None
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    ignore_eos: bool = False
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    n: int = 1
+    ignore_eos: StrictBool = False
+    top_p: StrictFloat | None = None
+    top_k: StrictInt | None = None
+    min_p: StrictFloat | None = None
+    n: StrictInt = 1
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[StrictInt] | None = None
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[int]
-    logprobs: int | None = None
+    prompt: str | list[str] | list[StrictInt] | list[list[StrictInt]]
+    logprobs: StrictInt | None = None
+
+    def prompts(self) -> list[str | list[int]]:
+        """The request's prompts: one, or the batch it sent (a list of strings or of token id lists)."""
+        if isinstance(self.prompt, str) or not self.prompt or isinstance(self.prompt[0], int):
+            return [self.prompt]
+        return list(self.prompt)
 
     def num_logprobs(self) -> int | None:
         return self.logprobs
@@ -99,9 +111,9 @@ class Message(BaseModel):
 
 class ChatRequest(_Common):
     messages: list[Message] = Field(min_length=1)
-    max_completion_tokens: int | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = None
+    max_completion_tokens: StrictInt | None = None
+    logprobs: StrictBool = False
+    top_logprobs: StrictInt | None = None
 
     def num_logprobs(self) -> int | None:
         if self.top_logprobs is not None and not self.logprobs:
@@ -118,7 +130,10 @@ def parse(kind: type[_Common], body: bytes) -> _Common:
         if first["type"] == "json_invalid":
             raise ApiError(400, f"the body is not valid JSON: {first['msg']}") from None
         field = ".".join(str(part) for part in first["loc"]) or None
-        raise ApiError(400, f"{field}: {first['msg']}" if field else first["msg"], param=field) from None
+        message = first["msg"]
+        if first["type"] == "finite_number":  # vLLM's words
+            message = f"must be a finite number, got {first['input']!r}"
+        raise ApiError(400, f"{field}: {message}" if field else message, param=field) from None
     for name, value in (request.model_extra or {}).items():
         if name in NEUTRAL and value not in NEUTRAL[name]:
             raise ApiError(400, f"{name} is not supported by this server yet (got {value!r})", param=name)
