@@ -60,6 +60,12 @@ REPLAY_WORDS: dict[str, Text] = {
     "groupUsed": words.GROUP_FILLED,
     "cached": words.CACHED,
     "free": words.FREE,
+    "speed": words.SPEED,
+    "wholeRun": words.WHOLE_RUN_IN,
+    "zoom": words.ZOOM,
+    "allSteps": words.ALL_STEPS,
+    "windowSteps": words.WINDOW_STEPS,
+    "traceText": words.TRACE_OWN_TEXT,
 }
 
 # What reads the same in both languages: symbols and code names.

@@ -1,18 +1,14 @@
-// The replay page's script, in parts that page.py joins, in this order, inside one function scope:
-// common.js (the data, decoded; UI strings, helpers), charts.js (the step axis, timelines, Gantt chart in
-// SVG: drawn once per width, stepping moves only the cursors), grid.js (the KV block grid on a canvas,
-// redrawn per step), steps.js (the step shown, step buttons, play/pause, keys, language, resizing; it starts
-// the page). The scope is an async function: the data is inflated before anything is drawn.
-// The data (see nanovllm_teach/viz/page.py) is in #trace-data; every string from the trace is shown with
-// textContent, never parsed as HTML.
+// The viewer's script, in parts that viz/page.py joins, in this order, as the body of one function,
+// ``startViewer(root, D, host)`` (inflate.js defines ``inflate`` beside it): common.js (the data decoded;
+// UI strings, helpers), charts.js (the step axis, timelines, Gantt chart in SVG: drawn once per width and
+// window of steps, stepping moves only the cursors), grid.js (the KV block grid on a canvas, redrawn per
+// step), steps.js (the step shown, step buttons, play/pause, keys, language, resizing; it draws the viewer
+// and returns its handle). The replay page (page.py) and the notebook's Player (player.py, an anywidget)
+// both call it: ``root`` is the element holding page.html's markup, ``D`` the inflated data (page.py's
+// page_data), ``host`` what differs between them: ``keys`` (the node whose key presses step: the page's
+// document, the widget's own element) and ``onStep(step, playing)`` (the widget tells its Python side).
+// Every string from the trace is shown with textContent, never parsed as HTML.
 
-  // The data is gzip-compressed JSON in base64 (page.py: _packed); the browser's own DecompressionStream
-  // inflates it, so the page needs no library and no network.
-  async function inflate(base64) {
-    const bytes = Uint8Array.from(atob(base64), (ch) => ch.charCodeAt(0));
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
-    return JSON.parse(await new Response(stream).text());
-  }
   // Undo page.py's differences: a column of deltas back to its values.
   function sums(deltas) {
     const out = new Array(deltas.length);
@@ -20,7 +16,6 @@
     for (let i = 0; i < deltas.length; i++) { v += deltas[i]; out[i] = v; }
     return out;
   }
-  const D = await inflate(document.getElementById('trace-data').textContent);
   const S = {};
   for (const [name, deltas] of Object.entries(D.steps)) S[name] = sums(deltas);
   S.latency = S.latencyUs.map((us) => us / 1000);
@@ -69,7 +64,8 @@
   const NB = D.numBlocks;
   const C = D.colors;
   const SVGNS = 'http://www.w3.org/2000/svg';
-  const $ = (id) => document.getElementById(id);
+  // Scoped to the viewer's root: a notebook may show several viewers, each with the same ids.
+  const $ = (id) => root.querySelector(`#${id}`);
   const indexOfStep = new Map(S.step.map((s, i) => [s, i]));
 
   // The page's words in both languages, from viz/page_words.py.
