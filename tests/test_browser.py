@@ -36,7 +36,8 @@ REQUIRED = os.environ.get("NANOVLLM_TEACH_REQUIRE_BROWSER") == "1"
 if CHROMIUM is None and REQUIRED:
     raise RuntimeError("NANOVLLM_TEACH_REQUIRE_BROWSER=1 but no chromium: apt-get install chromium")
 # Wall-clock limits (s) of the tests that need more than the default: notebook 01 runs the model.
-GUARD_S = {"test_quickstart_player_renders_and_moves_in_jupyterlab": 600}
+GUARD_S = {"test_quickstart_player_renders_and_moves_in_jupyterlab": 600,
+           "test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab": 300}
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (Debian: apt-get install chromium)")
 
 
@@ -342,7 +343,7 @@ def jupyterlab(tmp_path_factory):
                 server.kill()
                 pytest.fail("JupyterLab did not start within 60 s")
             time.sleep(0.5)
-    yield base, token
+    yield base, token, root
     server.terminate()
     try:
         server.wait(timeout=10)
@@ -359,7 +360,7 @@ _KERNEL_READY = """() => {
 
 
 def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, tmp_path):
-    base, token = jupyterlab
+    base, token, _ = jupyterlab
     page, errors = _open(browser, f"{base}/lab/tree/notebooks/en/01_quickstart.ipynb?token={token}", 1400)
     # Run the cells only once the notebook's kernel is connected and idle. Started earlier (while the kernel
     # is still "initializing", the first second after the page loads), "run all" executes nothing and
@@ -370,28 +371,110 @@ def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, 
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     # The notebook view is windowed: cells far from the viewport are attached but not laid out.
     try:
-        page.locator(".widget-slider").first.wait_for(state="attached", timeout=360_000)
+        page.wait_for_function(_PLAYER_READY, timeout=360_000)
     except Exception:
         cell_errors = page.locator(".jp-OutputArea-output[data-mime-type*=error]").all_inner_texts()
         pytest.fail(f"no Player appeared; cell errors: {cell_errors}")
-    player = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider")).first
+    player = page.locator(".replay.in-notebook").first
     player.scroll_into_view_if_needed()
-    assert player.locator("img").count() >= 2, "the Player shows its pictures (overview, block grid), not a text repr"
-    readout = player.locator(".widget-readout").first
-    header = player.locator(".widget-html").first
-    before = int(readout.inner_text())
-    player.locator(".noUi-handle").first.focus()
-    for _ in range(3):
+    header = player.locator("#step-header")
+    before = player.evaluate("el => el.replay.step")
+    player.locator("#forward").click()  # the keys go to the viewer, even after a click on a button
+    for _ in range(2):
         page.keyboard.press("ArrowRight")
-    # Each press goes to the kernel and back, and the header is redrawn once per answer: wait for the third
-    # (waiting only for the first change read "step 27" on its way to 29, once, under load).
-    deadline = time.monotonic() + 30
-    while f"step {before + 3} " not in header.inner_text() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert int(readout.inner_text()) == before + 3, "three arrow presses move the slider three steps"
-    assert f"step {before + 3} " in header.inner_text(), "the step header follows the slider"
-    player.scroll_into_view_if_needed()
+    assert player.evaluate("el => el.replay.step") == before + 3, "a click and two arrow presses move three steps"
+    assert header.inner_text().startswith(f"step {before + 3} "), "the step header follows"
     _screenshot(page, tmp_path, "quickstart_player_1400")
     widget_errors = [e for e in errors if "widget" in e.lower() or "Uncaught" in e]
     assert not widget_errors, f"console errors from the widgets: {widget_errors}"
+    page.close()
+
+
+_PLAYER_READY = """() => { const el = document.querySelector('.replay.in-notebook');
+                         return Boolean(el && el.replay && el.replay.ready); }"""
+# Every element of the viewer inside its box (a pane cut off on the right fails), and no matplotlib math text.
+_CLIPPED = """(root) => { const box = root.getBoundingClientRect();
+    return [...root.querySelectorAll('*')].filter((e) => { const r = e.getBoundingClientRect();
+        return r.width > 0 && r.right > box.right + 1; }).map((e) => e.id || e.tagName); }"""
+
+
+def _run_cell(page, index: int) -> None:
+    """Run the notebook's cell ``index`` (the kernel's answer is awaited by the caller)."""
+    page.evaluate("""(k) => { const panel = window.jupyterapp.shell.currentWidget;
+        panel.content.activeCellIndex = k; window.jupyterapp.commands.execute('notebook:run-cell'); }""", index)
+
+
+def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(browser, jupyterlab, tmp_path):
+    """The Player in JupyterLab on the walkthrough trace: it plays in the browser (its steps per second are
+    measured: the target is 20 or more, the floor asserted 5), pauses and keeps its step, steps by button and
+    key, follows ``player.step = ...`` from Python and tells Python the step it shows, speaks both
+    languages, and no pane of it is cut off nor a label written as matplotlib math text."""
+    import nbformat
+    base, token, root = jupyterlab
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in (
+        "from nanovllm_teach.trace import load_trace\nfrom nanovllm_teach.viz import Player\n"
+        "player = Player(load_trace('traces/walkthrough.jsonl'))\nplayer",
+        "player.step = 40",
+        "print('python sees step', player.step)",
+        "player.lang = 'zh'",
+    )], metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
+    nbformat.write(notebook, root / "player.ipynb")
+    page, errors = _open(browser, f"{base}/lab/tree/player.ipynb?token={token}", 1400)
+    page.wait_for_function(_KERNEL_READY, timeout=180_000)
+    _run_cell(page, 0)
+    try:
+        page.wait_for_function(_PLAYER_READY, timeout=120_000)
+    except Exception:
+        _screenshot(page, tmp_path, "player_jupyterlab_missing")
+        pytest.fail(f"no Player appeared: {page.locator('.jp-OutputArea-output').all_inner_texts()} {errors}")
+    player = page.locator(".replay.in-notebook").first
+    assert player.evaluate("el => el.replay.step") == 1
+    assert "mathdefault" not in player.inner_text(), "no matplotlib math text in the viewer"
+    assert not player.evaluate(_CLIPPED), "every pane of the Player fits its width"
+
+    # Played at 64x (160 steps/s): the browser shows one step per frame, or as many as it manages.
+    player.evaluate("el => el.replay.setSpeed(160)")
+    start = player.evaluate("el => [el.replay.shown, performance.now()]")
+    player.locator("#play").click()
+    page.wait_for_timeout(300)
+    _screenshot(page, tmp_path, "player_jupyterlab_playing_en")
+    page.wait_for_function("() => !document.querySelector('.replay.in-notebook').replay.playing", timeout=30_000)
+    end = player.evaluate("el => [el.replay.shown, performance.now()]")
+    rate = (end[0] - start[0]) / ((end[1] - start[1]) / 1000)
+    print(f"\nPlayer in JupyterLab, walkthrough ({player.evaluate('el => el.replay.step')} steps): "
+          f"{rate:.1f} steps/s while playing (target >= 20)")
+    assert rate >= 5, f"the Player plays at {rate:.1f} steps/s"
+    assert player.evaluate("el => el.replay.step") == 64, "played to the last step"
+
+    player.locator("#play").click()  # from the start again, then paused
+    page.wait_for_timeout(200)
+    player.locator("#play").click()
+    paused = player.evaluate("el => el.replay.step")
+    page.wait_for_timeout(600)
+    assert player.evaluate("el => el.replay.step") == paused and not player.evaluate("el => el.replay.playing")
+    _screenshot(page, tmp_path, "player_jupyterlab_paused_en")
+    player.locator("#back").click()
+    page.keyboard.press("ArrowLeft")
+    assert player.evaluate("el => el.replay.step") == max(1, paused - 2), "a button and a key step back"
+
+    _run_cell(page, 1)  # player.step = 40, from Python
+    page.wait_for_function("() => document.querySelector('.replay.in-notebook').replay.step === 40", timeout=30_000)
+    assert player.locator("#step-header").inner_text().startswith("step 40 of 64")
+    player.locator("#forward").click()  # and back to Python
+    page.wait_for_timeout(500)
+    _run_cell(page, 2)
+    page.locator("text=python sees step 41").wait_for(timeout=30_000)
+
+    _run_cell(page, 3)  # player.lang = 'zh'
+    page.wait_for_function("() => document.querySelector('.replay.in-notebook #step-header').textContent"
+                           ".startsWith('第 41 步')", timeout=30_000)
+    assert "已用 KV 块" in player.locator("#timelines").inner_text() and "解码" in player.locator("#gantt-legend").inner_text()
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in player.locator("#lines").inner_text())
+    assert not player.evaluate(_CLIPPED), "every pane of the Player fits its width, in Chinese too"
+    player.scroll_into_view_if_needed()
+    _screenshot(page, tmp_path, "player_jupyterlab_paused_zh")
+    player.locator("#play").click()
+    page.wait_for_timeout(200)
+    _screenshot(page, tmp_path, "player_jupyterlab_playing_zh")
+    assert not [e for e in errors if "widget" in e.lower() or "Uncaught" in e], errors
     page.close()

@@ -50,6 +50,7 @@ from __future__ import annotations
 import base64
 import gzip
 import html
+import itertools
 import json
 import re
 from importlib import resources
@@ -177,15 +178,34 @@ class _LineCoder:
         return out, alone
 
 
-def _step_lines(trace: Trace, verbosity: str, progress: bool) -> dict[str, Any]:
-    """The lines of every completed step's events (``steps.cut_steps``), as the console printed the run in
-    each language, encoded by ``_LineCoder``: ``{"slot", "texts", "pairs", "steps", "zhAlone"}``
-    (``zhAlone``: by step index, as a string)."""
+def _primed_renderers(trace: Trace, verbosity: str, first_event: int) -> dict[str, ConsoleRenderer]:
+    """A console renderer per language, as it stands when the run reaches event ``first_event``: it numbers
+    decode details ("decode detail #k/3") by the SCHEDULE_DECODE events it has seen, so it is shown the
+    earlier ones (past ``decode_details`` the exact count no longer matters, so at most that many + 1)."""
     renderers = {lang: ConsoleRenderer(lang, verbosity=verbosity) for lang in LANGS}
+    for renderer in renderers.values():
+        seen = 0
+        for e in itertools.islice(trace.events, first_event):
+            if seen > renderer.decode_details:
+                break
+            if e.event == "SCHEDULE_DECODE":
+                renderer.lines(e)
+                seen += 1
+    return renderers
+
+
+def step_lines_window(trace: Trace, verbosity: str, first: int, stop: int | None = None,
+                      progress: bool = False) -> dict[str, Any]:
+    """The lines of the completed steps of index ``first`` to ``stop`` (exclusive; None: to the end), as the
+    console printed the run in each language (``steps.cut_steps``), encoded by ``_LineCoder``: ``{"from",
+    "slot", "texts", "pairs", "steps", "zhAlone"}`` (``zhAlone``: by step index from ``from``, as a string).
+    The page holds one window of all the steps; the Player sends a long trace's lines a window at a time."""
     cut = cut_steps(trace.events)
+    spans = list(cut.spans)[first:stop]
+    renderers = _primed_renderers(trace, verbosity, cut.spans[spans[0]].start if spans else 0)
     printed = [[[line for e in cut.events(trace.events, step) for line in renderers[lang].lines(e)]
                 for lang in ("en", "zh")]
-               for step in tqdm(cut.spans, desc="page: TEACHING lines", unit="step", disable=not progress, leave=False)]
+               for step in tqdm(spans, desc="page: TEACHING lines", unit="step", disable=not progress, leave=False)]
     seen = {ch for step in printed for lines in step for line in lines for ch in line if ord(ch) >= 0xE000}
     coder = _LineCoder(next(chr(c) for c in _PRIVATE_USE if chr(c) not in seen))
     steps: list[list[int]] = []
@@ -195,7 +215,7 @@ def _step_lines(trace: Trace, verbosity: str, progress: bool) -> dict[str, Any]:
         steps.append(flat)
         if alone is not None:
             zh_alone[str(i)] = alone
-    return {"slot": coder.slot, "texts": list(coder.texts), "pairs": [list(p) for p in coder.pairs],
+    return {"from": first, "slot": coder.slot, "texts": list(coder.texts), "pairs": [list(p) for p in coder.pairs],
             "steps": steps, "zhAlone": zh_alone}
 
 
@@ -208,9 +228,11 @@ def _lesson(trace: Trace) -> dict[str, Any] | None:
     return {**said, "own": len(set(said.values())) == 1}
 
 
-def page_data(trace: Trace, verbosity: str = "normal", progress: bool = False) -> dict[str, Any]:
+def page_data(trace: Trace, verbosity: str = "normal", progress: bool = False,
+              lines_until: int | None = None) -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data (see the module docstring for the encoding);
-    ``progress``: show tqdm bars while a big trace is encoded."""
+    ``progress``: show tqdm bars while a big trace is encoded; ``lines_until``: the TEACHING lines of the
+    steps of index below it only (None: all)."""
     rows = trace.steps
     if not rows:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to replay")
@@ -252,13 +274,14 @@ def page_data(trace: Trace, verbosity: str = "normal", progress: bool = False) -
         "holders": holders,
         "freed": _freed(trace, steps),
         "queues": step_queues,
-        "lines": _step_lines(trace, verbosity, progress),
+        "lines": step_lines_window(trace, verbosity, 0, lines_until, progress),
         "colors": {"seq": SEQ_PALETTE, "state": STATE_COLORS, "phase": PHASE_COLORS, "free": FREE_COLOR,
                    "cached": CACHED_COLOR, "cursor": CURSOR_COLOR, "freedAlpha": FREED_ALPHA},
     }
 
 
-def _asset(name: str) -> str:
+def viewer_asset(name: str) -> str:
+    """The text of ``page_assets/name``."""
     return resources.files("nanovllm_teach.viz").joinpath("page_assets", name).read_text(encoding="utf-8")
 
 
@@ -269,18 +292,18 @@ _SCRIPT_PARTS = ("common.js", "charts.js", "grid.js", "steps.js")
 def viewer_script() -> str:
     """The viewer's JavaScript: ``inflate(bytes)`` and ``startViewer(root, D, host)`` (see common.js), for the
     page and for the Player's widget module."""
-    body = "\n".join(_asset(name) for name in _SCRIPT_PARTS)
-    return f"{_asset('inflate.js')}\nasync function startViewer(root, D, host) {{\n'use strict';\n{body}}}\n"
+    body = "\n".join(viewer_asset(name) for name in _SCRIPT_PARTS)
+    return f"{viewer_asset('inflate.js')}\nasync function startViewer(root, D, host) {{\n'use strict';\n{body}}}\n"
 
 
 def viewer_markup() -> str:
     """The viewer's markup (page.html), to go inside an element of class ``replay``."""
-    return _asset("page.html")
+    return viewer_asset("page.html")
 
 
 def viewer_style() -> str:
     """The viewer's style (page.css), scoped to its ``.replay`` element."""
-    return _asset("page.css")
+    return viewer_asset("page.css")
 
 
 def packed_bytes(data: Any) -> bytes:
@@ -290,9 +313,9 @@ def packed_bytes(data: Any) -> bytes:
 
 
 def viewer_data(trace: Trace, lang: str, verbosity: str = "normal", live: bool = False,
-                progress: bool = False) -> dict[str, Any]:
+                progress: bool = False, lines_until: int | None = None) -> dict[str, Any]:
     """``page_data`` with what the viewer opens on (``lang``; ``live``: at the last step) and its words."""
-    data = page_data(trace, verbosity, progress)
+    data = page_data(trace, verbosity, progress, lines_until)
     data.update(lang=lang, live=live, ui=replay_words())
     return data
 

@@ -6,7 +6,8 @@
 // and returns its handle). The replay page (page.py) and the notebook's Player (player.py, an anywidget)
 // both call it: ``root`` is the element holding page.html's markup, ``D`` the inflated data (page.py's
 // page_data), ``host`` what differs between them: ``keys`` (the node whose key presses step: the page's
-// document, the widget's own element) and ``onStep(step, playing)`` (the widget tells its Python side).
+// document, the widget's own element), ``onStep(step, playing)`` and ``onLang(lang)`` (the widget tells its
+// Python side; the page has neither).
 // Every string from the trace is shown with textContent, never parsed as HTML.
 
   // Undo page.py's differences: a column of deltas back to its values.
@@ -30,11 +31,13 @@
   })();
   // Queues: a 0 stands for the previous step's list.
   D.queues.forEach((q, i) => { for (let j = 0; j < 4; j++) if (q[j] === 0) q[j] = D.queues[i - 1][j]; });
-  // TEACHING lines: per step [pair, numbers...] with each number a difference from the same slot of the
-  // pair's previous line; made absolute here, once, and turned into text only for the step shown.
-  const L = D.lines;
-  const slotsOf = L.pairs.map(([en]) => L.texts[en].split(L.slot).length - 1);
-  (() => {
+  // TEACHING lines, in windows of steps (page.py: step_lines_window; the page has one of all of them, the
+  // Player's kernel sends a long trace's on demand): per step [pair, numbers...] with each number a
+  // difference from the same slot of the pair's previous line; made absolute once, when a window comes, and
+  // turned into text only for the step shown.
+  const lineWindows = [];
+  function addLines(L) {
+    const slotsOf = L.pairs.map(([en]) => L.texts[en].split(L.slot).length - 1);
     const last = slotsOf.map((n) => new Array(n).fill(0));
     for (const flat of L.steps) {
       for (let k = 0; k < flat.length;) {
@@ -42,8 +45,10 @@
         for (let j = 0; j < prev.length; j++, k++) { prev[j] += flat[k]; flat[k] = prev[j]; }
       }
     }
-  })();
-  function fillLines(flat, side) {
+    lineWindows.push(L);
+  }
+  addLines(D.lines);
+  function fillLines(L, flat, side) {
     const out = [];
     for (let k = 0; k < flat.length;) {
       const pair = flat[k++], parts = L.texts[L.pairs[pair][side]].split(L.slot);
@@ -53,10 +58,13 @@
     }
     return out;
   }
-  // The lines of step index i in language ``which``.
+  // The lines of step index i in language ``which``; null while their window has not come.
   function linesOf(i, which) {
-    if (which === 'zh' && L.zhAlone[i] !== undefined) return fillLines(L.zhAlone[i], 0);
-    return fillLines(L.steps[i], which === 'zh' ? 1 : 0);
+    const L = lineWindows.find((w) => i >= w.from && i < w.from + w.steps.length);
+    if (!L) return null;
+    const j = i - L.from;
+    if (which === 'zh' && L.zhAlone[j] !== undefined) return fillLines(L, L.zhAlone[j], 0);
+    return fillLines(L, L.steps[j], which === 'zh' ? 1 : 0);
   }
   const N = S.step.length;
   const FIRST = S.step[0], LAST = S.step[N - 1];

@@ -2,7 +2,9 @@
 // viewer's script (common.js).
 
   // --- the step shown -----------------------------------------------------------------------------------
-  let current = D.live ? LAST : FIRST;  // a live run's page opens at its newest step
+  // A live run's page opens at its newest step; the Player at the step its Python side shows.
+  let current = D.live ? LAST : FIRST;
+  if (D.start !== undefined) current = S.step[Math.max(0, bisectRight(S.step, D.start) - 1)];
   const LONG_RUN = 5000;  // steps; a longer run's charts open on a window of steps
   const MAX_IDS = 64;  // longer queues show their head and a count
   function ids(list, preempted) {
@@ -36,6 +38,7 @@
     const lines = linesOf(i, lang);
     const box = $('lines');
     box.textContent = '';
+    if (lines === null) { box.textContent = '…'; host.fetchLines(i); return; }  // asked for: shown when it comes
     if (!lines.length) { box.textContent = t('noLines'); return; }
     const frag = document.createDocumentFragment();
     for (const line of lines) { const div = document.createElement('div'); div.textContent = line; frag.appendChild(div); }
@@ -128,6 +131,7 @@
   function playCaption() { $('play').textContent = timer !== null ? `❚❚ ${t('pause')}` : `▶ ${t('play')}`; }
   function setLang(value) {
     lang = value;
+    if (host.onLang) host.onLang(value);
     document.documentElement.lang = value;
     for (const node of document.querySelectorAll('[data-ui]')) node.textContent = t(node.dataset.ui);
     for (const b of document.querySelectorAll('.langs button')) b.setAttribute('aria-pressed', String(b.dataset.lang === value));
@@ -178,6 +182,8 @@
     setWindow(size) { view.size = size; $('zoom').value = size; drawAll(); },
     get window() { return [view.lo, view.hi]; },
     stop() { setPlaying(false); resizes.disconnect(); },
+    // A window of lines that came (the Player's kernel answering host.fetchLines).
+    addLines(L) { addLines(L); show(current); },
     // The grid cell's colour of ``block`` at the step shown, as drawn, for the tests: '#rrggbb'.
     cellColor(block) {
       const canvas = $('grid'), dpr = window.devicePixelRatio || 1;
