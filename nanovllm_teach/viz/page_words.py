@@ -54,6 +54,8 @@ REPLAY_WORDS: dict[str, Text] = {
     "preemption": words.PREEMPTION,
     "ganttAria": words.GANTT_CHART,
     "ganttRows": words.GANTT_ROWS,
+    "ganttScroll": words.GANTT_SCROLL,
+    "blocksN": words.BLOCKS_N,
     "usedBySeq": words.USED_BY_SEQ,
     "freed": words.FREED_AT_STEP_END,
     "sharedRefs": words.SHARED,

@@ -65,8 +65,10 @@ PAGE_CONVENTION = Text(
 REQUESTS = Text(en="Requests", zh="请求")
 GANTT_CHART = Text(en="request Gantt chart", zh="请求甘特图")
 GANTT_TITLE = Text(en="requests over engine steps", zh="各请求在引擎步上的经历")
-GANTT_ROWS = Text(en="{n} of the {total} requests in these steps, one row each: scroll the chart",
-                  zh="这些步里有 {n} 个请求（共 {total} 个），每个一行：可滚动查看")
+GANTT_ROWS = Text(en="{n} of the {total} requests in these steps, one row each",
+                  zh="这些步里有 {n} 个请求（共 {total} 个），每个一行")
+GANTT_SCROLL = Text(en=": scroll the chart", zh="：可滚动查看")
+BLOCKS_N = Text(en="{n} blocks", zh="{n} 块")
 STATE = {"waiting": Text(en="waiting", zh="等待"), "preempted": Text(en="preempted", zh="被抢占后等待"),
          "prefill": PHASE["prefill"], "decode": PHASE["decode"],
          "stalled": Text(en="stalled", zh="停顿（他人在预填充）"),

@@ -61,7 +61,7 @@
 
   // --- timelines --------------------------------------------------------------------------------------
   const PANEL_H = 72, PANEL_GAP = 22;
-  const logLatency = Math.max(...S.latency) > 20 * Math.max(Math.min(...S.latency), 1e-3);
+  const logLatency = maxOf(S.latency) > 20 * Math.max(minOf(S.latency), 1e-3);
   const PANELS = [
     {label: () => t('batchSize'), kind: 'bars', values: S.batch},
     {label: () => t('kvUsed', {total: NB}), kind: 'area', values: S.used, capacity: NB},
@@ -85,9 +85,9 @@
   function drawPanel(svg, p, top) {
     const bottom = top + PANEL_H;
     const series = p.kind === 'queues' ? [S.waiting, S.running] : [p.values];
-    let hi = Math.max(1, ...series.flat());
+    let hi = Math.max(1, ...series.map(maxOf));
     if (p.capacity && p.capacity <= hi * 1.25 + 1) hi = p.capacity;
-    const lo = p.log ? Math.max(Math.min(...p.values), 1e-3) / 2 : 0;
+    const lo = p.log ? Math.max(minOf(p.values), 1e-3) / 2 : 0;
     const y = p.log
       ? (v) => bottom - (Math.log(Math.max(v, lo)) - Math.log(lo)) / (Math.log(hi * 1.05) - Math.log(lo)) * PANEL_H
       : (v) => bottom - (v - lo) / (hi * 1.05 - lo) * PANEL_H;
@@ -215,7 +215,7 @@
     xTicks(axisSvg, 0.5);
     axisSvg.addEventListener('click', (ev) => setStep(stepAtX(ev.offsetX)));
     $('gantt-rows').textContent = bottom > GANTT_MAX_H || rows < D.requests.length
-      ? t('ganttRows', {n: rows, total: D.requests.length}) : '';
+      ? t('ganttRows', {n: rows, total: D.requests.length}) + (bottom > GANTT_MAX_H ? t('ganttScroll') : '') : '';
     const used = new Set(D.segments.map((seg) => seg[1]));
     $('gantt-legend').textContent = '';
     D.states.forEach((name, k) => { if (used.has(k)) legendItem($('gantt-legend'), C.state[name], t('state')[name]); });
@@ -230,7 +230,7 @@
     const rows = D.queues[i][1].map((sid) => rowOfSeq.get(sid)).filter((r) => r !== undefined);
     if (!rows.length) return;
     const rh = ganttRow.height;
-    const y0 = ganttRow.top + Math.min(...rows) * rh, y1 = ganttRow.top + (Math.max(...rows) + 1) * rh;
+    const y0 = ganttRow.top + minOf(rows) * rh, y1 = ganttRow.top + (maxOf(rows) + 1) * rh;
     if (y1 > box.scrollTop && y0 < box.scrollTop + box.clientHeight) return;
     box.scrollTop = Math.max(0, y0 - box.clientHeight / 3);
   }

@@ -92,3 +92,7 @@
     return node;
   }
   const seqColor = (sid) => C.seq[sid % C.seq.length];
+  // The largest and smallest of a column: a loop, as spreading a run's 70,000 values into Math.max's
+  // arguments overflows the stack.
+  function maxOf(values) { let m = -Infinity; for (const v of values) if (v > m) m = v; return m; }
+  function minOf(values) { let m = Infinity; for (const v of values) if (v < m) m = v; return m; }

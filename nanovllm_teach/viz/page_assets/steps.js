@@ -58,6 +58,7 @@
                                                      ms: S.latency[i].toFixed(2)});
     const c = codesAtIndex(i), freed = grid.group === 1 ? freedAt(i) : new Map();
     drawGrid(c, freed);
+    drawOwners(c);
     $('grid-summary').textContent = gridSummary(c, freed);
     $('grid-info').textContent = cellInfo(c, freed, grid.selected !== null ? grid.selected : grid.hovered);
     showQueues(i);
@@ -225,6 +226,7 @@
   canvas.addEventListener('mousemove', (ev) => { grid.hovered = cellAt(ev); show(current); });
   canvas.addEventListener('mouseleave', () => { grid.hovered = null; show(current); });
   canvas.addEventListener('click', (ev) => { const g = cellAt(ev); grid.selected = grid.selected === g ? null : g; show(current); });
+  $('owners').addEventListener('mousemove', (ev) => { $('grid-info').textContent = ownerInfo(ev.offsetX); });
   // Redrawn when the viewer's width changes (the window's, or a notebook's column): its height follows.
   let resizeTimer = null, drawnWidth = root.clientWidth;
   const resizes = new ResizeObserver(() => {
