@@ -297,6 +297,9 @@ def test_replay_page_of_a_2000_step_trace_fits_steps_and_keeps_its_legend(browse
     rows = page.locator("#gantt-rows").inner_text()
     assert int(re.search(r"\d+", rows).group()) < len(trace.requests), f"its requests only: {rows}"
     page.evaluate("() => window.replay.setWindow(Number(document.querySelector('#zoom option').value))")  # all
+    # The page's new height may add or drop the window's scrollbar: the viewer redraws for the new width
+    # (100 ms after the resize); read the legend once it has.
+    page.wait_for_timeout(400)
     page.evaluate("(s) => window.replay.setStep(s)", step)
     legend = {kind: _rgb(page.locator(f"#grid-legend [data-kind={kind}] i").evaluate(
         "i => getComputedStyle(i).backgroundColor")) for kind in ("used", "freed", "cached", "free")}
