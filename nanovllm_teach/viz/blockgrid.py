@@ -137,15 +137,14 @@ def group_summary(kv: KVSnapshot, layout: GridLayout, cell: int) -> str:
 class BlockGrid:
     """The artists of a block grid in one ``Axes``, updated in place from one step's snapshot to the next.
 
-    ``update(kv)`` recolours the cells and rewrites the labels and (with ``title=True``) the title, the
-    summary line; the cells' positions, the axes limits and ticks change only when the stretch of blocks
-    drawn (the returned ``GridLayout``) changes.
+    ``update(kv)`` recolours the cells and rewrites the labels and the title, the summary line; the cells'
+    positions, the axes limits and ticks change only when the stretch of blocks drawn (the returned
+    ``GridLayout``) changes.
     """
 
-    def __init__(self, ax: Axes, max_cells: int = MAX_CELLS, legend: bool = True, title: bool = True) -> None:
+    def __init__(self, ax: Axes, max_cells: int = MAX_CELLS, legend: bool = True) -> None:
         self.ax = ax
         self.max_cells = max_cells
-        self.title = title
         self.layout: GridLayout | None = None
         # No cell edges: the gaps between cells show the axes' grey background, so white (free) cells stay
         # visible, and thousands of cells draw faster without strokes. Only shared blocks get an edge.
@@ -175,8 +174,7 @@ class BlockGrid:
         self.cells.set_edgecolor(edges)
         self.cells.set_linewidth(widths)
         self._relabel(kv, layout)
-        if self.title:
-            self.ax.set_title(summary_line(kv, layout, freed if layout.group == 1 else None), fontsize=8)
+        self.ax.set_title(summary_line(kv, layout, freed if layout.group == 1 else None), fontsize=8)
         return layout
 
     @staticmethod

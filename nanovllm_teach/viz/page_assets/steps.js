@@ -105,7 +105,7 @@
   function speedOptions() {
     const box = $('speed'), chosen = box.value;
     box.textContent = '';
-    const options = SPEEDS.map(([rate, name]) => [rate, name]);
+    const options = [...SPEEDS];
     if (N / WHOLE_RUN_S > SPEEDS[SPEEDS.length - 1][0]) options.push([N / WHOLE_RUN_S, t('wholeRun', {s: WHOLE_RUN_S})]);
     for (const [rate, name] of options) {
       const option = document.createElement('option');
@@ -216,7 +216,10 @@
     if (ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') stepBy(ev.key === 'ArrowLeft' ? -1 : 1);
     else if (ev.key === ' ') setPlaying(timer === null);
     else return;
-    ev.preventDefault();  // a focused button is not also pressed, the page does not scroll
+    // A focused button is not also pressed, the page does not scroll, and a notebook around the viewer does
+    // not take the key for itself (JupyterLab's arrows move between cells).
+    ev.preventDefault();
+    ev.stopPropagation();
   });
   // A list chosen from gives the keys back at once.
   $('speed').addEventListener('change', () => { $('speed').blur(); if (timer !== null) setPlaying(true); });
