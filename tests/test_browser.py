@@ -163,6 +163,10 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     page.locator("#play").click()
     assert not page.evaluate("() => window.replay.playing"), "play toggles back to pause"
     page.evaluate("(s) => window.replay.setStep(s)", max(trace.steps, key=lambda r: r.used_blocks).step)
+    for lang in ("zh", "en"):
+        page.locator(f".langs button[data-lang={lang}]").click()
+        assert not page.evaluate(_CLIPPED, page.locator(".replay").element_handle()), \
+            f"every pane fits the page's width ({lang})"
     _screenshot(page, tmp_path, f"replay_page_{width}")
     assert not errors, f"console errors: {errors}"
     page.close()
