@@ -178,7 +178,7 @@ class _LineCoder:
         return out, alone
 
 
-def _primed_renderers(trace: Trace, verbosity: str, first_event: int) -> dict[str, ConsoleRenderer]:
+def primed_renderers(trace: Trace, verbosity: str, first_event: int) -> dict[str, ConsoleRenderer]:
     """A console renderer per language, as it stands when the run reaches event ``first_event``: it numbers
     decode details ("decode detail #k/3") by the SCHEDULE_DECODE events it has seen, so it is shown the
     earlier ones (past ``decode_details`` the exact count no longer matters, so at most that many + 1)."""
@@ -202,7 +202,7 @@ def step_lines_window(trace: Trace, verbosity: str, first: int, stop: int | None
     The page holds one window of all the steps; the Player sends a long trace's lines a window at a time."""
     cut = cut_steps(trace.events)
     spans = list(cut.spans)[first:stop]
-    renderers = _primed_renderers(trace, verbosity, cut.spans[spans[0]].start if spans else 0)
+    renderers = primed_renderers(trace, verbosity, cut.spans[spans[0]].start if spans else 0)
     printed = [[[line for e in cut.events(trace.events, step) for line in renderers[lang].lines(e)]
                 for lang in ("en", "zh")]
                for step in tqdm(spans, desc="page: TEACHING lines", unit="step", disable=not progress, leave=False)]

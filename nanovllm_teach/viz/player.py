@@ -30,7 +30,6 @@ Part of the torch-free viz layer: the data is ``page``'s, the Python-side answer
 from __future__ import annotations
 
 import bisect
-import io
 import json
 import threading
 import time
@@ -40,13 +39,13 @@ import anywidget
 import traitlets
 
 from nanovllm_teach.i18n import LANGS, resolve_lang
-from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
+from nanovllm_teach.trace.console import VERBOSITIES
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.steps import cut_steps
-from nanovllm_teach.viz.page import packed_bytes, step_lines_window, viewer_asset, viewer_data, viewer_markup, \
-    viewer_script, viewer_style
+from nanovllm_teach.viz.page import packed_bytes, primed_renderers, step_lines_window, viewer_asset, viewer_data, \
+    viewer_markup, viewer_script, viewer_style
 from nanovllm_teach.viz.render import figure_png
 from nanovllm_teach.viz.report import plot_overview
 
@@ -94,8 +93,6 @@ class Player(anywidget.AnyWidget):
         self.steps: list[int] = [row.step for row in trace.steps]
         self._completed = set(self.steps)
         self._cut = cut_steps(trace.events)
-        # The positions of the SCHEDULE_DECODE events, for the decode detail numbering.
-        self._decode_positions = [pos for pos, e in enumerate(trace.events) if e.event == "SCHEDULE_DECODE"]
 
     def _data(self, lang: str, live: bool = False) -> bytes:
         """The viewer's data, the lines of the first ``LINE_WINDOW`` steps in it."""
@@ -220,14 +217,8 @@ class Player(anywidget.AnyWidget):
         return kv_snapshot(self.replay.state_at(self.step), self.replay.num_blocks)
 
     def step_lines(self, step: int) -> list[str]:
-        """The TEACHING lines of ``step`` in the player's language and verbosity."""
-        renderer = ConsoleRenderer(self.lang, io.StringIO(), self._verbosity)
-        # The renderer numbers decode details ("decode detail #k/3") by counting the SCHEDULE_DECODE events
-        # it has seen; show it the earlier ones first (past ``decode_details`` the exact count no longer
-        # matters, so at most that many + 1).
-        earlier = bisect.bisect_left(self._decode_positions, self._cut.spans[step].start)
-        for pos in self._decode_positions[:min(earlier, renderer.decode_details + 1)]:
-            renderer.lines(self.trace.events[pos])
+        """The TEACHING lines of ``step`` in the player's language and verbosity: the page's, rendered alike."""
+        renderer = primed_renderers(self.trace, self._verbosity, self._cut.spans[step].start)[self.lang]
         return [line for e in self._cut.events(self.trace.events, step) for line in renderer.lines(e)]
 
     def picture(self) -> bytes:
