@@ -163,6 +163,7 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     page.locator("#play").click()
     assert not page.evaluate("() => window.replay.playing"), "play toggles back to pause"
     page.evaluate("(s) => window.replay.setStep(s)", max(trace.steps, key=lambda r: r.used_blocks).step)
+    assert not page.locator("#owners").is_visible(), "a small cache is read cell by cell, no owner bar"
     for lang in ("zh", "en"):
         page.locator(f".langs button[data-lang={lang}]").click()
         assert not page.evaluate(_CLIPPED, page.locator(".replay").element_handle()), \
@@ -209,6 +210,10 @@ def test_replay_page_groups_the_cells_of_a_large_cache(browser, tmp_path):
     page.evaluate("(s) => window.replay.setStep(s)", peak.step)
     summary = page.locator("#grid-summary").inner_text()
     assert f"{peak.used_blocks} used" in summary and "one cell = " in summary, summary
+    assert page.locator("#owners").is_visible(), "a large cache is summed up by owner above its grid"
+    owners = page.locator("#owners")
+    owners.hover(position={"x": owners.bounding_box()["width"] - 4, "y": 10})  # its right end: free blocks
+    assert page.locator("#grid-info").inner_text() == "free"
     canvas = page.locator("#grid")
     canvas.hover(position={"x": 5, "y": 5})
     info = page.locator("#grid-info").inner_text()
