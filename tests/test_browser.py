@@ -429,10 +429,18 @@ _CLIPPED = """(root) => { const box = root.getBoundingClientRect();
         return r.width > 0 && r.right > box.right + 1; }).map((e) => e.id || e.tagName); }"""
 
 
-def _run_cell(page, index: int) -> None:
-    """Run the notebook's cell ``index`` (the kernel's answer is awaited by the caller)."""
-    page.evaluate("""(k) => { const panel = window.jupyterapp.shell.currentWidget;
-        panel.content.activeCellIndex = k; window.jupyterapp.commands.execute('notebook:run-cell'); }""", index)
+def _run_cell(page, path: str, index: int) -> None:
+    """Run cell ``index`` of the open notebook ``path`` and wait until the kernel has run it. The notebook is
+    activated first and its file and kernel session awaited: a command run before then does nothing."""
+    page.evaluate("""async ([path, k]) => {
+        const app = window.jupyterapp;
+        const panel = [...app.shell.widgets('main')].find((w) => w.context && w.context.path === path);
+        await panel.context.ready;
+        await panel.sessionContext.ready;
+        app.shell.activateById(panel.id);
+        panel.content.activeCellIndex = k;
+        await app.commands.execute('notebook:run-cell');
+    }""", [path, index])
 
 
 def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(browser, jupyterlab, tmp_path):
@@ -450,9 +458,11 @@ def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(brows
         "player.lang = 'zh'",
     )], metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
     nbformat.write(notebook, root / "player.ipynb")
-    page, errors = _open(browser, f"{base}/lab/tree/player.ipynb?token={token}", 1400)
+    # A workspace of its own: the default one would restore the notebooks an earlier test opened, and the
+    # current widget might be one of them.
+    page, errors = _open(browser, f"{base}/lab/workspaces/player/tree/player.ipynb?token={token}", 1400)
     page.wait_for_function(_KERNEL_READY, timeout=180_000)
-    _run_cell(page, 0)
+    _run_cell(page, "player.ipynb", 0)
     try:
         page.wait_for_function(_PLAYER_READY, timeout=120_000)
     except Exception:
@@ -491,15 +501,15 @@ def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(brows
     page.keyboard.press("ArrowLeft")
     assert player.evaluate("el => el.replay.step") == max(1, paused - 2), "a button and a key step back"
 
-    _run_cell(page, 1)  # player.step = 40, from Python
+    _run_cell(page, "player.ipynb", 1)  # player.step = 40, from Python
     page.wait_for_function("() => document.querySelector('.replay.in-notebook').replay.step === 40", timeout=30_000)
     assert player.locator("#step-header").inner_text().startswith("step 40 of 64")
     player.locator("#forward").click()  # and back to Python
     page.wait_for_timeout(500)
-    _run_cell(page, 2)
+    _run_cell(page, "player.ipynb", 2)
     page.locator("text=python sees step 41").wait_for(timeout=30_000)
 
-    _run_cell(page, 3)  # player.lang = 'zh'
+    _run_cell(page, "player.ipynb", 3)  # player.lang = 'zh'
     page.wait_for_function("() => document.querySelector('.replay.in-notebook #step-header').textContent"
                            ".startsWith('第 41 步')", timeout=30_000)
     assert "已用 KV 块" in player.locator("#timelines").inner_text() and "解码" in player.locator("#gantt-legend").inner_text()
