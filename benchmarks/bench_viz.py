@@ -3,10 +3,10 @@
 1. **Loading**: a 1,000,000-event trace is synthesised from a recorded one and timed through
    ``load_trace`` and the derived tables (``trace.steps``, ``trace.requests``), ``--load-repeats`` times
    (each in a fresh process, the median and the slowest are reported). Target: under 10 s. Building a
-   ``Player`` on that trace is timed too (no target: the replay and the pictures of every step).
-2. **Player step**: ``Player.set_step`` on a trace of about 1000 steps (cursor moved on the timelines and
-   the Gantt chart, block grid, queues and TEACHING lines of the step, all PNGs encoded). Target: under
-   100 ms.
+   ``Player`` on that trace is timed too (no target: the viewer's data of every step, encoded once).
+2. **Player step**: ``Player.set_step`` on a trace of about 1000 steps: the Python side's part of a step
+   (the ``step`` trait set and synced; the browser draws the step itself, its speed is measured by
+   ``tests/test_browser.py`` in JupyterLab). Target: under 100 ms.
 
 The synthetic traces are the engine's own events: every ``generate()`` call of the source trace (from its
 GENERATE_START to its GENERATE_FINISH) is repeated, one copy after the other, with event indices, times,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -36,7 +37,8 @@ REQUIRED = os.environ.get("NANOVLLM_TEACH_REQUIRE_BROWSER") == "1"
 if CHROMIUM is None and REQUIRED:
     raise RuntimeError("NANOVLLM_TEACH_REQUIRE_BROWSER=1 but no chromium: apt-get install chromium")
 # Wall-clock limits (s) of the tests that need more than the default: notebook 01 runs the model.
-GUARD_S = {"test_quickstart_player_renders_and_moves_in_jupyterlab": 600}
+GUARD_S = {"test_quickstart_player_renders_and_moves_in_jupyterlab": 600,
+           "test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab": 300}
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (Debian: apt-get install chromium)")
 
 
@@ -161,6 +163,11 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     page.locator("#play").click()
     assert not page.evaluate("() => window.replay.playing"), "play toggles back to pause"
     page.evaluate("(s) => window.replay.setStep(s)", max(trace.steps, key=lambda r: r.used_blocks).step)
+    assert not page.locator("#owners").is_visible(), "a small cache is read cell by cell, no owner bar"
+    for lang in ("zh", "en"):
+        page.locator(f".langs button[data-lang={lang}]").click()
+        assert not page.evaluate(_CLIPPED, page.locator(".replay").element_handle()), \
+            f"every pane fits the page's width ({lang})"
     _screenshot(page, tmp_path, f"replay_page_{width}")
     assert not errors, f"console errors: {errors}"
     page.close()
@@ -203,6 +210,10 @@ def test_replay_page_groups_the_cells_of_a_large_cache(browser, tmp_path):
     page.evaluate("(s) => window.replay.setStep(s)", peak.step)
     summary = page.locator("#grid-summary").inner_text()
     assert f"{peak.used_blocks} used" in summary and "one cell = " in summary, summary
+    assert page.locator("#owners").is_visible(), "a large cache is summed up by owner above its grid"
+    owners = page.locator("#owners")
+    owners.hover(position={"x": owners.bounding_box()["width"] - 4, "y": 10})  # its right end: free blocks
+    assert page.locator("#grid-info").inner_text() == "free"
     canvas = page.locator("#grid")
     canvas.hover(position={"x": 5, "y": 5})
     info = page.locator("#grid-info").inner_text()
@@ -231,9 +242,11 @@ def _faded(hex_color: str) -> str:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("width", [900, 1400])
 def test_replay_page_of_a_2000_step_trace_fits_steps_and_keeps_its_legend(browser, tmp_path, width, lang):
-    """A Qwen3-8B workload (150 requests, 2,000+ steps): the grid and the lines are in the first screen, the
-    Gantt chart scrolls in a box of bounded height, no axis label sticks out of its SVG, the step buttons,
-    the arrow keys and pause move and keep the step, and every grid cell has its legend entry's colour."""
+    """A Qwen3-8B workload (150 requests, 2,000+ steps): the timelines are in the first screen (the grid too,
+    beside them, at 1,400 px), the Gantt chart scrolls in a box of bounded height, no axis label sticks out
+    of its SVG, the step buttons, the arrow keys (after a click on a button too) and pause move and keep the
+    step, the fastest speed crosses the run in under a minute, a window of steps follows the step shown,
+    and every grid cell has its legend entry's colour."""
     from test_viz_page import qwen3_8b_trace
     from nanovllm_teach.viz.blockgrid import freed_at_step_end
     from nanovllm_teach.viz.style import CACHED_COLOR, FREE_COLOR, SEQ_PALETTE
@@ -241,9 +254,14 @@ def test_replay_page_of_a_2000_step_trace_fits_steps_and_keeps_its_legend(browse
     page, errors = _open_replay(browser, _replay_page(tmp_path, trace), width)
     page.locator(f".langs button[data-lang={lang}]").click()
     height = page.viewport_size["height"]
-    tops = page.evaluate("""() => Object.fromEntries(['grid', 'lines', 'gantt'].map((id) =>
+    tops = page.evaluate("""() => Object.fromEntries(['timelines', 'grid', 'lines', 'gantt'].map((id) =>
         [id, document.getElementById(id).getBoundingClientRect().top]))""")
-    assert tops["grid"] < height * 0.6 and tops["lines"] < height, f"above the fold ({height} px): {tops}"
+    assert tops["timelines"] < height * 0.3, f"the timelines first, in the first screen ({height} px): {tops}"
+    if width >= 1200:
+        assert tops["grid"] < height * 0.6 and tops["lines"] < height, f"beside them, above the fold: {tops}"
+    else:
+        assert tops["timelines"] < tops["gantt"] < tops["grid"] < tops["lines"], f"one column, charts first: {tops}"
+    page.evaluate("() => window.replay.setWindow(Number(document.querySelector('#zoom option').value))")  # all
     gantt = page.evaluate("() => { const b = document.getElementById('gantt'); "
                           "return [b.clientHeight, b.scrollHeight]; }")
     assert gantt[0] <= 250 and gantt[1] > gantt[0], f"the Gantt chart scrolls inside its box: {gantt}"
@@ -265,9 +283,11 @@ def test_replay_page_of_a_2000_step_trace_fits_steps_and_keeps_its_legend(browse
     page.locator("#back").click()
     page.locator("#back").click()
     assert page.evaluate("() => window.replay.step") == steps[k - 1]
-    page.locator("body").click(position={"x": 2, "y": 2})  # the keys go to the page, not to a button
+    page.keyboard.press("ArrowRight")  # the focus is still on the button just clicked
+    assert page.evaluate("() => window.replay.step") == step, "the right arrow steps forward after a click"
+    page.keyboard.press("ArrowLeft")
     page.keyboard.press("ArrowRight")
-    assert page.evaluate("() => window.replay.step") == step, "the right arrow steps forward"
+    assert page.evaluate("() => window.replay.step") == step
     page.locator("#play").click()
     page.wait_for_function(f"() => window.replay.step > {step}", timeout=10_000)
     page.locator("#play").click()
@@ -277,6 +297,18 @@ def test_replay_page_of_a_2000_step_trace_fits_steps_and_keeps_its_legend(browse
         "pause keeps the step"
     assert page.locator("#step-header").inner_text().split(" ")[1] == str(paused)
 
+    fastest = max(float(v) for v in page.locator("#speed option").evaluate_all("os => os.map((o) => o.value)"))
+    assert len(steps) / fastest < 60, f"the fastest speed, {fastest} steps/s, crosses the run in under a minute"
+    page.evaluate("() => window.replay.setWindow(100)")
+    page.evaluate("(s) => window.replay.setStep(s)", steps[1500])
+    lo, hi = page.evaluate("() => window.replay.window")
+    assert hi - lo == 99 and lo <= steps[1500] <= hi, "the window of 100 steps holds the step shown"
+    rows = page.locator("#gantt-rows").inner_text()
+    assert int(re.search(r"\d+", rows).group()) < len(trace.requests), f"its requests only: {rows}"
+    page.evaluate("() => window.replay.setWindow(Number(document.querySelector('#zoom option').value))")  # all
+    # The page's new height may add or drop the window's scrollbar: the viewer redraws for the new width
+    # (100 ms after the resize); read the legend once it has.
+    page.wait_for_timeout(400)
     page.evaluate("(s) => window.replay.setStep(s)", step)
     legend = {kind: _rgb(page.locator(f"#grid-legend [data-kind={kind}] i").evaluate(
         "i => getComputedStyle(i).backgroundColor")) for kind in ("used", "freed", "cached", "free")}
@@ -342,7 +374,7 @@ def jupyterlab(tmp_path_factory):
                 server.kill()
                 pytest.fail("JupyterLab did not start within 60 s")
             time.sleep(0.5)
-    yield base, token
+    yield base, token, root
     server.terminate()
     try:
         server.wait(timeout=10)
@@ -359,7 +391,7 @@ _KERNEL_READY = """() => {
 
 
 def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, tmp_path):
-    base, token = jupyterlab
+    base, token, _ = jupyterlab
     page, errors = _open(browser, f"{base}/lab/tree/notebooks/en/01_quickstart.ipynb?token={token}", 1400)
     # Run the cells only once the notebook's kernel is connected and idle. Started earlier (while the kernel
     # is still "initializing", the first second after the page loads), "run all" executes nothing and
@@ -370,28 +402,123 @@ def test_quickstart_player_renders_and_moves_in_jupyterlab(browser, jupyterlab, 
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     # The notebook view is windowed: cells far from the viewport are attached but not laid out.
     try:
-        page.locator(".widget-slider").first.wait_for(state="attached", timeout=360_000)
+        page.wait_for_function(_PLAYER_READY, timeout=360_000)
     except Exception:
         cell_errors = page.locator(".jp-OutputArea-output[data-mime-type*=error]").all_inner_texts()
         pytest.fail(f"no Player appeared; cell errors: {cell_errors}")
-    player = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider")).first
+    player = page.locator(".replay.in-notebook").first
     player.scroll_into_view_if_needed()
-    assert player.locator("img").count() >= 2, "the Player shows its pictures (overview, block grid), not a text repr"
-    readout = player.locator(".widget-readout").first
-    header = player.locator(".widget-html").first
-    before = int(readout.inner_text())
-    player.locator(".noUi-handle").first.focus()
-    for _ in range(3):
+    header = player.locator("#step-header")
+    before = player.evaluate("el => el.replay.step")
+    player.locator("#forward").click()  # the keys go to the viewer, even after a click on a button
+    for _ in range(2):
         page.keyboard.press("ArrowRight")
-    # Each press goes to the kernel and back, and the header is redrawn once per answer: wait for the third
-    # (waiting only for the first change read "step 27" on its way to 29, once, under load).
-    deadline = time.monotonic() + 30
-    while f"step {before + 3} " not in header.inner_text() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert int(readout.inner_text()) == before + 3, "three arrow presses move the slider three steps"
-    assert f"step {before + 3} " in header.inner_text(), "the step header follows the slider"
-    player.scroll_into_view_if_needed()
+    assert player.evaluate("el => el.replay.step") == before + 3, "a click and two arrow presses move three steps"
+    assert header.inner_text().startswith(f"step {before + 3} "), "the step header follows"
     _screenshot(page, tmp_path, "quickstart_player_1400")
     widget_errors = [e for e in errors if "widget" in e.lower() or "Uncaught" in e]
     assert not widget_errors, f"console errors from the widgets: {widget_errors}"
+    page.close()
+
+
+_PLAYER_READY = """() => { const el = document.querySelector('.replay.in-notebook');
+                         return Boolean(el && el.replay && el.replay.ready); }"""
+# Every element of the viewer inside its box (a pane cut off on the right fails), and no matplotlib math text.
+_CLIPPED = """(root) => { const box = root.getBoundingClientRect();
+    return [...root.querySelectorAll('*')].filter((e) => { const r = e.getBoundingClientRect();
+        return r.width > 0 && r.right > box.right + 1; }).map((e) => e.id || e.tagName); }"""
+
+
+def _run_cell(page, path: str, index: int) -> None:
+    """Run cell ``index`` of the open notebook ``path`` and wait until the kernel has run it. The notebook is
+    activated first and its file and kernel session awaited: a command run before then does nothing."""
+    page.evaluate("""async ([path, k]) => {
+        const app = window.jupyterapp;
+        const panel = [...app.shell.widgets('main')].find((w) => w.context && w.context.path === path);
+        await panel.context.ready;
+        await panel.sessionContext.ready;
+        app.shell.activateById(panel.id);
+        panel.content.activeCellIndex = k;
+        await app.commands.execute('notebook:run-cell');
+    }""", [path, index])
+
+
+def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(browser, jupyterlab, tmp_path):
+    """The Player in JupyterLab on the walkthrough trace: it plays in the browser (its steps per second are
+    measured: the target is 20 or more, the floor asserted 5), pauses and keeps its step, steps by button and
+    key, follows ``player.step = ...`` from Python and tells Python the step it shows, speaks both
+    languages, and no pane of it is cut off nor a label written as matplotlib math text."""
+    import nbformat
+    base, token, root = jupyterlab
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in (
+        "from nanovllm_teach.trace import load_trace\nfrom nanovllm_teach.viz import Player\n"
+        "player = Player(load_trace('traces/walkthrough.jsonl'))\nplayer",
+        "player.step = 40",
+        "print('python sees step', player.step)",
+        "player.lang = 'zh'",
+    )], metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}})
+    nbformat.write(notebook, root / "player.ipynb")
+    # A workspace of its own: the default one would restore the notebooks an earlier test opened, and the
+    # current widget might be one of them.
+    page, errors = _open(browser, f"{base}/lab/workspaces/player/tree/player.ipynb?token={token}", 1400)
+    page.wait_for_function(_KERNEL_READY, timeout=180_000)
+    _run_cell(page, "player.ipynb", 0)
+    try:
+        page.wait_for_function(_PLAYER_READY, timeout=120_000)
+    except Exception:
+        _screenshot(page, tmp_path, "player_jupyterlab_missing")
+        pytest.fail(f"no Player appeared: {page.locator('.jp-OutputArea-output').all_inner_texts()} {errors}")
+    player = page.locator(".replay.in-notebook").first
+    assert player.evaluate("el => el.replay.step") == 1
+    assert "mathdefault" not in player.inner_text(), "no matplotlib math text in the viewer"
+    assert not player.evaluate(_CLIPPED), "every pane of the Player fits its width"
+
+    # Played at 64x (160 steps/s): the browser shows one step per frame, or as many as it manages. Counted
+    # in the page, from the click to the last step.
+    player.evaluate("el => el.replay.setSpeed(160)")
+    rate = player.evaluate("""(el) => new Promise((done) => {
+        const shown = el.replay.shown, t0 = performance.now();
+        el.querySelector('#play').click();
+        const poll = () => el.replay.playing ? setTimeout(poll, 5)
+            : done((el.replay.shown - shown) / ((performance.now() - t0) / 1000));
+        poll();
+    })""")
+    print(f"\nPlayer in JupyterLab, walkthrough ({player.evaluate('el => el.replay.step')} steps): "
+          f"{rate:.1f} steps/s while playing (target >= 20)")
+    assert rate >= 5, f"the Player plays at {rate:.1f} steps/s"
+    assert player.evaluate("el => el.replay.step") == 64, "played to the last step"
+
+    player.evaluate("el => el.replay.setSpeed(10)")
+    player.locator("#play").click()  # from the start again, then paused
+    page.wait_for_timeout(1200)
+    _screenshot(page, tmp_path, "player_jupyterlab_playing_en")
+    player.locator("#play").click()
+    paused = player.evaluate("el => el.replay.step")
+    page.wait_for_timeout(600)
+    assert player.evaluate("el => el.replay.step") == paused and not player.evaluate("el => el.replay.playing")
+    _screenshot(page, tmp_path, "player_jupyterlab_paused_en")
+    player.locator("#back").click()
+    page.keyboard.press("ArrowLeft")
+    assert player.evaluate("el => el.replay.step") == max(1, paused - 2), "a button and a key step back"
+
+    _run_cell(page, "player.ipynb", 1)  # player.step = 40, from Python
+    page.wait_for_function("() => document.querySelector('.replay.in-notebook').replay.step === 40", timeout=30_000)
+    assert player.locator("#step-header").inner_text().startswith("step 40 of 64")
+    player.locator("#forward").click()  # and back to Python
+    page.wait_for_timeout(500)
+    _run_cell(page, "player.ipynb", 2)
+    page.locator("text=python sees step 41").wait_for(timeout=30_000)
+
+    _run_cell(page, "player.ipynb", 3)  # player.lang = 'zh'
+    page.wait_for_function("() => document.querySelector('.replay.in-notebook #step-header').textContent"
+                           ".startsWith('第 41 步')", timeout=30_000)
+    assert "已用 KV 块" in player.locator("#timelines").inner_text() and "解码" in player.locator("#gantt-legend").inner_text()
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in player.locator("#lines").inner_text())
+    assert not player.evaluate(_CLIPPED), "every pane of the Player fits its width, in Chinese too"
+    player.scroll_into_view_if_needed()
+    _screenshot(page, tmp_path, "player_jupyterlab_paused_zh")
+    player.locator("#play").click()
+    page.wait_for_timeout(200)
+    _screenshot(page, tmp_path, "player_jupyterlab_playing_zh")
+    assert not [e for e in errors if "widget" in e.lower() or "Uncaught" in e], errors
     page.close()

@@ -34,16 +34,16 @@ def test_player_follows_a_run_then_steps_like_any_player():
         player = Player.follow(recorder, worker)
         assert wait_until(lambda: player.step == paused_at, timeout_s=60), player.step
         assert player.following and player.steps[-1] == paused_at, "it shows the newest step while the run goes on"
-        assert player.slider.max == paused_at
+        assert player.last == paused_at
     finally:
         gate.set()
         worker.join(60)
     player.wait(60)
     assert not player.following
     last = llm.num_steps
-    assert player.steps[-1] == player.step == last == player.slider.max, "the whole run once it has ended"
+    assert player.steps[-1] == player.step == last == player.last, "the whole run once it has ended"
     player.set_step(2)
-    player._step_by(1)
+    player.step_by(1)
     assert player.step == 3 and player.lines, "and it steps like any player"
     assert len(player.queues.running) == 3
     llm.close()

@@ -46,9 +46,9 @@ assert all(size > 1000 for size in sizes), sizes
 blocks = [a for a in pictures[2].findobj() if a.get_gid() == "blocks"][0]
 assert len(blocks.get_paths()) == 4
 
-player = viz.Player(trace, dpi=30)
+player = viz.Player(trace)
 player.set_step(13)
-assert player.lines and player.kv.num_used == 3 and player.timeline_image.value[:4] == b"\\x89PNG"
+assert player.lines and player.kv.num_used == 3 and player.picture()[:4] == b"\\x89PNG"
 assert "<script" not in viz.html_report(trace)
 with tempfile.TemporaryDirectory() as tmp:
     assert main(["replay", sys.argv[1], "--out", f"{tmp}/t.png", "--html", f"{tmp}/r.html"]) == 0

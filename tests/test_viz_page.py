@@ -267,3 +267,24 @@ def test_a_big_caches_deltas_still_replay_exactly():
         kv = replay.kv_at(steps[k])
         assert {b: s for b, s in blocks[k].items() if s != "cached"} == kv.holders
     assert any(len(h) > 1 for h in data["holders"]), "the shared prefixes show as shared blocks"
+
+
+def test_the_lesson_is_the_scenarios_in_each_language_or_labelled_as_the_traces_own(tmp_path):
+    from nanovllm_teach import scenarios
+    trace = load_trace(REPO / "traces" / "preemption.jsonl")
+    lesson = page_data(trace)["lesson"]
+    assert lesson == {"en": scenarios.LESSONS["preemption"].en, "zh": scenarios.LESSONS["preemption"].zh,
+                      "own": False}, "a shipped scenario's lesson, translated"
+    own = Trace({**trace.header, "lesson": "my own words"}, trace.events)
+    assert page_data(own)["lesson"] == {"en": "my own words", "zh": "my own words", "own": True}, \
+        "a trace's own text, shown as it is and marked so"
+
+
+def test_a_big_page_shows_its_progress(tmp_path, capsys):
+    """``replay --html`` of a big trace takes seconds: tqdm bars on stderr say how far the encoding is."""
+    trace = load_trace(REPO / "traces" / "preemption.jsonl")
+    write_replay_page(trace, tmp_path / "page.html", progress=True)
+    err = capsys.readouterr().err
+    assert "page: block grid and queues" in err and "page: TEACHING lines" in err
+    write_replay_page(trace, tmp_path / "quiet.html")
+    assert capsys.readouterr().err == "", "only when asked for"

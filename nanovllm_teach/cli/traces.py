@@ -165,7 +165,8 @@ def _replay(args: argparse.Namespace) -> int:
     if picture:
         print(say(WROTE["picture"], path=save_picture(plot_overview(trace), picture, dpi=100)))
     if page:
-        print(say(WROTE["page"], path=write_replay_page(trace, page, lang=args.lang)))
+        # A big trace takes seconds to encode: tqdm bars on stderr say how far it is.
+        print(say(WROTE["page"], path=write_replay_page(trace, page, lang=args.lang, progress=True)))
     if report:
         print(say(WROTE["report"], path=write_html_report(trace, report, lang=args.lang)))
     return 0

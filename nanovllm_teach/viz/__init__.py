@@ -2,11 +2,11 @@
 an HTML report, and (in a notebook) the step-through player.
 
 Like ``nanovllm_teach.trace``, nothing here imports torch: a trace replays on a machine with only
-matplotlib (and ipywidgets for the player). Figures are ``NotebookFigure``s: plain
+matplotlib (and anywidget for the player). Figures are ``NotebookFigure``s: plain
 ``matplotlib.figure.Figure`` objects drawn with the Agg backend (pyplot's global state is never touched) that
 show themselves as a picture when they are a notebook cell's value.
 
-``Player`` is imported on first use, so the rest works where ipywidgets is not installed. Chinese text is
+``Player`` is imported on first use, so the rest works where anywidget is not installed. Chinese text is
 drawn with the machine's CJK font (``fonts``).
 """
 

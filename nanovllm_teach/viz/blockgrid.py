@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib import colormaps
@@ -138,34 +137,24 @@ def group_summary(kv: KVSnapshot, layout: GridLayout, cell: int) -> str:
 class BlockGrid:
     """The artists of a block grid in one ``Axes``, updated in place from one step's snapshot to the next.
 
-    ``update(kv)`` recolours the cells and rewrites the labels and (with ``title=True``) the title, the
-    summary line; the cells' positions, the axes limits and ticks change only when the stretch of blocks
-    drawn (the returned ``GridLayout``) changes. The player redraws just ``changing_artists()`` over the
-    kept pixels of the rest: with ``animated=True`` they are matplotlib "animated" artists, left out of
-    full draws.
+    ``update(kv)`` recolours the cells and rewrites the labels and the title, the summary line; the cells'
+    positions, the axes limits and ticks change only when the stretch of blocks drawn (the returned
+    ``GridLayout``) changes.
     """
 
-    def __init__(self, ax: Axes, max_cells: int = MAX_CELLS, legend: bool = True, animated: bool = False,
-                 title: bool = True) -> None:
+    def __init__(self, ax: Axes, max_cells: int = MAX_CELLS, legend: bool = True) -> None:
         self.ax = ax
         self.max_cells = max_cells
-        self.animated = animated
-        self.title = title
         self.layout: GridLayout | None = None
         # No cell edges: the gaps between cells show the axes' grey background, so white (free) cells stay
         # visible, and thousands of cells draw faster without strokes. Only shared blocks get an edge.
-        self.cells = ax.add_collection(PolyCollection([], gid="blocks", animated=animated, edgecolors="none"))
+        self.cells = ax.add_collection(PolyCollection([], gid="blocks", edgecolors="none"))
         self.labels: list[Text] = []
         ax.set_facecolor(GRID_BACKGROUND)
-        ax.title.set_animated(animated)
         self.legend = legend
         ax.set_xticks([])
         ax.set_aspect("equal")
         ax.set_ylabel(say(words.FIRST_BLOCK_OF_ROW), fontsize=8)
-
-    def changing_artists(self) -> list[Artist]:
-        """What ``update`` changes: the cells, the labels and the title."""
-        return [self.cells, *self.labels, *([self.ax.title] if self.title else [])]
 
     def update(self, kv: KVSnapshot, freed: dict[int, int] | None = None,
                selected: int | None = None) -> GridLayout:
@@ -185,8 +174,7 @@ class BlockGrid:
         self.cells.set_edgecolor(edges)
         self.cells.set_linewidth(widths)
         self._relabel(kv, layout)
-        if self.title:
-            self.ax.set_title(summary_line(kv, layout, freed if layout.group == 1 else None), fontsize=8)
+        self.ax.set_title(summary_line(kv, layout, freed if layout.group == 1 else None), fontsize=8)
         return layout
 
     @staticmethod
@@ -241,7 +229,7 @@ class BlockGrid:
 
     def _label(self, col: int, row: int, text: str, gid: str, color: str, size: float) -> None:
         self.labels.append(self.ax.text(col, row, text, ha="center", va="center", fontsize=size, color=color,
-                                        fontweight="bold", gid=gid, animated=self.animated))
+                                        fontweight="bold", gid=gid))
 
     def _legend(self, layout: GridLayout) -> None:
         if layout.group == 1:

@@ -1,4 +1,6 @@
-"""The replay page: one self-contained HTML file that steps through a trace in any browser, without Python.
+"""The replay page: one self-contained HTML file that steps through a trace in any browser, without Python;
+and the viewer's parts that the notebook's Player (``player.py``) shares with it: the data, the script, the
+markup and the style.
 
 ::
 
@@ -6,16 +8,17 @@
     from nanovllm_teach.viz.page import write_replay_page
     write_replay_page(load_trace("traces/preemption.jsonl"), "preemption.html", lang="zh")
 
-The page has the Player's panels: step back / play-pause / step forward buttons (and the arrow keys and the
-space bar) and a step slider; the timelines (batch size, KV blocks used, step latency, queue lengths) and
-the request Gantt chart on one shared step axis with one cursor (the chart's rows scroll in a box of bounded
+The page is the Player's viewer: step back / play-pause / step forward buttons (and the arrow keys and the
+space bar), a play speed (up to the whole run in 30 s) and a step slider; the timelines (batch size, KV blocks used, step latency, queue lengths) and
+the request Gantt chart on one shared step axis with one cursor (all the steps, or a window of them around the step shown, which a
+run of over 5,000 steps opens on; the chart's rows are the requests of those steps and scroll in a box of bounded
 height, so a trace of thousands of requests never pushes the rest down); the KV block grid at the end of the
 step, coloured as ``blockgrid`` colours it, blocks freed at the step's end included (cells grouped and
 filled by occupancy when there are too many to draw one by one; hover or click a cell to read it); the
 queues; and the step's TEACHING lines in English and Chinese (switchable). The browser draws everything
 (SVG and a canvas) from data inlined in the file: ``page_assets/`` holds the markup, the style and the
-script (in parts), ``page_words.py`` its words in both languages (the pictures' own, from ``words.py``),
-this module the data. No network, no external file.
+script (in parts; ``viewer_script`` joins them), ``page_words.py`` its words in both languages (the
+pictures' own, from ``words.py``), this module the data. No network, no external file.
 
 Part of the torch-free viz layer: it reads the trace layer's tables, segments, steps (cut and state at their
 ends) and console lines, and emits no event.
@@ -47,13 +50,17 @@ from __future__ import annotations
 import base64
 import gzip
 import html
+import itertools
 import json
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from nanovllm_teach.i18n import LANGS, resolve_lang
+from nanovllm_teach.scenarios import trace_lesson
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.replay import queues
@@ -92,7 +99,7 @@ def _segment_deltas(segments: list[list[int]]) -> list[int]:
     return out
 
 
-def _walk_steps(trace: Trace) -> tuple[list[list[int]], list[list[int]], list[list[Any]]]:
+def _walk_steps(trace: Trace, progress: bool) -> tuple[list[list[int]], list[list[int]], list[list[Any]]]:
     """One pass over the events. Per completed step: the blocks whose code changed since the previous step,
     as a flat ``[block, code, block, code, ...]``, and ``[waiting, running, preempted, finished]`` at its
     end, each list ``0`` where it equals the previous step's; and the interned holder tuples the codes
@@ -102,7 +109,8 @@ def _walk_steps(trace: Trace) -> tuple[list[list[int]], list[list[int]], list[li
     deltas: list[list[int]] = []
     step_queues: list[list[Any]] = []
     previous: list[list[int]] | None = None  # the first step's lists are always written out
-    for _, state in step_ends(trace.events, trace.settings):
+    for _, state in tqdm(step_ends(trace.events, trace.settings), desc="page: block grid and queues", unit="step",
+                         total=len(trace.steps), disable=not progress, leave=False):
         now: dict[int, int] = {b: _CACHED for b in state.hashed if b not in state.holders}
         for block, seqs in state.holders.items():
             key = tuple(sorted(seqs))
@@ -170,14 +178,34 @@ class _LineCoder:
         return out, alone
 
 
-def _step_lines(trace: Trace, verbosity: str) -> dict[str, Any]:
-    """The lines of every completed step's events (``steps.cut_steps``), as the console printed the run in
-    each language, encoded by ``_LineCoder``: ``{"slot", "texts", "pairs", "steps", "zhAlone"}``
-    (``zhAlone``: by step index, as a string)."""
+def primed_renderers(trace: Trace, verbosity: str, first_event: int) -> dict[str, ConsoleRenderer]:
+    """A console renderer per language, as it stands when the run reaches event ``first_event``: it numbers
+    decode details ("decode detail #k/3") by the SCHEDULE_DECODE events it has seen, so it is shown the
+    earlier ones (past ``decode_details`` the exact count no longer matters, so at most that many + 1)."""
     renderers = {lang: ConsoleRenderer(lang, verbosity=verbosity) for lang in LANGS}
+    for renderer in renderers.values():
+        seen = 0
+        for e in itertools.islice(trace.events, first_event):
+            if seen > renderer.decode_details:
+                break
+            if e.event == "SCHEDULE_DECODE":
+                renderer.lines(e)
+                seen += 1
+    return renderers
+
+
+def step_lines_window(trace: Trace, verbosity: str, first: int, stop: int | None = None,
+                      progress: bool = False) -> dict[str, Any]:
+    """The lines of the completed steps of index ``first`` to ``stop`` (exclusive; None: to the end), as the
+    console printed the run in each language (``steps.cut_steps``), encoded by ``_LineCoder``: ``{"from",
+    "slot", "texts", "pairs", "steps", "zhAlone"}`` (``zhAlone``: by step index from ``from``, as a string).
+    The page holds one window of all the steps; the Player sends a long trace's lines a window at a time."""
     cut = cut_steps(trace.events)
+    spans = list(cut.spans)[first:stop]
+    renderers = primed_renderers(trace, verbosity, cut.spans[spans[0]].start if spans else 0)
     printed = [[[line for e in cut.events(trace.events, step) for line in renderers[lang].lines(e)]
-                for lang in ("en", "zh")] for step in cut.spans]
+                for lang in ("en", "zh")]
+               for step in tqdm(spans, desc="page: TEACHING lines", unit="step", disable=not progress, leave=False)]
     seen = {ch for step in printed for lines in step for line in lines for ch in line if ord(ch) >= 0xE000}
     coder = _LineCoder(next(chr(c) for c in _PRIVATE_USE if chr(c) not in seen))
     steps: list[list[int]] = []
@@ -187,12 +215,24 @@ def _step_lines(trace: Trace, verbosity: str) -> dict[str, Any]:
         steps.append(flat)
         if alone is not None:
             zh_alone[str(i)] = alone
-    return {"slot": coder.slot, "texts": list(coder.texts), "pairs": [list(p) for p in coder.pairs],
+    return {"from": first, "slot": coder.slot, "texts": list(coder.texts), "pairs": [list(p) for p in coder.pairs],
             "steps": steps, "zhAlone": zh_alone}
 
 
-def page_data(trace: Trace, verbosity: str = "normal") -> dict[str, Any]:
-    """Everything the page draws, as JSON-ready data (see the module docstring for the encoding)."""
+def _lesson(trace: Trace) -> dict[str, Any] | None:
+    """The trace's lesson in each language (``scenarios.trace_lesson``), and ``own``: whether it is the trace's
+    own text, the same in every language (a shipped scenario's lesson is translated)."""
+    said = {lang: trace_lesson(trace.header, lang) for lang in LANGS}
+    if said["en"] is None:
+        return None
+    return {**said, "own": len(set(said.values())) == 1}
+
+
+def page_data(trace: Trace, verbosity: str = "normal", progress: bool = False,
+              lines_until: int | None = None) -> dict[str, Any]:
+    """Everything the page draws, as JSON-ready data (see the module docstring for the encoding);
+    ``progress``: show tqdm bars while a big trace is encoded; ``lines_until``: the TEACHING lines of the
+    steps of index below it only (None: all)."""
     rows = trace.steps
     if not rows:
         raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to replay")
@@ -206,11 +246,11 @@ def page_data(trace: Trace, verbosity: str = "normal") -> dict[str, Any]:
                       for s in request_segments(trace) if s.seq_id in row_of)
     segments += [[row_of[s.seq_id], states.index(s.state), s.step_start, s.step_end]
                  for s in held_segments(trace) if s.seq_id in row_of]
-    deltas, holders, step_queues = _walk_steps(trace)
+    deltas, holders, step_queues = _walk_steps(trace, progress)
     settings = trace.settings
     return {
         "title": trace_label(trace),
-        "lesson": trace.header.get("lesson"),
+        "lesson": _lesson(trace),
         "numBlocks": settings.num_blocks,
         "blockSize": settings.block_size,
         "policy": settings.policy,
@@ -234,65 +274,92 @@ def page_data(trace: Trace, verbosity: str = "normal") -> dict[str, Any]:
         "holders": holders,
         "freed": _freed(trace, steps),
         "queues": step_queues,
-        "lines": _step_lines(trace, verbosity),
+        "lines": step_lines_window(trace, verbosity, 0, lines_until, progress),
         "colors": {"seq": SEQ_PALETTE, "state": STATE_COLORS, "phase": PHASE_COLORS, "free": FREE_COLOR,
                    "cached": CACHED_COLOR, "cursor": CURSOR_COLOR, "freedAlpha": FREED_ALPHA},
     }
 
 
-def _asset(name: str) -> str:
+def viewer_asset(name: str) -> str:
+    """The text of ``page_assets/name``."""
     return resources.files("nanovllm_teach.viz").joinpath("page_assets", name).read_text(encoding="utf-8")
 
 
-# The parts of the page's script, in order; they share one function scope (see common.js).
+# The parts of the viewer's script, in order: the body of one function (see common.js).
 _SCRIPT_PARTS = ("common.js", "charts.js", "grid.js", "steps.js")
 
 
-def _script() -> str:
-    return "\n".join(_asset(name) for name in _SCRIPT_PARTS)
+def viewer_script() -> str:
+    """The viewer's JavaScript: ``inflate(bytes)`` and ``startViewer(root, D, host)`` (see common.js), for the
+    page and for the Player's widget module."""
+    body = "\n".join(viewer_asset(name) for name in _SCRIPT_PARTS)
+    return f"{viewer_asset('inflate.js')}\nasync function startViewer(root, D, host) {{\n'use strict';\n{body}}}\n"
 
 
-def _packed(data: Any) -> str:
-    """The data as JSON, gzip-compressed (no timestamp, so one trace always makes the same page) and in
-    base64: text with no ``<`` at all, so it cannot end its script element."""
+def viewer_markup() -> str:
+    """The viewer's markup (page.html), to go inside an element of class ``replay``."""
+    return viewer_asset("page.html")
+
+
+def viewer_style() -> str:
+    """The viewer's style (page.css), scoped to its ``.replay`` element."""
+    return viewer_asset("page.css")
+
+
+def packed_bytes(data: Any) -> bytes:
+    """The data as JSON, gzip-compressed (no timestamp, so one trace always makes the same bytes)."""
     raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
+    return gzip.compress(raw, compresslevel=9, mtime=0)
+
+
+def viewer_data(trace: Trace, lang: str, verbosity: str = "normal", live: bool = False,
+                progress: bool = False, lines_until: int | None = None) -> dict[str, Any]:
+    """``page_data`` with what the viewer opens on (``lang``; ``live``: at the last step) and its words."""
+    data = page_data(trace, verbosity, progress, lines_until)
+    data.update(lang=lang, live=live, ui=replay_words())
+    return data
 
 
 def read_page_data(page: str) -> dict[str, Any]:
-    """The data inlined in a replay page (``page_data``'s dict, plus ``lang``), read back from its HTML."""
+    """The data inlined in a replay page (``viewer_data``'s dict), read back from its HTML."""
     match = re.search(r'<script type="application/gzip;base64" id="trace-data">([A-Za-z0-9+/=]*)</script>', page)
     if match is None:
         raise ValueError("not a replay page: no trace-data script element")
     return json.loads(gzip.decompress(base64.b64decode(match.group(1))))
 
 
-def replay_page(trace: Trace, lang: str | None = None, verbosity: str = "normal", live: bool = False) -> str:
+# The page starts its viewer on the document, with the data of its trace-data element (base64: text with no
+# ``<`` at all, so it cannot end its script element); ``window.replay`` is the viewer's handle.
+_PAGE_START = """const bytes = Uint8Array.from(atob(document.getElementById('trace-data').textContent), (ch) => ch.charCodeAt(0));
+window.replay = await startViewer(document.querySelector('.replay'), await inflate(bytes), {keys: document});"""
+
+
+def replay_page(trace: Trace, lang: str | None = None, verbosity: str = "normal", live: bool = False,
+                progress: bool = False) -> str:
     """The replay page of ``trace`` as one HTML string; ``lang`` is the language it opens in (None: the
     chosen language, ``i18n``); ``live``: a trace still being recorded (``serve``'s ``/live``), so the page
-    opens at its last step rather than its first."""
+    opens at its last step rather than its first; ``progress``: tqdm bars while a big trace is encoded."""
     lang = resolve_lang(lang)
-    data = page_data(trace, verbosity)
-    data["lang"] = lang
-    data["live"] = live
-    data["ui"] = replay_words()
+    data = viewer_data(trace, lang, verbosity, live, progress)
     title = html.escape(data["title"])
+    packed = base64.b64encode(packed_bytes(data)).decode("ascii")
     return "\n".join([
         "<!DOCTYPE html>", f'<html lang="{lang}"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>nanovllm_teach replay: {title}</title>",
-        f"<style>{_asset('page.css')}</style></head><body>",
-        _asset("page.html"),
-        f'<script type="application/gzip;base64" id="trace-data">{_packed(data)}</script>',
-        f"<script>(async () => {{\n'use strict';\n{_script()}}})();</script>",
+        f"<style>{viewer_style()}</style></head><body style=\"margin: 0 16px 16px\"><div class=\"replay\">",
+        viewer_markup(), "</div>",
+        f'<script type="application/gzip;base64" id="trace-data">{packed}</script>',
+        f"<script>(async () => {{\n'use strict';\n{viewer_script()}\n{_PAGE_START}\n}})();</script>",
         "</body></html>",
     ])
 
 
-def write_replay_page(trace: Trace, path: str | Path, lang: str | None = None, verbosity: str = "normal") -> Path:
-    """Write ``replay_page(trace, lang, verbosity)`` to ``path`` (UTF-8); returns the path."""
+def write_replay_page(trace: Trace, path: str | Path, lang: str | None = None, verbosity: str = "normal",
+                      progress: bool = False) -> Path:
+    """Write ``replay_page(trace, lang, verbosity, progress=progress)`` to ``path`` (UTF-8); returns the path."""
     path = Path(path)
-    text = replay_page(trace, lang, verbosity)
+    text = replay_page(trace, lang, verbosity, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

@@ -54,12 +54,20 @@ REPLAY_WORDS: dict[str, Text] = {
     "preemption": words.PREEMPTION,
     "ganttAria": words.GANTT_CHART,
     "ganttRows": words.GANTT_ROWS,
+    "ganttScroll": words.GANTT_SCROLL,
+    "blocksN": words.BLOCKS_N,
     "usedBySeq": words.USED_BY_SEQ,
     "freed": words.FREED_AT_STEP_END,
     "sharedRefs": words.SHARED,
     "groupUsed": words.GROUP_FILLED,
     "cached": words.CACHED,
     "free": words.FREE,
+    "speed": words.SPEED,
+    "wholeRun": words.WHOLE_RUN_IN,
+    "zoom": words.ZOOM,
+    "allSteps": words.ALL_STEPS,
+    "windowSteps": words.WINDOW_STEPS,
+    "traceText": words.TRACE_OWN_TEXT,
 }
 
 # What reads the same in both languages: symbols and code names.

@@ -1,15 +1,11 @@
 """Figures to PNG bytes with the Agg backend: no pyplot, no global state, no display needed.
 
-PNG bytes work everywhere a picture must show up: an ``ipywidgets.Image`` in JupyterLab or VS Code
-(without ipympl), a base64 ``<img>`` in an HTML report, a file.
-
-``BlitPicture`` makes small changes cheap: the figure is drawn once without the artists that change
-(its "animated" artists), the rendered pixels are kept, and each new picture restores those pixels and
-draws only the changing artists (matplotlib's "blitting") before encoding the PNG. ``CursorPicture`` is
-the case of a figure whose only change is the position of its cursor lines.
+PNG bytes work everywhere a picture must show up: a notebook cell's value, a base64 ``<img>`` in an HTML
+report, the Player's static fallback, a file.
 
 ``NotebookFigure`` is what the ``plot_*`` functions return: it displays itself in a notebook. Those
-functions draw ``as_written``: with matplotlib's mathtext off, so a "$" in a trace's strings is a dollar.
+functions draw ``as_written``: with matplotlib's mathtext off, so a "$" in a trace's strings is a dollar,
+but on for the axes' own tick labels (a log axis writes 10¹ as mathtext).
 """
 
 from __future__ import annotations
@@ -19,27 +15,39 @@ import io
 from typing import Callable, TypeVar
 
 from matplotlib import rc_context
-from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from PIL import Image as PILImage
 
 _Draw = TypeVar("_Draw", bound=Callable)
 
 
 def as_written(draw: _Draw) -> _Draw:
     """``draw`` with mathtext off for the texts it creates: a picture's words are meant literally (a scenario
-    named "a$b{$" would otherwise be read as a broken formula and fail the drawing)."""
+    named "a$b{$" would otherwise be read as a broken formula and fail the drawing). The tick labels and
+    offset texts that the axes made meanwhile get it back: a log axis labels its ticks
+    ``$\\mathdefault{10^{1}}$``, which must be drawn as 10¹ (ticks made later, at drawing time, read the
+    default, on)."""
     @functools.wraps(draw)
     def drawn(*args, **kwargs):
         with rc_context({"text.parse_math": False}):  # read when each text is made
-            return draw(*args, **kwargs)
+            result = draw(*args, **kwargs)
+        figure = result if isinstance(result, Figure) else getattr(result, "figure", None)
+        if isinstance(figure, Figure):
+            _axis_math_on(figure)
+        return result
     return drawn  # type: ignore[return-value]
 
 
-# zlib level 1: a few times faster than the default and barely larger for flat-coloured plots.
-_PNG_COMPRESS_LEVEL = 1
+def _axis_math_on(figure: Figure) -> None:
+    """Mathtext on for the axis-made texts of every axes in ``figure`` (its subfigures' included)."""
+    for ax in figure.findobj(lambda artist: isinstance(artist, Axes)):
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.offsetText.set_parse_math(True)
+            for tick in axis.majorTicks + axis.minorTicks:
+                tick.label1.set_parse_math(True)
+                tick.label2.set_parse_math(True)
+
 
 
 def figure_png(figure: Figure, dpi: float = 100) -> bytes:
@@ -60,59 +68,3 @@ class NotebookFigure(Figure):
 
     def _repr_png_(self) -> bytes:
         return figure_png(self)
-
-
-def canvas_png(canvas: FigureCanvasAgg) -> bytes:
-    """Encode what ``canvas`` holds now (no redraw) as PNG bytes."""
-    width, height = canvas.get_width_height(physical=True)
-    image = PILImage.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    # The figures are opaque: dropping the alpha channel leaves a quarter less to compress.
-    image = image.convert("RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=_PNG_COMPRESS_LEVEL)
-    return buffer.getvalue()
-
-
-class BlitPicture:
-    """A figure whose changing artists are redrawn over the kept pixels of everything else.
-
-    The changing artists must be "animated" (``artist.set_animated(True)``): a full draw leaves them out,
-    so the pixels kept after it (``capture``) are the unchanging rest of the figure.
-    """
-
-    def __init__(self, figure: Figure, dpi: float = 72) -> None:
-        self.figure = figure
-        figure.set_dpi(dpi)
-        self.canvas = FigureCanvasAgg(figure)
-        self.capture()
-
-    def capture(self) -> None:
-        """Draw the figure in full (animated artists excepted) and keep its pixels."""
-        self.canvas.draw()
-        self._background = self.canvas.copy_from_bbox(self.figure.bbox)
-
-    def png(self, changing: list[Artist]) -> bytes:
-        """The kept pixels with ``changing`` drawn over them, as PNG bytes."""
-        self.canvas.restore_region(self._background)
-        for artist in changing:
-            if artist.axes is not None:
-                artist.axes.draw_artist(artist)
-            else:
-                self.figure.draw_artist(artist)
-        return canvas_png(self.canvas)
-
-
-class CursorPicture(BlitPicture):
-    """A figure whose vertical cursor lines move without redrawing the rest of it."""
-
-    def __init__(self, figure: Figure, cursors: list[Line2D], dpi: float = 72) -> None:
-        self.cursors = cursors
-        for line in cursors:
-            line.set_animated(True)
-        super().__init__(figure, dpi)
-
-    def png_at(self, x: float) -> bytes:
-        """The figure with its cursor lines at ``x``."""
-        for line in self.cursors:
-            line.set_xdata([x, x])
-        return self.png(self.cursors)

@@ -25,7 +25,7 @@ def _over(top: Text, bottom: Text) -> Text:
 STEP = Text(en="step", zh="步")
 ENGINE_STEP = Text(en="engine step", zh="引擎步")
 STEP_HEADER = Text(en="step {step} of {last} · {phase} · batch {batch} · {tokens} tokens · {ms} ms",
-                   zh="第 {step} 步（共 {last} 步）· {phase} · batch {batch} · {tokens} 个 token · {ms} ms")
+                   zh="第 {step} 步（共 {last} 步）· {phase} · 批大小 {batch} · {tokens} 个 token · {ms} ms")
 PHASE = {"prefill": Text(en="prefill", zh="预填充"), "decode": Text(en="decode", zh="解码")}
 PREEMPTION = Text(en="preemption", zh="抢占")
 SEQ = Text(en="seq {seq_id}", zh="序列 {seq_id}")
@@ -37,7 +37,7 @@ IN_BRACKETS = Text(en=" ({inner})", zh="（{inner}）")
 
 TIMELINES = Text(en="Timelines", zh="时间线")
 TIMELINE_TITLE = Text(en="{name}: {steps} steps, {prefill} prefill", zh="{name}：{steps} 步，其中 {prefill} 步预填充")
-BATCH_SIZE = Text(en="batch size", zh="batch 大小")
+BATCH_SIZE = Text(en="batch size", zh="批大小")
 # The figures count the blocks a step held while it ran; the page and the live view, those used after it.
 KV_BLOCKS_HELD = Text(en="KV blocks held", zh="占用的 KV 块")
 KV_BLOCKS_USED = Text(en="KV blocks used", zh="已用 KV 块")
@@ -65,7 +65,10 @@ PAGE_CONVENTION = Text(
 REQUESTS = Text(en="Requests", zh="请求")
 GANTT_CHART = Text(en="request Gantt chart", zh="请求甘特图")
 GANTT_TITLE = Text(en="requests over engine steps", zh="各请求在引擎步上的经历")
-GANTT_ROWS = Text(en="{n} requests, one row each: scroll the chart", zh="共 {n} 个请求，每个一行：可滚动查看")
+GANTT_ROWS = Text(en="{n} of the {total} requests in these steps, one row each",
+                  zh="这些步里有 {n} 个请求（共 {total} 个），每个一行")
+GANTT_SCROLL = Text(en=": scroll the chart", zh="：可滚动查看")
+BLOCKS_N = Text(en="{n} blocks", zh="{n} 块")
 STATE = {"waiting": Text(en="waiting", zh="等待"), "preempted": Text(en="preempted", zh="被抢占后等待"),
          "prefill": PHASE["prefill"], "decode": PHASE["decode"],
          "stalled": Text(en="stalled", zh="停顿（他人在预填充）"),
@@ -114,6 +117,14 @@ HOVER_A_CELL = Text(en="hover or click a cell to read it", zh="悬停或点击�
 # ---- the controls and panels of the Player and the replay page --------------------------------------------
 
 REPLAY = Text(en="Replay", zh="回放")
+# The viewer's play speed and the steps its charts show at once.
+SPEED = Text(en="play speed", zh="播放速度")
+WHOLE_RUN_IN = Text(en="whole run in {s} s", zh="{s} 秒放完全程")
+ZOOM = Text(en="steps the charts show", zh="图中显示的步数")
+ALL_STEPS = Text(en="all {n} steps", zh="全部 {n} 步")
+WINDOW_STEPS = Text(en="{n} steps at a time", zh="每次 {n} 步")
+# Before a lesson the trace wrote itself (not a shipped scenario's, which is shown in the reader's language).
+TRACE_OWN_TEXT = Text(en="(the trace's own words)", zh="（trace 自带的原文）")
 PLAY = Text(en="play", zh="播放")
 PAUSE = Text(en="pause", zh="暂停")
 STEP_BACK = Text(en="step back", zh="上一步")

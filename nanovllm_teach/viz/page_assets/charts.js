@@ -1,14 +1,27 @@
 // The shared step axis, the timelines and the request Gantt chart (SVG). Part of the replay page's script (common.js).
 
   // --- the shared step axis: step s spans [x(s), x(s) + k], the same in every SVG -------------------------
+  // The axis shows the steps view.lo..view.hi: the whole run, or a window of view.size steps around the step
+  // shown (a long run's bars and requests would be thinner than a pixel over all of it); the window moves
+  // on when the step shown leaves it, and i0..i1 are the step indexes inside it.
   const axis = {left: 64, right: 12, width: 600, k: 1};
-  const x = (s) => axis.left + (s - FIRST) * axis.k;
+  const view = {size: SPAN, lo: FIRST, hi: LAST, i0: 0, i1: N - 1};
+  const x = (s) => axis.left + (s - view.lo) * axis.k;
   function layoutAxis(width) {
     axis.width = Math.max(320, width);
-    axis.k = (axis.width - axis.left - axis.right) / SPAN;
+    axis.k = (axis.width - axis.left - axis.right) / (view.hi - view.lo + 1);
   }
+  // Put the window of view.size steps around ``step``: it starts a quarter of the window before it.
+  function placeView(step) {
+    const size = Math.min(view.size, SPAN);
+    view.lo = Math.max(FIRST, Math.min(LAST - size + 1, step - Math.floor(size / 4)));
+    view.hi = view.lo + size - 1;
+    view.i0 = bisectRight(S.step, view.lo - 1);
+    view.i1 = bisectRight(S.step, view.hi) - 1;
+  }
+  const inView = (step) => step >= view.lo && step <= view.hi;
   function stepAtX(px) {
-    const s = Math.floor((px - axis.left) / axis.k) + FIRST;
+    const s = Math.floor((px - axis.left) / axis.k) + view.lo;
     const i = bisectRight(S.step, s) - 1;
     return S.step[Math.max(0, i)];
   }
@@ -31,10 +44,10 @@
   }
   function xTicks(svg, y) {
     const target = Math.max(2, Math.floor((axis.width - axis.left) / 70));
-    const raw = SPAN / target;
+    const raw = (view.hi - view.lo + 1) / target;
     const mag = Math.pow(10, Math.floor(Math.log10(raw)));
     const step = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= raw) || raw;
-    for (let s = Math.ceil(FIRST / step) * step; s <= LAST; s += step) {
+    for (let s = Math.ceil(view.lo / step) * step; s <= view.hi; s += step) {
       const at = x(s) + axis.k / 2;
       svgEl('line', {class: 'axis', x1: at, x2: at, y1: y, y2: y + 4}, svg);
       const label = svgEl('text', {x: at, y: y + 15, 'text-anchor': 'middle', class: 'tick'}, svg);
@@ -48,7 +61,7 @@
 
   // --- timelines --------------------------------------------------------------------------------------
   const PANEL_H = 72, PANEL_GAP = 22;
-  const logLatency = Math.max(...S.latency) > 20 * Math.max(Math.min(...S.latency), 1e-3);
+  const logLatency = maxOf(S.latency) > 20 * Math.max(minOf(S.latency), 1e-3);
   const PANELS = [
     {label: () => t('batchSize'), kind: 'bars', values: S.batch},
     {label: () => t('kvUsed', {total: NB}), kind: 'area', values: S.used, capacity: NB},
@@ -72,9 +85,9 @@
   function drawPanel(svg, p, top) {
     const bottom = top + PANEL_H;
     const series = p.kind === 'queues' ? [S.waiting, S.running] : [p.values];
-    let hi = Math.max(1, ...series.flat());
+    let hi = Math.max(1, ...series.map(maxOf));
     if (p.capacity && p.capacity <= hi * 1.25 + 1) hi = p.capacity;
-    const lo = p.log ? Math.max(Math.min(...p.values), 1e-3) / 2 : 0;
+    const lo = p.log ? Math.max(minOf(p.values), 1e-3) / 2 : 0;
     const y = p.log
       ? (v) => bottom - (Math.log(Math.max(v, lo)) - Math.log(lo)) / (Math.log(hi * 1.05) - Math.log(lo)) * PANEL_H
       : (v) => bottom - (v - lo) / (hi * 1.05 - lo) * PANEL_H;
@@ -98,7 +111,7 @@
       // tall as their highest (one for the prefill steps, and over it one for the decode steps, the many).
       const width = Math.max(axis.k, 1);
       const tallest = {1: new Map(), 0: new Map()};
-      for (let i = 0; i < N; i++) {
+      for (let i = view.i0; i <= view.i1; i++) {
         const column = axis.k >= 1 ? i : Math.floor((x(S.step[i]) - axis.left) / width);
         const m = tallest[S.prefill[i]], at = m.get(column);
         if (at === undefined || p.values[i] > at.v) {
@@ -114,7 +127,8 @@
       svgEl('path', {d: d[1].join(''), fill: C.phase.prefill, class: 'bars-prefill'}, svg);
       svgEl('path', {d: d[0].join(''), fill: C.phase.decode, class: 'bars-decode'}, svg);
     } else if (p.kind === 'area') {
-      svgEl('path', {d: stepLine(p.values, y) + `V${bottom}H${x(FIRST)}Z`, fill: '#888', 'fill-opacity': 0.6}, svg);
+      svgEl('path', {d: stepLine(p.values, y) + `V${bottom}H${x(S.step[view.i0]).toFixed(1)}Z`, fill: '#888',
+                     'fill-opacity': 0.6}, svg);
       if (p.capacity === hi) {
         svgEl('line', {x1: axis.left, x2: axis.width - axis.right, y1: y(hi), y2: y(hi), stroke: '#000',
                        'stroke-dasharray': '4 3'}, svg);
@@ -122,7 +136,7 @@
     } else {
       svgEl('path', {d: stepLine(S.waiting, y), fill: 'none', stroke: '#777', 'stroke-width': 1.5}, svg);
       svgEl('path', {d: stepLine(S.running, y), fill: 'none', stroke: C.phase.decode, 'stroke-width': 1.5}, svg);
-      for (let i = 0; i < N; i++) {
+      for (let i = view.i0; i <= view.i1; i++) {
         if (S.preempted[i]) {
           const cx = x(S.step[i]) + axis.k / 2;
           svgEl('path', {d: `M${cx - 4} ${top + 2}h8l-4 7Z`, fill: '#7570b3', class: 'preempt'}, svg);
@@ -132,8 +146,8 @@
   }
   // A value held over each step: flat across [x(s), x(s) + k].
   function stepLine(values, y) {
-    let d = `M${x(S.step[0]).toFixed(1)} ${y(values[0]).toFixed(1)}`;
-    for (let i = 0; i < N; i++) {
+    let d = `M${x(S.step[view.i0]).toFixed(1)} ${y(values[view.i0]).toFixed(1)}`;
+    for (let i = view.i0; i <= view.i1; i++) {
       d += `V${y(values[i]).toFixed(1)}H${(x(S.step[i]) + axis.k).toFixed(1)}`;
     }
     return d;
@@ -142,13 +156,19 @@
   // --- Gantt chart ------------------------------------------------------------------------------------
   // The chart shows at most GANTT_MAX_H pixels of rows; more rows scroll inside its box (the step axis stays
   // below, outside the scrolling part), so a long trace never pushes the grid and the lines down the page.
-  const GANTT_MAX_H = 240, GANTT_MIN_ROW = 2;
+  const GANTT_MAX_H = 240, GANTT_MIN_ROW = 3;
   const ganttRow = {height: 18, top: 4};
-  const rowOfSeq = new Map(D.requests.map(([sid], row) => [sid, row]));
+  // The chart's rows: the requests with a segment in the steps shown, in the trace's order (rowOfSeq: seq id
+  // to row, for the rows drawn).
+  let rowOfSeq = new Map();
   function drawGantt() {
     const box = $('gantt');
     box.textContent = '';
-    const rows = D.requests.length;
+    const shown = new Set();
+    for (const [row, , a, b] of D.segments) if (a <= view.hi && b > view.lo) shown.add(row);
+    const order = [...shown].sort((p, q) => p - q), rowAt = new Map(order.map((row, k) => [row, k]));
+    rowOfSeq = new Map(order.map((row, k) => [D.requests[row][0], k]));
+    const rows = order.length;
     const rh = Math.max(GANTT_MIN_ROW, Math.min(18, Math.floor((GANTT_MAX_H - 8) / Math.max(rows, 1))));
     const top = ganttRow.top, bottom = top + rows * rh;
     ganttRow.height = rh;
@@ -157,9 +177,11 @@
                               'shape-rendering': rh < 6 ? 'crispEdges' : 'auto'}, box);
     const paths = D.states.map(() => []);
     const half = rh < 6 ? rh / 2 : rh * 0.38;  // thin rows touch: one picture of the whole load
-    for (const [row, state, a, b] of D.segments) {
-      const yc = top + row * rh + rh / 2;
-      paths[state].push(`M${x(a).toFixed(1)} ${(yc - half).toFixed(1)}H${x(b).toFixed(1)}V${(yc + half).toFixed(1)}H${x(a).toFixed(1)}Z`);
+    for (const [row, state, a0, b0] of D.segments) {
+      if (!rowAt.has(row) || a0 > view.hi || b0 <= view.lo) continue;
+      const a = x(Math.max(a0, view.lo)).toFixed(1), b = x(Math.min(b0, view.hi + 1)).toFixed(1);
+      const yc = top + rowAt.get(row) * rh + rh / 2;
+      paths[state].push(`M${a} ${(yc - half).toFixed(1)}H${b}V${(yc + half).toFixed(1)}H${a}Z`);
     }
     D.states.forEach((name, k) => {
       const attrs = {d: paths[k].join(''), fill: C.state[name], class: `gantt-${name}`};
@@ -167,12 +189,13 @@
       svgEl('path', attrs, svg);
     });
     const eos = [], limit = [];
-    D.requests.forEach(([sid, finishStep, reason], row) => {
-      const yc = top + row * rh + rh / 2;
+    order.forEach((row, k) => {
+      const [sid, finishStep, reason] = D.requests[row];
+      const yc = top + k * rh + rh / 2;
       if (rh >= 10) {
         svgEl('text', {x: axis.left - 4, y: yc + 4, 'text-anchor': 'end'}, svg).textContent = t('seq', {seq_id: sid});
       }
-      if (finishStep !== null) {
+      if (finishStep !== null && inView(finishStep)) {
         const fx = (x(finishStep) + axis.k).toFixed(1);
         if (reason === 'eos') {
           const r = Math.min(4, Math.max(1, half));
@@ -191,7 +214,8 @@
     svgEl('line', {class: 'axis', x1: axis.left, x2: axis.width - axis.right, y1: 0.5, y2: 0.5}, axisSvg);
     xTicks(axisSvg, 0.5);
     axisSvg.addEventListener('click', (ev) => setStep(stepAtX(ev.offsetX)));
-    $('gantt-rows').textContent = bottom > GANTT_MAX_H ? t('ganttRows', {n: rows}) : '';
+    $('gantt-rows').textContent = bottom > GANTT_MAX_H || rows < D.requests.length
+      ? t('ganttRows', {n: rows, total: D.requests.length}) + (bottom > GANTT_MAX_H ? t('ganttScroll') : '') : '';
     const used = new Set(D.segments.map((seg) => seg[1]));
     $('gantt-legend').textContent = '';
     D.states.forEach((name, k) => { if (used.has(k)) legendItem($('gantt-legend'), C.state[name], t('state')[name]); });
@@ -206,7 +230,7 @@
     const rows = D.queues[i][1].map((sid) => rowOfSeq.get(sid)).filter((r) => r !== undefined);
     if (!rows.length) return;
     const rh = ganttRow.height;
-    const y0 = ganttRow.top + Math.min(...rows) * rh, y1 = ganttRow.top + (Math.max(...rows) + 1) * rh;
+    const y0 = ganttRow.top + minOf(rows) * rh, y1 = ganttRow.top + (maxOf(rows) + 1) * rh;
     if (y1 > box.scrollTop && y0 < box.scrollTop + box.clientHeight) return;
     box.scrollTop = Math.max(0, y0 - box.clientHeight / 3);
   }

@@ -188,3 +188,49 @@
     const g = Math.floor(ev.offsetY / grid.cell) * grid.cols + Math.floor(ev.offsetX / grid.cell);
     return ev.offsetX < grid.cols * grid.cell && g < grid.cells ? g : null;
   }
+
+  // --- the cache by owner: at scale, one bar of the whole cache, each request's blocks side by side --------
+  // A cache of many blocks reads better summed up: a bar whose segments are the blocks each seq holds (in
+  // its colour, seq ids in order; a shared block counts for its first holder), then the cached and the free
+  // ones, each as wide as its share of the cache.
+  const OWNERS_FROM = 512;  // blocks; a smaller cache's grid is read cell by cell
+  const owners = {segments: []};
+  function drawOwners(c) {
+    const canvas = $('owners');
+    canvas.hidden = NB < OWNERS_FROM;
+    if (canvas.hidden) return;
+    const width = $('grid').parentElement.clientWidth, height = 22, dpr = window.devicePixelRatio || 1;
+    if (canvas.width !== Math.round(width * dpr)) {
+      canvas.width = Math.round(width * dpr); canvas.height = height * dpr;
+      canvas.style.width = `${width}px`; canvas.style.height = `${height}px`;
+    }
+    const bySeq = new Map();
+    let cached = 0;
+    for (let b = 0; b < NB; b++) {
+      const code = c[b];
+      if (code === 1) cached++;
+      else if (code >= 2) { const sid = D.holders[code - 2][0]; bySeq.set(sid, (bySeq.get(sid) || 0) + 1); }
+    }
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = C.free; ctx.fillRect(0, 0, width, height);
+    ctx.strokeStyle = '#999'; ctx.lineWidth = 1; ctx.strokeRect(0.5, 0.5, width - 1, height - 1);
+    ctx.font = 'bold 10px sans-serif'; ctx.textAlign = 'center'; ctx.textBaseline = 'middle';
+    owners.segments = [];
+    let at = 0;
+    const segment = (n, color, sid) => {
+      const w = n / NB * width;
+      ctx.fillStyle = color; ctx.fillRect(at, 1, w, height - 2);
+      if (sid !== null && w >= 22) { ctx.fillStyle = textColor(color); ctx.fillText(String(sid), at + w / 2, height / 2 + 1); }
+      owners.segments.push({x0: at, x1: at + w, sid, n});
+      at += w;
+    };
+    for (const sid of [...bySeq.keys()].sort((a, b) => a - b)) segment(bySeq.get(sid), seqColor(sid), sid);
+    if (cached) segment(cached, C.cached, null);
+  }
+  function ownerInfo(px) {
+    const seg = owners.segments.find((s) => px >= s.x0 && px < s.x1);
+    if (!seg) return t('free');
+    return t('labelValue', {label: seg.sid === null ? t('cached') : t('seq', {seq_id: seg.sid}),
+                            value: t('blocksN', {n: seg.n})});
+  }
