@@ -122,9 +122,10 @@ class Worker:
         self.confined: confinement.Confined | None = None  # the host's side: the slot's user id, the cgroup
         try:
             if isinstance(solution, Path):
-                self.confined = confinement.Confined(solution, self.tag)
-                command = isolation.worker_command(self.confined.submission, functions, points,
-                                                   (calls_r, answers_w), self.tag, self.isolated)
+                self.confined = confinement.Confined(solution, self.tag, isolation.uid_drop())
+                slot = self.confined.slot
+                command = isolation.worker_command(self.confined.submission, functions, points, (calls_r, answers_w),
+                                                   self.tag, self.isolated, None if slot is None else slot.uid)
                 # The grader's environment stays out: only a learner's own self-check, as that learner, keeps it.
                 plain = not self.isolated and self.confined.slot is None
                 self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
