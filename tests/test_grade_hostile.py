@@ -95,7 +95,10 @@ def graded_class(tmp_path_factory, uid_drop_ready):  # a class runs each submiss
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(remote.Worker, "__init__", remember)
         gradebook = room.parent / f"{room.name}.csv"
-        assert main(["grade", "decode_slot", str(room), "--jobs", "2", "--csv", str(gradebook)]) == 0
+        # cheat_engine_call imports torch in its sandbox: seconds, beyond the default 10 s on a loaded machine, and
+        # its verdict must be about the cheat, not the time it took.
+        assert main(["grade", "decode_slot", str(room), "--jobs", "2", "--time-limit", "60", "--csv",
+                     str(gradebook)]) == 0
     del os.environ[SECRET]
     time.sleep(0.5)  # a surviving grandchild would have done its work by now
     with gradebook.open(encoding="utf-8-sig") as file:
@@ -165,14 +168,13 @@ def test_the_teachers_environment_does_not_reach_the_sandbox_through_bubblewraps
     out = capsys.readouterr().out
     assert "DENIED 1 PermissionError" in out, out
     assert SECRET not in out and SECRET not in results.read_text(encoding="utf-8")
-    # Seen from the host (root may read it): bubblewrap's own environment is the two variables it needs.
+    # Seen from the host (root may read it): bubblewrap's own environment is empty (not even the gate's PWD).
     with remote.Worker(solution, ("decode_slot",), (), 60.0) as worker:
         assert worker.load() == {"loaded": True}
         bubblewraps = [pid for pid in _alive([worker.tag]) if Path(f"/proc/{pid}/status").read_text()
                        .split("Uid:")[1].split()[0] == "0"]  # the one outside and pid 1 inside
-        environments = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in bubblewraps]
-    assert bubblewraps and all(sorted(item.split(b"=")[0] for item in environment if item) == [b"LANG", b"PATH"]
-                               for environment in environments), environments
+        environments = [Path(f"/proc/{pid}/environ").read_bytes() for pid in bubblewraps]
+    assert bubblewraps and environments == [b""] * len(bubblewraps)
 
 
 # ---- the same files, unsandboxed, against a throwaway copy: the damage they would do -------------------

@@ -11,7 +11,7 @@ Role: grading, the sandbox's walls. Emits no events.
 - no network, its own PID namespace: when the worker's bubblewrap is killed, every process it started dies
   with it, a ``setsid`` grandchild included (``--die-with-parent``);
 - no capabilities, a new session (no terminal to inject keystrokes into);
-- nothing of the grader's environment: bubblewrap itself starts with ``BWRAP_ENVIRONMENT`` only (it is pid 1
+- nothing of the grader's environment: bubblewrap itself starts with an empty one (``env -i``: it is pid 1
   inside), the learner's process with ``--clearenv`` and the three variables it needs;
 - the worker itself sets limits on address space, CPU seconds, file size, processes and open files
   (``confinement.Limits``) before the learner's file is loaded.
@@ -56,10 +56,10 @@ INSIDE_HOME = "/home/learner"
 INSIDE_SUBMISSION = "/submission"
 SANDBOX_UID = 65534  # nobody, inside the user namespace of a grader that is not root
 TMPFS_BYTES = 16 << 20
-# What bubblewrap itself is started with. It is pid 1 inside, and its own /proc/1/environ is readable there by
-# a sandbox user that is its own: ``--clearenv`` cleans only the learner's process, so the grader's environment
-# (a teacher's token) stays out of bubblewrap too.
-BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+# What the grader starts a worker's command with (the gate's shell, a plain worker): not the grader's own
+# environment (a teacher's token). bubblewrap itself then starts with none at all (``env -i``): it is pid 1
+# inside, and a sandbox user that is its own (a grader that is not root) can read its /proc/1/environ.
+LAUNCH_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 # The namespaces of a bubblewrap started by root: all but the user namespace (``--unshare-all`` adds one).
 ROOT_NAMESPACES = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 # What setpriv needs to drop to the slot's user id, kept only until it does (a uid change clears them all).
@@ -92,8 +92,8 @@ def available() -> bool:
     if bwrap() is None:
         return False
     try:
-        return subprocess.run([*_walls(None), "--", "/bin/true"], capture_output=True, timeout=30,
-                              env=BWRAP_ENVIRONMENT).returncode == 0
+        return subprocess.run(["env", "-i", *_walls(None), "--", "/bin/true"], capture_output=True, timeout=30,
+                              env=LAUNCH_ENVIRONMENT).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -107,7 +107,7 @@ def _drop_fails() -> str | None:
              str(slot.uid)]
     try:
         done = subprocess.run(_launch(probe, available(), slot.uid), capture_output=True, timeout=60,
-                              env=BWRAP_ENVIRONMENT)
+                              env=LAUNCH_ENVIRONMENT)
         return None if done.returncode == 0 else visible(done.stderr.decode(errors="replace").strip()[-200:]
                                                           or f"exit {done.returncode}")
     except (OSError, subprocess.TimeoutExpired) as failure:
@@ -231,7 +231,7 @@ def _launch(program: list[str], isolated: bool, uid: int | None, binds: tuple[st
     interpreter's), dropped by setpriv to ``uid`` (a slot's user id, where the grader is root) before it runs."""
     drop = [] if uid is None else [setpriv() or "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
                                    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return [*_walls(uid), *binds, "--", *drop, *program] if isolated else [*drop, *program]
+    return ["env", "-i", *_walls(uid), *binds, "--", *drop, *program] if isolated else [*drop, *program]
 
 
 def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str, ...], fds: tuple[int, int],

@@ -130,7 +130,7 @@ class Worker:
                 plain = not self.isolated and self.confined.slot is None
                 self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
                                                      pass_fds=(calls_r, answers_w),
-                                                     env=None if plain else isolation.BWRAP_ENVIRONMENT)
+                                                     env=None if plain else isolation.LAUNCH_ENVIRONMENT)
             else:
                 ctx = multiprocessing.get_context("fork")
                 self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
