@@ -62,7 +62,9 @@ TMPFS_BYTES = 16 << 20
 LAUNCH_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 # The namespaces of a bubblewrap started by root: all but the user namespace (``--unshare-all`` adds one).
 ROOT_NAMESPACES = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
-# What setpriv needs to drop to the slot's user id, kept only until it does (a uid change clears them all).
+# What setpriv needs to drop to the slot's user id, kept only until its exec clears them all. Nothing more:
+# setpriv execs the interpreter with what it still holds, so with CAP_DAC_OVERRIDE it would reach one that the
+# slot's user cannot, and the probe (``uid_drop_missing``) would not see what the worker's imports will.
 DROP_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID")
 
 NOT_ROOT = Text(en="the grader is not root", zh="评分器不是以 root 运行")
@@ -99,14 +101,15 @@ def available() -> bool:
 
 
 @functools.cache
-def _drop_fails() -> str | None:
-    """What went wrong when this interpreter was started exactly as a worker is (in bubblewrap where it starts,
-    then dropped by setpriv to a slot's user id) and asked for its user id; None: it ran as that user id."""
+def _drop_fails(isolated: bool) -> str | None:
+    """What went wrong when this interpreter was started exactly as a worker is (in bubblewrap where
+    ``isolated``, then dropped by setpriv to a slot's user id) and asked for its user id; None: it ran as that
+    user id."""
     slot = confinement.Slot()
     probe = [sys.executable, "-E", "-s", "-c", "import os, sys; sys.exit(os.getuid() != int(sys.argv[1]))",
              str(slot.uid)]
     try:
-        done = subprocess.run(_launch(probe, available(), slot.uid), capture_output=True, timeout=60,
+        done = subprocess.run(_launch(probe, isolated, slot.uid), capture_output=True, timeout=60,
                               env=LAUNCH_ENVIRONMENT)
         return None if done.returncode == 0 else visible(done.stderr.decode(errors="replace").strip()[-200:]
                                                           or f"exit {done.returncode}")
@@ -125,7 +128,7 @@ def uid_drop_missing() -> str | None:
         return say(NOT_ROOT)
     if setpriv() is None:
         return say(NO_SETPRIV)
-    error = _drop_fails()
+    error = _drop_fails(available())
     return None if error is None else say(DROP_FAILS, uid=confinement.FIRST_UID, error=error)
 
 
