@@ -15,13 +15,14 @@ they fail (``conftest.uid_drop_ready``).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.exercises import confinement, isolation
+from nanovllm_teach.exercises import confinement, isolation, remote
 
 HONEST = (Path(__file__).parent / "data" / "hostile" / "honest_right.py").read_text()
 pytestmark = pytest.mark.usefixtures("uid_drop_ready")
@@ -100,6 +101,25 @@ def _self_check(tmp_path: Path, top: str, capsys) -> str:
 
 def _printed(out: str, word: str) -> int:
     return int(next(line for line in out.splitlines() if f"| {word} " in line).split()[-1])
+
+
+def test_the_worker_runs_as_the_slots_user_with_its_own_interpreter_wherever_that_lives(tmp_path):
+    # As root, bubblewrap makes the binds and setpriv drops inside it: an interpreter under a folder only root
+    # may enter (pyenv's under /root) is reached, with its own standard library, by a user id with no capability.
+    probe = tmp_path / "probe.py"
+    probe.write_text("import json, os, sys\n\ndef probe():\n"
+                     "    status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+                     "    return {'uid': os.getuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
+                     "            'capabilities': status['CapEff'].strip(), 'no_new_privs': status['NoNewPrivs'].strip(),\n"
+                     "            'stdlib': json.__file__, 'base_prefix': sys.base_prefix}\n")
+    with remote.Worker(probe, ("probe",), (), 60.0) as worker:
+        assert worker.isolated and worker.confined.slot is not None and worker.load() == {"loaded": True}
+        seen = worker.call("probe", (), ())
+        uid = worker.confined.slot.uid
+    assert (seen["uid"], seen["gid"], seen["groups"]) == (uid, uid, []), seen
+    assert seen["capabilities"] == "0000000000000000" and seen["no_new_privs"] == "1", seen
+    assert seen["base_prefix"] == sys.base_prefix and seen["stdlib"].startswith(sys.base_prefix + "/"), seen
+    assert _slot_processes() == []
 
 
 def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(tmp_path, capsys):

@@ -63,8 +63,9 @@ LAUNCH_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 # The namespaces of a bubblewrap started by root: all but the user namespace (``--unshare-all`` adds one).
 ROOT_NAMESPACES = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
 # What setpriv needs to drop to the slot's user id, kept only until its exec clears them all. Nothing more:
-# setpriv execs the interpreter with what it still holds, so with CAP_DAC_OVERRIDE it would reach one that the
-# slot's user cannot, and the probe (``uid_drop_missing``) would not see what the worker's imports will.
+# setpriv execs the interpreter with what it still holds, so with CAP_DAC_OVERRIDE it would start one that the
+# slot's user cannot reach, which then cannot read its own standard library (it may take another Python's from
+# /usr/lib instead), and the probe (``uid_drop_missing``) would pass where the worker's imports go wrong.
 DROP_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID")
 
 NOT_ROOT = Text(en="the grader is not root", zh="评分器不是以 root 运行")
