@@ -110,7 +110,8 @@ def test_the_worker_runs_as_the_slots_user_with_its_own_interpreter_wherever_tha
     probe.write_text("import json, os, sys\n\ndef probe():\n"
                      "    status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
                      "    return {'uid': os.getuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
-                     "            'capabilities': status['CapEff'].strip(), 'no_new_privs': status['NoNewPrivs'].strip(),\n"
+                     "            'capabilities': status['CapEff'].strip(),\n"
+                     "            'no_new_privs': status['NoNewPrivs'].strip(),\n"
                      "            'stdlib': json.__file__, 'base_prefix': sys.base_prefix}\n")
     with remote.Worker(probe, ("probe",), (), 60.0) as worker:
         assert worker.isolated and worker.confined.slot is not None and worker.load() == {"loaded": True}
