@@ -67,10 +67,10 @@ def main() -> None:
     parser.add_argument("--exercise", choices=sorted(SUBMISSIONS), default="decode_slot")
     args = parser.parse_args()
     right, wrong = SUBMISSIONS[args.exercise]
-    from nanovllm_teach.exercises import confinement, isolation
+    from nanovllm_teach.exercises import isolation
 
     print(f"bubblewrap: {'yes' if isolation.available() else 'NO (plain processes)'}; a user id per submission: "
-          f"{'yes' if confinement.uid_drop() else 'no'}; load: {os.getloadavg()}")
+          f"{'yes' if isolation.uid_drop() else 'no'}; load: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         room = Path(tmp) / "class"
         room.mkdir()

@@ -18,17 +18,14 @@ import pytest
 from test_browser import CHROMIUM, _open, _screenshot, browser  # noqa: F401 (the fixture)
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.exercises import confinement, isolation
+from nanovllm_teach.exercises import isolation
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 REPO = Path(__file__).resolve().parents[1]
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (Debian: apt-get install chromium)")
-# A class is graded only in bubblewrap, each submission as a user id of its own: root, as CI runs.
-ISOLATED = isolation.available() and confinement.uid_drop()
-# (A missing bubblewrap under NANOVLLM_TEACH_REQUIRE_BWRAP=1 fails test_grade_hostile.py; --check-isolation says
-# what is missing.)
-NOT_ISOLATED = "needs root, a usable bubblewrap and an interpreter other user ids can run: see grade --check-isolation"
-needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=NOT_ISOLATED)
+# A class is graded only in bubblewrap, each submission as a user id of its own: root, as CI runs (where a
+# missing one fails these tests: conftest.uid_drop_ready).
+needs_bwrap = pytest.mark.usefixtures("uid_drop_ready")
 
 
 def _class_folder(root: Path) -> Path:
@@ -63,9 +60,7 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def gradebook(tmp_path_factory):
-    if not ISOLATED:
-        pytest.skip(NOT_ISOLATED)
+def gradebook(tmp_path_factory, uid_drop_ready):
     root = tmp_path_factory.mktemp("grading")
     room = _class_folder(root)
     outputs = []

@@ -7,29 +7,25 @@ grade nor changes Gradescope's results.json. A class, ``--csv`` and ``--gradesco
 nothing isolates (no bubblewrap: a PATH without it; no uid drop: not root), and ``--check-isolation`` says
 what this machine gives.
 
-These tests need root, an interpreter other user ids can run (not one under ``/root``) and a bubblewrap that
-starts as the slot's user id; without them they skip (``grade --check-isolation`` says which is missing),
-except that with ``NANOVLLM_TEACH_REQUIRE_BWRAP=1`` a bubblewrap that does not start is a failure.
+These tests need root (the uid drop) and a bubblewrap that starts; without them they skip (``grade
+--check-isolation`` says which is missing), except under ``NANOVLLM_TEACH_REQUIRE_BWRAP=1`` (CI, as root), where
+they fail (``conftest.uid_drop_ready``).
 """
 
 from __future__ import annotations
 
 import json
-import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.exercises import confinement, isolation
+from nanovllm_teach.exercises import confinement, isolation, remote
 
 HONEST = (Path(__file__).parent / "data" / "hostile" / "honest_right.py").read_text()
-if os.environ.get("NANOVLLM_TEACH_REQUIRE_BWRAP") == "1" and confinement.uid_drop() and not isolation.available():
-    raise RuntimeError("NANOVLLM_TEACH_REQUIRE_BWRAP=1 but bubblewrap cannot start as a slot's user id here: "
-                       "nanovllm-teach grade --check-isolation says why")
-pytestmark = pytest.mark.skipif(not (confinement.uid_drop() and isolation.available()),
-                                reason="needs root and a bubblewrap that starts as a slot's user id")
+pytestmark = pytest.mark.usefixtures("uid_drop_ready")
 
 FORK_BOMB = """
 import os, time
@@ -107,6 +103,26 @@ def _printed(out: str, word: str) -> int:
     return int(next(line for line in out.splitlines() if f"| {word} " in line).split()[-1])
 
 
+def test_the_worker_runs_as_the_slots_user_with_its_own_interpreter_wherever_that_lives(tmp_path):
+    # As root, bubblewrap makes the binds and setpriv drops inside it: an interpreter under a folder only root
+    # may enter (pyenv's under /root) is reached, with its own standard library, by a user id with no capability.
+    probe = tmp_path / "probe.py"
+    probe.write_text("import json, os, sys\n\ndef probe():\n"
+                     "    status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+                     "    return {'uid': os.getuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
+                     "            'capabilities': status['CapEff'].strip(),\n"
+                     "            'no_new_privs': status['NoNewPrivs'].strip(),\n"
+                     "            'stdlib': json.__file__, 'base_prefix': sys.base_prefix}\n")
+    with remote.Worker(probe, ("probe",), (), 60.0) as worker:
+        assert worker.isolated and worker.confined.slot is not None and worker.load() == {"loaded": True}
+        seen = worker.call("probe", (), ())
+        uid = worker.confined.slot.uid
+    assert (seen["uid"], seen["gid"], seen["groups"]) == (uid, uid, []), seen
+    assert seen["capabilities"] == "0000000000000000" and seen["no_new_privs"] == "1", seen
+    assert seen["base_prefix"] == sys.base_prefix and seen["stdlib"].startswith(sys.base_prefix + "/"), seen
+    assert _slot_processes() == []
+
+
 def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(tmp_path, capsys):
     out = _self_check(tmp_path, FORK_BOMB, capsys)
     assert 0 < _printed(out, "FORKED") < confinement.LIMITS.processes, out
@@ -158,7 +174,7 @@ def test_a_grade_that_counts_refuses_to_run_where_nothing_isolates(tmp_path, mon
     finally:
         monkeypatch.undo()
         isolation.available.cache_clear()
-    monkeypatch.setattr(confinement, "uid_drop", lambda: False)  # not root: no user id of its own
+    monkeypatch.setattr(isolation, "uid_drop_missing", lambda: "the grader is not root")
     results = tmp_path / "results.json"
     assert main(["grade", "decode_slot", str(solution), "--gradescope", str(results)]) == 2
     refusal = json.loads(results.read_text(encoding="utf-8"))
@@ -175,8 +191,8 @@ def test_check_isolation_says_what_this_machine_gives(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "bubblewrap:  " in out and "starts; network unshared (inside: lo)" in out
     assert f"the probe ran as {confinement.FIRST_UID}" in out and "A class can be graded here" in out
-    assert "environment of pid 1: LANG, PATH" in out and "/dev/shm: 16 MiB" in out
-    monkeypatch.setattr(confinement, "uid_drop", lambda: False)
+    assert "environment of pid 1: not readable by the submission's user id" in out and "/dev/shm: 16 MiB" in out
+    monkeypatch.setattr(isolation, "uid_drop_missing", lambda: "the grader is not root")
     monkeypatch.setattr(isolation, "available", lambda: False)
     assert main(["grade", "--check-isolation"]) == 2
     out = capsys.readouterr().out

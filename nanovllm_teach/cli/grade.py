@@ -116,18 +116,18 @@ def _refuse_unisolated(args: argparse.Namespace, submissions: list[Any]) -> None
     import json
     import os
 
-    from nanovllm_teach.exercises import confinement, isolation
+    from nanovllm_teach.exercises import isolation
 
     folders = [Path(os.path.abspath(p)) for p in args.solution if Path(p).is_dir()]
     in_class = len(submissions) > 1 or any(s.student != f.name for s in submissions for f in folders)
     if (in_class or args.csv is not None or args.html is not None) and not (
-            isolation.available() and confinement.uid_drop()):
+            isolation.available() and isolation.uid_drop()):
         raise UsageError(say(NEEDS_ISOLATION))
     if args.gradescope is None:
         return
     from nanovllm_teach.exercises.selftest import check, screen
 
-    found = check()  # the probe, as this submission would run: an interpreter its user id cannot read fails here
+    found = check()  # the probe, started exactly as this submission would be
     if not found.gradescope_ready:
         refusal = {"score": 0.0, "output": say(GRADESCOPE_REFUSED) + "\n\n" + screen(found), "visibility": "visible",
                    "tests": []}

@@ -2,35 +2,34 @@
 
 Role: grading, the sandbox's walls (``isolation`` builds bubblewrap's command inside them). Emits no events.
 
-Run as root (a teacher's container, Gradescope's), the grader starts each worker as a host user id of its own
+Run as root (a teacher's container, Gradescope's), the grader runs each worker as a host user id of its own
 (``Slot``: ``FIRST_UID`` plus the slot's number, held with a lock file so that two graders on one machine never
-share one; no passwd entry needed). Limits that count per user (RLIMIT_NPROC) then bind, which they never do for
-root, nor for bubblewrap's namespace user run by root (it is root outside); nothing of the grader's is writable
-by it; and at the end ``end_user`` kills every process of that user id (``kill(-1)`` sent as that user, which the
-kernel applies at once to every process, so a fork bomb cannot outrun it and a double-forked daemon goes too)
-and checks that none is left.
+share one; no passwd entry needed), dropped to inside the sandbox before the worker runs (``isolation``).
+Limits that count per user (RLIMIT_NPROC) then bind, which they never do for root, nor for bubblewrap's
+namespace user run by root (it is root outside); nothing of the grader's is writable by it; and at the end
+``end_user`` kills every process of that user id (``kill(-1)`` sent as that user, which the kernel applies at
+once to every process, so a fork bomb cannot outrun it and a double-forked daemon goes too) and checks that
+none is left.
 
 Where a cgroup can be made (v1 controllers mounted writable, or v2 with its controllers delegated), ``Cgroup``
 bounds the worker and all it starts together: memory, tasks and CPU for the whole sandbox, not per process.
-It is removed afterwards. Without root there is neither: the worker runs as the grader's own user, with the
-worker's own rlimits (``Limits``) only.
+It is removed afterwards. Without the uid drop there is neither: the worker runs as the grader's own user,
+with the worker's own rlimits (``Limits``) only.
 
 ``Confined`` is one worker's run: a copy of the submission its user can read, the slot, the cgroup; ``start``
 launches a command held at a gate (a shell reading one byte) until the parent has put it in the cgroup, so
-not one instruction of it runs outside; ``end`` undoes all of it.
+not one instruction of it (bubblewrap included) runs outside; ``end`` undoes all of it.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import os
 import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -69,24 +68,6 @@ class Limits:
 
 
 LIMITS = Limits()
-
-
-@functools.cache
-def uid_drop() -> bool:
-    """Whether this process can start a worker as another user id: root, on Linux, with an interpreter that user
-    id can run (one under a home folder only root may enter cannot be: the grader then runs as before, as root,
-    and refuses a class)."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return False
-    slot = Slot()
-    try:
-        return subprocess.run([sys.executable, "-c", ""], user=slot.uid, group=slot.uid, extra_groups=[], env={},
-                              capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    finally:
-        end_user(slot.uid)
-        slot.release()
 
 
 def _has_account(uid: int) -> bool:
@@ -160,9 +141,7 @@ class Cgroup:
     @classmethod
     def make(cls, limits: Limits, name: str) -> Cgroup | None:
         """A new cgroup ``name`` beside this process's own, bounding memory, tasks and CPU; None where this
-        machine gives none (no root, no writable controllers, v2 without them delegated)."""
-        if not uid_drop():
-            return None
+        machine gives none (no writable controllers, v2 without them delegated)."""
         try:
             cgroup = cls._v2(name) if (CGROUP_ROOT / "cgroup.controllers").exists() else cls._v1(name)
         except OSError:
@@ -252,30 +231,30 @@ class Cgroup:
 
 
 class Confined:
-    """One worker's run on the host: a copy of the ``submission`` file that its user can read, a slot's user id
-    where there is a uid drop, a cgroup where one can be made (named ``tag``)."""
+    """One worker's run on the host: a copy of the ``submission`` file that its user can read; with
+    ``uid_drop`` (``isolation.uid_drop()``), a slot's user id and a cgroup where one can be made (named ``tag``)."""
 
-    def __init__(self, submission: Path, tag: str, limits: Limits = LIMITS) -> None:
+    def __init__(self, submission: Path, tag: str, uid_drop: bool, limits: Limits = LIMITS) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_submission_"))
         self._ended = False
-        self.slot = Slot() if uid_drop() else None
+        self.slot = Slot() if uid_drop else None
         self.cgroup: Cgroup | None = None
         try:
             self.submission = self._folder / submission.name
             shutil.copyfile(submission, self.submission)
             self.submission.chmod(0o444)
-            self._folder.chmod(0o555)  # readable by the slot's user (bubblewrap binds it as that user)
-            self.cgroup = Cgroup.make(limits, tag)
+            self._folder.chmod(0o555)  # readable by the slot's user, who reads it inside the sandbox
+            self.cgroup = Cgroup.make(limits, tag) if self.slot is not None else None
         except BaseException:
             self.end(None)
             raise
 
     def start(self, command: list[str], **popen: Any) -> subprocess.Popen:
-        """``command`` started as the slot's user (where there is one), inside the cgroup before it runs."""
+        """``command`` (which drops to the slot's user itself: ``isolation.worker_command``) started inside the
+        cgroup before it runs."""
         gate_r, gate_w = os.pipe()
-        user = {} if self.slot is None else {"user": self.slot.uid, "group": self.slot.uid, "extra_groups": []}
         try:
-            process = subprocess.Popen([*_GATE, *command], stdin=gate_r, start_new_session=True, **user, **popen)
+            process = subprocess.Popen([*_GATE, *command], stdin=gate_r, start_new_session=True, **popen)
         finally:
             os.close(gate_r)
         try:

@@ -8,23 +8,30 @@ Role: grading, the sandbox's walls. Emits no events.
   machine is there (no ``/etc``, no home, no repository, no other learner's folder, no kernel cache);
 - ``/tmp``, ``HOME`` and ``/dev/shm`` are private in-memory folders of ``TMPFS_BYTES`` each, the only places
   it can write (``/dev`` itself is read-only);
-- no network, its own PID namespace (``--unshare-all``): when the worker's bubblewrap is killed, every
-  process it started dies with it, a ``setsid`` grandchild included (``--die-with-parent``);
-- no capabilities, a new session (no terminal to inject keystrokes into), and outside the namespace the
-  slot's own unprivileged user id where the grader is root (``confinement``: its rlimits bind, its cgroup
-  bounds the whole sandbox, every process of it is killed at the end);
-- nothing of the grader's environment: bubblewrap itself starts with ``BWRAP_ENVIRONMENT`` only (it is pid 1
-  inside, and its ``/proc/1/environ`` is readable there), the learner's process with ``--clearenv`` and the
-  three variables it needs;
+- no network, its own PID namespace: when the worker's bubblewrap is killed, every process it started dies
+  with it, a ``setsid`` grandchild included (``--die-with-parent``);
+- no capabilities, a new session (no terminal to inject keystrokes into);
+- nothing of the grader's environment: bubblewrap itself starts with an empty one (``env -i``: it is pid 1
+  inside), the learner's process with ``--clearenv`` and the three variables it needs;
 - the worker itself sets limits on address space, CPU seconds, file size, processes and open files
   (``confinement.Limits``) before the learner's file is loaded.
+
+Who the learner's code runs as depends on who grades. Not root: bubblewrap runs unprivileged in a user
+namespace of its own, the learner as user 65534 inside it (the grader's own user outside). Root (a teacher's
+container, Gradescope, CI): bubblewrap runs as root with no user namespace (in one, its user would be root
+outside, and no per-user limit binds root), so that root makes its binds, and an interpreter under a folder
+only root may enter (pyenv's under ``/root``) is reachable through the folders made for it; then, before
+anything of the worker runs, ``setpriv`` (util-linux) drops to the job slot's own host user id
+(``confinement.Slot``) with no capabilities left: its rlimits bind, its cgroup bounds the whole sandbox
+(bubblewrap included), every process of it is killed at the end, and bubblewrap's ``/proc/1/environ`` (root's)
+is closed to it. ``uid_drop()`` says whether that drop works here, tried as a worker starts.
 
 ``grading_root()`` is the package as graded: a copy of its Python files in a temporary folder, without the
 reference solutions, in which the exercise's points (the engine's own implementation a learner rewrites)
 raise "not available while grading". Without bubblewrap (``available()`` is False: macOS, a machine
 without it, a container that forbids its namespaces), the worker still runs on that copy, in a process of
-its own with the same limits (as the slot's user where the grader is root), and the verdict says it was not
-isolated.
+its own with the same limits (dropped to the slot's user id where the grader is root), and the verdict says
+it was not isolated.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import tempfile
 from pathlib import Path
 
 from nanovllm_teach.exercises import confinement
-from nanovllm_teach.exercises.base import SOLUTION_FILE
+from nanovllm_teach.exercises.base import SOLUTION_FILE, visible
 from nanovllm_teach.exercises.confinement import LIMITS, Limits
 from nanovllm_teach.i18n import Text, resolve_lang, say
 
@@ -47,11 +54,25 @@ PACKAGE = Path(__file__).resolve().parents[1]
 INSIDE_ROOT = "/grader"  # where the grading copy of the package is seen inside the sandbox
 INSIDE_HOME = "/home/learner"
 INSIDE_SUBMISSION = "/submission"
-SANDBOX_UID = 65534  # nobody, inside the namespace
+SANDBOX_UID = 65534  # nobody, inside the user namespace of a grader that is not root
 TMPFS_BYTES = 16 << 20
-# What bubblewrap itself is started with. It is pid 1 inside, and its own /proc/1/environ is readable there:
-# ``--clearenv`` cleans only the learner's process, so the grader's environment (a teacher's token) stays out.
-BWRAP_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+# What the grader starts a worker's command with (the gate's shell, a plain worker): not the grader's own
+# environment (a teacher's token). bubblewrap itself then starts with none at all (``env -i``): it is pid 1
+# inside, and a sandbox user that is its own (a grader that is not root) can read its /proc/1/environ.
+LAUNCH_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+# The namespaces of a bubblewrap started by root: all but the user namespace (``--unshare-all`` adds one).
+ROOT_NAMESPACES = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+# What setpriv needs to drop to the slot's user id, kept only until its exec clears them all. Nothing more:
+# setpriv execs the interpreter with what it still holds, so with CAP_DAC_OVERRIDE it would start one that the
+# slot's user cannot reach, which then cannot read its own standard library (it may take another Python's from
+# /usr/lib instead), and the probe (``uid_drop_missing``) would pass where the worker's imports go wrong.
+DROP_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID")
+
+NOT_ROOT = Text(en="the grader is not root", zh="评分器不是以 root 运行")
+NO_SETPRIV = Text(en="setpriv is not installed (Debian/Ubuntu: apt-get install util-linux)",
+                  zh="没有安装 setpriv（Debian/Ubuntu：apt-get install util-linux）")
+DROP_FAILS = Text(en="a probe dropped to a slot's user id ({uid} + slot) by setpriv did not run: {error}",
+                  zh="经 setpriv 切换到槽位用户 id（{uid} + 槽位）的探测程序没能运行：{error}")
 
 # What the engine's own implementation of an exercise point raises in the grading copy.
 NOT_AVAILABLE = Text(en="the engine's own {name} is not available while grading: write your own code",
@@ -63,23 +84,58 @@ def bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
+def setpriv() -> str | None:
+    """util-linux's setpriv, which drops a root worker to its slot's user id, if installed."""
+    return shutil.which("setpriv")
+
+
 @functools.cache
 def available() -> bool:
-    """Whether bubblewrap is installed and can make its namespaces here (a container may forbid them), started
-    as a slot's user id where the grader is root, as every worker is."""
+    """Whether bubblewrap is installed and can make its namespaces here (a container may forbid them)."""
     if bwrap() is None:
         return False
-    slot = confinement.Slot() if confinement.uid_drop() else None
-    user = {} if slot is None else {"user": slot.uid, "group": slot.uid, "extra_groups": []}
     try:
-        return subprocess.run([*_walls(), "--", "/bin/true"], capture_output=True, timeout=30,
-                              env=BWRAP_ENVIRONMENT, **user).returncode == 0
+        return subprocess.run(["env", "-i", *_walls(None), "--", "/bin/true"], capture_output=True, timeout=30,
+                              env=LAUNCH_ENVIRONMENT).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+@functools.cache
+def _drop_fails(isolated: bool) -> str | None:
+    """What went wrong when this interpreter was started exactly as a worker is (in bubblewrap where
+    ``isolated``, then dropped by setpriv to a slot's user id) and asked for its user id; None: it ran as that
+    user id."""
+    slot = confinement.Slot()
+    probe = [sys.executable, "-E", "-s", "-c", "import os, sys; sys.exit(os.getuid() != int(sys.argv[1]))",
+             str(slot.uid)]
+    try:
+        done = subprocess.run(_launch(probe, isolated, slot.uid), capture_output=True, timeout=60,
+                              env=LAUNCH_ENVIRONMENT)
+        return None if done.returncode == 0 else visible(done.stderr.decode(errors="replace").strip()[-200:]
+                                                          or f"exit {done.returncode}")
+    except (OSError, subprocess.TimeoutExpired) as failure:
+        return str(failure)
     finally:
-        if slot is not None:
-            confinement.end_user(slot.uid)
-            slot.release()
+        confinement.end_user(slot.uid)
+        slot.release()
+
+
+def uid_drop_missing() -> str | None:
+    """Why a worker cannot run as its slot's own host user id here (in the learner's language), or None where
+    it can: the grader is root on Linux, setpriv is installed, and a probe started as a worker is runs as that
+    user id."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return say(NOT_ROOT)
+    if setpriv() is None:
+        return say(NO_SETPRIV)
+    error = _drop_fails(available())
+    return None if error is None else say(DROP_FAILS, uid=confinement.FIRST_UID, error=error)
+
+
+def uid_drop() -> bool:
+    """Whether each worker runs as its slot's own host user id here (``uid_drop_missing`` says why not)."""
+    return uid_drop_missing() is None
 
 
 def _disabled(point: str, lang: str) -> str:
@@ -137,8 +193,15 @@ def _read_only_binds() -> list[str]:
     repository, environment = str(PACKAGE.parent) + "/", str(Path(sys.prefix).resolve()) + "/"
     paths = {p for p in paths if not (p + "/").startswith(repository) or (p + "/").startswith(environment)}
     kept = sorted(p for p in paths if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in paths))
-    args = []
+    args: list[str] = []
+    made = {"/", "/tmp"}
     for path in kept:
+        # bubblewrap makes a bind's missing parents 0700; made first with --dir they are 0755, so that a user id
+        # dropped to inside (not the folders' owner) can walk to an interpreter under /root.
+        for parent in reversed(Path(path).parents):
+            if str(parent) not in made:
+                made.add(str(parent))
+                args += ["--dir", str(parent)]
         args += ["--ro-bind", path, path]
     for link in ("/bin", "/lib", "/lib64", "/sbin"):
         if os.path.islink(link):
@@ -148,30 +211,45 @@ def _read_only_binds() -> list[str]:
     return args
 
 
-def _walls() -> list[str]:
+def _walls(uid: int | None) -> list[str]:
+    """bubblewrap's options up to the command; ``uid``: the slot's user id setpriv drops to inside (root only)."""
+    if os.geteuid() == 0:
+        namespaces = [*ROOT_NAMESPACES]
+        kept = [] if uid is None else [a for c in DROP_CAPABILITIES for a in ("--cap-add", c)]
+    else:
+        namespaces, kept = ["--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)], []
     # The private /tmp first: bubblewrap mounts in order, and an interpreter or a virtual environment that lives
     # under /tmp (a CI runner's clone) is then bound on top of it instead of hidden under it.
     # /dev is a tmpfs as large as the host's /dev/shm: a small /dev/shm of its own, then /dev made read-only.
-    return [bwrap() or "bwrap", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", *_read_only_binds(),
-            "--size", str(TMPFS_BYTES), "--tmpfs", INSIDE_HOME, "--proc", "/proc",
-            "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-            "--unshare-all", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+    # The writable folders are 1777: root makes them, the slot's user id writes them.
+    return [bwrap() or "bwrap", "--size", str(TMPFS_BYTES), "--perms", "1777", "--tmpfs", "/tmp", *_read_only_binds(),
+            "--size", str(TMPFS_BYTES), "--perms", "1777", "--tmpfs", INSIDE_HOME, "--proc", "/proc", "--dev", "/dev",
+            "--size", str(TMPFS_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            *namespaces, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *kept,
             "--clearenv", "--setenv", "HOME", INSIDE_HOME, "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
             "--setenv", "LANG", "C.UTF-8", "--chdir", INSIDE_HOME]
 
 
+def _launch(program: list[str], isolated: bool, uid: int | None, binds: tuple[str, ...] = ()) -> list[str]:
+    """``program`` as a worker's is started: in bubblewrap where ``isolated`` (with ``binds`` besides the
+    interpreter's), dropped by setpriv to ``uid`` (a slot's user id, where the grader is root) before it runs."""
+    drop = [] if uid is None else [setpriv() or "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                                   "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return ["env", "-i", *_walls(uid), *binds, "--", *drop, *program] if isolated else [*drop, *program]
+
+
 def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str, ...], fds: tuple[int, int],
-                   tag: str, isolated: bool, limits: Limits = LIMITS) -> list[str]:
+                   tag: str, isolated: bool, uid: int | None, limits: Limits = LIMITS) -> list[str]:
     """The command line of a worker serving ``functions`` from ``solution``, on ``fds`` (calls in, answers
     out), on the grading copy where ``points`` raise; ``tag`` marks its processes (tests look for them);
-    ``isolated``: inside bubblewrap."""
+    ``isolated``: inside bubblewrap; ``uid``: the slot's user id it drops to (None: it keeps the grader's)."""
     root = grading_root(resolve_lang(), points)
     worker_args = [",".join(functions), limits.argument(), f"{fds[0]},{fds[1]}", tag]
     if not isolated:
-        return [sys.executable, "-E", "-s", "-u", str(root / "nanovllm_teach" / "exercises" / "worker.py"), str(root),
-                str(solution), *worker_args]
+        return _launch([sys.executable, "-E", "-s", "-u", str(root / "nanovllm_teach" / "exercises" / "worker.py"),
+                        str(root), str(solution), *worker_args], False, uid)
     inside = f"{INSIDE_SUBMISSION}/{solution.name}"
-    return [*_walls(), "--ro-bind", str(root), INSIDE_ROOT, "--ro-bind", str(solution), inside, "--",
-            sys.executable, "-E", "-s", "-u", f"{INSIDE_ROOT}/nanovllm_teach/exercises/worker.py", INSIDE_ROOT, inside,
-            *worker_args]
+    return _launch([sys.executable, "-E", "-s", "-u", f"{INSIDE_ROOT}/nanovllm_teach/exercises/worker.py", INSIDE_ROOT,
+                    inside, *worker_args], True, uid,
+                   ("--ro-bind", str(root), INSIDE_ROOT, "--dir", INSIDE_SUBMISSION,  # 0755: see _read_only_binds
+                    "--ro-bind", str(solution), inside))

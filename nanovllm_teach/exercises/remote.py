@@ -122,14 +122,15 @@ class Worker:
         self.confined: confinement.Confined | None = None  # the host's side: the slot's user id, the cgroup
         try:
             if isinstance(solution, Path):
-                self.confined = confinement.Confined(solution, self.tag)
-                command = isolation.worker_command(self.confined.submission, functions, points,
-                                                   (calls_r, answers_w), self.tag, self.isolated)
+                self.confined = confinement.Confined(solution, self.tag, isolation.uid_drop())
+                slot = self.confined.slot
+                command = isolation.worker_command(self.confined.submission, functions, points, (calls_r, answers_w),
+                                                   self.tag, self.isolated, None if slot is None else slot.uid)
                 # The grader's environment stays out: only a learner's own self-check, as that learner, keeps it.
                 plain = not self.isolated and self.confined.slot is None
                 self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
                                                      pass_fds=(calls_r, answers_w),
-                                                     env=None if plain else isolation.BWRAP_ENVIRONMENT)
+                                                     env=None if plain else isolation.LAUNCH_ENVIRONMENT)
             else:
                 ctx = multiprocessing.get_context("fork")
                 self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)

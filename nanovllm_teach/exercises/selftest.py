@@ -13,7 +13,6 @@ submission needs the uid drop at least (``Check.gradescope_ready``: its containe
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,18 +44,16 @@ TITLE = Text(en="Grading isolation on this machine (nanovllm-teach grade --check
              zh="这台机器上的评分隔离（nanovllm-teach grade --check-isolation）：")
 BWRAP_STARTS = Text(en="  bubblewrap:  {path}, starts; network unshared (inside: {network})",
                     zh="  bubblewrap：{path}，可以启动；网络已隔离（沙箱内：{network}）")
-BWRAP_FAILS = Text(en="  bubblewrap:  {path}, but it cannot start here (namespaces forbidden, or the interpreter "
-                      "{python} not readable by user id {uid})",
-                   zh="  bubblewrap：{path}，但在这里无法启动（命名空间被禁止，或用户 {uid} 读不到解释器 {python}）")
+BWRAP_FAILS = Text(en="  bubblewrap:  {path}, but it cannot make its namespaces here (a container may forbid them)",
+                   zh="  bubblewrap：{path}，但在这里建不了它的命名空间（容器可能禁止）")
 BWRAP_MISSING = Text(en="  bubblewrap:  not installed (Debian/Ubuntu: apt-get install bubblewrap)",
                      zh="  bubblewrap：未安装（Debian/Ubuntu：apt-get install bubblewrap）")
 UID_DROP = Text(en="  user id:     each submission runs as a host user id of its own ({first} + job slot); the probe "
                    "ran as {uid}, its processes limited to {processes}",
                 zh="  用户 id：   每份作业以自己的宿主用户 id 运行（{first} + 作业槽位）；探测以 {uid} 运行，进程数上限 {processes}")
-NO_UID_DROP = Text(en="  user id:     the grader's own ({uid}): no uid drop without root, nor where another user id "
-                      "cannot run this interpreter ({python}); process limits do not bind for root",
-                   zh="  用户 id：   评分器自己的（{uid}）：没有 root 就不能切换用户，别的用户 id 运行不了这个解释器（{python}）"
-                      "时也不能；而 root 不受进程数限制")
+NO_UID_DROP = Text(en="  user id:     the grader's own ({uid}), no uid drop: {reason}; process limits do not bind "
+                      "for root",
+                   zh="  用户 id：   评分器自己的（{uid}），不能切换用户：{reason}；而 root 不受进程数限制")
 CGROUP = Text(en="  cgroup:      {kind}, for the whole sandbox: {memory} MiB, {processes} tasks, {cpus} CPU",
               zh="  cgroup：    {kind}，针对整个沙箱：{memory} MiB、{processes} 个任务、{cpus} 个 CPU")
 NO_CGROUP = Text(en="  cgroup:      none can be made here: only the per-process rlimits bound memory and CPU",
@@ -67,6 +64,7 @@ RLIMITS = Text(en="  rlimits:     {address} MiB address space, {cpu} s CPU, {fil
                   "{files} 个打开的文件")
 INSIDE = Text(en="  inside:      environment of pid 1: {environment}; /dev/shm: {shm}",
               zh="  沙箱内：    1 号进程的环境变量：{environment}；/dev/shm：{shm}")
+CLOSED = Text(en="not readable by the submission's user id", zh="作业的用户 id 读不到")
 PROBE_FAILED = Text(en="  probe:       the probe did not run in the sandbox: {error}",
                     zh="  探测：      探测程序没能在沙箱中运行：{error}")
 CLASS_READY = Text(en="A class can be graded here: bubblewrap and a user id per submission{cgroup}.",
@@ -83,17 +81,21 @@ GRADESCOPE_NO = Text(en="refused: nothing isolates a submission here (no user id
 
 @dataclass(frozen=True)
 class Check:
-    """What the probe found: bubblewrap (its path, whether it starts), the uid drop and the host user id the probe
-    ran as, the cgroup (None: none), and ``inside``, what the probe reported from the sandbox (empty, with
-    ``error``, if it did not run)."""
+    """What the probe found: bubblewrap (its path, whether it starts), why there is no uid drop (None: there is
+    one) and the host user id the probe ran as, the cgroup (None: none), and ``inside``, what the probe
+    reported from the sandbox (empty, with ``error``, if it did not run)."""
 
     bwrap: str | None
     starts: bool
-    uid_drop: bool
+    uid_drop_missing: str | None
     uid: int
     cgroup: str | None
     inside: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+    @property
+    def uid_drop(self) -> bool:
+        return self.uid_drop_missing is None
 
     @property
     def class_ready(self) -> bool:
@@ -126,7 +128,8 @@ def check() -> Check:
     finally:
         probe.unlink()
         folder.rmdir()
-    return Check(isolation.bwrap(), isolation.available(), confinement.uid_drop(), uid, cgroup, inside, error)
+    return Check(isolation.bwrap(), isolation.available(), isolation.uid_drop_missing(), uid, cgroup, inside,
+                 error)
 
 
 def screen(found: Check) -> str:
@@ -139,13 +142,12 @@ def screen(found: Check) -> str:
     elif found.starts:
         lines.append(say(BWRAP_STARTS, path=found.bwrap, network=", ".join(inside.get("network", [])) or "-"))
     else:
-        lines.append(say(BWRAP_FAILS, path=found.bwrap, python=os.path.realpath(sys.executable),
-                         uid=confinement.FIRST_UID))
+        lines.append(say(BWRAP_FAILS, path=found.bwrap))
     if found.uid_drop:
         lines.append(say(UID_DROP, first=confinement.FIRST_UID, uid=found.uid,
                          processes=inside.get("processes", "-")))
     else:
-        lines.append(say(NO_UID_DROP, uid=found.uid, python=os.path.realpath(sys.executable)))
+        lines.append(say(NO_UID_DROP, uid=found.uid, reason=found.uid_drop_missing))
     lines.append(say(CGROUP, kind=found.cgroup, memory=limits.memory >> 20, processes=limits.processes,
                      cpus=f"{limits.cpus:g}") if found.cgroup else say(NO_CGROUP))
     lines.append(say(RLIMITS, address=limits.address_space >> 20, cpu=limits.cpu_s, file=limits.file_size >> 20,
@@ -155,7 +157,7 @@ def screen(found: Check) -> str:
     else:
         environment = inside.get("environment")
         shm = inside.get("dev_shm")
-        lines.append(say(INSIDE, environment="-" if environment is None else ", ".join(environment) or "-",
+        lines.append(say(INSIDE, environment=say(CLOSED) if environment is None else ", ".join(environment) or "-",
                          shm="-" if shm is None else f"{shm >> 20} MiB"))
     lines.append(say(CLASS_READY, cgroup=say(WITH_CGROUP) if found.cgroup else "") if found.class_ready
                  else say(CLASS_NOT_READY))
