@@ -1,4 +1,4 @@
-"""The deployment planner (``nanovllm-teach plan``, ``sim/plan*.py``): the rate search as a pure function of its
+"""The deployment planner (``nanovllm-teach plan``, ``plan/``): the rate search as a pure function of its
 probes, a probe's verdict, the memory fit, the rows and their costs, resuming from the log, and the command
 line's refusals (one line, exit status 2)."""
 
@@ -10,10 +10,10 @@ import math
 import pytest
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.sim import plan_search
-from nanovllm_teach.sim.plan import (HEADROOM, Candidate, Objective, PlanWorkload, Probe, memory_fit, next_rate,
+from nanovllm_teach.plan import search as plan_search
+from nanovllm_teach.plan.probes import (HEADROOM, Candidate, Objective, PlanWorkload, Probe, memory_fit, next_rate,
                                      probe, search_steps, sustained_rate)
-from nanovllm_teach.sim.plan_results import plan_rows, ranked, results_json
+from nanovllm_teach.plan.results import plan_rows, ranked, results_json
 from nanovllm_teach.sim.prices import gpu_prices, parse_price, shipped_prices
 
 SMALL = PlanWorkload("qwen3-0.6b", "uniform:16:64", "uniform:4:16", max_model_len=2048, warmup_requests=100)

@@ -5,7 +5,7 @@
 
 For every candidate of the space (GPUs x TP x ``max_num_seqs`` x ``max_num_batched_tokens``) it prints what one
 GPU holds (``memory_fit``: weights, KV blocks, the longest request), searches the highest rate one replica
-sustains under the SLO (``sim/plan.py``; the probes run on Ray unless ``--serial``: ``sim/plan_search.py``, with a
+sustains under the SLO (``plan/probes.py``; the probes run on Ray unless ``--serial``: ``plan/search.py``, with a
 progress bar and a log to resume from), then prints the cheapest configuration (candidate x replicas) that
 reaches the target rate, the runners-up, and the ``simulate`` command that reproduces each. ``--out`` writes
 every row as JSON (``.json``) or CSV (``.csv``), ``--picture`` the Pareto picture of cost per hour against
@@ -25,9 +25,9 @@ from nanovllm_teach.cli.arguments import positive_int, writable_file
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
-from nanovllm_teach.sim.plan import (QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit,
+from nanovllm_teach.plan.probes import (QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit,
                                      search_steps)
-from nanovllm_teach.sim.plan_results import PlanRow, plan_rows, ranked, results_csv, results_json
+from nanovllm_teach.plan.results import PlanRow, plan_rows, ranked, results_csv, results_json
 from nanovllm_teach.sim.prices import gpu_prices, parse_price, read_prices_file
 
 MEMORY_HEADER = Text(en="what one GPU of each candidate holds ({model}, {max_model_len}-token context):",
@@ -164,7 +164,7 @@ def _plan(args: argparse.Namespace) -> int:
     searched = [c for c in candidates if fits[c].problem is None]
     print(say(SEARCHING, n=len(searched), slo=objective.describe(), steps=steps + 1, probe=workload.probe_requests,
               warmup=workload.warmup_requests, where=say(HERE if args.serial else ON_RAY)))
-    from nanovllm_teach.sim.plan_search import run_searches  # tqdm, and Ray when it runs
+    from nanovllm_teach.plan.search import run_searches  # tqdm, and Ray when it runs
 
     searches = run_searches(searched, workload, objective, steps, log_path=log, use_ray=not args.serial,
                             address=args.address)

@@ -1,4 +1,4 @@
-"""Orchestration (simulated): what an hour of a GPU costs, for the deployment planner (``sim/plan.py``).
+"""Orchestration (simulated): what an hour of a GPU costs, for the deployment planner (``plan/probes.py``).
 
 ``prices.json`` ships public on-demand prices per GPU-hour, each with the provider's page and the date it listed
 them; a price is data that ages, so ``gpu_prices`` lets a caller replace any of them (``--price GPU=USD``,

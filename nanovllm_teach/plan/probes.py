@@ -1,4 +1,4 @@
-"""Orchestration (simulated): the deployment planner's pieces, one engine configuration at a time.
+"""The deployment planner's pieces, one engine configuration at a time (orchestration, above ``LLM``).
 
 The question a planner asks: which GPU, tensor-parallel degree, replica count and batch limits serve a workload
 at a target rate within a latency SLO, at the lowest cost. Vidur's answer (Agrawal et al., "Vidur: A Large-Scale
@@ -22,7 +22,7 @@ configuration, a search over request rates finds the highest rate it *sustains*,
 - ``next_rate``: the search, as a pure function of the probes so far: first the saturation probe (``None``), then
   ``steps`` bisections of ``[0, HEADROOM x saturated rate]``; ``sustained_rate`` is the highest rate that passed.
   Each probe depends on the ones before it only through this function, so the search gives the same answer
-  however its probes are scheduled (``sim/plan_search.py``: in this process or on Ray).
+  however its probes are scheduled (``plan/search.py``: in this process or on Ray).
 - ``memory_fit``: what a configuration holds before anything runs (``sim/budget.py``): weights and KV blocks per
   GPU, the longest request that fits.
 

@@ -1,7 +1,7 @@
-"""Orchestration (simulated): the planner's searches, run here or on Ray, with a progress bar over every probe
+"""The planner's searches, run here or on Ray, with a progress bar over every probe
 and a log that lets a stopped search resume.
 
-``run_searches`` runs ``sim/plan.py``'s rate search for every candidate. Each probe is one task: in this
+``run_searches`` runs ``plan/probes.py``'s rate search for every candidate. Each probe is one task: in this
 process (``use_ray=False``), or a Ray task (the default): on a local Ray started in this process when no
 ``address`` is given (``ray.init``: one worker per core of this machine), else on the cluster at ``address``
 (``ray start --head`` prints it). A candidate's next probe is sent as soon as its last one is back, so every
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from tqdm.auto import tqdm
 
-from nanovllm_teach.sim.plan import Candidate, Objective, PlanWorkload, Probe, next_rate, probe
+from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, next_rate, probe
 
 
 def search_settings(workload: PlanWorkload, objective: Objective, steps: int) -> dict[str, Any]:

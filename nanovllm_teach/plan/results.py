@@ -1,8 +1,8 @@
-"""Orchestration (simulated): the planner's answer, made of the searches' probes: one row per configuration
+"""The planner's answer, made of the searches' probes: one row per configuration
 (a candidate and a replica count), its cost per hour, the rate it sustains, the cheapest row that reaches the
 target rate, and the rows as JSON or CSV, each with the ``simulate`` command that reproduces it.
 
-A row's sustained rate is its replica count times what one replica sustained (``sim/plan.py``: a random split
+A row's sustained rate is its replica count times what one replica sustained (``plan/probes.py``: a random split
 makes each replica a Poisson stream at rate/R); its cost is its GPUs (tensor-parallel degree times replicas)
 times the GPU's price per hour (``sim/prices.py``). Among the rows that reach the target, the cheapest wins, a
 higher sustained rate breaking a tie, then the row's order.
@@ -18,7 +18,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from nanovllm_teach.sim.plan import Candidate, MemoryFit, Objective, PlanWorkload, Probe, sustained_rate
+from nanovllm_teach.plan.probes import Candidate, MemoryFit, Objective, PlanWorkload, Probe, sustained_rate
 
 
 @dataclass(frozen=True)
