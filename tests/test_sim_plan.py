@@ -119,3 +119,17 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert main(["plan", "--rate", "10", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_gpus_fitted_on_fewer_than_two_cases_are_marked_unfitted(tmp_path, capsys):
+    from nanovllm_teach.sim.published import is_fitted
+
+    assert is_fitted("h100-sxm") and not is_fitted("h200") and not is_fitted("a100-80gb")  # a100-80gb: one case
+    assert main(["simulate", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "h100-sxm" in listed and "fitted on 3 cases" in listed and "unfitted (0 fitted cases)" in listed
+    assert main(["simulate", "--model", "qwen3-0.6b", "--hardware", "h200", "--requests", "20", "--rate", "50",
+                 "--out", str(tmp_path / "t.jsonl")]) == 0
+    assert "h200 is unfitted" in capsys.readouterr().out
+    from nanovllm_teach.trace.reader import load_trace
+    assert load_trace(tmp_path / "t.jsonl").header["simulated"]["fitted_cases"] == 0

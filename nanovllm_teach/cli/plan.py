@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.cli.arguments import positive_int, writable_file
+from nanovllm_teach.cli.simulate import UNFITTED
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
@@ -29,6 +30,7 @@ from nanovllm_teach.plan.probes import (QUANTILES, Candidate, MemoryFit, Objecti
                                      search_steps)
 from nanovllm_teach.plan.results import PlanRow, plan_rows, ranked, results_csv, results_json
 from nanovllm_teach.sim.prices import gpu_prices, parse_price, read_prices_file
+from nanovllm_teach.sim.published import MIN_FITTED_CASES, fitted_cases, is_fitted
 
 MEMORY_HEADER = Text(en="what one GPU of each candidate holds ({model}, {max_model_len}-token context):",
                      zh="每个候选配置的单块 GPU 能放下什么（{model}，上下文 {max_model_len} 个 token）：")
@@ -161,6 +163,9 @@ def _plan(args: argparse.Namespace) -> int:
     fits = {c: memory_fit(c, workload) for c in candidates}
     print(say(MEMORY_HEADER, model=shape.name, max_model_len=workload.max_model_len))
     print(_fit_table(fits))
+    for gpu in dict.fromkeys(c.hardware for c in candidates):
+        if not is_fitted(gpu):
+            print(say(UNFITTED, device=gpu, n=fitted_cases(gpu), least=MIN_FITTED_CASES))
     searched = [c for c in candidates if fits[c].problem is None]
     print(say(SEARCHING, n=len(searched), slo=objective.describe(), steps=steps + 1, probe=workload.probe_requests,
               warmup=workload.warmup_requests, where=say(HERE if args.serial else ON_RAY)))
