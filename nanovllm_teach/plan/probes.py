@@ -39,7 +39,7 @@ from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
 from nanovllm_teach.workload.metrics import Slo, percentile
-from nanovllm_teach.workload.requests import AtOnce, Poisson, make_workload, parse_lengths
+from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, make_workload, parse_lengths
 
 # The first bracket's top, as a multiple of the rate the engine completes with every request there at once:
 # a drained burst ends with a shrinking batch, so a steady stream can be sustained a little above it.
@@ -78,10 +78,10 @@ class PlanWorkload:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("max_model_len", "warmup_requests", "probe_requests"):
+        for name, least in (("max_model_len", 1), ("warmup_requests", 0), ("probe_requests", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name != "warmup_requests" else 0):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
         if self.probe_requests < MIN_PROBE_REQUESTS:
             raise ValueError(f"a probe measures at least {MIN_PROBE_REQUESTS} requests (fewer give a p99 of a "
                              f"handful), got {self.probe_requests}")
@@ -91,7 +91,7 @@ class PlanWorkload:
     def num_requests(self) -> int:
         return self.warmup_requests + self.probe_requests
 
-    def lengths(self):  # -> (Lengths, Lengths)
+    def lengths(self) -> tuple[Lengths, Lengths]:
         """The prompt and output length distributions, cut as ``simulate`` cuts them: an output at most a quarter
         of ``max_model_len``, a prompt at most the rest."""
         output_hi = max(1, self.max_model_len // 4)
@@ -178,6 +178,7 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
     times = sorted(result.requests.values(), key=lambda t: t.arrival_s)
     measured = times[workload.warmup_requests:]
     ttft = [t.ttft_s * 1e3 for t in measured]
+    # One-token answers have no time between tokens: a probe of only those holds TPOT to nothing.
     tpot = [t.tpot_s * 1e3 for t in measured if t.tpot_s is not None] or [0.0]
     slo = Slo(objective.ttft_ms, objective.tpot_ms)
     good = sum(t.meets(slo) for t in measured) / len(measured)
