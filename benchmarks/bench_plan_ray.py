@@ -5,8 +5,9 @@ temporary folder of their own; plans a small space on the cluster (``--address``
 (``--serial``); prints both wall times and whether the two JSON answers are the same bytes; stops the cluster
 whatever happens, a failure to start included. The cluster lives in a temporary folder of its own
 (``--temp-dir``), and is stopped as ``ray stop`` stops one, but only its own processes: those whose command line
-names that folder, by their ids (``ray stop`` itself would stop every Ray on the machine, others' too). Ray's raylet gives its helper processes 15 s to start, which a
-machine loaded far beyond its cores can miss: the start-up's output is printed then.
+names that folder, by their ids (``ray stop`` itself would stop every Ray on the machine, others' too). Ray's
+raylet gives its helper processes 15 s to start, which a machine loaded far beyond its cores can miss: the
+start-up's output is printed then.
 
 Usage: ``python benchmarks/bench_plan_ray.py``.
 """

@@ -49,7 +49,8 @@ def simulate_command(candidate: Candidate, workload: PlanWorkload, rate: float) 
     """The ``simulate`` run of one replica at ``rate``: the same engine settings, lengths, seed and requests as the
     search's probes (its summary counts the warm-up requests too)."""
     args = ["nanovllm-teach", "simulate", "--model", workload.model, "--hardware", candidate.hardware,
-            "--tensor-parallel-size", str(candidate.tensor_parallel_size), "--max-num-seqs", str(candidate.max_num_seqs),
+            "--tensor-parallel-size", str(candidate.tensor_parallel_size),
+            "--max-num-seqs", str(candidate.max_num_seqs),
             "--max-num-batched-tokens", str(candidate.max_num_batched_tokens),
             "--max-model-len", str(workload.max_model_len), "--rate", f"{rate:g}",
             "--requests", str(workload.num_requests), "--prompt-lens", workload.prompt_lens,

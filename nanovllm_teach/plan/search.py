@@ -69,7 +69,8 @@ def run_searches(candidates: list[Candidate], workload: PlanWorkload, objective:
     logged = read_log(log_path, settings)
     histories = {c: logged.get(c.key, [])[:steps + 1] for c in candidates}
     todo = sum(steps + 1 - len(h) for h in histories.values())
-    with _ProbeLog(log_path, settings) as write, tqdm(total=todo, unit="probe", desc="probes", disable=not progress) as bar:
+    with _ProbeLog(log_path, settings) as write, \
+            tqdm(total=todo, unit="probe", desc="probes", disable=not progress) as bar:
         def record(candidate: Candidate, result: Probe) -> None:
             histories[candidate].append(result)
             write(candidate, result)

@@ -18,10 +18,10 @@ Where the numbers come from:
 - a request row starts at REQUEST_ENQUEUE, its arrival that event's ``since_arrival_ms`` before it (a served
   request waits in the server's front end, or for the next scheduling step; absent, and in traces before
   version 4: it arrived as it joined). TTFT and end-to-end latency count from the arrival, as a serving
-  benchmark's do; ``enqueue_ttft_ms`` is the part the engine saw, from its enqueue. Every completed step that ran the sequence gave it one new
-  token, except a prefill step that computed only a chunk of its prompt; that count is the request's
-  completion tokens, and the first such step is when its first token appeared. STATE_TRANSITION to
-  FINISHED gives the finish step and reason, PREEMPT the preemptions.
+  benchmark's do; ``enqueue_ttft_ms`` is the part the engine saw, from its enqueue. Every completed step that
+  ran the sequence gave it one new token, except a prefill step that computed only a chunk of its prompt; that
+  count is the request's completion tokens, and the first such step is when its first token appeared.
+  STATE_TRANSITION to FINISHED gives the finish step and reason, PREEMPT the preemptions.
 - a token is "out" when its step ends, so first-token and finish times are step end times (TTFT, TPOT and
   end-to-end latency follow the engine's view: a token exists once ``step()`` returns it).
 - times that are a step's start or end are only known at the step's STEP_DONE: the pass fills them in
