@@ -133,3 +133,14 @@ def test_gpus_fitted_on_fewer_than_two_cases_are_marked_unfitted(tmp_path, capsy
     assert "h200 is unfitted" in capsys.readouterr().out
     from nanovllm_teach.trace.reader import load_trace
     assert load_trace(tmp_path / "t.jsonl").header["simulated"]["fitted_cases"] == 0
+
+
+def test_a_rows_simulate_command_reproduces_its_probe(capsys):
+    import shlex
+
+    from nanovllm_teach.plan.results import simulate_command
+
+    measured = probe(L4, SMALL, SLO, 150.0)
+    command = shlex.split(simulate_command(L4, SMALL, 150.0))
+    assert command[:2] == ["nanovllm-teach", "simulate"] and main(command[1:]) == 0
+    assert f"{measured.output_tokens_per_s:.0f} tok/s" in capsys.readouterr().out
