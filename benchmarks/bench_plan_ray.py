@@ -55,6 +55,9 @@ def _plan(extra: list[str], out: Path) -> tuple[float, bytes]:
 
 
 def run() -> int:
+    # ``ray start --head`` runs the cluster with token authentication (Ray 2.5x+): the second node and this
+    # process, its driver, must present the token too (Ray keeps it in ~/.ray/auth_token).
+    os.environ["RAY_AUTH_MODE"] = "token"
     work = Path(tempfile.mkdtemp(prefix="bench_plan_ray_"))
     temp_dir = work / "ray"
     port = _free_port()
