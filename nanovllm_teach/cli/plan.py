@@ -88,7 +88,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     run = plan.add_argument_group("the search")
     run.add_argument("--resolution", type=float, default=0.05,
                      help="how close to the highest sustained rate, as a share of the saturated rate (0.05)")
-    run.add_argument("--address", default=None, help="a Ray cluster's address (default: a local Ray, started here)")
+    run.add_argument("--address", default=None,
+                     help="a Ray cluster's address (default: a local Ray, started here); a cluster started with "
+                          "ray start --head asks for its token: set RAY_AUTH_MODE=token")
     run.add_argument("--serial", action="store_true", help="run the probes in this process, without Ray")
     run.add_argument("--log", default=None, help="the probes' log, to resume from (default: plan-log.jsonl "
                                                  "beside --out, else in this folder)")
