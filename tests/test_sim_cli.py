@@ -24,7 +24,7 @@ def test_simulate_prints_the_serving_figures_and_writes_a_trace(tmp_path, capsys
                      "--out", str(out)) == 0
     printed = capsys.readouterr().out
     assert "40 requests of qwen3-8b on h100-sxm" in printed
-    for figure in ("tok/s", "TTFT p50", "p99", "TPOT p50", "by bound: compute"):
+    for figure in ("tok/s", "TTFT (from arrival) p50", "p99", "TPOT p50", "by bound: compute"):
         assert figure in printed
     trace = load_trace(out)
     assert len(trace.requests) == 40 and trace.header["device"] == "h100-sxm"

@@ -10,6 +10,8 @@
   learner fills in chapter by chapter and its checks against the engine.
 - ``simulate`` (``simulate.py``): the same engine on a simulated GPU (``--model qwen3-8b --hardware h100-sxm
   --rate 8``), its trace written for ``replay``/``compare`` like any other.
+- ``plan`` (``plan.py``): the cheapest configuration (GPU, TP, replicas, batch limits) that meets a latency SLO
+  at a target rate, searched on the simulated engine (on Ray by default).
 - ``serve`` (``serve.py``): the engine behind an OpenAI-compatible HTTP API.
 
 Each module adds its commands with ``add_<command>_parser(subparsers)``. A mistake in what was asked ends with
@@ -35,6 +37,7 @@ from typing import Any
 from nanovllm_teach.cli.arguments import PROG, CommandParser, UsageError, report_mistake
 from nanovllm_teach.cli.exercises import add_exercises_parser, add_hint_parser
 from nanovllm_teach.cli.grade import add_grade_parser
+from nanovllm_teach.cli.plan import add_plan_parser
 from nanovllm_teach.cli.record import add_demo_parser, add_record_parser
 from nanovllm_teach.cli.serve import add_serve_parser
 from nanovllm_teach.cli.simulate import add_simulate_parser
@@ -46,7 +49,7 @@ from nanovllm_teach.trace.payload import printable
 # The commands in the order ``--help`` lists them.
 COMMANDS = (add_demo_parser, add_record_parser, add_replay_parser, add_compare_parser, add_diff_parser,
             add_exercises_parser, add_hint_parser, add_grade_parser, add_build_parser, add_simulate_parser,
-            add_serve_parser)
+            add_plan_parser, add_serve_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,6 +29,7 @@ from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estim
                                        kv_block_bytes_per_rank)
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel, load_shape, shape_names
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
+from nanovllm_teach.sim.published import MIN_FITTED_CASES, fitted_cases, is_fitted, load_cases
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.utils.threads import prefer_passive_wait
 from nanovllm_teach.workload.requests import SHAREGPT_SOURCE, Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
@@ -85,17 +86,28 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     return sim
 
 
+UNFITTED = Text(
+    en="{device} is unfitted: its efficiency factors were fitted on {n} published case(s), fewer than {least} (none: "
+       "the defaults); its figures are a roofline's estimate, not checked against a real engine on it",
+    zh="{device} 未经拟合：它的效率系数只用 {n} 个公开案例拟合过，少于 {least} 个（0 个即为默认值）；它的数字是屋顶线模型的"
+       "估计，没有和这种 GPU 上的真实引擎对照过")
+
+
 def _list_choices() -> str:
     lines = ["model shapes (config.json only):"]
     for name in shape_names():
         shape = load_shape(name)
         lines.append(f"  {name:12} {shape.num_params / 1e9:5.1f} B params, {shape.num_layers} layers, "
                      f"{shape.num_kv_heads} KV heads of {shape.head_dim}")
-    lines.append("hardware (datasheet peaks; this-cpu is measured when used):")
+    lines.append("hardware (datasheet peaks; this-cpu is measured when used; factors fitted on published cases, "
+                 f"unfitted below {MIN_FITTED_CASES}):")
+    cases = load_cases()
     for device in DEVICES.values():
+        n = fitted_cases(device.name, cases)
+        fit = f"fitted on {n} cases" if n >= MIN_FITTED_CASES else f"unfitted ({n} fitted case{'s' * (n != 1)})"
         lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, "
                      f"{device.memory_bandwidth / 1e9:6.0f} GB/s, {device.memory_bytes / GIB:4.0f} GiB, "
-                     f"{device.interconnect}")
+                     f"{device.interconnect}; {fit}")
     lines.append("  this-cpu         this machine's CPU, float32 (measured: about two seconds)")
     return "\n".join(lines)
 
@@ -211,6 +223,8 @@ def _simulate(args: argparse.Namespace) -> int:
           f"(tp={args.tensor_parallel_size}), {llm.model_runner.num_kvcache_blocks} KV blocks of {args.block_size} "
           f"tokens; simulated in {time.perf_counter() - wall:.1f} s")
     print("simulated " + result.summary())
+    if args.hardware in DEVICES and args.factors is None and not is_fitted(args.hardware):
+        print(say(UNFITTED, device=args.hardware, n=fitted_cases(args.hardware), least=MIN_FITTED_CASES))
     if args.out:
         print(say(TRACE_HINT, path=args.out, page=Path(args.out).with_suffix(".html")))
     return 0

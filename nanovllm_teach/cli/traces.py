@@ -41,9 +41,9 @@ NO_STEP_TO = {"replay": Text(en="{path}: no completed engine step to replay", zh
 SUMMARY_ROWS = 20
 REPLAY_SUMMARY = Text(
     en="{steps} steps ({prefill} prefill, {decode} decode) over {seconds:.3g} s; {requests} requests ({finished} "
-       "finished), {preemptions} preemptions; TTFT p50 {ttft50} ms, p99 {ttft99} ms; TPOT p50 {tpot50} ms",
+       "finished), {preemptions} preemptions; TTFT (from arrival) p50 {ttft50} ms, p99 {ttft99} ms; TPOT p50 {tpot50} ms",
     zh="{steps} 个引擎步（预填充 {prefill}，解码 {decode}），历时 {seconds:.3g} 秒；{requests} 个请求（完成 "
-       "{finished}），抢占 {preemptions} 次；首 token 延迟（TTFT）p50 {ttft50} ms，p99 {ttft99} ms；"
+       "{finished}），抢占 {preemptions} 次；首 token 延迟（TTFT，从请求到达算起）p50 {ttft50} ms，p99 {ttft99} ms；"
        "每个输出 token 的时间（TPOT）p50 {tpot50} ms")
 REPLAY_FIRST_ROWS = Text(en="(the first {n} rows of each table; --all prints every one, --html the replay page)",
                          zh="（每张表只列出前 {n} 行；--all 列出全部，--html 生成回放页）")

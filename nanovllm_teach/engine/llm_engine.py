@@ -95,10 +95,13 @@ class LLMEngine:
         return Sequence(next(self.seq_ids), token_ids, sampling_params, self.config.kvcache_block_size)
 
     def add_sequence(self, seq: Sequence) -> None:
-        """``seq`` joins the waiting queue now."""
-        seq.arrival_time = self.clock.now_s()
+        """``seq`` joins the waiting queue now; it arrived now too, unless the caller that served it set
+        ``seq.arrival_time`` earlier on the engine's clock (a request that waited outside the engine)."""
+        now = self.clock.now_s()
+        if seq.arrival_time is None:
+            seq.arrival_time = now
         self.scheduler.add(seq)
-        self.teaching.enqueued(seq, self.scheduler)
+        self.teaching.enqueued(seq, self.scheduler, now)
 
     def abort(self, seq_ids: Iterable[int]) -> list[int]:
         """Take these requests out, wherever they are, freeing exactly their blocks (unknown, finished or

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from msgspec import UNSET
+
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Decision, Finished, Freed, Preempted
 from nanovllm_teach.engine.runner import RunOutput
@@ -67,14 +69,16 @@ class Teaching:
             num_kvcache_blocks=config.num_kvcache_blocks, eos_token_id=eos_token_id,
             attention_backend=config.attention_backend, device=config.device))
 
-    def enqueued(self, seq: Sequence, scheduler: Scheduler) -> None:
-        """A request joined the waiting queue."""
+    def enqueued(self, seq: Sequence, scheduler: Scheduler, now_s: float) -> None:
+        """A request joined the waiting queue at ``now_s``, having arrived at ``seq.arrival_time``."""
         if not self.rec.enabled:
             return
+        waited_s = now_s - seq.arrival_time
         self.rec.record("ingress", "new_request_waiting", RequestEnqueue(
             seq_id=seq.seq_id, prompt_len=seq.num_prompt_tokens, max_tokens=seq.max_tokens,
             temperature=seq.temperature, ignore_eos=seq.ignore_eos, seed=seq.seed,
-            waiting_len=len(scheduler.waiting)))
+            waiting_len=len(scheduler.waiting),
+            since_arrival_ms=round(waited_s * 1e3, 6) if waited_s > 0 else UNSET))
 
     def scheduled(self, batch: ScheduledBatch, decisions: list[Decision], scheduler: Scheduler,
                   decode_step_index: int) -> None:

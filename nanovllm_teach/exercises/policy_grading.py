@@ -90,19 +90,21 @@ class PolicyMetrics:
 
 
 def measure(trace: Trace) -> PolicyMetrics:
-    """The metrics of one run, from its trace alone (requests that never got a token count as unfinished)."""
-    served = [r for r in trace.requests if r.ttft_ms is not None]
+    """The metrics of one run, from its trace alone (requests that never got a token count as unfinished).
+    TTFT here is the scheduler's part, from each request's enqueue (``enqueue_ttft_ms``): a policy decides
+    who runs once requests are queued, and the limits (``MEAN_TTFT_RATIO``, ``MAX_TTFT_RATIO``) were set on it."""
+    served = [r for r in trace.requests if r.enqueue_ttft_ms is not None]
     if not served:
         raise ValueError(say(NO_FIRST_TOKEN, path=trace.path) if trace.path else say(NO_FIRST_TOKEN_IN_MEMORY))
-    slowest = max(served, key=lambda r: r.ttft_ms)
-    ttft = [r.ttft_ms for r in served]
+    slowest = max(served, key=lambda r: r.enqueue_ttft_ms)
+    ttft = [r.enqueue_ttft_ms for r in served]
     tpot = [r.tpot_ms for r in served if r.tpot_ms is not None]
     rows = trace.steps
     wall_s = (rows[-1].t_end_ns - rows[0].t_start_ns) / 1e9
     tokens = sum(r.num_completion_tokens for r in trace.requests)
     return PolicyMetrics(
         num_requests=len(trace.requests), num_finished=sum(r.finish_reason is not None for r in trace.requests),
-        mean_ttft_ms=mean(ttft), p99_ttft_ms=percentile(ttft, 0.99), max_ttft_ms=slowest.ttft_ms,
+        mean_ttft_ms=mean(ttft), p99_ttft_ms=percentile(ttft, 0.99), max_ttft_ms=slowest.enqueue_ttft_ms,
         slowest_seq=slowest.seq_id, slowest_prompt_len=slowest.prompt_len,
         mean_tpot_ms=mean(tpot) if tpot else None, tokens_per_s=tokens / wall_s if wall_s > 0 else 0.0)
 

@@ -25,6 +25,7 @@ from nanovllm_teach.engine.runner import EngineParts
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.cost_model import Efficiency, load_shape, shape_dir
 from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
+from nanovllm_teach.sim.published import fitted_cases
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
 from nanovllm_teach.trace.recorder import Recorder
 
@@ -79,6 +80,10 @@ def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
             answers=answers)
 
     simulated = {"hardware": device.describe(), "efficiency": efficiency.to_dict(),
-                 "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name}
+                 "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name,
+                 # how many published cases the device's own factors were fitted on (published.MIN_FITTED_CASES
+                 # or more: fitted; fewer: unfitted, a roofline's estimate); None: this CPU or a factors file
+                 "fitted_cases": (fitted_cases(device.name) if device.name in DEVICES and asked.sim_factors is None
+                                  else None)}
     return SimulatedParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers,
                           efficiency.frontend_s)

@@ -170,3 +170,17 @@ def dump_cases(data: dict) -> str:
     text = json.dumps(data, indent=1, ensure_ascii=False)
     return re.sub(r"\[\s*([-0-9.,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]",
                   text) + "\n"
+
+
+# A GPU's factors count as fitted once two published cases chose them: one case fits them to itself alone.
+MIN_FITTED_CASES = 2
+
+
+def fitted_cases(device: str, cases: list[Case] | None = None) -> int:
+    """How many published cases ``device``'s efficiency factors were fitted on (0: it runs on the defaults)."""
+    return sum(c.role == "fitted" and c.hardware == device for c in (load_cases() if cases is None else cases))
+
+
+def is_fitted(device: str, cases: list[Case] | None = None) -> bool:
+    """Whether ``device``'s efficiency factors were fitted on at least ``MIN_FITTED_CASES`` published cases."""
+    return fitted_cases(device, cases) >= MIN_FITTED_CASES

@@ -39,6 +39,9 @@ class RequestEnqueue(Payload, kw_only=True):
     ignore_eos: Field(bool, "whether the end-of-sequence token is ignored")
     seed: Field(int | None, "the request's sampling seed, if any")
     waiting_len: Field(Count, "waiting queue length after it joined", unit="seqs")
+    since_arrival_ms: Field(Duration | UnsetType, "how long before joining the request arrived (a server's front "
+                            "end, a wait for the next scheduling step); absent: it joined as it arrived",
+                            unit="ms", volatile=True) = UNSET
     prompt: Field(str | UnsetType, "the prompt's text, in traces made to show it (the engine does not write it)") = UNSET
 
     done = Text(en="enqueued seq {seq_id} ({prompt_len} prompt tokens)",

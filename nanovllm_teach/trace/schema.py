@@ -18,8 +18,10 @@ SCHEMA_NAME = "nanovllm_teach.trace"
 # Version 2: every payload is typed (events.py). Version-1 traces carry the same fields (minus the newer,
 # optional ones) and load as they are; ``nanovllm-teach record --all --out-dir traces`` re-records
 # the shipped ones.
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# Version 4: REQUEST_ENQUEUE may say how long before it the request arrived (``since_arrival_ms``); older
+# traces load with each arrival at its enqueue.
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 PHASES = ("bootstrap", "init", "ingress", "prefill", "decode", "postprocess", "egress")
 Phase = Literal["bootstrap", "init", "ingress", "prefill", "decode", "postprocess", "egress"]

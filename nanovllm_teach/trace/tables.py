@@ -15,10 +15,13 @@ Where the numbers come from:
   freed when its requests finished shows only *after* it. STEP_DONE's ``used_blocks`` / ``free_blocks`` /
   ``waiting_len`` / ``running_len`` are the state at the end of the step, after those frees: the value
   the next step starts from.
-- a request row starts at REQUEST_ENQUEUE. Every completed step that ran the sequence gave it one new
-  token, except a prefill step that computed only a chunk of its prompt; that count is the request's
-  completion tokens, and the first such step is when its first token appeared. STATE_TRANSITION to
-  FINISHED gives the finish step and reason, PREEMPT the preemptions.
+- a request row starts at REQUEST_ENQUEUE, its arrival that event's ``since_arrival_ms`` before it (a served
+  request waits in the server's front end, or for the next scheduling step; absent, and in traces before
+  version 4: it arrived as it joined). TTFT and end-to-end latency count from the arrival, as a serving
+  benchmark's do; ``enqueue_ttft_ms`` is the part the engine saw, from its enqueue. Every completed step that
+  ran the sequence gave it one new token, except a prefill step that computed only a chunk of its prompt; that
+  count is the request's completion tokens, and the first such step is when its first token appeared.
+  STATE_TRANSITION to FINISHED gives the finish step and reason, PREEMPT the preemptions.
 - a token is "out" when its step ends, so first-token and finish times are step end times (TTFT, TPOT and
   end-to-end latency follow the engine's view: a token exists once ``step()`` returns it).
 - times that are a step's start or end are only known at the step's STEP_DONE: the pass fills them in
@@ -30,6 +33,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
+
+from msgspec import UNSET
 
 from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.trace.state import EngineSettings, EngineState, ends_a_step, walk
@@ -77,6 +82,8 @@ class RequestRow:
     prompt_len: int
     max_tokens: int
     temperature: float
+    arrival_t_ns: int  # when it arrived: its enqueue, unless it waited outside the engine (REQUEST_ENQUEUE's
+    # since_arrival_ms: a server's front end, an admission wait; traces before version 4 do not say)
     enqueue_t_ns: int
     enqueue_step: int  # the first engine step that ran after the request was enqueued
     first_scheduled_step: int | None
@@ -89,9 +96,10 @@ class RequestRow:
     num_completion_tokens: int
     num_preemptions: int
     num_cached_tokens: int  # prompt tokens served from the prefix cache, summed over admissions
-    ttft_ms: float | None  # enqueue -> first token
+    ttft_ms: float | None  # arrival -> first token (the serving benchmarks' TTFT)
+    enqueue_ttft_ms: float | None  # enqueue -> first token: the part of the TTFT the engine itself saw
     tpot_ms: float | None  # mean time per output token after the first
-    e2e_ms: float | None  # enqueue -> finish
+    e2e_ms: float | None  # arrival -> finish
 
 
 @dataclass(slots=True)
@@ -173,10 +181,11 @@ def derive_tables(events: list[TraceEvent], settings: EngineSettings) -> Tables:
         elif name == "REQUEST_ENQUEUE":
             b.requests[s.seq_id] = RequestRow(
                 seq_id=s.seq_id, prompt_len=s.prompt_len, max_tokens=s.max_tokens, temperature=s.temperature,
+                arrival_t_ns=e.t_ns - (0 if s.since_arrival_ms is UNSET else round(s.since_arrival_ms * 1e6)),
                 enqueue_t_ns=e.t_ns, enqueue_step=b.last_step + 1, first_scheduled_step=None,
                 first_scheduled_t_ns=None, first_token_step=None, first_token_t_ns=None, finish_step=None,
                 finish_t_ns=None, finish_reason=None, num_completion_tokens=0, num_preemptions=0,
-                num_cached_tokens=0, ttft_ms=None, tpot_ms=None, e2e_ms=None)
+                num_cached_tokens=0, ttft_ms=None, enqueue_ttft_ms=None, tpot_ms=None, e2e_ms=None)
             b.switch(s.seq_id, "waiting", e.t_ns, b.last_step + 1)
         elif name == "SCHEDULE_PREFILL":
             b.in_step = (len(state.holders), len(state.waiting), len(state.running))
@@ -205,8 +214,9 @@ def derive_tables(events: list[TraceEvent], settings: EngineSettings) -> Tables:
         req.num_completion_tokens = b.tokens.get(req.seq_id, 0)
         if req.num_completion_tokens:
             req.first_token_step, req.first_token_t_ns = b.first_token[req.seq_id]
-        req.ttft_ms = _ms(req.enqueue_t_ns, req.first_token_t_ns)
-        req.e2e_ms = _ms(req.enqueue_t_ns, req.finish_t_ns)
+        req.ttft_ms = _ms(req.arrival_t_ns, req.first_token_t_ns)
+        req.enqueue_ttft_ms = _ms(req.enqueue_t_ns, req.first_token_t_ns)
+        req.e2e_ms = _ms(req.arrival_t_ns, req.finish_t_ns)
         n = req.num_completion_tokens
         if req.finish_t_ns is not None and req.first_token_t_ns is not None and n > 1:
             req.tpot_ms = (req.finish_t_ns - req.first_token_t_ns) / 1e6 / (n - 1)

@@ -45,7 +45,7 @@ class TraceSummary:
     tokens_per_step: float  # output_tokens / steps
     wall_s: float  # first step's start to last step's end
     tokens_per_s: float  # output_tokens / wall_s
-    mean_ttft_ms: float | None  # enqueue -> first token, mean over requests that got one
+    mean_ttft_ms: float | None  # arrival -> first token, mean over requests that got one
     mean_ttft_steps: float | None  # steps from arrival to the step that produced the first token, inclusive
     early_finished_waste: int  # slot-steps, see the module docstring
     late_joining_waste: int  # slot-steps, see the module docstring

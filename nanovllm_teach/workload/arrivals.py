@@ -116,6 +116,7 @@ def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, 
                 arrived.append((seq, t0 + request.arrival_s))
         if engine.is_finished() or result.num_steps % admit_every == 0:  # the scheduler runs: all who wait join
             for seq, arrival_s in arrived:
+                seq.arrival_time = arrival_s  # the trace records how long it waited before joining
                 engine.add_sequence(seq)
                 result.requests[seq.seq_id] = RequestTimes(arrival_s, seq.num_prompt_tokens)
             arrived.clear()

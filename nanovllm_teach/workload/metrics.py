@@ -116,7 +116,7 @@ class WorkloadResult:
         bounds = ", ".join(f"{k} {v}" for k, v in sorted(self.steps_by_bound.items())) or "not predicted"
         line2 = f"output {self.output_tokens} tokens, {self.output_tokens_per_s:.0f} tok/s"
         if ttft:
-            line2 += (f"; TTFT p50 {percentile(ttft, 0.5) * 1e3:.0f} ms, p99 {percentile(ttft, 0.99) * 1e3:.0f} ms")
+            line2 += (f"; TTFT (from arrival) p50 {percentile(ttft, 0.5) * 1e3:.0f} ms, p99 {percentile(ttft, 0.99) * 1e3:.0f} ms")
         if tpot:
             line2 += f"; TPOT p50 {statistics.median(tpot) * 1e3:.1f} ms"
         return (f"{self.duration_s:.1f} s, {self.num_steps} steps ({self.num_prefill_steps} prefill; by bound: "

@@ -1,0 +1,203 @@
+"""Command line: ``plan``, the cheapest deployment that serves a workload at a target rate within a latency SLO.
+
+    nanovllm-teach plan --model llama-3.1-8b --rate 20 --ttft-ms 1000 --tpot-ms 50 \\
+        --gpus h100-sxm,a100-80gb --tp 1,2 --max-num-seqs 128,256 --out plan.json --picture plan.png
+
+For every candidate of the space (GPUs x TP x ``max_num_seqs`` x ``max_num_batched_tokens``) it prints what one
+GPU holds (``memory_fit``: weights, KV blocks, the longest request), searches the highest rate one replica
+sustains under the SLO (``plan/probes.py``; the probes run on Ray unless ``--serial``: ``plan/search.py``, with a
+progress bar and a log to resume from), then prints the cheapest configuration (candidate x replicas) that
+reaches the target rate, the runners-up, and the ``simulate`` command that reproduces each. ``--out`` writes
+every row as JSON (``.json``) or CSV (``.csv``), ``--picture`` the Pareto picture of cost per hour against
+sustained rate (``viz/pareto.py``). Prices come from ``sim/prices.json`` (public on-demand prices, each with
+its page and date), replaced by ``--price GPU=USD`` or ``--prices FILE``.
+
+Everything is checked before the first probe; a mistake is one line and exit status 2 (``cli.main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from nanovllm_teach.cli.arguments import positive_int, writable_file
+from nanovllm_teach.cli.simulate import UNFITTED
+from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.sim.hardware import DEVICES
+from nanovllm_teach.plan.probes import (QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit,
+                                     search_steps)
+from nanovllm_teach.plan.results import PlanRow, plan_rows, ranked, results_csv, results_json
+from nanovllm_teach.sim.prices import gpu_prices, parse_price, read_prices_file
+from nanovllm_teach.sim.published import MIN_FITTED_CASES, fitted_cases, is_fitted
+
+MEMORY_HEADER = Text(en="what one GPU of each candidate holds ({model}, {max_model_len}-token context):",
+                     zh="每个候选配置的单块 GPU 能放下什么（{model}，上下文 {max_model_len} 个 token）：")
+DOES_NOT_FIT = Text(en="does not fit: {why}", zh="放不下：{why}")
+SEARCHING = Text(en="searching {n} candidates for the highest rate each sustains with {slo}: {steps} probes each "
+                    "of {probe} requests after {warmup} warm-up requests ({where})",
+                 zh="为 {n} 个候选配置搜索各自在 {slo} 下能承受的最高速率：每个 {steps} 次探测，每次在 {warmup} 个"
+                    "预热请求之后测量 {probe} 个请求（{where}）")
+ON_RAY = Text(en="on Ray", zh="在 Ray 上运行")
+HERE = Text(en="in this process", zh="在本进程中运行")
+CHEAPEST = Text(en="cheapest for {rate:g} requests/s: {label}, {gpus} GPUs, ${cost:.2f} per hour, sustains "
+                   "{sustained:g} requests/s ({replica:g} per replica)",
+                zh="达到 {rate:g} 个请求/秒的最便宜配置：{label}，{gpus} 块 GPU，每小时 {cost:.2f} 美元，可承受 "
+                   "{sustained:g} 个请求/秒（每个副本 {replica:g}）")
+NONE_REACHES = Text(en="no configuration of this space sustains {rate:g} requests/s with {slo}; the most any "
+                       "sustains is {most:g}: widen the space (more replicas, other GPUs) or relax the SLO",
+                    zh="这个搜索空间里没有配置能在 {slo} 下承受 {rate:g} 个请求/秒；最高只有 {most:g}：请扩大搜索"
+                       "空间（更多副本、其他 GPU）或放宽 SLO")
+RUNNERS_UP = Text(en="runners-up (cheapest first):", zh="其余候选（按成本从低到高）：")
+REPRODUCE = Text(en="one replica of it at its sustained rate, simulated: {command}",
+                 zh="以可承受速率模拟它的一个副本：{command}")
+WROTE = Text(en="{what}: {path}", zh="{what}：{path}")
+LOG_HINT = Text(en="probes logged in {path}: run the same command again to resume a stopped search",
+                zh="探测结果记录在 {path}：搜索中断后，再次运行同一命令即可继续")
+
+
+def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``plan`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
+    plan = subparsers.add_parser("plan", help="find the cheapest configuration that meets a latency SLO at a rate")
+    plan.add_argument("--model", default="llama-3.1-8b", help="a shipped shape or a folder with a config.json")
+    plan.add_argument("--rate", type=float, required=True, help="the target rate, requests per second")
+    load = plan.add_argument_group("the workload (each probe's)")
+    load.add_argument("--prompt-lens", default="sharegpt-prompt", help="as simulate's --prompt-lens")
+    load.add_argument("--output-lens", default="sharegpt-output", help="as simulate's --output-lens")
+    load.add_argument("--max-model-len", type=positive_int, default=8192)
+    load.add_argument("--warmup-requests", type=int, default=200, help="requests before the measured ones (200)")
+    load.add_argument("--probe-requests", type=positive_int, default=1000, help="measured requests (>= 1000)")
+    load.add_argument("--seed", type=int, default=0)
+    slo = plan.add_argument_group("the SLO")
+    slo.add_argument("--ttft-ms", type=float, default=1000.0, help="TTFT limit, from arrival (1000)")
+    slo.add_argument("--tpot-ms", type=float, default=50.0, help="TPOT limit (50)")
+    slo.add_argument("--ttft-quantile", choices=list(QUANTILES), default="p99")
+    slo.add_argument("--tpot-quantile", choices=list(QUANTILES), default="p99")
+    slo.add_argument("--goodput", type=float, default=None, metavar="SHARE",
+                     help="instead of the quantiles: this share of requests meets both limits at once")
+    space = plan.add_argument_group("the space (comma-separated lists)")
+    space.add_argument("--gpus", default=None, help="GPUs (default: every priced one)")
+    space.add_argument("--tp", default="1,2,4", help="tensor-parallel degrees (1,2,4)")
+    space.add_argument("--replicas", default="1,2,3,4,6,8", help="replica counts (1,2,3,4,6,8)")
+    space.add_argument("--max-num-seqs", default="128,256,512", help="(128,256,512)")
+    space.add_argument("--max-num-batched-tokens", default="8192,16384", help="(8192,16384)")
+    cost = plan.add_argument_group("the cost")
+    cost.add_argument("--price", action="append", default=[], metavar="GPU=USD", help="a GPU's price per hour")
+    cost.add_argument("--prices", default=None, metavar="FILE", help="a JSON object of GPU -> USD per hour")
+    run = plan.add_argument_group("the search")
+    run.add_argument("--resolution", type=float, default=0.05,
+                     help="how close to the highest sustained rate, as a share of the saturated rate (0.05)")
+    run.add_argument("--address", default=None,
+                     help="a Ray cluster's address (default: a local Ray, started here); a cluster started with "
+                          "ray start --head asks for its token: set RAY_AUTH_MODE=token")
+    run.add_argument("--serial", action="store_true", help="run the probes in this process, without Ray")
+    run.add_argument("--log", default=None, help="the probes' log, to resume from (default: plan-log.jsonl "
+                                                 "beside --out, else in this folder)")
+    run.add_argument("--top", type=positive_int, default=5, help="runners-up to print (5)")
+    out = plan.add_argument_group("outputs")
+    out.add_argument("--out", default=None, help="every row as .json or .csv")
+    out.add_argument("--picture", default=None, help="the Pareto picture (.png, .svg or .pdf)")
+    plan.set_defaults(func=_plan)
+    return plan
+
+
+def _ints(spec: str, option: str) -> list[int]:
+    try:
+        values = [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise ValueError(f"{option} must be comma-separated ints, got {spec!r}") from None
+    if not values or min(values) < 1 or len(set(values)) != len(values):
+        raise ValueError(f"{option} must list distinct ints >= 1, got {spec!r}")
+    return values
+
+
+def _space(args: argparse.Namespace, prices: dict[str, float]) -> list[Candidate]:
+    gpus = args.gpus.split(",") if args.gpus else [name for name in DEVICES if name in prices]
+    for gpu in gpus:
+        if gpu not in DEVICES:
+            raise ValueError(f"--gpus: unknown GPU {gpu!r}; choose from {', '.join(DEVICES)}")
+        if gpu not in prices:
+            raise ValueError(f"--gpus: {gpu} has no price per hour (it is not rented by the hour): give one with "
+                             f"--price {gpu}=USD")
+    return [Candidate(gpu, tp, seqs, tokens) for gpu in gpus for tp in _ints(args.tp, "--tp")
+            for seqs in _ints(args.max_num_seqs, "--max-num-seqs")
+            for tokens in _ints(args.max_num_batched_tokens, "--max-num-batched-tokens")]
+
+
+def _fit_table(fits: dict[Candidate, MemoryFit]) -> str:
+    lines = [f"  {'GPU':16} {'TP':>3} {'seqs':>5} {'tokens':>6} {'weights/GPU':>12} {'KV blocks':>9} "
+             f"{'longest':>8}"]
+    for c, fit in fits.items():
+        tail = f"  {say(DOES_NOT_FIT, why=fit.problem)}" if fit.problem else ""
+        lines.append(f"  {c.hardware:16} {c.tensor_parallel_size:>3} {c.max_num_seqs:>5} {c.max_num_batched_tokens:>6} "
+                     f"{fit.weights_gib:>8.1f} GiB {fit.kv_blocks:>9} {fit.longest_tokens:>8}{tail}")
+    return "\n".join(lines)
+
+
+def _rows_table(rows: list[PlanRow]) -> str:
+    lines = [f"  {'configuration':44} {'GPUs':>4} {'$/hour':>8} {'req/s':>8}"]
+    for row in rows:
+        lines.append(f"  {row.label:44} {row.gpus:>4} {row.cost_per_hour:>8.2f} {row.sustained_rate:>8.4g}")
+    return "\n".join(lines)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    overrides = read_prices_file(args.prices) if args.prices else {}
+    overrides |= dict(parse_price(spec) for spec in args.price)
+    prices = gpu_prices(overrides)
+    if not args.rate > 0:
+        raise ValueError(f"--rate must be a target rate > 0 (requests per second), got {args.rate}")
+    shape = load_shape(args.model)
+    workload = PlanWorkload(args.model, args.prompt_lens, args.output_lens,
+                            min(args.max_model_len, shape.max_position_embeddings), args.warmup_requests,
+                            args.probe_requests, args.seed)
+    objective = Objective(args.ttft_ms, args.tpot_ms, args.ttft_quantile, args.tpot_quantile, args.goodput)
+    steps = search_steps(args.resolution)
+    replicas = _ints(args.replicas, "--replicas")
+    candidates = _space(args, prices)
+    out = writable_file(args.out, "--out") if args.out else None
+    if out is not None and out.suffix.lower() not in (".json", ".csv"):
+        raise ValueError(f"--out {args.out}: the format follows the suffix; use .json or .csv")
+    picture = writable_file(args.picture, "--picture", picture=True) if args.picture else None
+    log = writable_file(args.log, "--log") if args.log else (
+        (out.parent if out else Path(".")) / "plan-log.jsonl")
+    fits = {c: memory_fit(c, workload) for c in candidates}
+    print(say(MEMORY_HEADER, model=shape.name, max_model_len=workload.max_model_len))
+    print(_fit_table(fits))
+    for gpu in dict.fromkeys(c.hardware for c in candidates):
+        if not is_fitted(gpu):
+            print(say(UNFITTED, device=gpu, n=fitted_cases(gpu), least=MIN_FITTED_CASES))
+    searched = [c for c in candidates if fits[c].problem is None]
+    print(say(SEARCHING, n=len(searched), slo=objective.describe(), steps=steps + 1, probe=workload.probe_requests,
+              warmup=workload.warmup_requests, where=say(HERE if args.serial else ON_RAY)))
+    from nanovllm_teach.plan.search import run_searches  # tqdm, and Ray when it runs
+
+    searches = run_searches(searched, workload, objective, steps, log_path=log, use_ray=not args.serial,
+                            address=args.address)
+    rows = plan_rows(searches, fits, workload, replicas, prices)
+    best = ranked(rows, args.rate)
+    if best:
+        top = best[0]
+        print(say(CHEAPEST, rate=args.rate, label=top.label, gpus=top.gpus, cost=top.cost_per_hour,
+                  sustained=top.sustained_rate, replica=top.replica_rate))
+        print("  " + say(REPRODUCE, command=top.command))
+        if len(best) > 1:
+            print(say(RUNNERS_UP))
+            print(_rows_table(best[1:args.top + 1]))
+    else:
+        print(say(NONE_REACHES, rate=args.rate, slo=objective.describe(),
+                  most=max((row.sustained_rate for row in rows), default=0.0)))
+    if out is not None:
+        text = results_csv(rows) if out.suffix.lower() == ".csv" else results_json(rows, workload, objective,
+                                                                                    args.rate, steps)
+        out.write_text(text, encoding="utf-8")
+        print(say(WROTE, what="--out", path=out))
+    if picture is not None:
+        from nanovllm_teach.cli.arguments import save_picture
+        from nanovllm_teach.viz.pareto import plot_pareto
+
+        save_picture(plot_pareto(rows, args.rate, best[0] if best else None, shape.name), picture, dpi=120)
+        print(say(WROTE, what="--picture", path=picture))
+    print(say(LOG_HINT, path=log))
+    return 0

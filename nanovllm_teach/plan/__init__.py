@@ -1,0 +1,9 @@
+"""The deployment planner (``nanovllm-teach plan``, ``cli/plan.py``): which GPU, tensor-parallel degree, replica
+count and batch limits serve a workload at a target rate within a latency SLO, at the lowest cost, searched on
+the simulated engine (``LLM(..., runner="simulated")``). Orchestration, above the engine it drives:
+
+- ``probes``: the pieces of one configuration's search: candidates, workload, SLO, one probe, the next rate,
+  the memory fit;
+- ``search``: every candidate's search, in this process or on Ray, logged to resume;
+- ``results``: the rows (candidate x replicas), their costs (``sim/prices.py``), the cheapest, JSON and CSV.
+"""

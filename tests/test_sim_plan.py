@@ -1,0 +1,146 @@
+"""The deployment planner (``nanovllm-teach plan``, ``plan/``): the rate search as a pure function of its
+probes, a probe's verdict, the memory fit, the rows and their costs, resuming from the log, and the command
+line's refusals (one line, exit status 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from nanovllm_teach.cli import main
+from nanovllm_teach.plan import search as plan_search
+from nanovllm_teach.plan.probes import (HEADROOM, Candidate, Objective, PlanWorkload, Probe, memory_fit, next_rate,
+                                     probe, search_steps, sustained_rate)
+from nanovllm_teach.plan.results import plan_rows, ranked, results_json
+from nanovllm_teach.sim.prices import gpu_prices, parse_price, shipped_prices
+
+SMALL = PlanWorkload("qwen3-0.6b", "uniform:16:64", "uniform:4:16", max_model_len=2048, warmup_requests=100)
+SLO = Objective(ttft_ms=200.0, tpot_ms=20.0)
+L4 = Candidate("l4", 1, 64, 2048)
+
+
+def _probe(rate, passed, saturated=100.0):
+    return Probe(rate, passed, 1.0, 2.0, 1.0, 2.0, 1.0, 1.0, 1.0, saturated, 1000.0)
+
+
+def test_the_search_saturates_first_then_bisects_below_the_headroom():
+    assert next_rate([], 3) is None
+    history = [_probe(None, False)]
+    assert next_rate(history, 3) == HEADROOM * 100 / 2
+    history.append(_probe(62.5, True))
+    assert next_rate(history, 3) == float(f"{(62.5 + 125) / 2:.4g}")
+    history += [_probe(93.75, False), _probe(78.13, True)]
+    assert next_rate(history, 3) is False  # 1 saturation + 3 bisections
+    assert sustained_rate(history) == 78.13
+    assert sustained_rate([_probe(None, False), _probe(62.5, False)]) == 0.0
+    assert search_steps(0.05) == math.ceil(math.log2(HEADROOM / 0.05))
+    with pytest.raises(ValueError, match="resolution"):
+        search_steps(1.5)
+
+
+def test_a_probe_passes_below_what_the_engine_sustains_and_fails_above():
+    saturated = probe(L4, SMALL, SLO, None)
+    assert not saturated.passed and saturated.requests_per_s > 0
+    low = probe(L4, SMALL, SLO, 0.1 * saturated.requests_per_s)
+    high = probe(L4, SMALL, SLO, 1.2 * saturated.requests_per_s)
+    assert low.passed and low.ttft_p99_ms <= SLO.ttft_ms
+    assert not high.passed and high.in_system_last > high.in_system_first  # the requests pile up
+    assert probe(L4, SMALL, SLO, low.rate) == low  # the same probe, the same figures
+
+
+def test_the_memory_fit_says_what_one_gpu_holds():
+    workload = PlanWorkload("llama-3.1-8b")
+    fit = memory_fit(Candidate("h100-sxm", 1, 256, 8192), workload)
+    assert 14 < fit.weights_gib < 16 and fit.kv_blocks > 0 and fit.longest_tokens == 8192 and fit.problem is None
+    assert memory_fit(Candidate("h100-sxm", 2, 256, 8192), workload).weights_gib == pytest.approx(fit.weights_gib / 2)
+    too_big = memory_fit(Candidate("l4", 1, 256, 8192), PlanWorkload("llama-3.1-70b"))
+    assert too_big.kv_blocks == 0 and "no memory left" in too_big.problem
+    with pytest.raises(ValueError, match="this-cpu is measured"):
+        memory_fit(Candidate("this-cpu", 1, 8, 512), workload)
+
+
+def test_rows_multiply_a_replica_and_the_cheapest_reaching_the_target_wins():
+    searches = {L4: [_probe(None, False), _probe(40.0, True)], Candidate("rtx-4090", 1, 64, 2048):
+                [_probe(None, False), _probe(50.0, True)], Candidate("h100-sxm", 1, 64, 2048): [_probe(None, False),
+                                                                                             _probe(9.0, False)]}
+    fits = {c: memory_fit(c, SMALL) for c in searches}
+    prices = gpu_prices({"l4": 0.5})
+    rows = plan_rows(searches, fits, SMALL, [1, 3], prices)
+    assert len(rows) == 4  # the H100 sustained nothing: no row
+    best = ranked(rows, 100.0)
+    assert [(r.candidate.hardware, r.replicas, r.sustained_rate, r.cost_per_hour) for r in best] == [
+        ("l4", 3, 120.0, 1.5), ("rtx-4090", 3, 150.0, round(3 * prices["rtx-4090"], 4))]
+    assert "--rate 40 " in best[0].command and "--hardware l4" in best[0].command
+    assert json.loads(results_json(rows, SMALL, SLO, 100.0, 3))["cheapest"]["replicas"] == 3
+
+
+def test_every_shipped_price_names_its_page_and_date():
+    for name, entry in shipped_prices().items():
+        assert entry["usd_per_gpu_hour"] > 0 and entry["source"].startswith("https://")
+        assert len(entry["date"]) == 10, name
+    assert parse_price("h100-sxm=2.5") == ("h100-sxm", 2.5)
+    for bad in ("h100-sxm", "h100-sxm=free", "=2", "l4=-1", "l4=nan"):
+        with pytest.raises(ValueError, match="--price"):
+            parse_price(bad)
+
+
+def test_a_stopped_search_resumes_from_its_log(tmp_path, monkeypatch):
+    log = tmp_path / "plan-log.jsonl"
+    whole = plan_search.run_searches([L4], SMALL, SLO, 2, log_path=log, use_ray=False, progress=False)
+    lines = log.read_text().splitlines(keepends=True)
+    assert len(lines) == 1 + 3
+    log.write_text("".join(lines[:2]) + lines[2][:10])  # stopped while writing its second probe
+    ran = []
+    monkeypatch.setattr(plan_search, "probe", lambda *args: ran.append(args[-1]) or probe(*args))
+    again = plan_search.run_searches([L4], SMALL, SLO, 2, log_path=tmp_path / "plan-log.jsonl", use_ray=False,
+                                     progress=False)
+    assert again == whole and len(ran) == 2
+    with pytest.raises(ValueError, match="other settings"):
+        plan_search.run_searches([L4], SMALL, Objective(100.0, 20.0), 2, log_path=log, use_ray=False, progress=False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpus", "tpu-v5"], "unknown GPU 'tpu-v5'"),
+    (["--gpus", "rtx-4070-laptop"], "no price per hour"),
+    (["--tp", "1,x"], "--tp must be comma-separated ints"),
+    (["--replicas", "0"], "--replicas must list distinct ints >= 1"),
+    (["--probe-requests", "100"], "at least 1000 requests"),
+    (["--prompt-lens", "fixed:9000"], "do not fit max_model_len"),
+    (["--goodput", "1.5"], "goodput must be a share"),
+    (["--ttft-ms", "0"], "Slo.ttft_ms must be a positive"),
+    (["--price", "h100-sxm=cheap"], "--price"),
+    (["--out", "plan.txt"], "use .json or .csv"),
+])
+def test_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    if "--out" in argv:
+        argv = ["--out", str(tmp_path / argv[1])]
+    assert main(["plan", "--rate", "10", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_gpus_fitted_on_fewer_than_two_cases_are_marked_unfitted(tmp_path, capsys):
+    from nanovllm_teach.sim.published import is_fitted
+
+    assert is_fitted("h100-sxm") and not is_fitted("h200") and not is_fitted("a100-80gb")  # a100-80gb: one case
+    assert main(["simulate", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "h100-sxm" in listed and "fitted on 3 cases" in listed and "unfitted (0 fitted cases)" in listed
+    assert main(["simulate", "--model", "qwen3-0.6b", "--hardware", "h200", "--requests", "20", "--rate", "50",
+                 "--out", str(tmp_path / "t.jsonl")]) == 0
+    assert "h200 is unfitted" in capsys.readouterr().out
+    from nanovllm_teach.trace.reader import load_trace
+    assert load_trace(tmp_path / "t.jsonl").header["simulated"]["fitted_cases"] == 0
+
+
+def test_a_rows_simulate_command_reproduces_its_probe(capsys):
+    import shlex
+
+    from nanovllm_teach.plan.results import simulate_command
+
+    measured = probe(L4, SMALL, SLO, 150.0)
+    command = shlex.split(simulate_command(L4, SMALL, 150.0))
+    assert command[:2] == ["nanovllm-teach", "simulate"] and main(command[1:]) == 0
+    assert f"{measured.output_tokens_per_s:.0f} tok/s" in capsys.readouterr().out
