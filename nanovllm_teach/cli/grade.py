@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.cli.arguments import UsageError, exercise_named, model_folder, number_at_least_zero, positive_int
+from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S
 from nanovllm_teach.i18n import Text, say
 
 NO_SUBMISSIONS = Text(en="no submissions in {paths}: give solution files, or a class folder holding one file or "
@@ -64,8 +65,8 @@ def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
     grd.add_argument("solution", nargs="*", metavar="PATH",
                      help="a solution file, a student's folder, or a class folder of student files or folders")
     grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
-    grd.add_argument("--time-limit", type=number_at_least_zero, default=10.0,
-                     help="seconds one call of the learner's code may take (default: 10)")
+    grd.add_argument("--time-limit", type=number_at_least_zero, default=DEFAULT_TIME_LIMIT_S,
+                     help=f"seconds one call of the learner's code may take (default: {DEFAULT_TIME_LIMIT_S:g})")
     grd.add_argument("--jobs", type=positive_int, default=1, help="submissions graded at once (default: 1)")
     grd.add_argument("--csv", type=Path, default=None, help="write the gradebook as CSV")
     grd.add_argument("--html", type=Path, default=None, help="write the gradebook as an HTML page")
