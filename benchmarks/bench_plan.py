@@ -27,7 +27,7 @@ SPACE = ["--model", "llama-3.1-8b", "--rate", "20", "--ttft-ms", "1000", "--tpot
 
 
 def main_bench() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--serial", action="store_true")
     parser.add_argument("--ray-address", default=None)
     parser.add_argument("--gpus", default=None, help="instead of the space's five GPUs")

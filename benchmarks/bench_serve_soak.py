@@ -131,7 +131,7 @@ async def soak(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--warmup", type=int, default=1_000)
     ap.add_argument("--every", type=int, default=1_000, help="read the RSS every this many requests")
