@@ -52,7 +52,7 @@ def test_demo_log_streams_the_teaching_log(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--log", "normal", "--lang", "zh"]) == 0
     out = capsys.readouterr().out
     assert "TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求" in out
-    assert "step#1 prefill done in" in out
+    assert "step#1 prefill 完成，用时" in out
     # The log comes as it happens, before the answers; the account, in Chinese, still ends the output.
     assert out.index("TEACHING/") < out.index("回答：") < out.index("引擎做了什么")
     assert "Completion:" not in out and "What the engine did" not in out

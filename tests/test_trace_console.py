@@ -23,7 +23,7 @@ ENGINE_DIR = Path(__file__).resolve().parents[1] / "nanovllm_teach" / "engine"
 
 TEACHING_LINE = re.compile(r"^TEACHING/[A-Z_]+ \| phase=[a-z]+ \| reason=[^|]+( \| result=[A-Z]+ -> [A-Z]+)? "
                            r"\| stats=\{.*\}$")
-STEP_LINE = re.compile(r"^step#\d+ (prefill|decode) done in \d+\.\d\dms num_tokens_stat=-?\d+ "
+STEP_LINE = re.compile(r"^step#\d+ (prefill|decode) (done in |完成，用时 )\d+\.\d\dms num_tokens_stat=-?\d+ "
                        r"finished_this_step=\[[\d, ]*\]$")
 DETAIL_LINE = re.compile(r"^(prefill detail: |decode detail #\d+(/\d+)?: |prefill 详单：|decode 详单#\d+(/\d+)?：)")
 
@@ -119,12 +119,14 @@ def test_lines_have_the_teaching_log_shape(live):
     decode = next(line for line in lines if line.startswith("TEACHING/SCHEDULE_DECODE"))
     assert "reason=没有可预填充的请求：对运行中的 batch 做解码（连续批处理）" in decode and "decode_step_index=0" in decode
     first = trace.steps[0]
-    assert f"step#1 prefill done in {first.latency_ms:.2f}ms num_tokens_stat=278 finished_this_step=[]" in lines
+    assert f"step#1 prefill 完成，用时 {first.latency_ms:.2f}ms num_tokens_stat=278 finished_this_step=[]" in lines
     assert lines[-1].startswith("TEACHING/GENERATE_FINISH | phase=egress | reason=waiting/running 均为空 | "
                                 "stats={total_steps=8, prefill_steps=1, decode_steps=7, n_outputs=3}")
     finished = [line for line in lines if "result=RUNNING -> FINISHED" in line]
     assert len(finished) == 3 and "达到 max_model_len" in finished[0] and "达到 max_tokens" in finished[1]
-    assert lines[-2].startswith("step#8 decode done in") and lines[-2].endswith("finished_this_step=[0, 1]")
+    assert lines[-2].startswith("step#8 decode 完成，用时") and lines[-2].endswith("finished_this_step=[0, 1]")
+    english = printed[("en", "detail")].splitlines()
+    assert any(line.startswith("step#8 decode done in ") for line in english)  # nano-vllm's own words in English
 
 
 def test_detail_shows_tensors_for_three_decode_steps(live):

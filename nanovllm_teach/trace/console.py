@@ -1,7 +1,7 @@
 """The console view of TEACHING events, in the shape of nano-vllm's teaching log:
 
     TEACHING/SCHEDULE_PREFILL | phase=prefill | reason=waiting 队列有可准入请求 | stats={engine_step=1, scheduled=2, ...}
-    step#1 prefill done in 772.24ms num_tokens_stat=30 finished_this_step=[]
+    step#1 prefill done in 772.24ms num_tokens_stat=30 finished_this_step=[]   (中文："step#1 prefill 完成，用时 772.24ms …")
     decode 详单#1/3：bs=2 input_ids=[...] context_lens=[12, 18] slot_mapping=[11, 273] block_tables=[[0], [1]]
 
 Part of the torch-free trace layer. The same ``ConsoleRenderer`` prints a live run (pass it to
@@ -98,11 +98,15 @@ def format_event(event: TraceEvent, lang: str | None = None) -> str:
     return line + f" | stats={format_stats(stats, event.step, skip)}"
 
 
-def format_step_summary(event: TraceEvent) -> str:
-    """The one-line step summary of a STEP_DONE event."""
+STEP_SUMMARY = Text(en="step#{step} {phase} done in {ms:.2f}ms num_tokens_stat={stat} finished_this_step={finished}",
+                   zh="step#{step} {phase} 完成，用时 {ms:.2f}ms num_tokens_stat={stat} finished_this_step={finished}")
+
+
+def format_step_summary(event: TraceEvent, lang: str | None = None) -> str:
+    """The one-line step summary of a STEP_DONE event: nano-vllm's, its words in ``lang``, its fields as they are."""
     s = event.stats
-    return (f"step#{event.step} {event.phase} done in {s['latency_ms']:.2f}ms "
-            f"num_tokens_stat={s['num_tokens_stat']} finished_this_step={_format_value(s['finished'])}")
+    return say(STEP_SUMMARY, lang, step=event.step, phase=event.phase, ms=s["latency_ms"],
+               stat=s["num_tokens_stat"], finished=_format_value(s["finished"]))
 
 
 def format_tensor_detail(event: TraceEvent, lang: str | None = None, index: int | None = None,
@@ -175,7 +179,7 @@ class ConsoleRenderer:
         if self._level < VERBOSITIES.index("normal"):
             return []
         if event.event == "STEP_DONE":
-            summary = format_step_summary(event)
+            summary = format_step_summary(event, self.lang)
             if self._level >= VERBOSITIES.index("detail"):
                 return [format_event(event, self.lang), summary]
             return [summary]
