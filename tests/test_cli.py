@@ -117,6 +117,63 @@ def test_help_shows_no_markup(capsys):
     assert "``" not in build_parser().description
 
 
+# Every command's --help, and the ones under a command (exercises start, build start/check).
+HELP_COMMANDS = [[], ["demo"], ["record"], ["replay"], ["compare"], ["diff"], ["exercises"], ["exercises", "start"],
+                 ["hint"], ["grade"], ["build"], ["build", "start"], ["build", "check"], ["simulate"], ["plan"],
+                 ["serve"]]
+
+
+def _help(argv: list[str], capsys) -> str:
+    assert _run(argv) == 0, argv
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda command: " ".join(command) or "nanovllm-teach")
+def test_help_speaks_the_language_asked_for(command, monkeypatch, capsys):
+    """``--lang zh`` anywhere on the line gives the whole ``--help`` in Chinese (argparse's headings too): no
+    English prose in it; the English is the same help, held to the glossary against the Chinese."""
+    from nanovllm_teach.i18n import ENV_VAR
+    from nanovllm_teach.i18n.notebooks import english_runs, pair_problems
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    zh = _help([*command, "--help", "--lang", "zh"], capsys)
+    assert zh.startswith("用法：nanovllm-teach") and "显示本帮助并退出" in zh
+    assert english_runs(zh) == [], zh
+    en = _help([*command, "--lang", "en", "--help"], capsys)
+    assert en.startswith("usage: nanovllm-teach") and "show this help message and exit" in en
+    # Each option explained in both languages by the glossary's terms.
+    assert [p for p in pair_problems(en, zh, " ".join(command), set()) if "in brackets" not in p] == []
+
+
+def test_help_follows_the_environment_then_the_locale_and_lang_goes_anywhere(monkeypatch, capsys):
+    from nanovllm_teach import i18n
+
+    monkeypatch.delenv(i18n.ENV_VAR, raising=False)
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert _help(["plan", "--help"], capsys).startswith("用法：")
+    monkeypatch.setenv(i18n.ENV_VAR, "en")
+    assert _help(["plan", "--help"], capsys).startswith("usage: ")
+    assert _help(["--lang", "zh", "plan", "--help"], capsys).startswith("用法：")  # before the command too
+    assert i18n._chosen is None  # the language asked for lasts for the command only
+    parser = build_parser()
+    assert parser.parse_args(["--lang", "zh", "hint", "x"]).lang == "zh"
+    assert parser.parse_args(["--lang", "zh", "hint", "x", "--lang", "en"]).lang == "en"  # the last one said
+    assert parser.parse_args(["hint", "x"]).lang is None
+    monkeypatch.setenv(i18n.ENV_VAR, "fr")  # a bad language is named, in one line, before any help
+    assert _run(["plan", "--help"]) == 2
+    assert capsys.readouterr().err == "nanovllm-teach: error: NANOVLLM_TEACH_LANG must be one of en, zh, got 'fr'\n"
+
+
+@pytest.mark.parametrize(("argv", "says"), [(["demo", "--lang"], "expected one argument"),
+                                            (["demo", "--lang", "fr", "--help"], "invalid choice: 'fr'")])
+def test_a_bad_lang_is_refused_in_one_line_even_with_help(argv, says, capsys):
+    assert _run(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("nanovllm-teach: error: ") and err.count("\n") == 1 and says in err, err
+
+
 @pytest.mark.parametrize("argv", [["replay", str(SMALL_TRACE), "--htm", "x.html"], ["demo", "--max-tok", "8"],
                                   ["record", "walkthrough", "--out", "x"]])
 def test_an_abbreviated_option_is_refused(tmp_path, capsys, monkeypatch, argv):

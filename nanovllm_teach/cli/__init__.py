@@ -19,9 +19,10 @@ one line, ``nanovllm-teach: error: ...``, and exit status 2 (``arguments.py``); 
 any work starts.
 
 What a command prints for a learner is in the chosen language (``--lang``, else ``NANOVLLM_TEACH_LANG``,
-else the locale): ``Text`` constants in each module. The ``--help`` texts and argparse's own messages about
-the command line stay English. What a trace or a model wrote is shown with its control characters escaped,
-never obeyed by the terminal.
+else the locale): ``Text`` constants in each module. Its ``--help`` too: ``main`` reads ``--lang`` first and
+builds the parser in that language, each help text a ``Text`` beside its option. argparse's own messages
+about a mistake on the command line stay English. What a trace or a model wrote is shown with its control
+characters escaped, never obeyed by the terminal.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nanovllm_teach.cli.arguments import PROG, CommandParser, UsageError, report_mistake
+from nanovllm_teach.cli.arguments import (PROG, CommandParser, UsageError, add_lang_option,
+                                          language_asked, report_mistake)
 from nanovllm_teach.cli.exercises import add_exercises_parser, add_hint_parser
 from nanovllm_teach.cli.grade import add_grade_parser
 from nanovllm_teach.cli.plan import add_plan_parser
@@ -43,7 +45,7 @@ from nanovllm_teach.cli.serve import add_serve_parser
 from nanovllm_teach.cli.simulate import add_simulate_parser
 from nanovllm_teach.cli.traces import add_compare_parser, add_diff_parser, add_replay_parser
 from nanovllm_teach.cli.track import add_build_parser
-from nanovllm_teach.i18n import ENV_VAR, LANGS, speaking
+from nanovllm_teach.i18n import Text, say, speaking
 from nanovllm_teach.trace.payload import printable
 
 # The commands in the order ``--help`` lists them.
@@ -52,16 +54,23 @@ COMMANDS = (add_demo_parser, add_record_parser, add_replay_parser, add_compare_p
             add_plan_parser, add_serve_parser)
 
 
+DESCRIPTION = Text(en="Run, record, replay and compare the engine's TEACHING traces, and grade the classroom "
+                      "exercises.",
+                   zh="运行、录制、回放和比较引擎的 TEACHING trace，并批改课堂练习。")
+COMMANDS_TITLE = Text(en="commands", zh="命令")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: every command, each with ``--lang``."""
-    parser = CommandParser(prog=PROG, description="Run, record, replay and compare the engine's TEACHING traces, "
-                                                  "and grade the classroom exercises.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    """The whole command line: every command, each with ``--lang``; its ``--help`` in the current language
+    (``main`` builds it inside ``speaking``)."""
+    parser = CommandParser(prog=PROG, description=say(DESCRIPTION))
+    add_lang_option(parser)
+    parser.set_defaults(lang=None)
+    sub = parser.add_subparsers(dest="command", required=True, title=say(COMMANDS_TITLE))
     for add_parser in COMMANDS:
         add_parser(sub)
     for command in sub.choices.values():  # every command speaks the learner's language
-        command.add_argument("--lang", choices=LANGS, default=None,
-                             help=f"language of what it writes (default: ${ENV_VAR}, else the locale, else en)")
+        add_lang_option(command)
     return parser
 
 
@@ -103,8 +112,10 @@ def _shown_streams() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command ``argv`` (default: this process's arguments) and return its exit status."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        with speaking(language_asked(argv)):  # --help is printed while parsing: in the language asked for
+            args = build_parser().parse_args(argv)
         with speaking(args.lang), _shown_streams():
             return args.func(args)
     except BrokenPipeError:  # the reader went away (``| head``): nothing more to say, and no traceback

@@ -3,12 +3,16 @@
 A mistake in what was asked (a missing or damaged file, a folder where a file belongs, an output that
 cannot be written, a bad value) raises ``UsageError`` (or ``ValueError`` from whoever refused the value);
 ``report_mistake`` turns it into one line, ``nanovllm-teach: error: ...``, and exit status 2, and
-``CommandParser`` does the same for argparse's own messages (and takes no abbreviated option). Outputs
-are checked before any work starts: ``writable_file`` and ``writable_folder`` create what they check and
-remove it again. A picture's format follows its suffix (``PICTURE_FORMATS``, ``save_picture``).
+``CommandParser`` does the same for argparse's own messages (and takes no abbreviated option). Outputs are
+checked before any work starts: ``writable_file`` and ``writable_folder`` create what they check and remove
+it again. A picture's format follows its suffix (``PICTURE_FORMATS``, ``save_picture``).
+
+``--help`` speaks the learner's language: the parser is built inside ``speaking(language_asked(argv))``,
+each help text a ``Text`` said where its option is added, and ``CommandParser`` says argparse's own
+headings (usage, the sections, the ``-h`` line) the same way.
 
 The texts a learner reads are ``Text`` constants in both languages; the ``type=`` parsers' messages are
-argparse's, which stay English like the rest of ``--help``.
+argparse's, which stay English like argparse's other messages about a mistake.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.i18n import ENV_VAR, LANGS, Text, say
 from nanovllm_teach.trace.payload import printable
 
 PROG = "nanovllm-teach"
@@ -36,24 +40,64 @@ NO_MODEL_FOLDER = Text(en="--model {path}: no such folder (give a checkpoint fol
                        zh="--model {path}：没有这个文件夹（请给出含 config.json 的 checkpoint 文件夹）")
 UNKNOWN_EXERCISE = Text(en="unknown exercise {name!r}; choose from: {names}", zh="没有练习 {name!r}；可选：{names}")
 SEE_HELP = Text(en="(see {prog} --help)", zh="（见 {prog} --help）")
+USAGE = Text(en="usage: ", zh="用法：")
+POSITIONALS = Text(en="positional arguments", zh="位置参数")
+OPTIONS = Text(en="options", zh="选项")
+SHOW_HELP = Text(en="show this help message and exit", zh="显示本帮助并退出")
+EXERCISE_NAME_HELP = Text(en="the exercise's name (see: nanovllm-teach exercises)",
+                          zh="练习的名字（见：nanovllm-teach exercises）")
+MODEL_FOLDER_HELP = Text(en="checkpoint folder (default: the shipped model)", zh="checkpoint 文件夹（默认：自带的模型）")
+ENGINE_SETTINGS = Text(en="the engine (the settings of LLM(...))", zh="引擎（LLM(...) 的设置）")
+LANG_HELP = Text(en="language of what it writes (default: ${env}, else the locale, else en)",
+                 zh="输出所用的语言（默认：${env}，其次是系统 locale，最后是 en）")
 
 
 class UsageError(Exception):
     """A mistake in the command line or its files: reported as one line, exit status 2."""
 
 
+def language_asked(argv: list[str]) -> str | None:
+    """The language ``--lang`` names anywhere on the command line ``argv``, or None (the environment and the
+    locale decide): read before the parser is built, so that its ``--help`` is in that language. A value
+    that is no language is left for the parser to refuse."""
+    asked = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    asked.add_argument("--lang", default=None)
+    try:
+        lang = asked.parse_known_args(argv)[0].lang
+    except argparse.ArgumentError:  # ``--lang`` with no value: the parser says so, in one line
+        return None
+    return lang if lang in LANGS else None
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's layout, its ``usage:`` in the learner's language."""
+
+    def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, say(USAGE) if prefix is None else prefix)
+
+
 class CommandParser(argparse.ArgumentParser):
     """Usage mistakes as one line, like every other mistake; options only by their whole name (``--htm`` is
-    refused, not read as ``--html``). Every command's parser is one: ``add_subparsers`` makes its parsers of
-    the parent's class."""
+    refused, not read as ``--html``); ``--help`` in the learner's language, argparse's headings included.
+    Every command's parser is one: ``add_subparsers`` makes its parsers of the parent's class."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # An abbreviation that happens to match today may name another option tomorrow, and a typo should
-        # be told, not guessed.
-        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+        # be told, not guessed. argparse's own -h says its help in English: ours says it in the language.
+        super().__init__(*args, **{"allow_abbrev": False, "formatter_class": _HelpFormatter, **kwargs,
+                                   "add_help": False})
+        self._positionals.title = say(POSITIONALS)
+        self._optionals.title = say(OPTIONS)
+        self.add_argument("-h", "--help", action="help", default=argparse.SUPPRESS, help=say(SHOW_HELP))
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(USAGE_EXIT_STATUS, f"{PROG}: error: {message} {say(SEE_HELP, prog=self.prog)}\n")
+
+
+def add_lang_option(parser: argparse.ArgumentParser) -> None:
+    """``--lang`` on ``parser``: on the whole command line and on every command, where a learner types it
+    (``build check DIR --lang zh``). SUPPRESS: a command's parser leaves an earlier ``--lang`` as it was."""
+    parser.add_argument("--lang", choices=LANGS, default=argparse.SUPPRESS, help=say(LANG_HELP, env=ENV_VAR))
 
 
 def report_mistake(message: str) -> int:

@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.cli.arguments import UsageError, exercise_named, positive_int
-from nanovllm_teach.i18n import LANGS, Text, say
+from nanovllm_teach.cli.arguments import EXERCISE_NAME_HELP, UsageError, add_lang_option, exercise_named, positive_int
+from nanovllm_teach.i18n import Text, say
 
 EXERCISE_LINE = Text(en="{number}. {name:<16} {title}  [{replaces}]\n   template: {template}",
                      zh="{number}. {name:<16} {title}  [{replaces}]\n   模板：{template}")
@@ -34,26 +34,30 @@ CANNOT_WRITE = Text(en="cannot write {path}: {error}", zh="无法写入 {path}�
 
 def add_exercises_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``exercises`` subcommand (and its ``start``) on ``subparsers`` (what ``add_subparsers`` returned)."""
-    exs = subparsers.add_parser("exercises", help="list the classroom exercises and their templates; "
-                                                  "'exercises start NAME' copies one to work on")
+    exs = subparsers.add_parser("exercises", help=say(Text(
+        en="list the classroom exercises and their templates; 'exercises start NAME' copies one to work on",
+        zh="列出课堂练习及其模板；'exercises start NAME' 复制一个出来做")))
     exs.set_defaults(func=_exercises)
-    start = exs.add_subparsers(dest="action").add_parser(
-        "start", help="copy an exercise's template to DIR/NAME.py, where the grader expects it")
-    start.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
-    start.add_argument("folder", nargs="?", type=Path, default=Path("."), metavar="DIR",
-                       help="where to write NAME.py (default: this folder; made if missing)")
-    # Also after ``start``'s arguments, where a learner types it; SUPPRESS keeps an earlier ``exercises --lang``.
-    start.add_argument("--lang", choices=LANGS, default=argparse.SUPPRESS, help="language of what it writes")
+    start = exs.add_subparsers(dest="action").add_parser("start", help=say(Text(
+        en="copy an exercise's template to DIR/NAME.py, where the grader expects it",
+        zh="把练习的模板复制到 DIR/NAME.py，评分器在那里找它")))
+    start.add_argument("exercise", help=say(EXERCISE_NAME_HELP))
+    start.add_argument("folder", nargs="?", type=Path, default=Path("."), metavar="DIR", help=say(Text(
+        en="where to write NAME.py (default: this folder; made if missing)",
+        zh="NAME.py 写到哪里（默认：当前文件夹；不存在就新建）")))
+    add_lang_option(start)  # also after ``start``'s arguments, where a learner types it
     start.set_defaults(func=_start)
     return exs
 
 
 def add_hint_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``hint`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    hnt = subparsers.add_parser("hint", help="a hint for an exercise: level 1 says where to look, 2 how")
-    hnt.add_argument("exercise", help="the exercise's name (see: nanovllm-teach exercises)")
-    hnt.add_argument("level", nargs="?", type=positive_int, default=1,
-                     help="1 (the default) says where to look; each level says a little more")
+    hnt = subparsers.add_parser("hint", help=say(Text(en="a hint for an exercise: level 1 says where to look, 2 how",
+                                                      zh="练习的提示：1 级说看哪里，2 级说怎么做")))
+    hnt.add_argument("exercise", help=say(EXERCISE_NAME_HELP))
+    hnt.add_argument("level", nargs="?", type=positive_int, default=1, help=say(Text(
+        en="1 (the default) says where to look; each level says a little more",
+        zh="1（默认）说看哪里；每高一级多说一点")))
     hnt.set_defaults(func=_hint)
     return hnt
 

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.cli.arguments import UsageError, exercise_named, model_folder, number_at_least_zero, positive_int
+from nanovllm_teach.cli.arguments import (EXERCISE_NAME_HELP, MODEL_FOLDER_HELP, UsageError, exercise_named,
+                                          model_folder, number_at_least_zero, positive_int)
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S
 from nanovllm_teach.i18n import Text, say
 
@@ -60,22 +61,31 @@ BUNDLE_WRITTEN = Text(en="wrote {path}: upload it as the assignment's autograder
 
 def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``grade`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    grd = subparsers.add_parser("grade", help="grade a solution file, or a class: each submission in a sandbox")
-    grd.add_argument("exercise", nargs="?", help="the exercise's name (see: nanovllm-teach exercises)")
-    grd.add_argument("solution", nargs="*", metavar="PATH",
-                     help="a solution file, a student's folder, or a class folder of student files or folders")
-    grd.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
-    grd.add_argument("--time-limit", type=number_at_least_zero, default=DEFAULT_TIME_LIMIT_S,
-                     help=f"seconds one call of the learner's code may take (default: {DEFAULT_TIME_LIMIT_S:g})")
-    grd.add_argument("--jobs", type=positive_int, default=1, help="submissions graded at once (default: 1)")
-    grd.add_argument("--csv", type=Path, default=None, help="write the gradebook as CSV")
-    grd.add_argument("--html", type=Path, default=None, help="write the gradebook as an HTML page")
-    grd.add_argument("--gradescope", type=Path, default=None,
-                     help="write Gradescope's results.json for the one submission")
-    grd.add_argument("--gradescope-bundle", type=Path, default=None,
-                     help="write the Gradescope autograder bundle (a .zip) for EXERCISE and stop")
-    grd.add_argument("--check-isolation", action="store_true",
-                     help="say what this machine gives the sandbox, and whether a class can be graded here")
+    grd = subparsers.add_parser("grade", help=say(Text(
+        en="grade a solution file, or a class: each submission in a sandbox",
+        zh="给一个解答文件或全班评分：每份作业都在沙箱里运行")))
+    grd.add_argument("exercise", nargs="?", help=say(EXERCISE_NAME_HELP))
+    grd.add_argument("solution", nargs="*", metavar="PATH", help=say(Text(
+        en="a solution file, a student's folder, or a class folder of student files or folders",
+        zh="一个解答文件、一个学生的文件夹，或装着各个学生文件或文件夹的班级文件夹")))
+    grd.add_argument("--model", default=None, help=say(MODEL_FOLDER_HELP))
+    grd.add_argument("--time-limit", type=number_at_least_zero, default=DEFAULT_TIME_LIMIT_S, help=say(Text(
+        en="seconds one call of the learner's code may take (default: {limit:g})",
+        zh="学习者代码的一次调用最多可用的秒数（默认：{limit:g}）"), limit=DEFAULT_TIME_LIMIT_S))
+    grd.add_argument("--jobs", type=positive_int, default=1, help=say(Text(
+        en="submissions graded at once (default: 1)", zh="同时评分的作业份数（默认：1）")))
+    grd.add_argument("--csv", type=Path, default=None, help=say(Text(en="write the gradebook as CSV",
+                                                                     zh="把成绩册写成 CSV")))
+    grd.add_argument("--html", type=Path, default=None, help=say(Text(en="write the gradebook as an HTML page",
+                                                                      zh="把成绩册写成 HTML 页面")))
+    grd.add_argument("--gradescope", type=Path, default=None, help=say(Text(
+        en="write Gradescope's results.json for the one submission", zh="为这一份作业写出 Gradescope 的 results.json")))
+    grd.add_argument("--gradescope-bundle", type=Path, default=None, help=say(Text(
+        en="write the Gradescope autograder bundle (a .zip) for EXERCISE and stop",
+        zh="为 EXERCISE 写出 Gradescope 的自动评分包（.zip）后结束")))
+    grd.add_argument("--check-isolation", action="store_true", help=say(Text(
+        en="say what this machine gives the sandbox, and whether a class can be graded here",
+        zh="说明这台机器能给沙箱提供什么，以及能否在这里给全班评分")))
     grd.set_defaults(func=_grade)
     return grd
 

@@ -59,45 +59,69 @@ LOG_HINT = Text(en="probes logged in {path}: run the same command again to resum
 
 def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``plan`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    plan = subparsers.add_parser("plan", help="find the cheapest configuration that meets a latency SLO at a rate")
-    plan.add_argument("--model", default="llama-3.1-8b", help="a shipped shape or a folder with a config.json")
-    plan.add_argument("--rate", type=float, required=True, help="the target rate, requests per second")
-    load = plan.add_argument_group("the workload (each probe's)")
-    load.add_argument("--prompt-lens", default="sharegpt-prompt", help="as simulate's --prompt-lens")
-    load.add_argument("--output-lens", default="sharegpt-output", help="as simulate's --output-lens")
+    plan = subparsers.add_parser("plan", help=say(Text(
+        en="find the cheapest configuration that meets a latency SLO at a rate",
+        zh="找出在给定速率下满足延迟 SLO 的最便宜配置")))
+    plan.add_argument("--model", default="llama-3.1-8b", help=say(Text(
+        en="a shipped shape or a folder with a config.json", zh="自带的模型形状，或含 config.json 的文件夹")))
+    plan.add_argument("--rate", type=float, required=True, help=say(Text(en="the target rate, requests per second",
+                                                                         zh="目标速率，每秒请求数")))
+    load = plan.add_argument_group(say(Text(en="the workload (each probe's)", zh="工作负载（每次探测的）")))
+    load.add_argument("--prompt-lens", default="sharegpt-prompt", help=say(Text(en="as simulate's --prompt-lens",
+                                                                                zh="同 simulate 的 --prompt-lens")))
+    load.add_argument("--output-lens", default="sharegpt-output", help=say(Text(en="as simulate's --output-lens",
+                                                                                zh="同 simulate 的 --output-lens")))
     load.add_argument("--max-model-len", type=positive_int, default=8192)
-    load.add_argument("--warmup-requests", type=int, default=200, help="requests before the measured ones (200)")
-    load.add_argument("--probe-requests", type=positive_int, default=1000, help="measured requests (>= 1000)")
+    load.add_argument("--warmup-requests", type=int, default=200, help=say(Text(
+        en="requests before the measured ones (200)", zh="正式测量之前先发的请求数（200）")))
+    load.add_argument("--probe-requests", type=positive_int, default=1000, help=say(Text(
+        en="measured requests (>= 1000)", zh="参与测量的请求数（>= 1000）")))
     load.add_argument("--seed", type=int, default=0)
-    slo = plan.add_argument_group("the SLO")
-    slo.add_argument("--ttft-ms", type=float, default=1000.0, help="TTFT limit, from arrival (1000)")
-    slo.add_argument("--tpot-ms", type=float, default=50.0, help="TPOT limit (50)")
+    slo = plan.add_argument_group(say(Text(en="the SLO", zh="SLO")))
+    slo.add_argument("--ttft-ms", type=float, default=1000.0, help=say(Text(
+        en="TTFT limit, from arrival (1000)", zh="首 token 延迟的上限，从到达时算起（1000）")))
+    slo.add_argument("--tpot-ms", type=float, default=50.0, help=say(Text(en="TPOT limit (50)",
+                                                                          zh="每个输出 token 的时间的上限（50）")))
     slo.add_argument("--ttft-quantile", choices=list(QUANTILES), default="p99")
     slo.add_argument("--tpot-quantile", choices=list(QUANTILES), default="p99")
-    slo.add_argument("--goodput", type=float, default=None, metavar="SHARE",
-                     help="instead of the quantiles: this share of requests meets both limits at once")
-    space = plan.add_argument_group("the space (comma-separated lists)")
-    space.add_argument("--gpus", default=None, help="GPUs (default: every priced one)")
-    space.add_argument("--tp", default="1,2,4", help="tensor-parallel degrees (1,2,4)")
-    space.add_argument("--replicas", default="1,2,3,4,6,8", help="replica counts (1,2,3,4,6,8)")
+    slo.add_argument("--goodput", type=float, default=None, metavar="SHARE", help=say(Text(
+        en="instead of the quantiles: this share of requests meets both limits at once",
+        zh="不用分位数，改为：这个比例的请求同时满足两个上限")))
+    space = plan.add_argument_group(say(Text(en="the space (comma-separated lists)", zh="搜索空间（逗号分隔的列表）")))
+    space.add_argument("--gpus", default=None, help=say(Text(en="GPUs (default: every priced one)",
+                                                             zh="GPU（默认：所有有价格的 GPU）")))
+    space.add_argument("--tp", default="1,2,4", help=say(Text(en="tensor-parallel degrees (1,2,4)",
+                                                              zh="张量并行的并行度（1,2,4）")))
+    space.add_argument("--replicas", default="1,2,3,4,6,8", help=say(Text(en="replica counts (1,2,3,4,6,8)",
+                                                                          zh="副本数（1,2,3,4,6,8）")))
     space.add_argument("--max-num-seqs", default="128,256,512", help="(128,256,512)")
     space.add_argument("--max-num-batched-tokens", default="8192,16384", help="(8192,16384)")
-    cost = plan.add_argument_group("the cost")
-    cost.add_argument("--price", action="append", default=[], metavar="GPU=USD", help="a GPU's price per hour")
-    cost.add_argument("--prices", default=None, metavar="FILE", help="a JSON object of GPU -> USD per hour")
-    run = plan.add_argument_group("the search")
-    run.add_argument("--resolution", type=float, default=0.05,
-                     help="how close to the highest sustained rate, as a share of the saturated rate (0.05)")
-    run.add_argument("--address", default=None,
-                     help="a Ray cluster's address (default: a local Ray, started here); a cluster started with "
-                          "ray start --head asks for its token: set RAY_AUTH_MODE=token")
-    run.add_argument("--serial", action="store_true", help="run the probes in this process, without Ray")
-    run.add_argument("--log", default=None, help="the probes' log, to resume from (default: plan-log.jsonl "
-                                                 "beside --out, else in this folder)")
-    run.add_argument("--top", type=positive_int, default=5, help="runners-up to print (5)")
-    out = plan.add_argument_group("outputs")
-    out.add_argument("--out", default=None, help="every row as .json or .csv")
-    out.add_argument("--picture", default=None, help="the Pareto picture (.png, .svg or .pdf)")
+    cost = plan.add_argument_group(say(Text(en="the cost", zh="成本")))
+    cost.add_argument("--price", action="append", default=[], metavar="GPU=USD", help=say(Text(
+        en="a GPU's price per hour", zh="一块 GPU 每小时的价格")))
+    cost.add_argument("--prices", default=None, metavar="FILE", help=say(Text(
+        en="a JSON object of GPU -> USD per hour", zh="一个 JSON 对象：GPU -> 每小时美元价格")))
+    run = plan.add_argument_group(say(Text(en="the search", zh="搜索")))
+    run.add_argument("--resolution", type=float, default=0.05, help=say(Text(
+        en="how close to the highest sustained rate, as a share of the saturated rate (0.05)",
+        zh="离最高可持续速率要多近，以饱和速率的比例计（0.05）")))
+    run.add_argument("--address", default=None, help=say(Text(
+        en="a Ray cluster's address (default: a local Ray, started here); a cluster started with ray start --head "
+           "asks for its token: set RAY_AUTH_MODE=token",
+        zh="Ray 集群的地址（默认：在本机启动一个本地 Ray）；用 ray start --head 启动的集群会要求令牌："
+           "请设置 RAY_AUTH_MODE=token")))
+    run.add_argument("--serial", action="store_true", help=say(Text(
+        en="run the probes in this process, without Ray", zh="在本进程内运行探测，不用 Ray")))
+    run.add_argument("--log", default=None, help=say(Text(
+        en="the probes' log, to resume from (default: plan-log.jsonl beside --out, else in this folder)",
+        zh="探测日志，可从中继续（默认：--out 旁边的 plan-log.jsonl，没有 --out 则在当前文件夹）")))
+    run.add_argument("--top", type=positive_int, default=5, help=say(Text(en="runners-up to print (5)",
+                                                                          zh="打印的候补配置个数（5）")))
+    out = plan.add_argument_group(say(Text(en="outputs", zh="输出")))
+    out.add_argument("--out", default=None, help=say(Text(en="every row as .json or .csv",
+                                                          zh="把每一行写成 .json 或 .csv")))
+    out.add_argument("--picture", default=None, help=say(Text(en="the Pareto picture (.png, .svg or .pdf)",
+                                                              zh="帕累托图（.png、.svg 或 .pdf）")))
     plan.set_defaults(func=_plan)
     return plan
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nanovllm_teach.cli.arguments import (UsageError, model_folder, number_at_least_zero, positive_int, save_picture,
-                                          writable_file, writable_folder)
+from nanovllm_teach.cli.arguments import (MODEL_FOLDER_HELP, UsageError, model_folder, number_at_least_zero,
+                                          positive_int, save_picture, writable_file, writable_folder)
 from nanovllm_teach.i18n import Text, say
 
 DEMO_ANSWER = Text(en="Prompt: {prompt!r}  (seq_id={seq_id})\n"
@@ -33,17 +33,22 @@ RECORDED = Text(en="{name}: {n} requests -> {path} ({mb:.2f} MB)", zh="{name}：
 
 def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``demo`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    demo = subparsers.add_parser("demo", help="run the shipped model on the walkthrough's two prompts and say what "
-                                              "the engine did")
-    demo.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
-    demo.add_argument("--out", default="out", help="folder for the trace and the picture (default: out)")
-    demo.add_argument("--log", choices=["quiet", "normal", "detail", "all"], default=None,
-                      help="stream the TEACHING log while it runs, at this level (default: none, only the "
-                           "account at the end)")
-    demo.add_argument("--temperature", type=number_at_least_zero, default=0.6, help="0 is greedy (default: 0.6)")
-    demo.add_argument("--max-tokens", type=positive_int, default=64,
-                      help="per request (default: 64: one answer ends on EOS, the other is cut)")
-    demo.add_argument("--seed", type=int, default=0, help="per-request sampling seeds start here")
+    demo = subparsers.add_parser("demo", help=say(Text(
+        en="run the shipped model on the walkthrough's two prompts and say what the engine did",
+        zh="用自带的模型回答导览中的两个 prompt，并说明引擎做了什么")))
+    demo.add_argument("--model", default=None, help=say(MODEL_FOLDER_HELP))
+    demo.add_argument("--out", default="out", help=say(Text(en="folder for the trace and the picture (default: out)",
+                                                            zh="存放 trace 和图片的文件夹（默认：out）")))
+    demo.add_argument("--log", choices=["quiet", "normal", "detail", "all"], default=None, help=say(Text(
+        en="stream the TEACHING log while it runs, at this level (default: none, only the account at the end)",
+        zh="运行时按这个级别实时输出 TEACHING 日志（默认：不输出，只在结束时总结）")))
+    demo.add_argument("--temperature", type=number_at_least_zero, default=0.6, help=say(Text(
+        en="0 is greedy (default: 0.6)", zh="0 即贪心解码（默认：0.6）")))
+    demo.add_argument("--max-tokens", type=positive_int, default=64, help=say(Text(
+        en="per request (default: 64: one answer ends on EOS, the other is cut)",
+        zh="每个请求的上限（默认：64：一个回答以 EOS 结束，另一个被截断）")))
+    demo.add_argument("--seed", type=int, default=0, help=say(Text(en="per-request sampling seeds start here",
+                                                                   zh="各请求的采样 seed 从这里开始编号")))
     demo.set_defaults(func=_demo)
     return demo
 
@@ -52,13 +57,16 @@ def add_record_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``record`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
     from nanovllm_teach.scenarios import SCENARIOS  # plain data: no torch
 
-    rec = subparsers.add_parser("record", help="record a scenario's trace (--out-dir traces: regenerate the "
-                                               "shipped ones)")
-    rec.add_argument("scenario", nargs="?", default=None, help=f"one of: {', '.join(SCENARIOS)}")
-    rec.add_argument("--all", action="store_true", help="record every scenario")
-    rec.add_argument("--out-dir", default="out", help="folder for the SCENARIO.jsonl files (default: out; traces "
-                                                      "overwrites the shipped traces)")
-    rec.add_argument("--model", default=None, help="checkpoint folder (default: the shipped model)")
+    rec = subparsers.add_parser("record", help=say(Text(
+        en="record a scenario's trace (--out-dir traces: regenerate the shipped ones)",
+        zh="录制一个场景的 trace（--out-dir traces：重新生成自带的 trace）")))
+    rec.add_argument("scenario", nargs="?", default=None, help=say(Text(en="one of: {names}", zh="可选：{names}"),
+                                                                   names=", ".join(map(repr, SCENARIOS))))
+    rec.add_argument("--all", action="store_true", help=say(Text(en="record every scenario", zh="录制所有场景")))
+    rec.add_argument("--out-dir", default="out", help=say(Text(
+        en="folder for the SCENARIO.jsonl files (default: out; traces overwrites the shipped traces)",
+        zh="存放 SCENARIO.jsonl 文件的文件夹（默认：out；traces 会覆盖自带的 trace）")))
+    rec.add_argument("--model", default=None, help=say(MODEL_FOLDER_HELP))
     rec.set_defaults(func=_record)
     return rec
 

@@ -21,7 +21,7 @@ import argparse
 import socket
 from typing import Any
 
-from nanovllm_teach.cli.arguments import UsageError, writable_file
+from nanovllm_teach.cli.arguments import ENGINE_SETTINGS, MODEL_FOLDER_HELP, UsageError, writable_file
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.serve.limits import MAX_BODY_BYTES, MAX_WAITING, ServeLimits
 
@@ -40,20 +40,27 @@ TRACE_WRITTEN = Text(en="trace: {path} (nanovllm-teach replay {path})",
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``serve`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    srv = subparsers.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
-    srv.add_argument("model", nargs="?", default=None, help="a checkpoint folder (default: the shipped model)")
-    srv.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    srv = subparsers.add_parser("serve", help=say(Text(en="serve a model over an OpenAI-compatible HTTP API",
+                                                       zh="通过与 OpenAI 兼容的 HTTP API 提供模型服务")))
+    srv.add_argument("model", nargs="?", default=None, help=say(MODEL_FOLDER_HELP))
+    srv.add_argument("--host", default="127.0.0.1", help=say(Text(en="the address to listen on (default: 127.0.0.1)",
+                                                                  zh="监听的地址（默认：127.0.0.1）")))
     srv.add_argument("--port", type=int, default=8000)
-    srv.add_argument("--served-model-name", default=None, help="the name clients ask for (default: the folder's)")
-    srv.add_argument("--trace", nargs="?", const=DEFAULT_TRACE, default=None, metavar="FILE",
-                     help=f"record the live run to this JSONL file (--trace alone: {DEFAULT_TRACE})")
-    srv.add_argument("--no-live", action="store_true", help="do not serve the live page at /live")
-    srv.add_argument("--max-waiting", type=int, default=MAX_WAITING,
-                     help=f"requests beyond the running batch before 503 (default: {MAX_WAITING})")
+    srv.add_argument("--served-model-name", default=None, help=say(Text(
+        en="the name clients ask for (default: the folder's)", zh="客户端请求时用的模型名（默认：文件夹名）")))
+    srv.add_argument("--trace", nargs="?", const=DEFAULT_TRACE, default=None, metavar="FILE", help=say(Text(
+        en="record the live run to this JSONL file (--trace alone: {path})",
+        zh="把这次运行录制到这个 JSONL 文件（只写 --trace：{path}）"), path=DEFAULT_TRACE))
+    srv.add_argument("--no-live", action="store_true", help=say(Text(en="do not serve the live page at /live",
+                                                                     zh="不提供 /live 实时页面")))
+    srv.add_argument("--max-waiting", type=int, default=MAX_WAITING, help=say(Text(
+        en="requests beyond the running batch before 503 (default: {limit})",
+        zh="正在运行的批次之外最多排队的请求数，超过就返回 503（默认：{limit}）"), limit=MAX_WAITING))
     srv.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES)
-    srv.add_argument("--api-key", default=None,
-                     help="ask every /v1 request for 'Authorization: Bearer KEY', as vllm serve --api-key does")
-    engine = srv.add_argument_group("the engine (the settings of LLM(...))")
+    srv.add_argument("--api-key", default=None, help=say(Text(
+        en="ask every /v1 request for 'Authorization: Bearer KEY', as vllm serve --api-key does",
+        zh="要求每个 /v1 请求带上 'Authorization: Bearer KEY'，和 vllm serve --api-key 一样")))
+    engine = srv.add_argument_group(say(ENGINE_SETTINGS))
     engine.add_argument("--max-model-len", type=int, default=4096)
     engine.add_argument("--max-num-seqs", type=int, default=512)
     engine.add_argument("--max-num-batched-tokens", type=int, default=None)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.cli.arguments import ENGINE_SETTINGS
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes,
@@ -43,35 +44,51 @@ TRACE_HINT = Text(
 
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``simulate`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    sim = subparsers.add_parser("simulate", help="run a workload through the real engine on a simulated GPU")
-    sim.add_argument("--list", action="store_true", help="list the shipped model shapes and the devices, then stop")
-    sim.add_argument("--model", default="qwen3-8b",
-                     help=f"a shipped shape ({', '.join(shape_names())}) or a folder with a config.json")
-    sim.add_argument("--hardware", default="h100-sxm", help=f"one of {', '.join(device_names())}")
-    sim.add_argument("--factors", default=None, help="a JSON file of fitted efficiency factors")
-    sim.add_argument("--out", default=None, help="record the trace to this JSONL file")
-    load = sim.add_argument_group("the workload")
-    load.add_argument("--requests", type=int, default=1000, help="how many requests (default: 1000)")
-    load.add_argument("--rate", type=float, default=None, help="Poisson arrivals, requests per second")
-    load.add_argument("--arrivals", default=None, help="poisson:RATE, burst:SIZE:EVERY_S or at-once "
-                                                       "(default: poisson:4)")
-    load.add_argument("--concurrency", type=int, default=None, metavar="N",
-                      help="closed loop instead of arrivals: N clients, each sending its next request when its "
-                           "last one finishes (a serving benchmark's --max-concurrency)")
-    load.add_argument("--prompt-lens", default="sharegpt-prompt",
-                      help="fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90 or sharegpt-prompt (the default: "
-                           f"{SHAREGPT_SOURCE})")
-    load.add_argument("--output-lens", default="sharegpt-output", help="the same forms, or sharegpt-output (the "
-                                                                       "default)")
-    load.add_argument("--shared-prefix", default=None, metavar="GROUPS:LEN",
-                      help="every prompt starts with one of GROUPS common prefixes of LEN tokens")
-    load.add_argument("--ignore-eos", action="store_true", help="every request runs to its whole output length "
-                                                                  "and finishes by length (nano-vllm's benchmark)")
+    sim = subparsers.add_parser("simulate", help=say(Text(
+        en="run a workload through the real engine on a simulated GPU",
+        zh="在模拟的 GPU 上用真实引擎运行一个工作负载")))
+    sim.add_argument("--list", action="store_true", help=say(Text(
+        en="list the shipped model shapes and the devices, then stop", zh="列出自带的模型形状和设备后结束")))
+    sim.add_argument("--model", default="qwen3-8b", help=say(Text(
+        en="a shipped shape ({shapes}) or a folder with a config.json",
+        zh="自带的模型形状（{shapes}）或含 config.json 的文件夹"), shapes=", ".join(shape_names())))
+    sim.add_argument("--hardware", default="h100-sxm", help=say(Text(en="one of {devices}", zh="可选：{devices}"),
+                                                                devices=", ".join(device_names())))
+    sim.add_argument("--factors", default=None, help=say(Text(en="a JSON file of fitted efficiency factors",
+                                                              zh="拟合好的效率系数的 JSON 文件")))
+    sim.add_argument("--out", default=None, help=say(Text(en="record the trace to this JSONL file",
+                                                          zh="把 trace 录制到这个 JSONL 文件")))
+    load = sim.add_argument_group(say(Text(en="the workload", zh="工作负载")))
+    load.add_argument("--requests", type=int, default=1000, help=say(Text(en="how many requests (default: 1000)",
+                                                                          zh="请求数（默认：1000）")))
+    load.add_argument("--rate", type=float, default=None, help=say(Text(en="Poisson arrivals, requests per second",
+                                                                        zh="泊松到达，每秒请求数")))
+    load.add_argument("--arrivals", default=None, help=say(Text(
+        en="poisson:RATE, burst:SIZE:EVERY_S or at-once (default: poisson:4)",
+        zh="poisson:RATE、burst:SIZE:EVERY_S 或 at-once（默认：poisson:4）")))
+    load.add_argument("--concurrency", type=int, default=None, metavar="N", help=say(Text(
+        en="closed loop instead of arrivals: N clients, each sending its next request when its last one finishes "
+           "(a serving benchmark's --max-concurrency)",
+        zh="用闭环代替到达过程：N 个客户端，各自在上一个请求完成后发出下一个（即服务基准测试的 "
+           "--max-concurrency）")))
+    load.add_argument("--prompt-lens", default="sharegpt-prompt", help=say(Text(
+        en="fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90 or sharegpt-prompt (the default: {source})",
+        zh="fixed:N、uniform:LO:HI、lognormal:MEDIAN:P90 或 sharegpt-prompt（默认：{source}）"),
+        source=say(SHAREGPT_SOURCE)))
+    load.add_argument("--output-lens", default="sharegpt-output", help=say(Text(
+        en="the same forms, or sharegpt-output (the default)", zh="同样的写法，或 sharegpt-output（默认）")))
+    load.add_argument("--shared-prefix", default=None, metavar="GROUPS:LEN", help=say(Text(
+        en="every prompt starts with one of GROUPS common prefixes of LEN tokens",
+        zh="每个 prompt 都以 GROUPS 个公共前缀之一开头，前缀长 LEN 个 token")))
+    load.add_argument("--ignore-eos", action="store_true", help=say(Text(
+        en="every request runs to its whole output length and finishes by length (nano-vllm's benchmark)",
+        zh="每个请求都生成到完整的输出长度、因长度而结束（nano-vllm 的基准测试就是这样）")))
     load.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--admit-every", type=int, default=1, metavar="K",
-                     help="admit arrived requests only every K steps, as vLLM's multi-step scheduling "
-                          "(--num-scheduler-steps K) did; off (1) by default")
-    engine = sim.add_argument_group("the engine (the settings of LLM(...))")
+    sim.add_argument("--admit-every", type=int, default=1, metavar="K", help=say(Text(
+        en="admit arrived requests only every K steps, as vLLM's multi-step scheduling (--num-scheduler-steps K) "
+           "did; off (1) by default",
+        zh="每 K 步才接纳一次已到达的请求，就像 vLLM 的多步调度（--num-scheduler-steps K）那样；默认关闭（1）")))
+    engine = sim.add_argument_group(say(ENGINE_SETTINGS))
     engine.add_argument("--max-model-len", type=int, default=8192)
     engine.add_argument("--max-num-seqs", type=int, default=512)
     engine.add_argument("--max-num-batched-tokens", type=int, default=None)
@@ -79,9 +96,11 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     engine.add_argument("--num-kvcache-blocks", type=int, default=None)
     engine.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     engine.add_argument("--tensor-parallel-size", type=int, default=1)
-    engine.add_argument("--policy", default="continuous", help="continuous or static")
+    engine.add_argument("--policy", default="continuous", help=say(Text(en="continuous or static",
+                                                                          zh="continuous 或 static")))
     engine.add_argument("--no-prefix-caching", action="store_true")
-    engine.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
+    engine.add_argument("--enforce-eager", action="store_true", help=say(Text(en="no CUDA graphs for decode",
+                                                                             zh="解码不用 CUDA Graph")))
     sim.set_defaults(func=_simulate)
     return sim
 

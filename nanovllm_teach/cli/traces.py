@@ -67,38 +67,55 @@ SAME_DECISIONS = Text(en="yet the runs made the same {n} decisions (who ran each
 
 def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``replay`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    rep = subparsers.add_parser("replay", help="a recorded trace as a picture, an HTML report or text tables")
-    rep.add_argument("trace", help="a trace file (JSONL)")
-    rep.add_argument("--out", default=None, help="write the timelines and the request Gantt chart (.png, .svg, .pdf)")
-    rep.add_argument("--html", default=None, help="write a self-contained replay page (step slider, back / play / "
-                     "forward, timelines, Gantt chart, KV blocks, TEACHING lines) that opens in any browser, no "
-                     "Python needed")
-    rep.add_argument("--report", default=None, help="write a static HTML report (pictures and tables)")
-    rep.add_argument("--text", action="store_true", help="print a summary and the first rows of the step and request "
-                     "tables (the default)")
-    rep.add_argument("--all", action="store_true", help="print every row of the step and request tables")
-    rep.add_argument("--lenient", action="store_true", help="replay the valid part of a damaged trace")
+    rep = subparsers.add_parser("replay", help=say(Text(
+        en="a recorded trace as a picture, an HTML report or text tables",
+        zh="把录好的 trace 画成图片、HTML 报告或文本表格")))
+    rep.add_argument("trace", help=say(Text(en="a trace file (JSONL)", zh="trace 文件（JSONL）")))
+    rep.add_argument("--out", default=None, help=say(Text(
+        en="write the timelines and the request Gantt chart (.png, .svg, .pdf)",
+        zh="写出时间线和请求甘特图（.png、.svg、.pdf）")))
+    rep.add_argument("--html", default=None, help=say(Text(
+        en="write a self-contained replay page (step slider, back / play / forward, timelines, Gantt chart, KV blocks, "
+           "TEACHING lines) that opens in any browser, no Python needed",
+        zh="写出一个自包含的回放页面（步滑块、后退/播放/前进、时间线、甘特图、KV 块、TEACHING 行），任何浏览器都能打开，"
+           "无需 Python")))
+    rep.add_argument("--report", default=None, help=say(Text(en="write a static HTML report (pictures and tables)",
+                                                             zh="写出静态 HTML 报告（图片和表格）")))
+    rep.add_argument("--text", action="store_true", help=say(Text(
+        en="print a summary and the first rows of the step and request tables (the default)",
+        zh="打印摘要以及步表和请求表的前几行（默认）")))
+    rep.add_argument("--all", action="store_true", help=say(Text(en="print every row of the step and request tables",
+                                                                 zh="打印步表和请求表的每一行")))
+    rep.add_argument("--lenient", action="store_true", help=say(Text(en="replay the valid part of a damaged trace",
+                                                                     zh="回放损坏 trace 中有效的部分")))
     rep.set_defaults(func=_replay)
     return rep
 
 
 def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``compare`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    cmp = subparsers.add_parser("compare", help="two traces of one workload side by side, with their summaries")
-    cmp.add_argument("a", help="the first trace (left)")
-    cmp.add_argument("b", help="the second trace (right)")
-    cmp.add_argument("--out", default=None, help="write the side-by-side picture (.png, .svg, .pdf)")
-    cmp.add_argument("--lenient", action="store_true", help="compare the valid parts of damaged traces")
+    cmp = subparsers.add_parser("compare", help=say(Text(
+        en="two traces of one workload side by side, with their summaries",
+        zh="把同一工作负载的两个 trace 并排对比，附上各自的摘要")))
+    cmp.add_argument("a", help=say(Text(en="the first trace (left)", zh="第一个 trace（左）")))
+    cmp.add_argument("b", help=say(Text(en="the second trace (right)", zh="第二个 trace（右）")))
+    cmp.add_argument("--out", default=None, help=say(Text(en="write the side-by-side picture (.png, .svg, .pdf)",
+                                                          zh="写出并排对比图（.png、.svg、.pdf）")))
+    cmp.add_argument("--lenient", action="store_true", help=say(Text(en="compare the valid parts of damaged traces",
+                                                                     zh="比较损坏 trace 中有效的部分")))
     cmp.set_defaults(func=_compare)
     return cmp
 
 
 def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``diff`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
-    dif = subparsers.add_parser("diff", help="the first event where two traces of one workload disagree (exit 1 if any)")
-    dif.add_argument("a", help="the first trace")
-    dif.add_argument("b", help="the second trace")
-    dif.add_argument("--lenient", action="store_true", help="diff the valid parts of damaged traces")
+    dif = subparsers.add_parser("diff", help=say(Text(
+        en="the first event where two traces of one workload disagree (exit 1 if any)",
+        zh="同一工作负载的两个 trace 第一次出现分歧的事件（有分歧则退出码为 1）")))
+    dif.add_argument("a", help=say(Text(en="the first trace", zh="第一个 trace")))
+    dif.add_argument("b", help=say(Text(en="the second trace", zh="第二个 trace")))
+    dif.add_argument("--lenient", action="store_true", help=say(Text(en="diff the valid parts of damaged traces",
+                                                                     zh="对比损坏 trace 中有效的部分")))
     dif.set_defaults(func=_diff)
     return dif
 

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.cli.arguments import add_lang_option
 from nanovllm_teach.i18n import Text, resolve_lang, say
 
 WROTE = Text(en="wrote {count} files into {folder}:", zh="已在 {folder} 中写入 {count} 个文件：")
@@ -26,23 +27,28 @@ SUMMARY = Text(en="{passed} of {count} chapters pass", zh="{count} 章中通过 
 
 def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``build`` subcommand and its ``start`` and ``check`` on ``subparsers``."""
-    build = subparsers.add_parser("build", help="build the engine yourself, chapter by chapter: start a folder, "
-                                                "check a chapter")
+    build = subparsers.add_parser("build", help=say(Text(
+        en="build the engine yourself, chapter by chapter: start a folder, check a chapter",
+        zh="自己动手一章一章地搭建引擎：新建文件夹，检查某一章")))
     steps = build.add_subparsers(dest="step", required=True)
-    start = steps.add_parser("start", help="write a new folder with the package you will fill in")
-    start.add_argument("folder", type=Path, metavar="DIR", help="the folder to create (must not exist)")
-    start.add_argument("--with-solutions", action="store_true",
-                       help="fill every function with the engine's own code (a reference to read)")
+    start = steps.add_parser("start", help=say(Text(en="write a new folder with the package you will fill in",
+                                                    zh="新建一个文件夹，里面是你要填写的包")))
+    start.add_argument("folder", type=Path, metavar="DIR", help=say(Text(en="the folder to create (must not exist)",
+                                                                         zh="要新建的文件夹（不能已存在）")))
+    start.add_argument("--with-solutions", action="store_true", help=say(Text(
+        en="fill every function with the engine's own code (a reference to read)",
+        zh="每个函数都填上引擎自己的代码（供对照阅读的参考答案）")))
     start.set_defaults(func=_start)
-    check = steps.add_parser("check", help="check your functions against the engine's, chapter by chapter")
-    check.add_argument("folder", type=Path, metavar="DIR", help="the folder build start wrote")
-    check.add_argument("chapter", nargs="?", default=None,
-                       help="a chapter's number or name (1 norms, 2 rope, 3 attention, 4 qwen3, 5 sampler; "
-                            "default: all)")
+    check = steps.add_parser("check", help=say(Text(en="check your functions against the engine's, chapter by chapter",
+                                                    zh="一章一章地拿你的函数和引擎的对照检查")))
+    check.add_argument("folder", type=Path, metavar="DIR", help=say(Text(en="the folder build start wrote",
+                                                                         zh="build start 写出的文件夹")))
+    check.add_argument("chapter", nargs="?", default=None, help=say(Text(
+        en="a chapter's number or name (1 'norms', 2 'rope', 3 'attention', 4 'qwen3', 5 'sampler'; default: all)",
+        zh="章的编号或名字（1 'norms'、2 'rope'、3 'attention'、4 'qwen3'、5 'sampler'；默认：全部）")))
     check.set_defaults(func=_check)
     for step in (start, check):  # the language option is the command's too: ``build check DIR --lang zh``
-        step.add_argument("--lang", choices=("en", "zh"), default=argparse.SUPPRESS,
-                          help="language of what it writes")
+        add_lang_option(step)
     return build
 
 

@@ -29,6 +29,8 @@ from array import array
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from nanovllm_teach.i18n import Text
+
 
 @dataclass(frozen=True)
 class Request:
@@ -148,8 +150,10 @@ class LogNormal:
 # https://github.com/vllm-project/vllm/pull/18566: 230 and 203 tokens on average). Only the means are published;
 # the spread is assumed (sigma = 1, a tenfold range between the 5th and 95th percentiles of a log-normal), and
 # the medians are those whose clipped means (4..1024) are the published ones: 149 and 130.
-SHAREGPT_SOURCE = ("ShareGPT as vLLM's benchmark samples it: mean 230 prompt / 203 output tokens "
-                   "(https://github.com/vllm-project/vllm/pull/18566), log-normal, sigma 1 assumed")
+SHAREGPT_SOURCE = Text(en="ShareGPT as vLLM's benchmark samples it: mean 230 prompt / 203 output tokens "
+                          "(https://github.com/vllm-project/vllm/pull/18566), log-normal, sigma 1 assumed",
+                       zh="按 vLLM 基准测试的采样方式取的 ShareGPT：平均 230 个 prompt token / 203 个输出 token"
+                          "（https://github.com/vllm-project/vllm/pull/18566），对数正态分布，假定 sigma 为 1")
 
 
 def sharegpt_prompt_lengths(lo: int = 4, hi: int = 1024) -> LogNormal:
