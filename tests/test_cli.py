@@ -3,9 +3,11 @@ every mistake a user can make on the command line ends in one line and exit stat
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+import wcwidth
 
 from nanovllm_teach.cli import build_parser, main
 from nanovllm_teach.trace import load_trace
@@ -136,9 +138,15 @@ def test_help_speaks_the_language_asked_for(command, monkeypatch, capsys):
     from nanovllm_teach.i18n.notebooks import english_runs, pair_problems
 
     monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
     zh = _help([*command, "--help", "--lang", "zh"], capsys)
     assert zh.startswith("用法：nanovllm-teach") and "显示本帮助并退出" in zh
     assert english_runs(zh) == [], zh
+    # Its sentences wrapped by the columns a line takes on the terminal (a Chinese character takes two), not by
+    # its length (the usage and the list of commands are argparse's, as in English).
+    usage = zh.split("\n\n")[0]
+    assert [line for line in zh[len(usage):].splitlines()
+            if re.search("[\u4e00-\u9fff]", line) and wcwidth.width(line) > 80] == [], zh
     en = _help([*command, "--lang", "en", "--help"], capsys)
     assert en.startswith("usage: nanovllm-teach") and "show this help message and exit" in en
     # Each option explained in both languages by the glossary's terms.

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import wcwidth
+
 from nanovllm_teach.i18n import ENV_VAR, LANGS, Text, say
 from nanovllm_teach.trace.payload import printable
 
@@ -70,10 +72,16 @@ def language_asked(argv: list[str]) -> str | None:
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's layout, its ``usage:`` in the learner's language."""
+    """argparse's layout, its ``usage:`` in the learner's language and its lines wrapped by the columns they
+    take on a terminal: a Chinese character takes two, and argparse's own wrapping (``textwrap``) counts one,
+    so its Chinese lines ran past the terminal's edge, and it never broke Chinese, which has no spaces. An
+    option's name is kept whole (no break at its hyphens)."""
 
     def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
         super().add_usage(usage, actions, groups, say(USAGE) if prefix is None else prefix)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return wcwidth.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 class CommandParser(argparse.ArgumentParser):
