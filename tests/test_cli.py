@@ -145,6 +145,8 @@ def test_help_speaks_the_language_asked_for(command, monkeypatch, capsys):
     # Its sentences wrapped by the columns a line takes on the terminal (a Chinese character takes two), not by
     # its length (the usage and the list of commands are argparse's, as in English).
     usage = zh.split("\n\n")[0]
+    first, *later = usage.splitlines()  # its later lines under the first's arguments, as in English
+    assert all(len(line) - len(line.lstrip()) == wcwidth.width(first[:first.index("[")]) for line in later), usage
     assert [line for line in zh[len(usage):].splitlines()
             if re.search("[\u4e00-\u9fff]", line) and wcwidth.width(line) > 80] == [], zh
     en = _help([*command, "--lang", "en", "--help"], capsys)

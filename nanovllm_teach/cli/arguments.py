@@ -77,8 +77,12 @@ class _HelpFormatter(argparse.HelpFormatter):
     so its Chinese lines ran past the terminal's edge, and it never broke Chinese, which has no spaces. An
     option's name is kept whole (no break at its hyphens)."""
 
-    def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
-        super().add_usage(usage, actions, groups, say(USAGE) if prefix is None else prefix)
+    def _format_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None) -> str:
+        # argparse lines the usage's later lines up under its first by the prefix's length: give it one of as
+        # many spaces as the prefix takes columns, then put the prefix in their place.
+        shown = say(USAGE) if prefix is None else prefix
+        columns = wcwidth.width(shown)
+        return shown + super()._format_usage(usage, actions, groups, " " * columns)[columns:]
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         return wcwidth.wrap(" ".join(text.split()), width, break_on_hyphens=False)
