@@ -69,7 +69,7 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``replay`` subcommand on ``subparsers`` (what ``add_subparsers`` returned)."""
     rep = subparsers.add_parser("replay", help=say(Text(
         en="a recorded trace as a picture, an HTML report or text tables",
-        zh="把录好的 trace 画成图片、HTML 报告或文本表格")))
+        zh="把录好的 trace 呈现为图片、HTML 报告或文本表格")))
     rep.add_argument("trace", help=say(Text(en="a trace file (JSONL)", zh="trace 文件（JSONL）")))
     rep.add_argument("--out", default=None, help=say(Text(
         en="write the timelines and the request Gantt chart (.png, .svg, .pdf)",
