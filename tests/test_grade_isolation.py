@@ -144,6 +144,11 @@ def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(tmp_path, cap
 
 
 def test_three_700_mb_children_do_not_fit_the_whole_sandbox(tmp_path, capsys):
+    # The bound on the whole sandbox is its cgroup's: where the machine gives none, only per-process rlimits hold.
+    cgroup = confinement.Cgroup.make(confinement.LIMITS, f"nanovllm-teach-test-{os.getpid()}")
+    if cgroup is None:
+        pytest.skip("this machine gives no cgroup to bound a whole sandbox's memory (see grade --check-isolation)")
+    cgroup.remove()
     out = _self_check(tmp_path, THREE_CHILDREN, capsys)
     assert _printed(out, "HELD") < 3, out  # each alone is under the 1 GiB address space; together they are not
     assert _slot_processes() == []
