@@ -10,7 +10,7 @@ configuration, a search over request rates finds the highest rate it *sustains*,
   replicas make each one a Poisson stream at rate/R (the splitting property of a Poisson process), so R
   replicas sustain R times what one does.
 - ``PlanWorkload``: what each probe serves: the model, prompt and output lengths, how many requests are a
-  warm-up (not measured) and how many are the probe (measured), the seed.
+  warm-up (not measured) and how many are the probe (measured), the random seed of its arrivals and lengths.
 - ``Objective``: the SLO: a TTFT and a TPOT limit at a quantile (p50, p90, p99), and optionally goodput: the share
   of requests meeting both limits at once.
 - ``probe``: one simulated run at one rate (``None``: every request at once, which measures the most the engine

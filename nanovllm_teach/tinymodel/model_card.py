@@ -122,7 +122,7 @@ After the template, "{INTRO_PROMPT}" is **{intro_len} tokens** and "{PRIMES_PROM
 
 ## Training data
 
-Synthetic single-turn chats from `nanovllm_teach/tinymodel/corpus.py` (seed {cfg.seed}),
+Synthetic single-turn chats from `nanovllm_teach/tinymodel/corpus.py` (random seed {cfg.seed}),
 {cfg.steps * cfg.batch_size:,} conversations in all ({cfg.steps} steps of {cfg.batch_size}):
 
 - introducing itself ("introduce yourself", "who are you", "tell me about yourself", ...;
