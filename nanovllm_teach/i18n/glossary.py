@@ -44,6 +44,7 @@ TERMS: tuple[Term, ...] = (
     Term(("preemption", "preempted", "preempts"), "抢占", ("抢先", "先占", "强占")),
     Term(("tensor parallelism", "tensor-parallel"), "张量并行", ("张量平行", "张量并列")),
     Term(("cuda graph", "cuda graphs"), "CUDA Graph", ("CUDA 图",)),
+    Term(("bucket", "buckets"), "档位", ("桶",)),  # a CUDA Graph's batch size; the metrics' histograms say "bucket" too
     Term(("scheduler",), "调度器", ("排程器", "调度程序")),
     Term(("block manager",), "块管理器", ("区块管理器",)),
     Term(("block table", "block tables"), "块表", ("区块表",)),

@@ -48,13 +48,13 @@ def _batch_context(divergence: Divergence, reference: Trace) -> str | None:
 
 
 TITLE = Text(en="Which CUDA Graph a decode step replays: the batch-size bucket",
-             zh="解码步重放哪一个 CUDA Graph：批大小的桶")
+             zh="解码步重放哪一个 CUDA Graph：批大小的档位")
 # Hints from the gentlest to the strongest; none of them is the code.
 HINTS = (
     Text(en="A graph replays exactly the batch size it was captured with; a smaller batch is padded up to it. "
             "Which buckets can hold this batch, and which of them wastes the least? And does a prefill step "
             "ever replay a graph?",
-         zh="一个图只能按捕获时的批大小重放；更小的 batch 会被补齐到这个大小。哪些桶装得下这个 batch？其中哪个浪费最少？"
+         zh="一个图只能按捕获时的批大小重放；更小的 batch 会被补齐到这个大小。哪些档位装得下这个 batch？其中哪个浪费最少？"
             "预填充步会重放图吗？"),
     Text(en="Prefill: None. Decode: walk graph_sizes (ascending) and return the first size that is at least "
             "batch_size; if none is, None (the step runs eagerly).",

@@ -26,11 +26,11 @@ It is graded on the simulated engine (an NVIDIA L4, where graphs are used): ever
 
 中文说明：
 
-练习 ``graph_bucket``——解码（decode）步重放哪一个 CUDA Graph：批大小的桶。
+练习 ``graph_bucket``——解码（decode）步重放哪一个 CUDA Graph：批大小的档位。
 
 在 GPU 上，把一个解码步的几百个小 kernel 逐个启动，花的时间比计算它们还多。
 所以模型运行器（model runner）在启动时把解码的前向计算*捕获*成 CUDA Graph，
-为一列桶中的每个批大小各捕获一个（``nanovllm_teach/engine/cuda_graphs.py`` 中的
+为一列档位中的每个批大小各捕获一个（``nanovllm_teach/engine/cuda_graphs.py`` 中的
 ``graph_batch_sizes``：1、2、4、8，然后 16、32、48……直到序列数上限），
 并在每个解码步*重放*其中之一：只需启动一次。一个图只能按捕获时的批大小重放，
 所以更小的 batch 会被补齐到这个大小（补齐的那些行不做有用的计算）。
