@@ -307,10 +307,11 @@ def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
     "prefill_layout([seq.num_tokens - 1], [1], [seq.block_table], block_size)[3][0]",
 ])
 def test_the_engines_other_copy_of_the_slot_formula_gives_no_answer(tmp_path, call):
-    # The prefill's slots and the decode step's come from one formula (prefill_layout.token_slot): calling the
+    # The prefill's slots and the decode step's come from one formula (utils.kv_slots.token_slot): calling the
     # prefill's layout for the newest token, or the formula itself, passed decode_slot before.
     result = grade("decode_slot", _solution(tmp_path, "second_copy", f"""
-from nanovllm_teach.engine.prefill_layout import prefill_layout, token_slot
+from nanovllm_teach.engine.prefill_layout import prefill_layout
+from nanovllm_teach.utils.kv_slots import token_slot
 
 def decode_slot(seq, block_size):
     return {call}

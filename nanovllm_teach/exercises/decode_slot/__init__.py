@@ -76,7 +76,7 @@ EXERCISE = EngineExercise(
     HINTS,
     (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot,
            wire=("nanovllm_teach.engine.batch:ScheduledSeq", "int"),
-           same_answer=("nanovllm_teach.engine.prefill_layout:token_slot",)),),
+           same_answer=("nanovllm_teach.utils.kv_slots:token_slot",)),),
     (TIGHT_CACHE, LATE_ARRIVALS),
     ("PREPARE_DECODE_TENSORS",) + DECISION_EVENTS,
     _slot_context)
