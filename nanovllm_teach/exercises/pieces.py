@@ -52,9 +52,9 @@ class Piece:
     function: str
     point: str  # "module:attribute"
     check: Callable[[tuple[Any, ...], Any], str | None] | None = None
-    # The types of the function's arguments (``"module:Type"`` or a builtin's name), when every one is
-    # plain data: then the function runs in the sandboxed worker and the engine calls it across the edge
-    # (``remote``).
+    # The types of the function's arguments (a builtin's name, ``"list[T]"``, ``"T|None"``, or ``"module:Type"``,
+    # an exercise's own records kept in its folder: ``worker.resolve_wire_type``), when every one is plain
+    # data: then the function runs in the sandboxed worker and the engine calls it across the edge (``remote``).
     wire: tuple[str, ...] | None = None
     # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
     encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pkgutil
 import struct
 import sys
 import traceback
@@ -92,9 +93,9 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
         function = solution.get(call.get("function")) if isinstance(call, dict) else None
         where = code_file or getattr(getattr(function, "__code__", None), "co_filename", None)
         try:
-            args = [msgspec.convert(arg, _resolve(kind)) for arg, kind in zip(call["args"], call["types"])]
+            args = [msgspec.convert(arg, resolve_wire_type(kind)) for arg, kind in zip(call["args"], call["types"])]
             adapter = call.get("adapter")
-            result = _resolve(adapter)(function, *args) if adapter else function(*args)
+            result = pkgutil.resolve_name(adapter)(function, *args) if adapter else function(*args)
             answer = {"result": msgspec.to_builtins(result)}
             write_frame(answers_fd, answer)
         except BaseException as error:  # everything the learner's code does is an answer, even SystemExit
@@ -104,38 +105,18 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
                 return
 
 
-class WaitingSeq(msgspec.Struct, frozen=True):
-    """What a scheduling policy sees of a waiting sequence (``scheduling_policy``): the facts its template
-    names, not the live ``Sequence``."""
-
-    seq_id: int
-    num_prompt_tokens: int
-    num_tokens: int
-    num_preemptions: int
+_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
-class MemoryNumbers(msgspec.Struct, frozen=True):
-    """What ``kv_cache_blocks`` sees of the machine's memory reading: the fields of ``utils.memory``'s
-    ``MemoryReading`` (bytes), without the module, which imports torch."""
-
-    device: str
-    total: int
-    free: int
-    used: int
-    peak: int
-    current: int
-
-
-_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int],
-                  "int|None": int | None, "list[list[int]]": list[list[int]], "list[WaitingSeq]": list[WaitingSeq],
-                  "MemoryNumbers": MemoryNumbers}
-
-
-def _resolve(kind: str) -> Any:
+def resolve_wire_type(kind: str) -> Any:
+    """The type a wire name stands for: a builtin's name, ``"list[T]"``, ``"T|None"``, or ``"module:qualname"``
+    imported from the grading copy (an exercise's own records live in its folder, so the worker lists none)."""
+    if kind.startswith("list[") and kind.endswith("]"):
+        return list[resolve_wire_type(kind[len("list["):-1])]
+    if kind.endswith("|None"):
+        return resolve_wire_type(kind[:-len("|None")]) | None
     if kind in _BUILTIN_TYPES:
         return _BUILTIN_TYPES[kind]
-    import pkgutil
-
     return pkgutil.resolve_name(kind)
 
 
