@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import select
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import msgspec
 from nanovllm_teach.exercises import confinement, isolation
 from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.sandbox import FORKING
-from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_frame
+from nanovllm_teach.exercises.worker import FrameError, read_frame, serve, write_frame
 
 # The learner's prints kept for the verdict: the first lines, the first characters.
 OUTPUT_LINES = 20
@@ -75,29 +74,6 @@ def described(error: Any) -> dict[str, Any]:
             "not_implemented": error.get("not_implemented") is True,
             "at": [visible(str(at[0])), int(at[1]), visible(str(at[2]))] if isinstance(at, list) and len(at) == 3
             and isinstance(at[1], int) else None}
-
-
-def _read_frame(fd: int, deadline: float) -> Any:
-    """One frame from ``fd`` by ``deadline`` (``time.monotonic``): TimeoutError if it has not come whole."""
-    def exactly(size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-            chunk = os.read(fd, size - len(data))
-            if not chunk:
-                raise FrameError("the worker ended")
-            data += chunk
-        return data
-
-    size = int.from_bytes(exactly(4), "big")
-    if size > MAX_FRAME:
-        raise FrameError(f"a frame of {size} bytes")
-    try:
-        return msgspec.json.decode(exactly(size))
-    except msgspec.DecodeError:
-        raise FrameError("a frame that is not JSON") from None
 
 
 def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
@@ -152,10 +128,10 @@ class Worker:
         if self._forked is not None:
             return {"loaded": True}
         try:
-            ready = _read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S)
+            ready = read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S)
             if ready != {"ready": True}:
                 return {"ended": None}
-            answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
+            answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
             return {"timeout": self.time_limit}
         except FrameError:
@@ -170,7 +146,7 @@ class Worker:
         try:
             frame = {"function": function, "args": [msgspec.to_builtins(a) for a in args], "types": list(types)}
             write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame)
-            answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
+            answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
             raise RemoteFailure({"function": function, "timeout": self.time_limit}) from None
         except (FrameError, OSError):

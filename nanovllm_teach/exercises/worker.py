@@ -24,8 +24,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import pkgutil
+import select
 import struct
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -48,23 +50,27 @@ def write_frame(fd: int, message: Any) -> None:
         view = view[os.write(fd, view):]
 
 
-def read_exactly(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = os.read(fd, min(left, 1 << 16))
-        if not chunk:
-            raise FrameError("the channel closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+def read_frame(fd: int, deadline: float | None = None) -> Any:
+    """One frame from ``fd``; with a ``deadline`` (``time.monotonic``), TimeoutError if it has not come whole by
+    then (the parent's side: a learner's call that never answers)."""
+    def exactly(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise TimeoutError
+            chunk = os.read(fd, min(size - len(data), 1 << 16))
+            if not chunk:
+                raise FrameError("the channel closed")
+            data += chunk
+        return data
 
-
-def decode_frame(fd: int) -> Any:
-    (size,) = _HEADER.unpack(read_exactly(fd, _HEADER.size))
+    (size,) = _HEADER.unpack(exactly(_HEADER.size))
     if size > MAX_FRAME:
         raise FrameError(f"a frame of {size} bytes is larger than {MAX_FRAME}")
     try:
-        return msgspec.json.decode(read_exactly(fd, size))
+        return msgspec.json.decode(exactly(size))
     except msgspec.DecodeError as error:
         raise FrameError(f"a frame that is not JSON: {error}") from None
 
@@ -87,7 +93,7 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
     line blamed is in ``code_file`` (None: the function's own file, for functions from a notebook)."""
     while True:
         try:
-            call = decode_frame(calls_fd)
+            call = read_frame(calls_fd)
         except FrameError:
             return
         function = solution.get(call.get("function")) if isinstance(call, dict) else None
