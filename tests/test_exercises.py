@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 import textwrap
+import tokenize
+from pathlib import Path
 
 import pytest
 import torch
 
+import nanovllm_teach
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import resolve
@@ -318,6 +321,25 @@ def decode_slot(seq, block_size):
 """))
     assert not result.passed and result.isolated is True
     assert "is not available while grading" in result.message, result.message
+
+
+def test_the_package_has_one_copy_of_the_slot_formula():
+    # models/step_cost.py (which may not import the engine) kept its own copy beside prefill_layout's: every
+    # copy but one answers for a learner while decode_slot is graded. Docstrings and comments may show it.
+    formula = re.compile(r"\*\s*block_size\s*\+[\w\s.()-]*%\s*block_size")
+    package = Path(nanovllm_teach.__file__).parent
+    copies = []
+    for path in package.rglob("*.py"):
+        # The references and templates are the exercise; the attention backends gather whole grids of slots as
+        # tensors (a kernel's work, not an int a learner's function returns).
+        if path.relative_to(package).parts[0] in ("exercises", "layers", "kernels"):
+            continue
+        with path.open("rb") as file:
+            code = " ".join(t.string for t in tokenize.tokenize(file.readline)
+                            if t.type not in (tokenize.STRING, tokenize.COMMENT, tokenize.ENCODING))
+        if formula.search(code):
+            copies.append(path.relative_to(package).as_posix())
+    assert copies == ["utils/kv_slots.py"]
 
 
 @pytest.mark.parametrize("call", [
