@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.pieces import Piece, is_int
-from nanovllm_teach.exercises.policy_grading import PolicyExercise
+from nanovllm_teach.exercises.scheduling_policy.grading import PolicyExercise
 from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.scheduling_policy.wire import WaitingSeq
 from nanovllm_teach.i18n import Text, say
