@@ -5,11 +5,12 @@ Role: grading (the teacher's side). Emits no events.
 ``check()`` starts one worker exactly as a submission's would be started (``remote.Worker``: bubblewrap where
 it starts, the slot's user id, the cgroup) on a probe file that reports what it sees from inside: its user
 id, its Python (prefix and standard library: they must be the grader's own, else every worker's imports go
-wrong), the environment of pid 1, the network interfaces, its rlimits, the size of ``/dev/shm``. ``screen(check)``
-is the one screen a teacher reads (also printed first by Gradescope's ``run_autograder``, as the evidence of
-what that machine gave). A class needs bubblewrap, the uid drop and the grader's own Python inside (``Check.class_ready``);
-Gradescope's one submission the uid drop and the Python at least (``Check.gradescope_ready``: its container may
-forbid namespaces). Not root, the screen says what a learner's self-check still gets, and that a class cannot.
+wrong), the environment of pid 1, the network interfaces, its rlimits, the size of ``/dev/shm``.
+``screen(check)`` is the one screen a teacher reads (also printed first by Gradescope's ``run_autograder``, as
+the evidence of what that machine gave). A class needs bubblewrap, the uid drop and the grader's own Python
+inside (``Check.class_ready``); Gradescope's one submission the uid drop and the Python at least
+(``Check.gradescope_ready``: its container may forbid namespaces). Not root, the screen says what a learner's
+self-check still gets, and that a class cannot.
 """
 
 from __future__ import annotations
