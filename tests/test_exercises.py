@@ -377,6 +377,16 @@ def test_importing_the_reference_solutions_is_refused(tmp_path):
     # In a notebook: the reference's own functions handed to check().
     from nanovllm_teach.exercises.decode_slot import solution as reference
     assert "uses the reference solutions" in check("decode_slot", reference.decode_slot).message
+    # In a notebook, the import inside the function, at call time: it runs in a process forked from the notebook,
+    # where the reference solutions are importable unless refused there (the grading child's refusal, where no
+    # learner's code runs, let it pass).
+
+    def decode_slot(seq, block_size):
+        from nanovllm_teach.exercises.decode_slot.solution import decode_slot as borrowed
+        return borrowed(seq, block_size)
+
+    result = check("decode_slot", decode_slot)
+    assert not result.passed and "(a reference solution) cannot be imported while grading" in result.message
 
 
 def test_replacing_the_graders_judge_or_diff_cannot_pass(tmp_path):

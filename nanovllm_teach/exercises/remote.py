@@ -4,9 +4,10 @@ Role: grading (the parent, and the engine's grading child). Emits no events.
 
 ``Worker(solution, functions, points, time_limit)`` starts the worker (``worker``) for one submission: a file runs
 in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False), as a job slot's own
-user id and in a cgroup of its own where the machine gives them (``confinement``); functions
-from a notebook run in a forked process (they exist only in this process's memory). ``load()`` says
-whether the file loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
+user id and in a cgroup of its own where the machine gives them (``confinement``); functions from a notebook run
+in a forked process (they exist only in this process's memory), where importing the reference solutions raises
+(``refuse_reference_solutions``: the grading copy a file runs on has none). ``load()`` says whether the file
+loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
 learner's: each sends its arguments (``msgspec``: plain data, never a live engine object) and returns what
 came back, or raises ``RemoteFailure`` with what the learner's function raised, a time-out, or the worker's
 end. Every word of the learner's that comes back (what it raised, its line of code, what it printed) is
@@ -18,6 +19,7 @@ returns only once no process of that user is left.
 
 from __future__ import annotations
 
+import importlib.abc
 import multiprocessing
 import os
 import subprocess
@@ -31,9 +33,10 @@ from typing import Any, Callable
 import msgspec
 
 from nanovllm_teach.exercises import confinement, isolation
-from nanovllm_teach.exercises.base import visible
+from nanovllm_teach.exercises.base import is_reference_module, visible
 from nanovllm_teach.exercises.sandbox import FORKING
 from nanovllm_teach.exercises.worker import FrameError, read_frame, serve, write_frame
+from nanovllm_teach.i18n import Text, say
 
 # The learner's prints kept for the verdict: the first lines, the first characters.
 OUTPUT_LINES = 20
@@ -42,6 +45,31 @@ QUOTE = "  | "
 # How long a worker may take to start (an interpreter in the sandbox) before the file's own time limit starts:
 # on a busy machine that is seconds, and none of them the learner's.
 STARTUP_LIMIT_S = 60.0
+
+
+class SolutionsImportRefused(ImportError):
+    """The student's code imported the reference solutions while being graded."""
+
+
+IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported while grading: write your own code",
+                      zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
+
+
+class _RefuseSolutions(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if is_reference_module(fullname):
+            raise SolutionsImportRefused(say(IMPORT_REFUSED, module=fullname))
+        return None
+
+
+def refuse_reference_solutions() -> None:
+    """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
+    for name in [n for n in sys.modules if is_reference_module(n)]:
+        package, _, attribute = name.rpartition(".")
+        del sys.modules[name]
+        if hasattr(sys.modules.get(package), attribute):
+            delattr(sys.modules[package], attribute)
+    sys.meta_path.insert(0, _RefuseSolutions())
 
 
 class RemoteFailure(Exception):
@@ -77,6 +105,7 @@ def described(error: Any) -> dict[str, Any]:
 
 
 def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
+    refuse_reference_solutions()  # the learner's functions run here, in a process forked from a notebook
     serve(solution, None, calls_fd, answers_fd)
 
 
