@@ -16,6 +16,7 @@ import pytest
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises import EXERCISES
 from nanovllm_teach.exercises.base import HERE
+from nanovllm_teach.exercises.worker import resolve_wire_type
 
 FOLDERS = sorted(p for p in HERE.iterdir() if (p / "__init__.py").is_file() and not p.name.startswith("_"))
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +52,21 @@ def test_the_course_order_is_not_kept_anywhere_else():
         assert "COURSE_ORDER" not in path.read_text(encoding="utf-8"), path
     for guide in ("docs/teaching.md", "docs/teaching.zh-CN.md", "README.md", "README.zh-CN.md"):
         assert "COURSE_ORDER" not in (REPO / guide).read_text(encoding="utf-8"), guide
+
+
+def test_the_worker_lists_no_exercise_s_types_it_finds_them_from_the_contract():
+    # The types a piece's wire names are builtins or "module:Type" records kept in the exercise's folder: the
+    # worker lists none of them (it once listed WaitingSeq and MemoryNumbers), so a new exercise adds its own.
+    worker_source = (HERE / "worker.py").read_text(encoding="utf-8")
+    assert not [p.name for p in FOLDERS if p.name in worker_source]
+    assert "WaitingSeq" not in worker_source and "MemoryNumbers" not in worker_source
+    named = [kind for exercise in EXERCISES.values() for piece in getattr(exercise, "pieces", ())
+             for kind in piece.wire or () if ":" in kind]
+    assert len(named) >= 3, named
+    for kind in named:
+        inner = kind.removeprefix("list[").removesuffix("]")
+        assert inner.startswith("nanovllm_teach.exercises.") or inner.startswith("nanovllm_teach.engine."), kind
+        assert resolve_wire_type(kind) is not None
 
 
 def test_start_copies_the_template_under_the_name_the_grader_expects(tmp_path, capsys, monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 
 from nanovllm_teach import i18n
 from nanovllm_teach.exercises import EXERCISES, check, grade, quiz_trace
-from nanovllm_teach.exercises.quiz_grading import QUESTIONS
+from nanovllm_teach.exercises.trace_quiz.grading import QUESTIONS
 from nanovllm_teach.i18n import Text, speaking
 from nanovllm_teach.i18n.notebooks import english_runs, pair_problems
 

@@ -1,6 +1,6 @@
 """A scheduler or block-manager method graded in the sandbox: its state goes as records and comes back checked.
 
-The learner's function runs on objects rebuilt from a snapshot (``snapshot_worker.run``, here in this process
+The learner's function runs on objects rebuilt from a snapshot (``snapshots.run``, here in this process
 through a stand-in for the worker that sends every frame through JSON as the real one does); what comes
 back is checked before the engine's objects take it. An honest answer leaves the engine exactly where the
 engine's own method leaves it; a hostile one (a sequence that does not exist, a block that does not exist
@@ -23,8 +23,7 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, grade
 from nanovllm_teach.exercises.pieces import Piece
 from nanovllm_teach.exercises.remote import RemoteFailure
-from nanovllm_teach.exercises.snapshot_worker import run
-from nanovllm_teach.exercises.snapshots import StateCall, StateWire, snapshot
+from nanovllm_teach.exercises.snapshots import StateCall, StateWire, run, snapshot
 from nanovllm_teach.sampling_params import SamplingParams
 
 

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises import EXERCISES, check, grade
-from nanovllm_teach.exercises.shard_grading import GRADED_CONFIG, WORLD_SIZES, reference_run, write_checkpoint
+from nanovllm_teach.exercises.tp_slice.grading import GRADED_CONFIG, WORLD_SIZES, reference_run, write_checkpoint
 from nanovllm_teach.i18n import speaking
 from nanovllm_teach.layers.linear import RowParallelLinear
 from nanovllm_teach.layers.parallel import acting_as, tp_rank, tp_size
@@ -184,7 +184,7 @@ def test_a_rank_slice_that_never_returns_is_stopped_and_a_notebook_function_is_g
 
 
 def test_a_notebook_that_patched_the_engines_rank_slice_is_graded_against_the_engine_on_disk(monkeypatch):
-    from nanovllm_teach.exercises import shard_grading
+    from nanovllm_teach.exercises.tp_slice import grading as shard_grading
     from nanovllm_teach.layers import rank_slice
 
     def nothing(kind, shape, parts, part, tp_size, tp_rank):

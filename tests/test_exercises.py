@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 import textwrap
+import tokenize
+from pathlib import Path
 
 import pytest
 import torch
 
+import nanovllm_teach
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import resolve
@@ -307,16 +310,36 @@ def kv_block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype_bytes):
     "prefill_layout([seq.num_tokens - 1], [1], [seq.block_table], block_size)[3][0]",
 ])
 def test_the_engines_other_copy_of_the_slot_formula_gives_no_answer(tmp_path, call):
-    # The prefill's slots and the decode step's come from one formula (prefill_layout.token_slot): calling the
+    # The prefill's slots and the decode step's come from one formula (utils.kv_slots.token_slot): calling the
     # prefill's layout for the newest token, or the formula itself, passed decode_slot before.
     result = grade("decode_slot", _solution(tmp_path, "second_copy", f"""
-from nanovllm_teach.engine.prefill_layout import prefill_layout, token_slot
+from nanovllm_teach.engine.prefill_layout import prefill_layout
+from nanovllm_teach.utils.kv_slots import token_slot
 
 def decode_slot(seq, block_size):
     return {call}
 """))
     assert not result.passed and result.isolated is True
     assert "is not available while grading" in result.message, result.message
+
+
+def test_the_package_has_one_copy_of_the_slot_formula():
+    # models/step_cost.py (which may not import the engine) kept its own copy beside prefill_layout's: every
+    # copy but one answers for a learner while decode_slot is graded. Docstrings and comments may show it.
+    formula = re.compile(r"\*\s*block_size\s*\+[\w\s.()-]*%\s*block_size")
+    package = Path(nanovllm_teach.__file__).parent
+    copies = []
+    for path in package.rglob("*.py"):
+        # The references and templates are the exercise; the attention backends gather whole grids of slots as
+        # tensors (a kernel's work, not an int a learner's function returns).
+        if path.relative_to(package).parts[0] in ("exercises", "layers", "kernels"):
+            continue
+        with path.open("rb") as file:
+            code = " ".join(t.string for t in tokenize.tokenize(file.readline)
+                            if t.type not in (tokenize.STRING, tokenize.COMMENT, tokenize.ENCODING))
+        if formula.search(code):
+            copies.append(path.relative_to(package).as_posix())
+    assert copies == ["utils/kv_slots.py"]
 
 
 @pytest.mark.parametrize("call", [
@@ -354,6 +377,16 @@ def test_importing_the_reference_solutions_is_refused(tmp_path):
     # In a notebook: the reference's own functions handed to check().
     from nanovllm_teach.exercises.decode_slot import solution as reference
     assert "uses the reference solutions" in check("decode_slot", reference.decode_slot).message
+    # In a notebook, the import inside the function, at call time: it runs in a process forked from the notebook,
+    # where the reference solutions are importable unless refused there (the grading child's refusal, where no
+    # learner's code runs, let it pass).
+
+    def decode_slot(seq, block_size):
+        from nanovllm_teach.exercises.decode_slot.solution import decode_slot as borrowed
+        return borrowed(seq, block_size)
+
+    result = check("decode_slot", decode_slot)
+    assert not result.passed and "(a reference solution) cannot be imported while grading" in result.message
 
 
 def test_replacing_the_graders_judge_or_diff_cannot_pass(tmp_path):

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from nanovllm_teach.cli import main
-from nanovllm_teach.exercises import confinement, isolation, remote
+from nanovllm_teach.exercises import confinement, isolation, remote, selftest
 
 HONEST = (Path(__file__).parent / "data" / "hostile" / "honest_right.py").read_text()
 pytestmark = pytest.mark.usefixtures("uid_drop_ready")
@@ -160,8 +160,12 @@ def test_two_gib_to_dev_shm_are_refused(tmp_path, capsys):
 
 
 def test_a_daemon_neither_survives_the_grade_nor_changes_the_results(tmp_path, monkeypatch, capsys):
-    # Gradescope's container may forbid bubblewrap's namespaces: the submission then runs as its own user id.
-    monkeypatch.setattr(isolation, "available", lambda: False)
+    # Gradescope's container may forbid bubblewrap's namespaces: the submission then runs as its own user id. Where
+    # that user id cannot reach the grader's Python without bubblewrap's folders (an interpreter under /root), the
+    # uid drop alone is refused (the probe's test below), and the same daemon is tried in bubblewrap.
+    alone = isolation._drop_fails(False) is None
+    if alone:
+        monkeypatch.setattr(isolation, "available", lambda: False)
     results = tmp_path / "results" / "results.json"
     results.parent.mkdir()
     solution = tmp_path / "submission" / "decode_slot.py"
@@ -174,7 +178,7 @@ def test_a_daemon_neither_survives_the_grade_nor_changes_the_results(tmp_path, m
     time.sleep(3.5)  # when the daemon would have written
     assert results.read_text(encoding="utf-8") == written
     out = capsys.readouterr().out
-    assert "\n  note: bubblewrap cannot start here, so this submission ran as a user id of its own" in out
+    assert alone == ("\n  note: bubblewrap cannot start here, so this submission ran as a user id of its own" in out)
 
 
 def test_a_grade_that_counts_refuses_to_run_where_nothing_isolates(tmp_path, monkeypatch, capsys):
@@ -217,4 +221,33 @@ def test_check_isolation_says_what_this_machine_gives(monkeypatch, capsys):
     monkeypatch.setattr(isolation, "available", lambda: False)
     assert main(["grade", "--check-isolation"]) == 2
     out = capsys.readouterr().out
+    assert "A class cannot be graded here" in out and "Gradescope (one submission): refused" in out
+
+
+def test_the_probe_refuses_a_sandbox_that_runs_another_python(monkeypatch, capsys):
+    # As root without bubblewrap, a worker once started on Debian's standard library instead of the grader's
+    # virtual environment, and the probe (it checked the user id only) passed: now the sandboxed interpreter's
+    # prefix and standard library must be the grader's own. Here the grader's own is made to look elsewhere.
+    monkeypatch.setattr(isolation, "own_python", lambda: ["/usr", "/usr/lib/python3.0"])
+    isolation._drop_fails.cache_clear()
+    try:
+        reason = isolation.uid_drop_missing()
+        assert reason is not None and f"not on the grader's own /usr (/usr/lib/python3.0)" in reason, reason
+        assert f"it ran on the Python of {sys.prefix}" in reason
+        assert main(["grade", "--check-isolation"]) == 2
+    finally:
+        isolation._drop_fails.cache_clear()
+    out = capsys.readouterr().out
+    assert f"python:      NOT the grader's own: the sandbox ran {sys.prefix}" in out
+    assert "A class cannot be graded here" in out and "Gradescope (one submission): refused" in out
+
+
+def test_check_isolation_as_a_user_that_is_not_root_says_what_it_can_and_cannot_do():
+    found = selftest.Check("/usr/bin/bwrap", True, "the grader is not root", False, 1000, None,
+                           {"network": ["lo"], "processes": 16, "python": isolation.own_python(), "environment": None,
+                            "dev_shm": 16 << 20})
+    out = selftest.screen(found)
+    assert "the grader's own (1000): not root, so no user id per submission" in out
+    assert f"as {isolation.SANDBOX_UID} inside bubblewrap" in out and "counting this user's other processes" in out
+    assert "do not bind for root" not in out  # said of root only
     assert "A class cannot be graded here" in out and "Gradescope (one submission): refused" in out

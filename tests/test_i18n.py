@@ -249,7 +249,7 @@ def test_every_text_in_the_package_is_in_both_languages_and_keeps_to_the_glossar
 
     found = _package_texts()
     # The walk finds the tables where the learner's words live (a walk that finds nothing passes nothing).
-    assert {"nanovllm_teach.viz.words", "nanovllm_teach.exercises.quiz_grading",
+    assert {"nanovllm_teach.viz.words", "nanovllm_teach.exercises.trace_quiz.grading",
             "nanovllm_teach.exercises.trace_quiz"} <= set(found)
     problems = []
     for module, texts in found.items():

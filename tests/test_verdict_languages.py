@@ -29,10 +29,11 @@ from nanovllm_teach.cli import main
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.decisions import Finished
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade, pieces, policy_grading
+from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade, pieces
 from nanovllm_teach.exercises import policy_workloads, references, sandbox, solution_files, verdict, workloads
 from nanovllm_teach.exercises import load_solution
-from nanovllm_teach.exercises.policy_grading import PolicyMetrics, WorkloadScore, leaderboard, measure
+from nanovllm_teach.exercises.scheduling_policy import grading as policy_grading
+from nanovllm_teach.exercises.scheduling_policy.grading import PolicyMetrics, WorkloadScore, leaderboard, measure
 from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.workloads import TIGHT_CACHE, WORKLOADS

@@ -166,11 +166,9 @@ def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
 
 def _grader(exercise: Any, model: str | None, args: argparse.Namespace, in_class: bool) -> Any:
     """Grades one file (in bubblewrap wherever there is one: a class without it was refused before); in a class
-    the trace quiz gives no hints (they would let a blind search pass)."""
-    from nanovllm_teach.exercises.quiz_grading import QuizExercise
-
+    an exercise graded once (the trace quiz) gives no hints (they would let a blind search pass)."""
     def grade(path: Path) -> Any:
-        if in_class and isinstance(exercise, QuizExercise):
+        if in_class and exercise.graded_once:
             return exercise.grade(path, model, args.time_limit, hints=False)
         return exercise.grade(path, model, args.time_limit)
 

@@ -53,6 +53,7 @@ from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.trace.events import KvBudgetEstimate, ModelWeightsLoaded, TpRuntimeInit, Warmup
 from nanovllm_teach.trace.recorder import Recorder
 from nanovllm_teach.utils.context import Context, get_context, reset_context, set_context
+from nanovllm_teach.utils.kv_slots import token_slot
 from nanovllm_teach.models.loader import load_model
 from nanovllm_teach.utils.threads import apply_thread_rule
 from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache,
@@ -60,7 +61,7 @@ from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_mem
 
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     """The cache slot a decode step stores ``seq``'s newest token's K/V in: in its last block, after the others."""
-    return prefill_layout.token_slot(seq.block_table, seq.num_tokens - 1, block_size)
+    return token_slot(seq.block_table, seq.num_tokens - 1, block_size)
 
 
 class ModelRunner:

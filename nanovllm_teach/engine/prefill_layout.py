@@ -7,23 +7,16 @@ cache slot its K/V goes to, and per sequence, where its queries and its keys sta
 numbers alone; ``ModelRunner.prepare_prefill`` turns them into tensors. It is the ``prepare_prefill``
 exercise's point. Pure Python, no torch.
 
-``token_slot`` is the engine's one copy of the slot formula: a prefill's slots, a decode step's
-(``model_runner.decode_slot``) and the diagrams' (``viz.diagrams.kv_cache``) all come from it, so that
-while ``decode_slot`` or ``prepare_prefill`` is graded it raises like their points, and no second copy
-answers for the learner.
+A prefill's slots come from ``utils.kv_slots.token_slot``, the one copy of the slot formula (a decode
+step's, the diagrams' and the decode-cost measurement's come from it too), so that while ``decode_slot`` or
+``prepare_prefill`` is graded it raises like their points, and no second copy answers for the learner.
 
 Emits no events (the model runner reports the tensors as PREPARE_PREFILL_TENSORS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-
-def token_slot(block_table: Sequence[int], position: int, block_size: int) -> int:
-    """The cache slot of the token at ``position`` of a sequence holding ``block_table``: the first slot of
-    the block that holds the position, plus the position's offset in that block."""
-    return block_table[position // block_size] * block_size + position % block_size
+from nanovllm_teach.utils.kv_slots import token_slot
 
 
 def prefill_layout(num_cached_tokens: list[int], num_new_tokens: list[int], block_tables: list[list[int]],

@@ -14,9 +14,10 @@ workloads), ``<name>/template.py`` is where the learner starts and ``<name>/solu
 nothing else (see the teachers' section of the README).
 
 ``tp_slice`` is graded by what every tensor-parallel rank holds once the weights are loaded with the
-learner's slices (``shard_grading``). ``scheduling_policy`` has no single right answer: the grader runs the
+learner's slices (``tp_slice/grading.py``). ``scheduling_policy`` has no single right answer: the grader runs the
 policy on the simulated engine on timed workloads and compares its time to first token with first come,
-first served (``policy_grading``).
+first served (``scheduling_policy/grading.py``). An exercise graded its own way keeps its grader in its
+folder (``grading.py``); the modules here are the machinery every exercise shares.
 
 From a terminal: ``nanovllm-teach exercises start decode_slot`` writes ``decode_slot.py``; fill it in, and
 ``nanovllm-teach grade decode_slot decode_slot.py``.
@@ -63,7 +64,7 @@ def _discover() -> dict[str, Exercise]:
 
 # Found on first use, not at import: importing a module of this package (the command line does, to add
 # ``grade``) must not import the engine and torch.
-_LATER = {"quiz_trace": "quiz_grading", "reference_trace": "references", "load_solution": "solution_files"}
+_LATER = {"quiz_trace": "trace_quiz.grading", "reference_trace": "references", "load_solution": "solution_files"}
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,7 @@
 
 ``Exercise.grade`` is implemented by three kinds: ``EngineExercise`` (``engine_grading``) runs the real
 engine with the student's functions plugged in and compares traces; ``QuizExercise`` (``trace_quiz``)
-compares answers read off a trace; ``ShardExercise`` (``shard_grading``) compares what every
+compares answers read off a trace; ``ShardExercise`` (``tp_slice/grading.py``) compares what every
 tensor-parallel rank holds after loading weights with the student's function. All return a ``GradeResult``.
 
 A solution is handed over either as a file (``Path``: it is executed only in the sandboxed worker, ``remote``) or
@@ -85,8 +85,8 @@ class Exercise:
     replaces: Text | str
     functions: tuple[str, ...]
     hints: tuple[Text, ...]  # in both languages, from the gentlest to the strongest
-    # In a class only the first graded answer counts, later ones are counted as attempts (``gradebook``):
-    # for answers a blind search could find.
+    # In a class only the first graded answer counts, later ones are counted as attempts (``gradebook``), and
+    # ``grade`` is given ``hints=False``: for answers a blind search could find.
     graded_once: ClassVar[bool] = False
 
     @property

@@ -16,7 +16,7 @@ Role: grading. Emits no events (the engine it runs emits its own).
    child writes one trace file per workload and a small outcome record.
 4. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
    (the exercise's ``decisions`` events) are compared with the reference's in order; the first workload
-   that differs fails the exercise, with the sequence behind the first difference (``feedback``); PASS
+   that differs fails the exercise, with the sequence behind the first difference; PASS
    needs every workload to match and the child to have ended normally.
 
 The verdict is said in the language chosen in the parent (``i18n``), which the child speaks too.

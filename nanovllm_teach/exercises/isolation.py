@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -71,8 +72,12 @@ DROP_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID")
 NOT_ROOT = Text(en="the grader is not root", zh="评分器不是以 root 运行")
 NO_SETPRIV = Text(en="setpriv is not installed (Debian/Ubuntu: apt-get install util-linux)",
                   zh="没有安装 setpriv（Debian/Ubuntu：apt-get install util-linux）")
-DROP_FAILS = Text(en="a probe dropped to a slot's user id ({uid} + slot) by setpriv did not run: {error}",
-                  zh="经 setpriv 切换到槽位用户 id（{uid} + 槽位）的探测程序没能运行：{error}")
+DROP_FAILS = Text(en="a probe dropped to a slot's user id ({uid} + slot) by setpriv failed: {error}",
+                  zh="经 setpriv 切换到槽位用户 id（{uid} + 槽位）的探测程序没有通过：{error}")
+RAN_AS = Text(en="it ran as user id {uid}, not {slot_uid}", zh="它以用户 id {uid} 运行，而不是 {slot_uid}")
+OTHER_PYTHON = Text(en="it ran on the Python of {prefix} (standard library {stdlib}), not on the grader's own "
+                       "{own_prefix} ({own_stdlib})",
+                    zh="它运行在 {prefix} 的 Python 上（标准库 {stdlib}），而不是评分器自己的 {own_prefix}（{own_stdlib}）")
 
 # What the engine's own implementation of an exercise point raises in the grading copy.
 NOT_AVAILABLE = Text(en="the engine's own {name} is not available while grading: write your own code",
@@ -101,24 +106,41 @@ def available() -> bool:
         return False
 
 
+# Run by ``_drop_fails`` as a worker is started: it prints the user id it runs as and the Python it runs on. An
+# interpreter the dropped user id cannot fully read starts anyway, on another Python's standard library (Debian's
+# under /usr), and the worker's imports then go wrong for every submission: the user id alone proves nothing.
+_DROP_PROBE = "import json, os, sys; print(json.dumps([os.getuid(), sys.prefix, os.path.dirname(os.__file__)]))"
+
+
+def own_python() -> list[str]:
+    """This interpreter's prefix and standard library folder, which a worker's must match."""
+    return [sys.prefix, os.path.dirname(os.__file__)]
+
+
 @functools.cache
 def _drop_fails(isolated: bool) -> str | None:
     """What went wrong when this interpreter was started exactly as a worker is (in bubblewrap where
-    ``isolated``, then dropped by setpriv to a slot's user id) and asked for its user id; None: it ran as that
-    user id."""
+    ``isolated``, then dropped by setpriv to a slot's user id) and asked for its user id and its Python; None:
+    it ran as that user id, on the grader's own Python."""
     slot = confinement.Slot()
-    probe = [sys.executable, "-E", "-s", "-c", "import os, sys; sys.exit(os.getuid() != int(sys.argv[1]))",
-             str(slot.uid)]
     try:
-        done = subprocess.run(_launch(probe, isolated, slot.uid), capture_output=True, timeout=60,
-                              env=LAUNCH_ENVIRONMENT)
-        return None if done.returncode == 0 else visible(done.stderr.decode(errors="replace").strip()[-200:]
-                                                          or f"exit {done.returncode}")
+        done = subprocess.run(_launch([sys.executable, "-E", "-s", "-c", _DROP_PROBE], isolated, slot.uid),
+                              capture_output=True, timeout=60, env=LAUNCH_ENVIRONMENT)
     except (OSError, subprocess.TimeoutExpired) as failure:
         return str(failure)
     finally:
         confinement.end_user(slot.uid)
         slot.release()
+    try:
+        uid, *python = json.loads(done.stdout)
+    except (ValueError, TypeError):  # it printed nothing to read: what it said on stderr is why
+        return visible(done.stderr.decode(errors="replace").strip()[-200:] or f"exit {done.returncode}")
+    if uid != slot.uid:
+        return say(RAN_AS, uid=uid, slot_uid=slot.uid)
+    own = own_python()
+    if python != own:
+        return say(OTHER_PYTHON, prefix=python[0], stdlib=python[1], own_prefix=own[0], own_stdlib=own[1])
+    return None
 
 
 def uid_drop_missing() -> str | None:

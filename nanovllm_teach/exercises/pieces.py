@@ -8,7 +8,7 @@ the exercise, which ``tests/test_exercises.py`` checks. ``installed()`` puts the
 for the length of one run (``unittest.mock.patch``). The guard:
 
 - turns whatever the function raises (``SystemExit`` and ``KeyboardInterrupt`` included) into a
-  ``StudentError``, so the verdict blames the right function and line;
+  ``StudentError``, so the verdict blames the right function (its line is found in the worker);
 - checks the result before the engine uses it (a float slot, a block count larger than the machine:
   stopped with a sentence, not a crash deep inside torch);
 - tells the watch which student function is running, so a call that never returns is named.
@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import pkgutil
 import reprlib
-import traceback
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 from unittest import mock
 
@@ -52,9 +50,9 @@ class Piece:
     function: str
     point: str  # "module:attribute"
     check: Callable[[tuple[Any, ...], Any], str | None] | None = None
-    # The types of the function's arguments (``"module:Type"`` or a builtin's name), when every one is
-    # plain data: then the function runs in the sandboxed worker and the engine calls it across the edge
-    # (``remote``).
+    # The types of the function's arguments (a builtin's name, ``"list[T]"``, ``"T|None"``, or ``"module:Type"``,
+    # an exercise's own records kept in its folder: ``worker.resolve_wire_type``), when every one is plain
+    # data: then the function runs in the sandboxed worker and the engine calls it across the edge (``remote``).
     wire: tuple[str, ...] | None = None
     # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
     encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
@@ -130,18 +128,15 @@ def is_int(value: Any) -> bool:
 class StudentError(Exception):
     """A student function raised, or returned something the engine cannot use (``refused``)."""
 
-    def __init__(self, function: str, original: BaseException, code_file: str | None, refused: bool = False) -> None:
+    def __init__(self, function: str, original: BaseException, refused: bool = False) -> None:
         super().__init__(f"{function}: {original}")
         self.function = function
         self.original = original
-        self.code_file = code_file
         self.refused = refused
 
 
 def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
-    """``fn`` as the engine will call it."""
-    code_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
-
+    """``fn`` (a proxy of the learner's function: ``remote``) as the engine will call it."""
     def call(*args: Any, **kwargs: Any) -> Any:
         previous = watch.enter(piece.function)
         try:
@@ -149,12 +144,12 @@ def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[...
         except StudentError:
             raise  # from another of the student's functions, which this one called: that one is to blame
         except BaseException as error:  # SystemExit, KeyboardInterrupt...: all of them are the verdict
-            raise StudentError(piece.function, error, code_file) from error
+            raise StudentError(piece.function, error) from error
         finally:
             watch.leave(previous)
         problem = piece.check(args, result) if piece.check is not None else None
         if problem is not None:
-            raise StudentError(piece.function, ValueError(problem), code_file, refused=True)
+            raise StudentError(piece.function, ValueError(problem), refused=True)
         return result
 
     call.__name__ = piece.function
@@ -171,27 +166,16 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> It
         yield
 
 
-def student_line(error: BaseException, code_file: str | None) -> list[Any] | None:
-    """``[file name, line number, code]`` of the last line of the student's code that ran (``["mine.py",
-    12, "running.popleft()"]``; code "" when the source is not at hand), or None."""
-    if code_file is None:
-        return None
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == code_file]
-    if not frames:
-        return None
-    frame = frames[-1]
-    return [Path(frame.filename).name, frame.lineno, frame.line or ""]
-
-
 def describe_failure(error: BaseException) -> dict[str, Any]:
-    """What the parent needs to word the verdict on ``error``, as plain data (``at``: ``student_line``)."""
+    """What the parent needs to word the verdict on ``error``, as plain data. What the learner's code raised
+    comes from the worker (``RemoteFailure``, its line already found there); anything else a guard raised is a
+    refused result, or the grader's own failure around the call."""
     if isinstance(error, StudentError):
         original = error.original
         if isinstance(original, RemoteFailure):  # said by the worker, checked by ``remote``
             return {"function": error.function, "type": "", "message": "", "at": None, "refused": False,
                     "not_implemented": False, **original.description}
         return {"function": error.function, "type": type(original).__name__, "message": str(original),
-                "at": student_line(original, error.code_file), "refused": error.refused,
-                "not_implemented": isinstance(original, NotImplementedError)}
+                "at": None, "refused": error.refused, "not_implemented": False}
     return {"function": None, "type": type(error).__name__, "message": str(error), "at": None,
             "refused": False, "not_implemented": False}

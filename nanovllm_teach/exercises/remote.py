@@ -4,9 +4,10 @@ Role: grading (the parent, and the engine's grading child). Emits no events.
 
 ``Worker(solution, functions, points, time_limit)`` starts the worker (``worker``) for one submission: a file runs
 in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False), as a job slot's own
-user id and in a cgroup of its own where the machine gives them (``confinement``); functions
-from a notebook run in a forked process (they exist only in this process's memory). ``load()`` says
-whether the file loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
+user id and in a cgroup of its own where the machine gives them (``confinement``); functions from a notebook run
+in a forked process (they exist only in this process's memory), where importing the reference solutions raises
+(``refuse_reference_solutions``: the grading copy a file runs on has none). ``load()`` says whether the file
+loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
 learner's: each sends its arguments (``msgspec``: plain data, never a live engine object) and returns what
 came back, or raises ``RemoteFailure`` with what the learner's function raised, a time-out, or the worker's
 end. Every word of the learner's that comes back (what it raised, its line of code, what it printed) is
@@ -18,9 +19,9 @@ returns only once no process of that user is left.
 
 from __future__ import annotations
 
+import importlib.abc
 import multiprocessing
 import os
-import select
 import subprocess
 import sys
 import tempfile
@@ -32,9 +33,10 @@ from typing import Any, Callable
 import msgspec
 
 from nanovllm_teach.exercises import confinement, isolation
-from nanovllm_teach.exercises.base import visible
+from nanovllm_teach.exercises.base import is_reference_module, visible
 from nanovllm_teach.exercises.sandbox import FORKING
-from nanovllm_teach.exercises.worker import MAX_FRAME, FrameError, serve, write_frame
+from nanovllm_teach.exercises.worker import FrameError, read_frame, serve, write_frame
+from nanovllm_teach.i18n import Text, say
 
 # The learner's prints kept for the verdict: the first lines, the first characters.
 OUTPUT_LINES = 20
@@ -43,6 +45,31 @@ QUOTE = "  | "
 # How long a worker may take to start (an interpreter in the sandbox) before the file's own time limit starts:
 # on a busy machine that is seconds, and none of them the learner's.
 STARTUP_LIMIT_S = 60.0
+
+
+class SolutionsImportRefused(ImportError):
+    """The student's code imported the reference solutions while being graded."""
+
+
+IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported while grading: write your own code",
+                      zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
+
+
+class _RefuseSolutions(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if is_reference_module(fullname):
+            raise SolutionsImportRefused(say(IMPORT_REFUSED, module=fullname))
+        return None
+
+
+def refuse_reference_solutions() -> None:
+    """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
+    for name in [n for n in sys.modules if is_reference_module(n)]:
+        package, _, attribute = name.rpartition(".")
+        del sys.modules[name]
+        if hasattr(sys.modules.get(package), attribute):
+            delattr(sys.modules[package], attribute)
+    sys.meta_path.insert(0, _RefuseSolutions())
 
 
 class RemoteFailure(Exception):
@@ -77,30 +104,8 @@ def described(error: Any) -> dict[str, Any]:
             and isinstance(at[1], int) else None}
 
 
-def _read_frame(fd: int, deadline: float) -> Any:
-    """One frame from ``fd`` by ``deadline`` (``time.monotonic``): TimeoutError if it has not come whole."""
-    def exactly(size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
-            chunk = os.read(fd, size - len(data))
-            if not chunk:
-                raise FrameError("the worker ended")
-            data += chunk
-        return data
-
-    size = int.from_bytes(exactly(4), "big")
-    if size > MAX_FRAME:
-        raise FrameError(f"a frame of {size} bytes")
-    try:
-        return msgspec.json.decode(exactly(size))
-    except msgspec.DecodeError:
-        raise FrameError("a frame that is not JSON") from None
-
-
 def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
+    refuse_reference_solutions()  # the learner's functions run here, in a process forked from a notebook
     serve(solution, None, calls_fd, answers_fd)
 
 
@@ -152,10 +157,10 @@ class Worker:
         if self._forked is not None:
             return {"loaded": True}
         try:
-            ready = _read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S)
+            ready = read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S)
             if ready != {"ready": True}:
                 return {"ended": None}
-            answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
+            answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
             return {"timeout": self.time_limit}
         except FrameError:
@@ -170,7 +175,7 @@ class Worker:
         try:
             frame = {"function": function, "args": [msgspec.to_builtins(a) for a in args], "types": list(types)}
             write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame)
-            answer = _read_frame(self._answers_r, time.monotonic() + self.time_limit)
+            answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
             raise RemoteFailure({"function": function, "timeout": self.time_limit}) from None
         except (FrameError, OSError):

@@ -8,8 +8,6 @@ child nor the parent ever runs it, so nothing it does (patching the engine, repl
 ``judge`` or ``diff_traces``, ``sys.exit``) reaches the verdict, which the parent computes from the trace
 files and the small outcome record the child leaves behind. The child:
 
-- refuses imports of the reference solutions (``nanovllm_teach.exercises.<name>.solution``), even ones
-  the parent had already imported;
 - reports through ``SharedWatch`` which student function is running and since when. A call that does not
   return within ``time_limit`` seconds is given up by its proxy, and the child records where it was (the
   tensor being loaded, the step) before it ends; the parent stops the child itself, and says which
@@ -17,13 +15,11 @@ files and the small outcome record the child leaves behind. The child:
 - runs torch on one thread: the shipped model is tiny, and a forked child must not reuse the parent's
   OpenMP thread pool (it hangs);
 - speaks the parent's language (``i18n.resolve_lang`` in the parent, ``set_lang`` in the child): the few
-  sentences worded there (a refused import, a result a check refused) read as the verdict around them
-  does.
+  sentences worded there (a result a check refused) read as the verdict around them does.
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import json
 import multiprocessing
 import os
@@ -34,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from nanovllm_teach.exercises.base import is_reference_module
 from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 
 # The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
@@ -49,31 +44,8 @@ _NAME_BYTES = 96
 FORKING = threading.Lock()
 
 
-class SolutionsImportRefused(ImportError):
-    """The student's code imported the reference solutions while being graded."""
-
-
-IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported while grading: write your own code",
-                      zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
 NO_FORK = Text(en="the grader runs your code in a forked process, which this system cannot make (on Windows, use WSL)",
                zh="评分器要在 fork 出的子进程里运行你的代码，而这个系统做不到（在 Windows 上请使用 WSL）")
-
-
-class _RefuseSolutions(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if is_reference_module(fullname):
-            raise SolutionsImportRefused(say(IMPORT_REFUSED, module=fullname))
-        return None
-
-
-def refuse_reference_solutions() -> None:
-    """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
-    for name in [n for n in sys.modules if is_reference_module(n)]:
-        package, _, attribute = name.rpartition(".")
-        del sys.modules[name]
-        if hasattr(sys.modules.get(package), attribute):
-            delattr(sys.modules[package], attribute)
-    sys.meta_path.insert(0, _RefuseSolutions())
 
 
 class SharedWatch:
@@ -119,7 +91,6 @@ def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args
         torch.set_num_threads(1)
     else:  # imported later, if at all (a quiz needs no torch)
         os.environ["OMP_NUM_THREADS"] = "1"
-    refuse_reference_solutions()
     target(watch, *args)
     sys.stdout.flush()
     sys.stderr.flush()

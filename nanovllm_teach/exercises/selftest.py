@@ -4,10 +4,13 @@ Role: grading (the teacher's side). Emits no events.
 
 ``check()`` starts one worker exactly as a submission's would be started (``remote.Worker``: bubblewrap where
 it starts, the slot's user id, the cgroup) on a probe file that reports what it sees from inside: its user
-id, the environment of pid 1, the network interfaces, its rlimits, the size of ``/dev/shm``. ``screen(check)``
-is the one screen a teacher reads (also printed first by Gradescope's ``run_autograder``, as the evidence of
-what that machine gave). A class needs bubblewrap and the uid drop (``Check.class_ready``); Gradescope's one
-submission needs the uid drop at least (``Check.gradescope_ready``: its container may forbid namespaces).
+id, its Python (prefix and standard library: they must be the grader's own, else every worker's imports go
+wrong), the environment of pid 1, the network interfaces, its rlimits, the size of ``/dev/shm``.
+``screen(check)`` is the one screen a teacher reads (also printed first by Gradescope's ``run_autograder``, as
+the evidence of what that machine gave). A class needs bubblewrap, the uid drop and the grader's own Python
+inside (``Check.class_ready``); Gradescope's one submission the uid drop and the Python at least
+(``Check.gradescope_ready``: its container may forbid namespaces). Not root, the screen says what a learner's
+self-check still gets, and that a class cannot.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises import confinement, isolation
+from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
 from nanovllm_teach.i18n import Text, say
 
 PROBE = '''
-import os, resource
+import os, resource, sys
 
 
 def probe():
@@ -37,6 +41,7 @@ def probe():
     shm = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
     return {"uid": os.getuid(), "environment": environment, "network": network,
             "processes": resource.getrlimit(resource.RLIMIT_NPROC)[0],
+            "python": [sys.prefix, os.path.dirname(os.__file__)],
             "dev_shm": shm.f_blocks * shm.f_frsize if shm else None}
 '''
 
@@ -54,6 +59,20 @@ UID_DROP = Text(en="  user id:     each submission runs as a host user id of its
 NO_UID_DROP = Text(en="  user id:     the grader's own ({uid}), no uid drop: {reason}; process limits do not bind "
                       "for root",
                    zh="  用户 id：   评分器自己的（{uid}），不能切换用户：{reason}；而 root 不受进程数限制")
+# Not root: bubblewrap still isolates (its own user namespace), but there is no user id per submission to limit and end.
+NOT_ROOT_USER = Text(en="  user id:     the grader's own ({uid}): not root, so no user id per submission. A learner's "
+                        "self-check runs as this user (as {inside} inside bubblewrap, where it starts), its process "
+                        "limit counting this user's other processes too; a class or Gradescope needs the grader run "
+                        "as root",
+                     zh="  用户 id：   评分器自己的（{uid}）：不是 root，所以不能每份作业一个用户 id。学习者的自查以这个用户"
+                        "运行（能启动 bubblewrap 时，在其中是 {inside}），进程数上限也把这个用户的其他进程算在内；给全班"
+                        "或在 Gradescope 上评分需要以 root 运行评分器")
+OWN_PYTHON = Text(en="  python:      the grader's own ({prefix}), inside the sandbox too",
+                  zh="  python：    沙箱内也是评分器自己的 Python（{prefix}）")
+OTHER_PYTHON = Text(en="  python:      NOT the grader's own: the sandbox ran {prefix} (standard library {stdlib}), the "
+                       "grader runs {own_prefix} ({own_stdlib})",
+                    zh="  python：    不是评分器自己的：沙箱里运行的是 {prefix}（标准库 {stdlib}），评分器用的是 "
+                       "{own_prefix}（{own_stdlib}）")
 CGROUP = Text(en="  cgroup:      {kind}, for the whole sandbox: {memory} MiB, {processes} tasks, {cpus} CPU",
               zh="  cgroup：    {kind}，针对整个沙箱：{memory} MiB、{processes} 个任务、{cpus} 个 CPU")
 NO_CGROUP = Text(en="  cgroup:      none can be made here: only the per-process rlimits bound memory and CPU",
@@ -88,6 +107,7 @@ class Check:
     bwrap: str | None
     starts: bool
     uid_drop_missing: str | None
+    root: bool
     uid: int
     cgroup: str | None
     inside: dict[str, Any] = field(default_factory=dict)
@@ -98,12 +118,17 @@ class Check:
         return self.uid_drop_missing is None
 
     @property
+    def own_python(self) -> bool:
+        """Whether the sandbox ran the grader's own interpreter (its prefix and standard library)."""
+        return self.inside.get("python") == isolation.own_python()
+
+    @property
     def class_ready(self) -> bool:
-        return self.starts and self.uid_drop and not self.error
+        return self.starts and self.uid_drop and not self.error and self.own_python
 
     @property
     def gradescope_ready(self) -> bool:
-        return self.uid_drop and not self.error
+        return self.uid_drop and not self.error and self.own_python
 
 
 def check() -> Check:
@@ -128,8 +153,8 @@ def check() -> Check:
     finally:
         probe.unlink()
         folder.rmdir()
-    return Check(isolation.bwrap(), isolation.available(), isolation.uid_drop_missing(), uid, cgroup, inside,
-                 error)
+    return Check(isolation.bwrap(), isolation.available(), isolation.uid_drop_missing(), os.geteuid() == 0, uid,
+                 cgroup, inside, error)
 
 
 def screen(found: Check) -> str:
@@ -146,6 +171,8 @@ def screen(found: Check) -> str:
     if found.uid_drop:
         lines.append(say(UID_DROP, first=confinement.FIRST_UID, uid=found.uid,
                          processes=inside.get("processes", "-")))
+    elif not found.root:
+        lines.append(say(NOT_ROOT_USER, uid=found.uid, inside=isolation.SANDBOX_UID))
     else:
         lines.append(say(NO_UID_DROP, uid=found.uid, reason=found.uid_drop_missing))
     lines.append(say(CGROUP, kind=found.cgroup, memory=limits.memory >> 20, processes=limits.processes,
@@ -155,6 +182,10 @@ def screen(found: Check) -> str:
     if found.error:
         lines.append(say(PROBE_FAILED, error=found.error))
     else:
+        python = inside.get("python") or ["-", "-"]
+        lines.append(say(OWN_PYTHON, prefix=python[0]) if found.own_python else
+                     say(OTHER_PYTHON, prefix=visible(str(python[0])), stdlib=visible(str(python[1])),
+                         own_prefix=isolation.own_python()[0], own_stdlib=isolation.own_python()[1]))
         environment = inside.get("environment")
         shm = inside.get("dev_shm")
         lines.append(say(INSIDE, environment=say(CLOSED) if environment is None else ", ".join(environment) or "-",

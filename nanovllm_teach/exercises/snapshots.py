@@ -1,7 +1,7 @@
 """The scheduler's and the block manager's state as records, for the learner's functions that act on them.
 
-Role: grading: the records both sides of the sandbox's edge share, and the grading child's side of it
-(the worker's is ``snapshot_worker``). Emits no events.
+Role: grading: the records both sides of the sandbox's edge share, the grading child's side of it, and the
+worker's (``run``, which the worker imports on the grading copy of the package). Emits no events.
 
 A learner's ``schedule_decode`` or ``allocate`` is a method of a live object; the live object stays with
 the engine, outside the sandbox. Outside (the grading child) ``StateWire.call`` is the proxy's body: it
@@ -19,19 +19,22 @@ at the decision where it first makes a difference. Then the real objects take th
 place, and the engine goes on with the result (a sequence named by its id becomes the engine's own
 ``Sequence``).
 
-Inside (the worker, on the grading copy of the package) ``snapshot_worker.run`` rebuilds the objects from
-the records, calls the learner's function on them and answers with the result and the state after.
+Inside (the worker, on the grading copy of the package) ``run`` rebuilds a ``Scheduler``, a ``BlockManager``
+and ``Sequence`` objects from the records (the resources layer is pure Python), calls the learner's function on
+them exactly as the engine would, and answers with the result (a ``Sequence`` as ``{"seq": id}``, a decision
+record as ``{"decision": name, "fields": ...}``) and the state after.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from nanovllm_teach.engine.block_manager import BlockManager
+from nanovllm_teach.engine.batch import ScheduledBatch
+from nanovllm_teach.engine.block_manager import Block, BlockManager
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Finished, Freed, Preempted
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
@@ -40,7 +43,7 @@ from nanovllm_teach.i18n import Text, say
 RECORDS = {cls.__name__: cls for cls in (Allocated, Freed, Preempted, Finished, Aborted)}
 STATE_CALL = "nanovllm_teach.exercises.snapshots:StateCall"
 # The worker's side, named for the worker to import on the grading copy: this side never runs it.
-RUN = "nanovllm_teach.exercises.snapshot_worker:run"
+RUN = "nanovllm_teach.exercises.snapshots:run"
 
 
 class BlockRecord(msgspec.Struct, array_like=True):
@@ -125,6 +128,57 @@ def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None
                     [BlockRecord(b.ref_count, b.hash, list(b.token_ids)) for b in bm.blocks],
                     list(bm.free_block_ids), sorted(bm.used_block_ids), list(bm.hash_to_block_id.items()),
                     [_seq_record(s) for s in seqs], queues)
+
+
+# ---- inside (the worker): rebuild the objects, call the learner's function ----
+
+def _rebuild_seq(record: SeqRecord, block_size: int) -> Sequence:
+    seq = Sequence.__new__(Sequence)
+    for name in SeqRecord.__struct_fields__:
+        setattr(seq, name, getattr(record, name))
+    seq.status = SequenceStatus(record.status)
+    seq.block_size = block_size
+    seq.num_tokens = len(record.token_ids)
+    seq.last_token = record.token_ids[-1]
+    return seq
+
+
+def _encode_result(value: Any) -> Any:
+    """A result as data: a sequence as its id, a decision as its record's name and fields."""
+    if isinstance(value, Sequence):
+        return {"seq": value.seq_id}
+    if isinstance(value, tuple(RECORDS.values())):
+        return {"decision": type(value).__name__, "fields": msgspec.to_builtins(value)}
+    if isinstance(value, (list, tuple)):
+        return [_encode_result(v) for v in value]
+    return value
+
+
+def run(function: Any, call: StateCall) -> dict[str, Any]:
+    """In the worker: ``function`` called on objects rebuilt from ``call``; the result and the state after."""
+    state = call.state
+    bm = BlockManager(len(state.blocks), state.block_size, state.enable_prefix_caching)
+    bm.blocks = [Block(i, r.ref_count, r.hash, list(r.token_ids)) for i, r in enumerate(state.blocks)]
+    bm.free_block_ids = deque(state.free_block_ids)
+    bm.used_block_ids = set(state.used_block_ids)
+    bm.hash_to_block_id = dict(state.hash_to_block_id)
+    seqs = {r.seq_id: _rebuild_seq(r, state.block_size) for r in state.seqs}
+    target: Any = bm
+    if call.target == "scheduler":
+        q = state.scheduler
+        target = Scheduler(max_num_seqs=q.max_num_seqs, max_num_batched_tokens=q.max_num_batched_tokens,
+                           max_model_len=q.max_model_len, eos=q.eos, num_kvcache_blocks=len(state.blocks),
+                           block_size=state.block_size, enable_prefix_caching=state.enable_prefix_caching,
+                           policy=q.policy)
+        target.block_manager = bm
+        target.waiting = deque(seqs[i] for i in q.waiting)
+        target.running = deque(seqs[i] for i in q.running)
+        target.accepted = {i: seqs[i] for i in q.accepted}
+    args = [seqs[a] if kind == "seq" else msgspec.convert(a, ScheduledBatch) if kind == "batch" else a
+            for kind, a in zip(call.kinds, call.args)]
+    result = function(target, *args)
+    after = snapshot(bm, list(seqs.values()), target if call.target == "scheduler" else None)
+    return {"result": _encode_result(result), "state": msgspec.to_builtins(after)}
 
 
 # ---- outside: check the answer, then apply it ----

@@ -76,13 +76,12 @@ def _source_file(value: Any) -> Path | None:
     return Path(where).resolve() if isinstance(where, str) else None
 
 
-def borrowed_from_solutions(solution: Solution, own_file: Path | None = None) -> str | None:
-    """``REFUSED`` (said) if a function or module among the solution's names comes from a reference solution's
-    file (other than ``own_file``, the file being graded), however it got there; else None."""
-    own = own_file.resolve() if own_file is not None else None
+def borrowed_from_solutions(solution: Solution) -> str | None:
+    """``REFUSED`` (said) if a function or module among a notebook's names comes from a reference solution's
+    file, however it got there; else None."""
     for value in list(solution.values()):
         where = _source_file(value)
-        if where is not None and where != own and is_reference_file(where):
+        if where is not None and is_reference_file(where):
             return refused()
     return None
 

@@ -5,7 +5,12 @@ first difference is said in plain words (what you did, what the reference did, a
 never the reference's formula. A
 run that failed (the student's function raised, returned something unusable, did not return in time, or
 the engine tripped over what it returned) is judged the same way: if everything matched up to the
-failure, the failure is the first difference.
+failure, the failure is the first difference. With the first difference comes the sequence behind it, as it
+was at that moment (``seq_context``: rebuilt from the reference trace alone with ``trace.state.walk``, how many
+tokens it had, in how many blocks of how many tokens, which blocks): the values, never the formula, so that
+the learner works out why the reference did what it did. An exercise whose difference shows in an event of its
+own (a slot mapping, a replayed graph) words that itself, in its folder (``EngineExercise.context``), with
+``stats`` and ``state_before``.
 
 Every sentence is a ``Text`` in both languages, said in the language chosen in this process. The child
 reports what happened as data (which function, what it raised, at which line, how it ended); the few
@@ -20,14 +25,62 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
-from nanovllm_teach.exercises.feedback import seq_context
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Workload
-from nanovllm_teach.trace.diff import VOLATILE, describe_event, diff_decisions
+from nanovllm_teach.trace.diff import VOLATILE, Divergence, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
+from nanovllm_teach.trace.state import EngineState, read_settings, walk
 
 if TYPE_CHECKING:
     from nanovllm_teach.exercises.policy_workloads import TimedWorkload
+
+
+SEQ_HAD = Text(en="at the start of step {step}, seq {seq} had the K/V of {tokens} tokens cached in {count} blocks "
+                  "of {size} ({blocks})",
+               zh="在第 {step} 步开始时，序列 {seq} 已有 {tokens} 个 token 的 K/V 缓存在 {count} 个块中，每块 {size} 个 "
+                  "token（{blocks}）")
+
+
+def stats(event: Any) -> dict[str, Any]:
+    """An event's numbers as a dict, whether it was read back from a file or recorded here."""
+    numbers = getattr(event, "stats", None)
+    if numbers is None:
+        return {}
+    if isinstance(numbers, dict):
+        return numbers
+    return {name: getattr(numbers, name) for name in getattr(numbers, "__struct_fields__", ())}
+
+
+def state_before(reference: Trace, event_i: int, step: int | None) -> tuple[EngineState, list[int]]:
+    """The reference's state at the start of ``step`` (None: just before its event number ``event_i``), and
+    the seq ids of the last batch scheduled before that event."""
+    settings = read_settings(reference.header, reference.events)
+    state = EngineState(settings.block_size, settings.enable_prefix_caching)
+    batch: list[int] = []
+    for event, now in walk((e for e in reference.events if e.i < event_i), settings):
+        if step is not None and event.step is not None and event.step >= step:
+            if event.event in ("SCHEDULE_DECODE", "SCHEDULE_PREFILL"):
+                batch = list(stats(event).get("seq_ids") or [])
+            continue
+        state = now
+        if event.event in ("SCHEDULE_DECODE", "SCHEDULE_PREFILL"):
+            batch = list(stats(event).get("seq_ids") or [])
+    return state, batch
+
+
+def seq_context(divergence: Divergence, reference: Trace) -> str | None:
+    """The sentence on the sequence behind ``divergence`` (None when there is no sequence to speak of)."""
+    if divergence.index is None or divergence.reference is None:
+        return None
+    state, _ = state_before(reference, divergence.reference.i, divergence.reference.step)
+    seq = stats(divergence.reference).get("seq_id")
+    if seq is None and divergence.yours is not None:
+        seq = stats(divergence.yours).get("seq_id")
+    if not isinstance(seq, int) or seq not in state.tables:
+        return None
+    blocks = state.tables[seq]
+    return say(SEQ_HAD, step=divergence.reference.step, seq=seq, tokens=state.computed.get(seq, 0),
+               count=len(blocks), size=state.block_size, blocks=blocks)
 
 
 def _is_cleanup(event_name: str, reason: str) -> bool:

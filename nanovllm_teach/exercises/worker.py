@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pkgutil
+import select
 import struct
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -47,23 +50,27 @@ def write_frame(fd: int, message: Any) -> None:
         view = view[os.write(fd, view):]
 
 
-def read_exactly(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = os.read(fd, min(left, 1 << 16))
-        if not chunk:
-            raise FrameError("the channel closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+def read_frame(fd: int, deadline: float | None = None) -> Any:
+    """One frame from ``fd``; with a ``deadline`` (``time.monotonic``), TimeoutError if it has not come whole by
+    then (the parent's side: a learner's call that never answers)."""
+    def exactly(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise TimeoutError
+            chunk = os.read(fd, min(size - len(data), 1 << 16))
+            if not chunk:
+                raise FrameError("the channel closed")
+            data += chunk
+        return data
 
-
-def decode_frame(fd: int) -> Any:
-    (size,) = _HEADER.unpack(read_exactly(fd, _HEADER.size))
+    (size,) = _HEADER.unpack(exactly(_HEADER.size))
     if size > MAX_FRAME:
         raise FrameError(f"a frame of {size} bytes is larger than {MAX_FRAME}")
     try:
-        return msgspec.json.decode(read_exactly(fd, size))
+        return msgspec.json.decode(exactly(size))
     except msgspec.DecodeError as error:
         raise FrameError(f"a frame that is not JSON: {error}") from None
 
@@ -86,15 +93,15 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
     line blamed is in ``code_file`` (None: the function's own file, for functions from a notebook)."""
     while True:
         try:
-            call = decode_frame(calls_fd)
+            call = read_frame(calls_fd)
         except FrameError:
             return
         function = solution.get(call.get("function")) if isinstance(call, dict) else None
         where = code_file or getattr(getattr(function, "__code__", None), "co_filename", None)
         try:
-            args = [msgspec.convert(arg, _resolve(kind)) for arg, kind in zip(call["args"], call["types"])]
+            args = [msgspec.convert(arg, resolve_wire_type(kind)) for arg, kind in zip(call["args"], call["types"])]
             adapter = call.get("adapter")
-            result = _resolve(adapter)(function, *args) if adapter else function(*args)
+            result = pkgutil.resolve_name(adapter)(function, *args) if adapter else function(*args)
             answer = {"result": msgspec.to_builtins(result)}
             write_frame(answers_fd, answer)
         except BaseException as error:  # everything the learner's code does is an answer, even SystemExit
@@ -104,38 +111,18 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
                 return
 
 
-class WaitingSeq(msgspec.Struct, frozen=True):
-    """What a scheduling policy sees of a waiting sequence (``scheduling_policy``): the facts its template
-    names, not the live ``Sequence``."""
-
-    seq_id: int
-    num_prompt_tokens: int
-    num_tokens: int
-    num_preemptions: int
+_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
-class MemoryNumbers(msgspec.Struct, frozen=True):
-    """What ``kv_cache_blocks`` sees of the machine's memory reading: the fields of ``utils.memory``'s
-    ``MemoryReading`` (bytes), without the module, which imports torch."""
-
-    device: str
-    total: int
-    free: int
-    used: int
-    peak: int
-    current: int
-
-
-_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list[int]": list[int],
-                  "int|None": int | None, "list[list[int]]": list[list[int]], "list[WaitingSeq]": list[WaitingSeq],
-                  "MemoryNumbers": MemoryNumbers}
-
-
-def _resolve(kind: str) -> Any:
+def resolve_wire_type(kind: str) -> Any:
+    """The type a wire name stands for: a builtin's name, ``"list[T]"``, ``"T|None"``, or ``"module:qualname"``
+    imported from the grading copy (an exercise's own records live in its folder, so the worker lists none)."""
+    if kind.startswith("list[") and kind.endswith("]"):
+        return list[resolve_wire_type(kind[len("list["):-1])]
+    if kind.endswith("|None"):
+        return resolve_wire_type(kind[:-len("|None")]) | None
     if kind in _BUILTIN_TYPES:
         return _BUILTIN_TYPES[kind]
-    import pkgutil
-
     return pkgutil.resolve_name(kind)
 
 

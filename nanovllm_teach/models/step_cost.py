@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from nanovllm_teach.layers.attention import Attention
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend, linear, pack
 from nanovllm_teach.utils.context import Context, reset_context, set_context
+from nanovllm_teach.utils.kv_slots import token_slot
 
 
 @dataclass
@@ -59,8 +60,7 @@ def make_decode_batch(model: nn.Module, context_lens: list[int], block_size: int
         tables.append(list(range(first, first + n)) + [-1] * (width - n))
         first += n
     block_tables = torch.tensor(tables, dtype=torch.int32)
-    slots = [tables[i][(n - 1) // block_size] * block_size + (n - 1) % block_size
-             for i, n in enumerate(context_lens)]
+    slots = [token_slot(table, n - 1, block_size) for table, n in zip(tables, context_lens)]
     vocab = model.lm_head.weight.size(0)
     return DecodeBatch(
         input_ids=torch.randint(0, vocab, (len(context_lens),), generator=gen),

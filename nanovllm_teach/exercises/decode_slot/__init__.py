@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.feedback import state_before, stats
+from nanovllm_teach.exercises.verdict import state_before, stats
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
@@ -76,7 +76,7 @@ EXERCISE = EngineExercise(
     HINTS,
     (Piece("decode_slot", "nanovllm_teach.engine.model_runner:decode_slot", _check_slot,
            wire=("nanovllm_teach.engine.batch:ScheduledSeq", "int"),
-           same_answer=("nanovllm_teach.engine.prefill_layout:token_slot",)),),
+           same_answer=("nanovllm_teach.utils.kv_slots:token_slot",)),),
     (TIGHT_CACHE, LATE_ARRIVALS),
     ("PREPARE_DECODE_TENSORS",) + DECISION_EVENTS,
     _slot_context)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.feedback import stats
+from nanovllm_teach.exercises.verdict import stats
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.policy_workloads import MIXED_BURSTS
 from nanovllm_teach.i18n import Text, say

@@ -10,7 +10,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, is_int
-from nanovllm_teach.exercises.worker import MemoryNumbers
+from nanovllm_teach.exercises.kv_cache_blocks.wire import MemoryNumbers
 from nanovllm_teach.exercises.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMORY_BOUND
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
@@ -78,6 +78,7 @@ EXERCISE = EngineExercise(
            same_answer=("nanovllm_teach.sim.budget:kv_block_bytes_per_rank",  # the simulator's sizes of a block
                         "nanovllm_teach.sim.cost_model:ModelShape.kv_bytes_per_token")),
      Piece("kv_cache_blocks", "nanovllm_teach.utils.memory:kv_cache_blocks", _check_num_blocks,
-           wire=("MemoryNumbers", "float", "int", "int|None"), encode=_memory_numbers)),
+           wire=("nanovllm_teach.exercises.kv_cache_blocks.wire:MemoryNumbers", "float", "int", "int|None"),
+           encode=_memory_numbers)),
     (MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION),
     ("KV_BUDGET_ESTIMATE", "ENGINE_READY") + DECISION_EVENTS)

@@ -77,6 +77,6 @@ EXERCISE = EngineExercise(
     HINTS,
     (Piece("prefill_layout", "nanovllm_teach.engine.prefill_layout:prefill_layout", _check_layout,
            wire=("list[int]", "list[int]", "list[list[int]]", "int"),
-           same_answer=("nanovllm_teach.engine.prefill_layout:token_slot",)),),
+           same_answer=("nanovllm_teach.utils.kv_slots:token_slot",)),),
     (CACHED_UNDER_BUDGET, SMALL_BUDGET),
     ("PREPARE_PREFILL_TENSORS",) + DECISION_EVENTS)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.pieces import Piece, is_int
-from nanovllm_teach.exercises.policy_grading import PolicyExercise
+from nanovllm_teach.exercises.scheduling_policy.grading import PolicyExercise
 from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
-from nanovllm_teach.exercises.worker import WaitingSeq
+from nanovllm_teach.exercises.scheduling_policy.wire import WaitingSeq
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 140  # the course's order (``nanovllm-teach exercises``): design, last
@@ -62,6 +62,6 @@ EXERCISE = PolicyExercise(
     ("choose_next",),
     HINTS,
     (Piece("choose_next", "nanovllm_teach.engine.scheduler:choose_next", _check_index,
-           wire=("list[WaitingSeq]",), encode=_waiting_seqs),),
+           wire=("list[nanovllm_teach.exercises.scheduling_policy.wire:WaitingSeq]",), encode=_waiting_seqs),),
     tuple(POLICY_WORKLOADS.values()))
 

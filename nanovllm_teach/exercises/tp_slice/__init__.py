@@ -3,7 +3,7 @@
 Beside this definition: ``template.py`` to start from, ``solution.py`` the reference. The learner's
 ``rank_slice`` takes and returns plain numbers; the linear layers (``layers/linear.py``) copy the slice it
 names. Graded by what every rank of 1, 2 and 4 ranks holds after loading a small Qwen3 through the engine's
-own loader (``shard_grading``).
+own loader (``grading``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.pieces import Piece, is_int
-from nanovllm_teach.exercises.shard_grading import POINT, ShardExercise
+from nanovllm_teach.exercises.tp_slice.grading import POINT, ShardExercise
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 120  # the course's order (``nanovllm-teach exercises``): after one GPU's pieces

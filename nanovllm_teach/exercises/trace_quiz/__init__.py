@@ -5,7 +5,7 @@ Beside this definition: ``template.py`` to start from, ``solution.py`` the refer
 
 from __future__ import annotations
 
-from nanovllm_teach.exercises.quiz_grading import QUESTIONS, QuizExercise
+from nanovllm_teach.exercises.trace_quiz.grading import QUESTIONS, QuizExercise
 from nanovllm_teach.i18n import Text
 
 ORDER = 130  # the course's order (``nanovllm-teach exercises``): reading a trace, after the engine's pieces

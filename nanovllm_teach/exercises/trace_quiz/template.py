@@ -7,7 +7,7 @@ per request; ``trace.events``: everything). This quiz asks about one recorded ru
 
 Get the trace and look at it (in a notebook, or ``python -i``)::
 
-    from nanovllm_teach.exercises.quiz_grading import quiz_trace
+    from nanovllm_teach.exercises import quiz_trace
     from nanovllm_teach.trace import format_request_table, format_step_table
     trace = quiz_trace()
     print(format_step_table(trace.steps)); print(format_request_table(trace.requests))
@@ -39,7 +39,7 @@ trace 是一次运行的完整记录：引擎做出的每一个决策（以 TEAC
 
 获取这个 trace 并查看它（在 notebook 中，或用 ``python -i``）::
 
-    from nanovllm_teach.exercises.quiz_grading import quiz_trace
+    from nanovllm_teach.exercises import quiz_trace
     from nanovllm_teach.trace import format_request_table, format_step_table
     trace = quiz_trace()
     print(format_step_table(trace.steps)); print(format_request_table(trace.requests))

@@ -6,7 +6,7 @@ token's position finds its cache slot through the block table (``block_table_slo
 the last, partial block gets none. ``block_table_slots`` draws a sequence's logical positions, its block
 table, the physical blocks of the pool they point to, and one token worked through:
 ``slot = block_table[pos // block_size] * block_size + pos % block_size``, computed by the engine's own
-``prefill_layout.token_slot`` (the value the model runner puts in ``slot_mapping``: a PREPARE_PREFILL_TENSORS
+``utils.kv_slots.token_slot`` (the value the model runner puts in ``slot_mapping``: a PREPARE_PREFILL_TENSORS
 or PREPARE_DECODE_TENSORS event's values can be passed in).
 
 No torch. Emits no events.
@@ -19,8 +19,8 @@ from collections.abc import Sequence as SequenceOf
 from matplotlib.figure import Figure
 
 from nanovllm_teach.engine.block_manager import NO_HASH, compute_block_hash
-from nanovllm_teach.engine.prefill_layout import token_slot
 from nanovllm_teach.i18n import say
+from nanovllm_teach.utils.kv_slots import token_slot
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, cell, label
 from nanovllm_teach.viz.style import FREE_COLOR

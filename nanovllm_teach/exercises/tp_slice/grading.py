@@ -236,7 +236,7 @@ def reference_run() -> Loaded:
                     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
                         [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
                     done = subprocess.run([sys.executable, "-c", "import sys; from nanovllm_teach.exercises."
-                                           "shard_grading import main; main(sys.argv[1])", tmp], env=env,
+                                           "tp_slice.grading import main; main(sys.argv[1])", tmp], env=env,
                                           capture_output=True, timeout=REFERENCE_LIMIT_S)
                     message = (done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"])[-1]
                 else:
