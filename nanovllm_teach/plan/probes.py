@@ -19,6 +19,11 @@ configuration, a search over request rates finds the highest rate it *sustains*,
   quarter of the measured requests, is at most ``QUEUE_GROWTH`` times that at the first quarter's, plus
   ``QUEUE_SLACK``. (An engine that prefills first gives a newcomer its first token at once even when overloaded:
   what piles up then is the running batch, whose tokens come ever more slowly.)
+  A probe at a rate stops as soon as it cannot pass any more (``FailureWatch``): the requests in the system at
+  the last quarter's arrivals already outnumber the limit, or more measured requests finished over a limit
+  than its quantile allows. Its verdict and the search are the same as a run to the end would give; its
+  figures (``decided_early``) are those of the requests finished by then. The saturation probe always runs to
+  the end: its rate is the search's bracket.
 - ``next_rate``: the search, as a pure function of the probes so far: first the saturation probe (``None``), then
   ``steps`` bisections of ``[0, HEADROOM x saturated rate]``; ``sustained_rate`` is the highest rate that passed.
   Each probe depends on the ones before it only through this function, so the search gives the same answer
@@ -38,7 +43,7 @@ from dataclasses import asdict, dataclass
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
-from nanovllm_teach.workload.metrics import Slo, percentile
+from nanovllm_teach.workload.metrics import Slo, WorkloadResult, percentile
 from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, make_workload, parse_lengths
 
 # The first bracket's top, as a multiple of the rate the engine completes with every request there at once:
@@ -150,6 +155,7 @@ class Probe:
     in_system_last: float  # ... at the last quarter's
     requests_per_s: float  # all requests over the run
     output_tokens_per_s: float
+    decided_early: bool = False  # failed before the end (``FailureWatch``): the figures are the finished requests'
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -171,28 +177,124 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
     prompts, outputs = workload.lengths()
     requests = make_workload(workload.num_requests, AtOnce() if rate is None else Poisson(rate), prompts, outputs,
                              vocab_size=load_shape(workload.model).vocab_size, seed=workload.seed)
+    watch = None if rate is None else FailureWatch.of(requests, workload.warmup_requests, objective, llm.clock.now_s())
     try:
-        result = serve_workload(llm, requests, answers=llm.answers, frontend_s=llm.frontend_s)
+        result = serve_workload(llm, requests, answers=llm.answers, frontend_s=llm.frontend_s, until=watch)
     finally:
         llm.close()
+    if watch is not None and watch.failed:
+        return watch.verdict(rate, result)
     times = sorted(result.requests.values(), key=lambda t: t.arrival_s)
     measured = times[workload.warmup_requests:]
-    ttft = [t.ttft_s * 1e3 for t in measured]
+    in_system_first, in_system_last = _in_system(times, measured)
+    return _figures(rate, objective, measured, in_system_first, in_system_last, len(times), result)
+
+
+def _figures(rate: float | None, objective: Objective, measured: list, in_system_first: float,
+             in_system_last: float, num_finished: int, result: WorkloadResult, decided_early: bool = False) -> Probe:
+    """The probe's record, from the measured requests' times (those finished, for one decided early: a TTFT or
+    TPOT of 0 where none had one)."""
+    ttft = [t.ttft_s * 1e3 for t in measured if t.ttft_s is not None] or [0.0]
     # One-token answers have no time between tokens: a probe of only those holds TPOT to nothing.
     tpot = [t.tpot_s * 1e3 for t in measured if t.tpot_s is not None] or [0.0]
     slo = Slo(objective.ttft_ms, objective.tpot_ms)
-    good = sum(t.meets(slo) for t in measured) / len(measured)
-    in_system_first, in_system_last = _in_system(times, measured)
+    good = sum(t.meets(slo) for t in measured) / max(1, len(measured))
     if objective.goodput is not None:
         met = good >= objective.goodput
     else:
         met = (percentile(ttft, QUANTILES[objective.ttft_quantile]) <= objective.ttft_ms
                and percentile(tpot, QUANTILES[objective.tpot_quantile]) <= objective.tpot_ms)
-    growing = in_system_last > QUEUE_GROWTH * in_system_first + QUEUE_SLACK
-    return Probe(rate, met and not growing, *(_round(percentile(v, q)) for v, q in
-                                              ((ttft, 0.5), (ttft, 0.99), (tpot, 0.5), (tpot, 0.99))),
+    passed = met and not _growing(in_system_first, in_system_last) and not decided_early
+    return Probe(rate, passed, *(_round(percentile(v, q)) for v, q in
+                                 ((ttft, 0.5), (ttft, 0.99), (tpot, 0.5), (tpot, 0.99))),
                  _round(good), _round(in_system_first), _round(in_system_last),
-                 _round(len(times) / result.duration_s), _round(result.output_tokens_per_s))
+                 _round(num_finished / result.duration_s), _round(result.output_tokens_per_s), decided_early)
+
+
+def _growing(in_system_first: float, in_system_last: float) -> bool:
+    return in_system_last > QUEUE_GROWTH * in_system_first + QUEUE_SLACK
+
+
+class FailureWatch:
+    """``serve_workload``'s ``until`` for a probe at a rate: True once the probe can no longer pass, from what is
+    already settled. A run's clock only moves forward, so once it is past an arrival every request that finished
+    before that arrival has finished, and the count in the system then is final; a finished request's TTFT and
+    TPOT are final too. It watches three things: the requests in the system at the last quarter's arrivals (the
+    counts settled so far, the rest at least 0, already above the growth limit), and the measured requests that
+    finished over the TTFT limit, and over the TPOT limit (already more than the quantile allows; with
+    ``goodput``, more failing either than the share allows)."""
+
+    def __init__(self, arrivals: list[float], warmup: int, measured_from: float, objective: Objective,
+                 num_tpot: int) -> None:
+        self.arrivals, self.measured_from, self.objective = arrivals, measured_from, objective
+        measured = len(arrivals) - warmup
+        quarter = max(1, measured // 4)
+        self.first, self.last = arrivals[warmup:warmup + quarter], arrivals[-quarter:]
+        self.quarter = quarter
+        self.num_measured, self.num_tpot = measured, num_tpot
+        self.finishes: list[float] = []  # in the order the clock reached them: sorted
+        self.settled = 0  # the first and last quarters' arrivals the clock is past, in order
+        self.first_sum = self.last_sum = 0
+        self.over_ttft = self.over_tpot = self.bad = 0
+        self.slo = Slo(objective.ttft_ms, objective.tpot_ms)
+        self.failed = False
+
+    @classmethod
+    def of(cls, requests: list, warmup: int, objective: Objective, t0: float) -> FailureWatch | None:
+        """The watch for ``requests`` as ``serve_workload`` will time them from ``t0``; None when the first
+        measured request's arrival is shared with a warm-up one (which of them is measured is not known then)."""
+        arrivals = sorted(t0 + r.arrival_s for r in requests)
+        if warmup and arrivals[warmup - 1] == arrivals[warmup]:
+            return None
+        num_tpot = sum(r.output_len >= 2 for r in sorted(requests, key=lambda r: r.arrival_s)[warmup:])
+        return cls(arrivals, warmup, arrivals[warmup], objective, num_tpot)
+
+    def __call__(self, finished: list, now_s: float) -> bool:
+        self.finishes.extend(t.finish_s for t in finished)
+        for t in finished:
+            if t.arrival_s >= self.measured_from:
+                ttft_ms, tpot_s = t.ttft_s * 1e3, t.tpot_s
+                self.over_ttft += ttft_ms > self.objective.ttft_ms
+                self.over_tpot += tpot_s is not None and tpot_s * 1e3 > self.objective.tpot_ms
+                self.bad += not t.meets(self.slo)
+        self._settle(now_s)
+        self.failed = self._cannot_pass()
+        return self.failed
+
+    def verdict(self, rate: float, result: WorkloadResult) -> Probe:
+        """The failed probe's record: the finished requests' figures, the counts in the system settled so far."""
+        finished = sorted((t for t in result.requests.values() if t.finish_s is not None), key=lambda t: t.arrival_s)
+        measured = [t for t in finished if t.arrival_s >= self.measured_from]
+        return _figures(rate, self.objective, measured, self.first_sum / self.quarter, self.last_sum / self.quarter,
+                        len(finished), result, decided_early=True)
+
+    def _settle(self, now_s: float) -> None:
+        """Count the requests in the system at each watched arrival the clock is now strictly past (a later finish
+        is later than now)."""
+        watched = self.first + self.last
+        while self.settled < len(watched) and watched[self.settled] < now_s:
+            at = watched[self.settled]
+            count = bisect_right(self.arrivals, at) - bisect_right(self.finishes, at)
+            if self.settled < self.quarter:
+                self.first_sum += count
+            else:
+                self.last_sum += count
+            self.settled += 1
+
+    def _cannot_pass(self) -> bool:
+        objective = self.objective
+        if self.settled >= self.quarter and _growing(self.first_sum / self.quarter, self.last_sum / self.quarter):
+            return True
+        if objective.goodput is not None:
+            return (self.num_measured - self.bad) / self.num_measured < objective.goodput
+        # percentile() takes the sorted values' entry at int(q * n): over the limit once n - int(q * n) are
+        return (self.over_ttft >= _allowed(self.num_measured, objective.ttft_quantile)
+                or self.over_tpot >= _allowed(self.num_tpot, objective.tpot_quantile))
+
+
+def _allowed(n: int, quantile: str) -> int:
+    """How many values over a limit put the ``quantile`` of ``n`` values over it."""
+    return n - min(n - 1, int(QUANTILES[quantile] * n))
 
 
 def _in_system(everyone: list, measured: list) -> tuple[float, float]:
