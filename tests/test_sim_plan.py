@@ -168,3 +168,15 @@ def test_a_probe_stopped_once_it_cannot_pass_gives_the_search_run_to_the_end(mon
     stopped = [p for p in early if p.decided_early]
     assert stopped and all(not p.passed for p in stopped)  # some probe did stop early, and only failures do
     assert not any(p.decided_early for p in whole)
+
+
+def test_the_progress_line_and_the_slo_follow_lang_zh(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(plan_search, "probe", lambda candidate, workload, objective, rate:
+                        _probe(rate, rate is not None and rate < 60))
+    argv = ["--lang", "zh", "plan", "--model", "qwen3-0.6b", "--rate", "10", "--gpus", "l4", "--price", "l4=0.8",
+            "--tp", "1", "--max-num-seqs", "64", "--max-num-batched-tokens", "2048", "--replicas", "1",
+            "--goodput", "0.9", "--serial", "--log", str(tmp_path / "log.jsonl")]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "探测: 100%" in captured.err and "次/s" in captured.err  # tqdm's description and unit
+    assert "90% 的请求同时满足 TTFT <= 1000 ms、TPOT <= 50 ms" in captured.out

@@ -40,6 +40,7 @@ import math
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
@@ -133,11 +134,17 @@ class Objective:
             raise ValueError(f"goodput must be a share of requests in (0, 1], got {self.goodput!r}")
 
     def describe(self) -> str:
+        """The SLO in a line, in the learner's language."""
         if self.goodput is not None:
-            return (f"{self.goodput:.0%} of requests with TTFT <= {self.ttft_ms:g} ms and TPOT <= "
-                    f"{self.tpot_ms:g} ms")
-        return (f"TTFT {self.ttft_quantile} <= {self.ttft_ms:g} ms, TPOT {self.tpot_quantile} <= "
-                f"{self.tpot_ms:g} ms")
+            return say(GOODPUT_SLO, share=self.goodput, ttft=self.ttft_ms, tpot=self.tpot_ms)
+        return say(QUANTILE_SLO, ttft_q=self.ttft_quantile, ttft=self.ttft_ms, tpot_q=self.tpot_quantile,
+                   tpot=self.tpot_ms)
+
+
+GOODPUT_SLO = Text(en="{share:.0%} of requests with TTFT <= {ttft:g} ms and TPOT <= {tpot:g} ms",
+                   zh="{share:.0%} 的请求同时满足 TTFT <= {ttft:g} ms、TPOT <= {tpot:g} ms")
+QUANTILE_SLO = Text(en="TTFT {ttft_q} <= {ttft:g} ms, TPOT {tpot_q} <= {tpot:g} ms",
+                    zh="TTFT {ttft_q} <= {ttft:g} ms，TPOT {tpot_q} <= {tpot:g} ms")
 
 
 @dataclass(frozen=True)
