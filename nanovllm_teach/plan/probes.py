@@ -45,7 +45,8 @@ from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
 from nanovllm_teach.workload.metrics import Slo, WorkloadResult, percentile
-from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, make_workload, parse_lengths
+from nanovllm_teach.plan.recorded import RecordedRequests
+from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, Request, make_workload, parse_lengths
 
 # The first bracket's top, as a multiple of the rate the engine completes with every request there at once:
 # a drained burst ends with a shrinking batch, so a steady stream can be sustained a little above it.
@@ -73,7 +74,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PlanWorkload:
-    """What every probe serves (the lengths as ``simulate``'s ``--prompt-lens``/``--output-lens`` forms)."""
+    """What every probe serves: the lengths as ``simulate``'s ``--prompt-lens``/``--output-lens`` forms, or
+    ``recorded``: a trace's requests (``plan/recorded.py``), whose lengths and gaps replace the forms'."""
 
     model: str
     prompt_lens: str = "sharegpt-prompt"
@@ -82,6 +84,7 @@ class PlanWorkload:
     warmup_requests: int = 200
     probe_requests: int = MIN_PROBE_REQUESTS
     seed: int = 0
+    recorded: RecordedRequests | None = None
 
     def __post_init__(self) -> None:
         for name, least in (("max_model_len", 1), ("warmup_requests", 0), ("probe_requests", 1)):
@@ -91,7 +94,11 @@ class PlanWorkload:
         if self.probe_requests < MIN_PROBE_REQUESTS:
             raise ValueError(f"a probe measures at least {MIN_PROBE_REQUESTS} requests (fewer give a p99 of a "
                              f"handful), got {self.probe_requests}")
-        self.lengths()  # refuses a bad form now, naming it
+        if self.recorded is None:
+            self.lengths()  # refuses a bad form now, naming it
+        elif self.recorded.longest_request > self.max_model_len:
+            raise ValueError(f"{self.recorded.source} holds a request of {self.recorded.longest_request} tokens "
+                             f"(prompt and answer), more than max_model_len={self.max_model_len}")
 
     @property
     def num_requests(self) -> int:
@@ -110,8 +117,19 @@ class PlanWorkload:
 
     @property
     def longest_request(self) -> int:
+        if self.recorded is not None:
+            return self.recorded.longest_request
         prompts, outputs = self.lengths()
         return prompts.longest + outputs.longest
+
+    def requests(self, rate: float | None) -> list[Request]:
+        """A probe's requests at ``rate`` requests/s (None: all at once)."""
+        vocab_size = load_shape(self.model).vocab_size
+        if self.recorded is not None:
+            return self.recorded.requests(self.num_requests, rate, vocab_size, self.seed)
+        prompts, outputs = self.lengths()
+        return make_workload(self.num_requests, AtOnce() if rate is None else Poisson(rate), prompts, outputs,
+                             vocab_size=vocab_size, seed=self.seed)
 
 
 @dataclass(frozen=True)
@@ -181,9 +199,7 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
     llm = LLM(workload.model, runner="simulated", hardware=candidate.hardware,
               tensor_parallel_size=candidate.tensor_parallel_size, max_num_seqs=candidate.max_num_seqs,
               max_num_batched_tokens=candidate.max_num_batched_tokens, max_model_len=workload.max_model_len)
-    prompts, outputs = workload.lengths()
-    requests = make_workload(workload.num_requests, AtOnce() if rate is None else Poisson(rate), prompts, outputs,
-                             vocab_size=load_shape(workload.model).vocab_size, seed=workload.seed)
+    requests = workload.requests(rate)
     watch = None if rate is None else FailureWatch.of(requests, workload.warmup_requests, objective, llm.clock.now_s())
     try:
         result = serve_workload(llm, requests, answers=llm.answers, frontend_s=llm.frontend_s, until=watch)

@@ -34,8 +34,9 @@ PROBE_UNIT = Text(en="probe", zh="次")
 
 
 def search_settings(workload: PlanWorkload, objective: Objective, steps: int) -> dict[str, Any]:
-    """What a log's first line records: probes logged under other settings measure something else."""
-    return {"workload": asdict(workload), "objective": asdict(objective), "steps": steps}
+    """What a log's first line records, as its JSON reads back (a recorded workload's tuples as lists): probes
+    logged under other settings measure something else."""
+    return json.loads(json.dumps({"workload": asdict(workload), "objective": asdict(objective), "steps": steps}))
 
 
 def read_log(log_path: Path, settings: dict[str, Any]) -> dict[str, list[Probe]]:
