@@ -180,3 +180,19 @@ def test_the_progress_line_and_the_slo_follow_lang_zh(tmp_path, capsys, monkeypa
     captured = capsys.readouterr()
     assert "探测: 100%" in captured.err and "次/s" in captured.err  # tqdm's description and unit
     assert "90% 的请求同时满足 TTFT <= 1000 ms、TPOT <= 50 ms" in captured.out
+
+
+def test_a_run_ended_by_until_aborts_what_is_left_and_frees_its_blocks():
+    from nanovllm_teach.llm import LLM
+    from nanovllm_teach.workload.arrivals import serve_workload
+
+    llm = LLM("qwen3-0.6b", runner="simulated", hardware="l4", max_num_seqs=16, max_num_batched_tokens=2048,
+              max_model_len=2048)
+    requests = SMALL.requests(50.0)[:200]
+    seen: list[int] = []
+    result = serve_workload(llm, requests, answers=llm.answers, until=lambda done, now_s: seen.append(1) or
+                            len(seen) == 40)
+    assert len(seen) == 40 and result.num_steps == 40  # it asked after every step and ended at its True
+    assert llm.is_finished() and llm.scheduler.block_manager.num_free_blocks == llm.scheduler.block_manager.num_blocks
+    assert any(t.finish_s is None for t in result.requests.values())  # the unfinished ones keep their times
+    assert serve_workload(llm, requests[:5], answers=llm.answers).num_steps > 0  # and the engine serves again

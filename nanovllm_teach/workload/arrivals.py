@@ -85,7 +85,9 @@ def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eo
         with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
                                                           desc="serving") as bar:
             result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, frontend_s, until)
-            engine.abort(seq.seq_id for seq in seqs if not seq.is_finished)  # what ``until`` left unfinished
+            unfinished = [seq.seq_id for seq in seqs if not seq.is_finished]  # only where ``until`` ended it
+            if unfinished:
+                engine.abort(unfinished)
     finally:
         if answers is not None:
             answers.forget(seq.seq_id for seq in seqs)
