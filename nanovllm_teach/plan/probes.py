@@ -252,7 +252,7 @@ class FailureWatch:
         self.arrivals, self.measured_from, self.objective = arrivals, measured_from, objective
         measured = len(arrivals) - warmup
         quarter = max(1, measured // 4)
-        self.first, self.last = arrivals[warmup:warmup + quarter], arrivals[-quarter:]
+        self.watched = arrivals[warmup:warmup + quarter] + arrivals[-quarter:]  # the first quarter's, the last's
         self.quarter = quarter
         self.num_measured, self.num_tpot = measured, num_tpot
         self.finishes: list[float] = []  # in the order the clock reached them: sorted
@@ -294,7 +294,7 @@ class FailureWatch:
     def _settle(self, now_s: float) -> None:
         """Count the requests in the system at each watched arrival the clock is now strictly past (a later finish
         is later than now)."""
-        watched = self.first + self.last
+        watched = self.watched
         while self.settled < len(watched) and watched[self.settled] < now_s:
             at = watched[self.settled]
             count = bisect_right(self.arrivals, at) - bisect_right(self.finishes, at)

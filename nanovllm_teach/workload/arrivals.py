@@ -134,10 +134,9 @@ def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, 
         engine.step()
         step = engine.last_step
         result.add_step(step.seqs, step.num_tokens > 0, clock.now_s(), step.runner_stats.get("bound"))
-        finished = sum(seq.is_finished for seq in step.seqs)
+        finished = len(step.finished)  # the step's own list: no second pass over its batch
         in_flight -= finished
-        if until is not None and until([result.requests[seq.seq_id] for seq in step.seqs if seq.is_finished],
-                                       clock.now_s()):
+        if until is not None and until([result.requests[seq_id] for seq_id, _ in step.finished], clock.now_s()):
             break
         if finished and not bar.disable:
             bar.update(finished)
