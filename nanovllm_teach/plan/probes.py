@@ -44,7 +44,7 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
-from nanovllm_teach.workload.metrics import Slo, WorkloadResult, percentile
+from nanovllm_teach.workload.metrics import RequestTimes, Slo, WorkloadResult, percentile
 from nanovllm_teach.plan.recorded import RecordedRequests
 from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, Request, make_workload, parse_lengths
 
@@ -263,7 +263,7 @@ class FailureWatch:
         self.failed = False
 
     @classmethod
-    def of(cls, requests: list, warmup: int, objective: Objective, t0: float) -> FailureWatch | None:
+    def of(cls, requests: list[Request], warmup: int, objective: Objective, t0: float) -> FailureWatch | None:
         """The watch for ``requests`` as ``serve_workload`` will time them from ``t0``; None when the first
         measured request's arrival is shared with a warm-up one (which of them is measured is not known then)."""
         arrivals = sorted(t0 + r.arrival_s for r in requests)
@@ -272,7 +272,7 @@ class FailureWatch:
         num_tpot = sum(r.output_len >= 2 for r in sorted(requests, key=lambda r: r.arrival_s)[warmup:])
         return cls(arrivals, warmup, arrivals[warmup], objective, num_tpot)
 
-    def __call__(self, finished: list, now_s: float) -> bool:
+    def __call__(self, finished: list[RequestTimes], now_s: float) -> bool:
         self.finishes.extend(t.finish_s for t in finished)
         for t in finished:
             if t.arrival_s >= self.measured_from:
