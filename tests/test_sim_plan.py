@@ -46,7 +46,8 @@ def test_a_probe_passes_below_what_the_engine_sustains_and_fails_above():
     low = probe(L4, SMALL, SLO, 0.1 * saturated.requests_per_s)
     high = probe(L4, SMALL, SLO, 1.2 * saturated.requests_per_s)
     assert low.passed and low.ttft_p99_ms <= SLO.ttft_ms
-    assert not high.passed and high.in_system_last > high.in_system_first  # the requests pile up
+    # The running batch piles up, its tokens ever slower: the probe stops once too many finished over the limit.
+    assert not high.passed and high.decided_early and high.tpot_p99_ms > SLO.tpot_ms
     assert probe(L4, SMALL, SLO, low.rate) == low  # the same probe, the same figures
 
 
@@ -140,7 +141,58 @@ def test_a_rows_simulate_command_reproduces_its_probe(capsys):
 
     from nanovllm_teach.plan.results import simulate_command
 
-    measured = probe(L4, SMALL, SLO, 150.0)
-    command = shlex.split(simulate_command(L4, SMALL, 150.0))
+    measured = probe(L4, SMALL, SLO, 40.0)  # a row's rate is one that passed: its probe ran to the end
+    assert measured.passed and not measured.decided_early
+    command = shlex.split(simulate_command(L4, SMALL, 40.0))
     assert command[:2] == ["nanovllm-teach", "simulate"] and main(command[1:]) == 0
     assert f"{measured.output_tokens_per_s:.0f} tok/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("objective", [SLO, Objective(ttft_ms=1000.0, tpot_ms=25.0, tpot_quantile="p50"),
+                                       Objective(ttft_ms=100.0, tpot_ms=10.0, goodput=0.9)],
+                         ids=["queue", "latency", "goodput"])
+def test_a_probe_stopped_once_it_cannot_pass_gives_the_search_run_to_the_end(monkeypatch, objective):
+    from nanovllm_teach.plan import probes
+
+    def search() -> list[Probe]:
+        history: list[Probe] = []
+        while (rate := next_rate(history, 4)) is not False:
+            history.append(probe(L4, SMALL, objective, rate))
+        return history
+
+    early = search()
+    monkeypatch.setattr(probes.FailureWatch, "of", classmethod(lambda cls, *args: None))
+    whole = search()
+    assert [(p.rate, p.passed) for p in early] == [(p.rate, p.passed) for p in whole]
+    assert sustained_rate(early) == sustained_rate(whole) > 0
+    stopped = [p for p in early if p.decided_early]
+    assert stopped and all(not p.passed for p in stopped)  # some probe did stop early, and only failures do
+    assert not any(p.decided_early for p in whole)
+
+
+def test_the_progress_line_and_the_slo_follow_lang_zh(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(plan_search, "probe", lambda candidate, workload, objective, rate:
+                        _probe(rate, rate is not None and rate < 60))
+    argv = ["--lang", "zh", "plan", "--model", "qwen3-0.6b", "--rate", "10", "--gpus", "l4", "--price", "l4=0.8",
+            "--tp", "1", "--max-num-seqs", "64", "--max-num-batched-tokens", "2048", "--replicas", "1",
+            "--goodput", "0.9", "--serial", "--log", str(tmp_path / "log.jsonl")]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "探测: 100%" in captured.err and "次/s" in captured.err  # tqdm's description and unit
+    assert "90% 的请求同时满足 TTFT <= 1000 ms、TPOT <= 50 ms" in captured.out
+
+
+def test_a_run_ended_by_until_aborts_what_is_left_and_frees_its_blocks():
+    from nanovllm_teach.llm import LLM
+    from nanovllm_teach.workload.arrivals import serve_workload
+
+    llm = LLM("qwen3-0.6b", runner="simulated", hardware="l4", max_num_seqs=16, max_num_batched_tokens=2048,
+              max_model_len=2048)
+    requests = SMALL.requests(50.0)[:200]
+    seen: list[int] = []
+    result = serve_workload(llm, requests, answers=llm.answers, until=lambda done, now_s: seen.append(1) or
+                            len(seen) == 40)
+    assert len(seen) == 40 and result.num_steps == 40  # it asked after every step and ended at its True
+    assert llm.is_finished() and llm.scheduler.block_manager.num_free_blocks == llm.scheduler.block_manager.num_blocks
+    assert any(t.finish_s is None for t in result.requests.values())  # the unfinished ones keep their times
+    assert serve_workload(llm, requests[:5], answers=llm.answers).num_steps > 0  # and the engine serves again

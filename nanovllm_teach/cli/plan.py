@@ -10,7 +10,8 @@ progress bar and a log to resume from), then prints the cheapest configuration (
 reaches the target rate, the runners-up, and the ``simulate`` command that reproduces each. ``--out`` writes
 every row as JSON (``.json``) or CSV (``.csv``), ``--picture`` the Pareto picture of cost per hour against
 sustained rate (``viz/pareto.py``). Prices come from ``sim/prices.json`` (public on-demand prices, each with
-its page and date), replaced by ``--price GPU=USD`` or ``--prices FILE``.
+its page and date), replaced by ``--price GPU=USD`` or ``--prices FILE``. ``--workload-trace FILE`` takes the
+workload from a trace's finished requests (``plan/recorded.py``) instead of length distributions.
 
 Everything is checked before the first probe; a mistake is one line and exit status 2 (``cli.main``).
 """
@@ -28,6 +29,7 @@ from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
 from nanovllm_teach.plan.probes import (QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit,
                                      search_steps)
+from nanovllm_teach.plan.recorded import read_recorded_requests
 from nanovllm_teach.plan.results import PlanRow, plan_rows, ranked, results_csv, results_json
 from nanovllm_teach.sim.prices import gpu_prices, parse_price, read_prices_file
 from nanovllm_teach.sim.published import MIN_FITTED_CASES, fitted_cases, is_fitted
@@ -52,6 +54,8 @@ NONE_REACHES = Text(en="no configuration of this space sustains {rate:g} request
 RUNNERS_UP = Text(en="runners-up (cheapest first):", zh="其余候选（按成本从低到高）：")
 REPRODUCE = Text(en="one replica of it at its sustained rate, simulated: {command}",
                  zh="以可承受速率模拟它的一个副本：{command}")
+NO_COMMAND = Text(en="(a trace's workload: simulate cannot serve it, so no command reproduces a row)",
+                 zh="（工作负载来自 trace：simulate 无法直接服务它，所以没有能复现某一行的命令）")
 WROTE = Text(en="{what}: {path}", zh="{what}：{path}")
 LOG_HINT = Text(en="probes logged in {path}: run the same command again to resume a stopped search",
                 zh="探测结果记录在 {path}：搜索中断后，再次运行同一命令即可继续")
@@ -71,6 +75,11 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                                                 zh="同 simulate 的 --prompt-lens")))
     load.add_argument("--output-lens", default="sharegpt-output", help=say(Text(en="as simulate's --output-lens",
                                                                                 zh="同 simulate 的 --output-lens")))
+    load.add_argument("--workload-trace", default=None, metavar="FILE", help=say(Text(
+        en="a TEACHING trace whose finished requests are the workload: their lengths, and their gaps scaled to each "
+           "probe's rate (instead of --prompt-lens/--output-lens)",
+        zh="用一个 TEACHING trace 里已完成的请求作为工作负载：沿用它们的长度，到达间隔按每次探测的速率缩放"
+           "（代替 --prompt-lens/--output-lens）")))
     load.add_argument("--max-model-len", type=positive_int, default=8192)
     load.add_argument("--warmup-requests", type=int, default=200, help=say(Text(
         en="requests before the measured ones (200)", zh="正式测量之前先发的请求数（200）")))
@@ -173,9 +182,10 @@ def _plan(args: argparse.Namespace) -> int:
     if not args.rate > 0:
         raise ValueError(f"--rate must be a target rate > 0 (requests per second), got {args.rate}")
     shape = load_shape(args.model)
+    recorded = read_recorded_requests(args.workload_trace) if args.workload_trace else None
     workload = PlanWorkload(args.model, args.prompt_lens, args.output_lens,
                             min(args.max_model_len, shape.max_position_embeddings), args.warmup_requests,
-                            args.probe_requests, args.seed)
+                            args.probe_requests, args.seed, recorded)
     objective = Objective(args.ttft_ms, args.tpot_ms, args.ttft_quantile, args.tpot_quantile, args.goodput)
     steps = search_steps(args.resolution)
     replicas = _ints(args.replicas, "--replicas")
@@ -205,7 +215,7 @@ def _plan(args: argparse.Namespace) -> int:
         top = best[0]
         print(say(CHEAPEST, rate=args.rate, label=top.label, gpus=top.gpus, cost=top.cost_per_hour,
                   sustained=top.sustained_rate, replica=top.replica_rate))
-        print("  " + say(REPRODUCE, command=top.command))
+        print("  " + (say(REPRODUCE, command=top.command) if top.command else say(NO_COMMAND)))
         if len(best) > 1:
             print(say(RUNNERS_UP))
             print(_rows_table(best[1:args.top + 1]))

@@ -3,7 +3,8 @@ count and batch limits serve a workload at a target rate within a latency SLO, a
 the simulated engine (``LLM(..., runner="simulated")``). Orchestration, above the engine it drives:
 
 - ``probes``: the pieces of one configuration's search: candidates, workload, SLO, one probe, the next rate,
-  the memory fit;
+  the memory fit, the watch that stops a probe once it cannot pass;
+- ``recorded``: a trace's finished requests as the workload (``plan --workload-trace``);
 - ``search``: every candidate's search, in this process or on Ray, logged to resume;
 - ``results``: the rows (candidate x replicas), their costs (``sim/prices.py``), the cheapest, JSON and CSV.
 """

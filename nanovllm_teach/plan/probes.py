@@ -19,6 +19,11 @@ configuration, a search over request rates finds the highest rate it *sustains*,
   quarter of the measured requests, is at most ``QUEUE_GROWTH`` times that at the first quarter's, plus
   ``QUEUE_SLACK``. (An engine that prefills first gives a newcomer its first token at once even when overloaded:
   what piles up then is the running batch, whose tokens come ever more slowly.)
+  A probe at a rate stops as soon as it cannot pass any more (``FailureWatch``): the requests in the system at
+  the last quarter's arrivals already outnumber the limit, or more measured requests finished over a limit
+  than its quantile allows. Its verdict and the search are the same as a run to the end would give; its
+  figures (``decided_early``) are those of the requests finished by then. The saturation probe always runs to
+  the end: its rate is the search's bracket.
 - ``next_rate``: the search, as a pure function of the probes so far: first the saturation probe (``None``), then
   ``steps`` bisections of ``[0, HEADROOM x saturated rate]``; ``sustained_rate`` is the highest rate that passed.
   Each probe depends on the ones before it only through this function, so the search gives the same answer
@@ -35,11 +40,13 @@ import math
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
-from nanovllm_teach.workload.metrics import Slo, percentile
-from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, make_workload, parse_lengths
+from nanovllm_teach.workload.metrics import RequestTimes, Slo, WorkloadResult, percentile
+from nanovllm_teach.plan.recorded import RecordedRequests
+from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, Request, make_workload, parse_lengths
 
 # The first bracket's top, as a multiple of the rate the engine completes with every request there at once:
 # a drained burst ends with a shrinking batch, so a steady stream can be sustained a little above it.
@@ -67,7 +74,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PlanWorkload:
-    """What every probe serves (the lengths as ``simulate``'s ``--prompt-lens``/``--output-lens`` forms)."""
+    """What every probe serves: the lengths as ``simulate``'s ``--prompt-lens``/``--output-lens`` forms, or
+    ``recorded``: a trace's requests (``plan/recorded.py``), whose lengths and gaps replace the forms'."""
 
     model: str
     prompt_lens: str = "sharegpt-prompt"
@@ -76,6 +84,7 @@ class PlanWorkload:
     warmup_requests: int = 200
     probe_requests: int = MIN_PROBE_REQUESTS
     seed: int = 0
+    recorded: RecordedRequests | None = None
 
     def __post_init__(self) -> None:
         for name, least in (("max_model_len", 1), ("warmup_requests", 0), ("probe_requests", 1)):
@@ -85,7 +94,11 @@ class PlanWorkload:
         if self.probe_requests < MIN_PROBE_REQUESTS:
             raise ValueError(f"a probe measures at least {MIN_PROBE_REQUESTS} requests (fewer give a p99 of a "
                              f"handful), got {self.probe_requests}")
-        self.lengths()  # refuses a bad form now, naming it
+        if self.recorded is None:
+            self.lengths()  # refuses a bad form now, naming it
+        elif self.recorded.longest_request > self.max_model_len:
+            raise ValueError(f"{self.recorded.source} holds a request of {self.recorded.longest_request} tokens "
+                             f"(prompt and answer), more than max_model_len={self.max_model_len}")
 
     @property
     def num_requests(self) -> int:
@@ -104,8 +117,19 @@ class PlanWorkload:
 
     @property
     def longest_request(self) -> int:
+        if self.recorded is not None:
+            return self.recorded.longest_request
         prompts, outputs = self.lengths()
         return prompts.longest + outputs.longest
+
+    def requests(self, rate: float | None) -> list[Request]:
+        """A probe's requests at ``rate`` requests/s (None: all at once)."""
+        vocab_size = load_shape(self.model).vocab_size
+        if self.recorded is not None:
+            return self.recorded.requests(self.num_requests, rate, vocab_size, self.seed)
+        prompts, outputs = self.lengths()
+        return make_workload(self.num_requests, AtOnce() if rate is None else Poisson(rate), prompts, outputs,
+                             vocab_size=vocab_size, seed=self.seed)
 
 
 @dataclass(frozen=True)
@@ -128,11 +152,17 @@ class Objective:
             raise ValueError(f"goodput must be a share of requests in (0, 1], got {self.goodput!r}")
 
     def describe(self) -> str:
+        """The SLO in a line, in the learner's language."""
         if self.goodput is not None:
-            return (f"{self.goodput:.0%} of requests with TTFT <= {self.ttft_ms:g} ms and TPOT <= "
-                    f"{self.tpot_ms:g} ms")
-        return (f"TTFT {self.ttft_quantile} <= {self.ttft_ms:g} ms, TPOT {self.tpot_quantile} <= "
-                f"{self.tpot_ms:g} ms")
+            return say(GOODPUT_SLO, share=self.goodput, ttft=self.ttft_ms, tpot=self.tpot_ms)
+        return say(QUANTILE_SLO, ttft_q=self.ttft_quantile, ttft=self.ttft_ms, tpot_q=self.tpot_quantile,
+                   tpot=self.tpot_ms)
+
+
+GOODPUT_SLO = Text(en="{share:.0%} of requests with TTFT <= {ttft:g} ms and TPOT <= {tpot:g} ms",
+                   zh="{share:.0%} 的请求同时满足 TTFT <= {ttft:g} ms、TPOT <= {tpot:g} ms")
+QUANTILE_SLO = Text(en="TTFT {ttft_q} <= {ttft:g} ms, TPOT {tpot_q} <= {tpot:g} ms",
+                    zh="TTFT {ttft_q} <= {ttft:g} ms，TPOT {tpot_q} <= {tpot:g} ms")
 
 
 @dataclass(frozen=True)
@@ -150,6 +180,7 @@ class Probe:
     in_system_last: float  # ... at the last quarter's
     requests_per_s: float  # all requests over the run
     output_tokens_per_s: float
+    decided_early: bool = False  # failed before the end (``FailureWatch``): the figures are the finished requests'
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -168,31 +199,125 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
     llm = LLM(workload.model, runner="simulated", hardware=candidate.hardware,
               tensor_parallel_size=candidate.tensor_parallel_size, max_num_seqs=candidate.max_num_seqs,
               max_num_batched_tokens=candidate.max_num_batched_tokens, max_model_len=workload.max_model_len)
-    prompts, outputs = workload.lengths()
-    requests = make_workload(workload.num_requests, AtOnce() if rate is None else Poisson(rate), prompts, outputs,
-                             vocab_size=load_shape(workload.model).vocab_size, seed=workload.seed)
+    requests = workload.requests(rate)
+    watch = None if rate is None else FailureWatch.of(requests, workload.warmup_requests, objective, llm.clock.now_s())
     try:
-        result = serve_workload(llm, requests, answers=llm.answers, frontend_s=llm.frontend_s)
+        result = serve_workload(llm, requests, answers=llm.answers, frontend_s=llm.frontend_s, until=watch)
     finally:
         llm.close()
+    if watch is not None and watch.failed:
+        return watch.verdict(rate, result)
     times = sorted(result.requests.values(), key=lambda t: t.arrival_s)
     measured = times[workload.warmup_requests:]
-    ttft = [t.ttft_s * 1e3 for t in measured]
+    in_system_first, in_system_last = _in_system(times, measured)
+    return _figures(rate, objective, measured, in_system_first, in_system_last, len(times), result)
+
+
+def _figures(rate: float | None, objective: Objective, measured: list, in_system_first: float,
+             in_system_last: float, num_finished: int, result: WorkloadResult, decided_early: bool = False) -> Probe:
+    """The probe's record, from the measured requests' times (those finished, for one decided early: a TTFT or
+    TPOT of 0 where none had one)."""
+    ttft = [t.ttft_s * 1e3 for t in measured if t.ttft_s is not None] or [0.0]
     # One-token answers have no time between tokens: a probe of only those holds TPOT to nothing.
     tpot = [t.tpot_s * 1e3 for t in measured if t.tpot_s is not None] or [0.0]
     slo = Slo(objective.ttft_ms, objective.tpot_ms)
-    good = sum(t.meets(slo) for t in measured) / len(measured)
-    in_system_first, in_system_last = _in_system(times, measured)
+    good = sum(t.meets(slo) for t in measured) / max(1, len(measured))
     if objective.goodput is not None:
         met = good >= objective.goodput
     else:
         met = (percentile(ttft, QUANTILES[objective.ttft_quantile]) <= objective.ttft_ms
                and percentile(tpot, QUANTILES[objective.tpot_quantile]) <= objective.tpot_ms)
-    growing = in_system_last > QUEUE_GROWTH * in_system_first + QUEUE_SLACK
-    return Probe(rate, met and not growing, *(_round(percentile(v, q)) for v, q in
-                                              ((ttft, 0.5), (ttft, 0.99), (tpot, 0.5), (tpot, 0.99))),
+    passed = met and not _growing(in_system_first, in_system_last) and not decided_early
+    return Probe(rate, passed, *(_round(percentile(v, q)) for v, q in
+                                 ((ttft, 0.5), (ttft, 0.99), (tpot, 0.5), (tpot, 0.99))),
                  _round(good), _round(in_system_first), _round(in_system_last),
-                 _round(len(times) / result.duration_s), _round(result.output_tokens_per_s))
+                 _round(num_finished / result.duration_s), _round(result.output_tokens_per_s), decided_early)
+
+
+def _growing(in_system_first: float, in_system_last: float) -> bool:
+    return in_system_last > QUEUE_GROWTH * in_system_first + QUEUE_SLACK
+
+
+class FailureWatch:
+    """``serve_workload``'s ``until`` for a probe at a rate: True once the probe can no longer pass, from what is
+    already settled. A run's clock only moves forward, so once it is past an arrival every request that finished
+    before that arrival has finished, and the count in the system then is final; a finished request's TTFT and
+    TPOT are final too. It watches three things: the requests in the system at the last quarter's arrivals (the
+    counts settled so far, the rest at least 0, already above the growth limit), and the measured requests that
+    finished over the TTFT limit, and over the TPOT limit (already more than the quantile allows; with
+    ``goodput``, more failing either than the share allows)."""
+
+    def __init__(self, arrivals: list[float], warmup: int, measured_from: float, objective: Objective,
+                 num_tpot: int) -> None:
+        self.arrivals, self.measured_from, self.objective = arrivals, measured_from, objective
+        measured = len(arrivals) - warmup
+        quarter = max(1, measured // 4)
+        self.watched = arrivals[warmup:warmup + quarter] + arrivals[-quarter:]  # the first quarter's, the last's
+        self.quarter = quarter
+        self.num_measured, self.num_tpot = measured, num_tpot
+        self.finishes: list[float] = []  # in the order the clock reached them: sorted
+        self.settled = 0  # the first and last quarters' arrivals the clock is past, in order
+        self.first_sum = self.last_sum = 0
+        self.over_ttft = self.over_tpot = self.bad = 0
+        self.slo = Slo(objective.ttft_ms, objective.tpot_ms)
+        self.failed = False
+
+    @classmethod
+    def of(cls, requests: list[Request], warmup: int, objective: Objective, t0: float) -> FailureWatch | None:
+        """The watch for ``requests`` as ``serve_workload`` will time them from ``t0``; None when the first
+        measured request's arrival is shared with a warm-up one (which of them is measured is not known then)."""
+        arrivals = sorted(t0 + r.arrival_s for r in requests)
+        if warmup and arrivals[warmup - 1] == arrivals[warmup]:
+            return None
+        num_tpot = sum(r.output_len >= 2 for r in sorted(requests, key=lambda r: r.arrival_s)[warmup:])
+        return cls(arrivals, warmup, arrivals[warmup], objective, num_tpot)
+
+    def __call__(self, finished: list[RequestTimes], now_s: float) -> bool:
+        self.finishes.extend(t.finish_s for t in finished)
+        for t in finished:
+            if t.arrival_s >= self.measured_from:
+                ttft_ms, tpot_s = t.ttft_s * 1e3, t.tpot_s
+                self.over_ttft += ttft_ms > self.objective.ttft_ms
+                self.over_tpot += tpot_s is not None and tpot_s * 1e3 > self.objective.tpot_ms
+                self.bad += not t.meets(self.slo)
+        self._settle(now_s)
+        self.failed = self._cannot_pass()
+        return self.failed
+
+    def verdict(self, rate: float, result: WorkloadResult) -> Probe:
+        """The failed probe's record: the finished requests' figures, the counts in the system settled so far."""
+        finished = sorted((t for t in result.requests.values() if t.finish_s is not None), key=lambda t: t.arrival_s)
+        measured = [t for t in finished if t.arrival_s >= self.measured_from]
+        return _figures(rate, self.objective, measured, self.first_sum / self.quarter, self.last_sum / self.quarter,
+                        len(finished), result, decided_early=True)
+
+    def _settle(self, now_s: float) -> None:
+        """Count the requests in the system at each watched arrival the clock is now strictly past (a later finish
+        is later than now)."""
+        watched = self.watched
+        while self.settled < len(watched) and watched[self.settled] < now_s:
+            at = watched[self.settled]
+            count = bisect_right(self.arrivals, at) - bisect_right(self.finishes, at)
+            if self.settled < self.quarter:
+                self.first_sum += count
+            else:
+                self.last_sum += count
+            self.settled += 1
+
+    def _cannot_pass(self) -> bool:
+        objective = self.objective
+        if self.settled >= self.quarter and _growing(self.first_sum / self.quarter, self.last_sum / self.quarter):
+            return True
+        if objective.goodput is not None:
+            return (self.num_measured - self.bad) / self.num_measured < objective.goodput
+        # percentile() takes the sorted values' entry at int(q * n): over the limit once n - int(q * n) are
+        return (self.over_ttft >= _allowed(self.num_measured, objective.ttft_quantile)
+                or self.over_tpot >= _allowed(self.num_tpot, objective.tpot_quantile))
+
+
+def _allowed(n: int, quantile: str) -> int:
+    """How many values over a limit put the ``quantile`` of ``n`` values over it."""
+    return n - min(n - 1, int(QUANTILES[quantile] * n))
 
 
 def _in_system(everyone: list, measured: list) -> tuple[float, float]:

@@ -33,7 +33,8 @@ class PlanRow:
     weights_gib: float  # per GPU
     kv_blocks: int  # per GPU
     longest_tokens: int
-    command: str  # the simulate command that serves one replica's share at its sustained rate
+    command: str | None  # the simulate command that serves one replica's share at its sustained rate (None: a
+    # recorded workload, which simulate cannot serve)
 
     @property
     def label(self) -> str:
@@ -45,9 +46,11 @@ class PlanRow:
         return {**asdict(self.candidate), **{k: v for k, v in asdict(self).items() if k != "candidate"}}
 
 
-def simulate_command(candidate: Candidate, workload: PlanWorkload, rate: float) -> str:
+def simulate_command(candidate: Candidate, workload: PlanWorkload, rate: float) -> str | None:
     """The ``simulate`` run of one replica at ``rate``: the same engine settings, lengths, seed and requests as the
-    search's probes (its summary counts the warm-up requests too)."""
+    search's probes (its summary counts the warm-up requests too); None for a recorded workload."""
+    if workload.recorded is not None:
+        return None
     args = ["nanovllm-teach", "simulate", "--model", workload.model, "--hardware", candidate.hardware,
             "--tensor-parallel-size", str(candidate.tensor_parallel_size),
             "--max-num-seqs", str(candidate.max_num_seqs),
@@ -87,7 +90,12 @@ def results_json(rows: list[PlanRow], workload: PlanWorkload, objective: Objecti
                  steps: int) -> str:
     """The whole answer as JSON (keys in a fixed order: two runs of one search give the same bytes)."""
     best = ranked(rows, target_rate)
-    return json.dumps({"workload": asdict(workload), "objective": asdict(objective), "target_rate": target_rate,
+    described = asdict(workload)
+    if workload.recorded is not None:  # its name and size, not every request's lengths
+        recorded = workload.recorded
+        described["recorded"] = {"source": recorded.source, "requests": len(recorded.prompt_lens),
+                                 "mean_rate": float(f"{recorded.mean_rate:.6g}")}
+    return json.dumps({"workload": described, "objective": asdict(objective), "target_rate": target_rate,
                        "search_steps": steps, "cheapest": best[0].to_dict() if best else None,
                        "rows": [row.to_dict() for row in rows]}, indent=1) + "\n"
 

@@ -25,12 +25,18 @@ from typing import Any, Callable
 
 from tqdm.auto import tqdm
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, next_rate, probe
+
+# The progress bar's words, in the learner's language (tqdm prints "done/total [elapsed<left, time/unit]").
+PROBES = Text(en="probes", zh="探测")
+PROBE_UNIT = Text(en="probe", zh="次")
 
 
 def search_settings(workload: PlanWorkload, objective: Objective, steps: int) -> dict[str, Any]:
-    """What a log's first line records: probes logged under other settings measure something else."""
-    return {"workload": asdict(workload), "objective": asdict(objective), "steps": steps}
+    """What a log's first line records, as its JSON reads back (a recorded workload's tuples as lists): probes
+    logged under other settings measure something else."""
+    return json.loads(json.dumps({"workload": asdict(workload), "objective": asdict(objective), "steps": steps}))
 
 
 def read_log(log_path: Path, settings: dict[str, Any]) -> dict[str, list[Probe]]:
@@ -70,7 +76,7 @@ def run_searches(candidates: list[Candidate], workload: PlanWorkload, objective:
     histories = {c: logged.get(c.key, [])[:steps + 1] for c in candidates}
     todo = sum(steps + 1 - len(h) for h in histories.values())
     with _ProbeLog(log_path, settings) as write, \
-            tqdm(total=todo, unit="probe", desc="probes", disable=not progress) as bar:
+            tqdm(total=todo, unit=say(PROBE_UNIT), desc=say(PROBES), disable=not progress) as bar:
         def record(candidate: Candidate, result: Probe) -> None:
             histories[candidate].append(result)
             write(candidate, result)

@@ -20,6 +20,11 @@ much after it arrives (closed loop: after its client sent it), and its times sti
 so its TTFT and end-to-end latency include it. The simulator's served calibration measures it
 (``sim/cost_model.py``); a real engine served by ``run_workload`` has no server in front of it.
 
+``until`` (off: None) ends a run early: after every step it is told the requests that step finished and the
+clock, and once it answers True the requests not yet finished are aborted and the run ends there, their times
+left as they were. A planner's probe uses it to stop a run whose verdict can no longer change
+(``plan/probes.py``).
+
 An answer is ``output_len`` tokens long. A real model writes what it writes, so it runs with
 ``max_tokens=output_len`` and ``ignore_eos``; a model that follows the workload's lengths (the simulator's:
 ``answers``) is told each length and ends the answer there with EOS, unless ``ignore_eos``, as in
@@ -31,7 +36,7 @@ Emits nothing itself (the engine emits its events).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol, Sequence as SequenceOf
 
 from tqdm.auto import tqdm
@@ -53,13 +58,15 @@ class AnswerLengths(Protocol):
 
 def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eos: bool = False,
                    answers: AnswerLengths | None = None, concurrency: int | None = None,
-                   progress: bool = False, admit_every: int = 1, frontend_s: float = 0.0) -> WorkloadResult:
+                   progress: bool = False, admit_every: int = 1, frontend_s: float = 0.0,
+                   until: Callable[[list[RequestTimes], float], bool] | None = None) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
     and aborts as ``generate`` does. ``concurrency``: closed-loop load, that many clients each sending
     its next request (in the workload's order, arrival times ignored) when its last one finishes;
     ``progress``: a tqdm bar of requests done, with the engine's clock and steps per second; ``admit_every``:
     arrived requests join only every that many steps (vLLM's multi-step scheduling; 1: every step);
-    ``frontend_s``: a server's latency per request before it joins (see the module's docstring)."""
+    ``frontend_s``: a server's latency per request before it joins; ``until``: told each step's finished requests
+    and the clock, True ends the run (both: see the module's docstring)."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
         raise ValueError(f"concurrency must be an int >= 1 (clients) or None (open loop), got {concurrency!r}")
@@ -77,7 +84,10 @@ def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eo
             pairs.sort(key=lambda pair: pair[0].arrival_s)
         with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
                                                           desc="serving") as bar:
-            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, frontend_s)
+            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, frontend_s, until)
+            unfinished = [seq.seq_id for seq in seqs if not seq.is_finished]  # only where ``until`` ended it
+            if unfinished:
+                engine.abort(unfinished)
     finally:
         if answers is not None:
             answers.forget(seq.seq_id for seq in seqs)
@@ -93,7 +103,8 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
 
 
 def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, bar: tqdm,
-                     admit_every: int, frontend_s: float) -> WorkloadResult:
+                     admit_every: int, frontend_s: float,
+                     until: Callable[[list[RequestTimes], float], bool] | None) -> WorkloadResult:
     pending = list(reversed(arrivals))  # the next arrival last: popped in order
     arrived: list[tuple[Sequence, float]] = []  # sent, not yet admitted: they wait for a scheduling step
     result = WorkloadResult()
@@ -123,8 +134,10 @@ def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, 
         engine.step()
         step = engine.last_step
         result.add_step(step.seqs, step.num_tokens > 0, clock.now_s(), step.runner_stats.get("bound"))
-        finished = sum(seq.is_finished for seq in step.seqs)
+        finished = len(step.finished)  # the step's own list: no second pass over its batch
         in_flight -= finished
+        if until is not None and until([result.requests[seq_id] for seq_id, _ in step.finished], clock.now_s()):
+            break
         if finished and not bar.disable:
             bar.update(finished)
             wall = time.monotonic()
