@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.track.chapters import PACKAGE, Chapter, Seam
+from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 
 NOT_WRITTEN = Text(en="not written yet: {name} (chapter {number})", zh="还没有写：{name}（第 {number} 章）")
 FILE_HEADER = Text(
