@@ -123,3 +123,75 @@ def test_the_engines_decode_runs_through_the_learners_paged_attention(tmp_path):
     assert decodes == 3 and calls == [2] * 3 * decodes  # three layers a step, both sequences in each
     reference, _ = generate(skeleton(tmp_path / "fresh"), ["Hello", "The capital of France is"], params)
     assert [o.outputs[0].token_ids for o in outputs] == [o.outputs[0].token_ids for o in reference]
+
+
+DEALLOCATE_IN_ORDER = (  # chapter 8's mistake: the blocks let go of first block first (the engine: last first)
+    "released, seq.block_table = seq.block_table, []\nseq.num_cached_tokens = 0\nfreed = []\n"
+    "for block_id in released:\n    block = self.blocks[block_id]\n    block.ref_count -= 1\n"
+    "    if block.ref_count == 0:\n        self.used_block_ids.discard(block_id)\n"
+    "        self.free_block_ids.append(block_id)\n        freed.append(block_id)\n"
+    "return Freed(seq.seq_id, released, freed, self.num_free_blocks)")
+CHUNK_ANYONE = (  # chapter 9's mistake: a sequence behind the head is chunked too, instead of waiting
+    "scheduled, allocations = [], []\nnum_batched_tokens = 0\nbm = self.block_manager\n"
+    "while self.waiting and len(scheduled) < self.admission_cap():\n    seq = self.next_waiting()\n"
+    "    remaining = self.max_num_batched_tokens - num_batched_tokens\n    if remaining == 0:\n        break\n"
+    "    if seq.block_table:\n        num_cached_blocks = None\n        num_tokens = seq.num_tokens - seq.num_cached_tokens\n"
+    "    else:\n        num_cached_blocks = bm.can_allocate(seq)\n        if num_cached_blocks == -1:\n            break\n"
+    "        num_tokens = seq.num_tokens - num_cached_blocks * bm.block_size\n"
+    "    if num_cached_blocks is not None:\n        allocations.append(bm.allocate(seq, num_cached_blocks))\n"
+    "    seq.num_scheduled_tokens = min(num_tokens, remaining)\n    num_batched_tokens += seq.num_scheduled_tokens\n"
+    "    if seq.num_cached_tokens + seq.num_scheduled_tokens == seq.num_tokens:\n"
+    "        seq.status = SequenceStatus.RUNNING\n        self.waiting.popleft()\n        self.running.append(seq)\n"
+    "    scheduled.append(seq)\nreturn scheduled, allocations")
+BY_DECISIONS = {  # chapter: (function, the mistake, what the learner must read in English, and in Chinese)
+    8: ("BlockManager.deallocate", DEALLOCATE_IN_ORDER,
+        ["with your BlockManager.deallocate in the engine, workload 'shared_prefixes'",
+         "your run's decisions first differ from the reference's in step 8 (BLOCK_FREE):",
+         "BLOCK_FREE.freed_block_ids: you had [2, 9], the reference [9, 2]",
+         "there, at the start of step 8, seq 0 had the K/V of 15 tokens cached in 4 blocks of 4 ([0, 1, 2, 9])"],
+        ["换上你的 BlockManager.deallocate 后，工作负载 'shared_prefixes'", "你的运行所做的决策最早在第 8 步与参考实现不同",
+         "序列 0 已有 15 个 token 的 K/V 缓存在 4 个块中"]),
+    9: ("Scheduler.schedule_prefill", CHUNK_ANYONE,
+        ["with your Scheduler.schedule_prefill in the engine, workload 'small_budget'",
+         "your run's decisions first differ from the reference's in step 2 (SCHEDULE_PREFILL):",
+         "you allocated blocks [8, 9, 10] to seq 1, the reference did not"],
+        ["换上你的 Scheduler.schedule_prefill 后，工作负载 'small_budget'", "你为序列 1 分配了块 [8, 9, 10]，参考实现没有这样做"]),
+}
+
+
+@pytest.mark.parametrize("number", sorted(BY_DECISIONS))
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_wrong_engine_piece_fails_by_the_first_decision_that_differs(tmp_path, number, lang):
+    folder = skeleton(tmp_path / "mine")
+    name, body, english, chinese = BY_DECISIONS[number]
+    replace_stub(folder, chapter_named(str(number)), name, body)
+    path = folder / chapter_named(str(number)).file
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "from nanovllm_teach.engine.sequence import Sequence\n",
+        "from nanovllm_teach.engine.sequence import Sequence, SequenceStatus\n"), encoding="utf-8")
+    status, text = verdict_text(folder, number, lang)
+    assert status == "fail", text
+    assert all(sentence in text for sentence in (english if lang == "en" else chinese)), text
+
+
+def test_the_chapter_workloads_make_the_behaviour_happen():
+    """Prefix hits (also on blocks whose holders finished), chunked prefills and preemptions all occur in the
+    engine's own runs of the workloads chapters 8 and 9 are checked on, or their checks would prove nothing."""
+    from nanovllm_teach.track.checks_decisions import WORKLOADS, reference_run
+
+    def trace(name):
+        return reference_run(name)
+
+    blocks, scheduler = (WORKLOADS[f"nanovllm_teach.engine.{m}"] for m in ("block_manager", "scheduler"))
+    assert all(trace(w.name).events_named("PREFIX_CACHE_HIT") for w in blocks[:2])
+    assert trace(blocks[2].name).events_named("PREEMPT")  # the tight cache: blocks given back and taken again
+    chunked = [e for w in scheduler for e in trace(w.name).events_named("SCHEDULE_PREFILL") if any(e.stats.chunked)]
+    assert chunked and any(trace(w.name).events_named("PREEMPT") for w in scheduler)
+
+
+def test_a_wrong_block_hash_is_named_by_its_value(tmp_path):
+    folder = skeleton(tmp_path / "mine")
+    replace_stub(folder, chapter_named("8"), "compute_block_hash",
+                 "import xxhash\nreturn xxhash.xxh64(bytes(token_ids)).intdigest()")
+    status, text = verdict_text(folder, 8)
+    assert status == "fail" and "your compute_block_hash on tokens [11, 12, 13, 14] after the hash -1 returned " in text

@@ -25,6 +25,7 @@ import torch
 
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.track.checks_cache import CACHE_CHECKS
+from nanovllm_teach.track.checks_decisions import DECISION_CHECKS
 from nanovllm_teach.track.compare import (Refused, called, chi_square_difference, first_difference,
                                           outputs_difference)
 from nanovllm_teach.track.extract import reference
@@ -269,7 +270,8 @@ def check_sampler(seam: Seam, fn: Callable[..., Any]) -> str | None:
 
 def check_seam(seam: Seam, fn: Callable[..., Any]) -> str | None:
     """What is wrong with the learner's ``fn`` for ``seam`` (None: it matches the reference)."""
-    checkers = {"load_model": check_load_model, "Sampler.forward": check_sampler, **CACHE_CHECKS}
+    checkers = {"load_model": check_load_model, "Sampler.forward": check_sampler, **CACHE_CHECKS,
+                **DECISION_CHECKS}
     checker = checkers.get(seam.qualname, check_numeric)
     try:
         return checker(seam, fn)
