@@ -195,3 +195,65 @@ def test_a_wrong_block_hash_is_named_by_its_value(tmp_path):
                  "import xxhash\nreturn xxhash.xxh64(bytes(token_ids)).intdigest()")
     status, text = verdict_text(folder, 8)
     assert status == "fail" and "your compute_block_hash on tokens [11, 12, 13, 14] after the hash -1 returned " in text
+
+
+DECODE_LENS_SHORT = (  # chapter 10's mistake: context_lens that forget the new token (its K/V is stored first)
+    "from nanovllm_teach.engine.decode_inputs import padded_block_tables\n"
+    "from nanovllm_teach.engine.model_runner import decode_slot\n"
+    "from nanovllm_teach.utils.context import Context, set_context\n"
+    "tables, width = padded_block_tables(seqs)\n"
+    "ctx = Context(is_prefill=False, slot_mapping=self._tensor([decode_slot(s, self.block_size) for s in seqs]),\n"
+    "              context_lens=self._tensor([s.num_tokens - 1 for s in seqs], torch.int32),\n"
+    "              block_tables=self._tensor(tables, torch.int32).view(len(seqs), width))\n"
+    "set_context(ctx)\n"
+    "return self._tensor([s.token_ids[0] for s in seqs]), self._tensor([s.num_cached_tokens for s in seqs])")
+OUT_OF_ORDER = (  # and a loop that decides right but returns the sequences in another order than the prompts'
+    "if not isinstance(sampling_params, list):\n    sampling_params = [sampling_params] * len(prompts)\n"
+    "seq_ids = [self.add_request(prompt, params) for prompt, params in zip(prompts, sampling_params)]\n"
+    "seqs = [self.scheduler.accepted[seq_id] for seq_id in seq_ids]\n"
+    "with self.generating(len(seqs)):\n    while not self.is_finished():\n        self.step()\n"
+    "return sorted(seqs, key=lambda seq: seq.num_prompt_tokens)")
+
+
+@pytest.mark.parametrize("name, body, sentence", [
+    ("ModelRunner.prepare_decode", DECODE_LENS_SHORT,
+     "first differ from the reference's in step 5 (PREPARE_DECODE_TENSORS):\n  step 5, "
+     "PREPARE_DECODE_TENSORS.context_lens: you wrote [15, 14, 16, 10], the reference [16, 15, 17, 11]"),
+    ("LLMEngine.generate", OUT_OF_ORDER,
+     "with your LLMEngine.generate in the engine, workload 'tight_cache': every decision agrees, but request 0 "
+     "generated [14, 2, "),
+], ids=["prepare_decode", "generate"])
+def test_a_wrong_runner_input_or_loop_fails_chapter_10(tmp_path, name, body, sentence):
+    folder = skeleton(tmp_path / "mine")
+    replace_stub(folder, chapter_named("10"), name, body)
+    status, text = verdict_text(folder, 10)
+    assert status == "fail" and sentence in text, text
+
+
+def test_the_loop_runs_through_the_learners_generate_step_and_runner_inputs(tmp_path):
+    """Chapter 10's check drives nano-vllm's own engine, so the learner's generate, step and prepare_decode
+    are what run (the serving shell's loop would not call them); its workloads cache, chunk and preempt."""
+    from nanovllm_teach.track.chapters import CHAPTERS as ALL
+    from nanovllm_teach.track.checks_decisions import WORKLOADS, reference_loop, run_loop
+    from nanovllm_teach.track.learner import written_pieces
+
+    folder = tmp_path / "solutions"
+    write_package(folder, ALL, with_solutions=True, lang="en")
+    chapter = chapter_named("10")
+    path = folder / chapter.file
+    text = path.read_text(encoding="utf-8")
+    for method in ("def step(self)", "def generate(self", "def prepare_decode(self"):
+        head, _, rest = text.partition(method)
+        documented, _, body = rest.partition('"""\n')  # the docstring's end: the body starts after it
+        text = head + method + documented + '"""\n        CALLS.append(' + repr(method) + ")\n" + body
+    path.write_text(text + "\n\nCALLS = []\n", encoding="utf-8")
+    workload = WORKLOADS["nanovllm_teach.engine.llm_engine"][0]
+    trace, tokens = run_loop(workload, written_pieces(folder, [chapter]))
+    calls = sys.modules[f"{PACKAGE}.engine.loop"].CALLS
+    steps = len(trace.events_named("STEP_DONE"))
+    assert calls.count("def generate(self") == 1 and calls.count("def step(self)") == steps
+    assert calls.count("def prepare_decode(self") == len(trace.events_named("PREPARE_DECODE_TENSORS")) > 0
+    assert tokens == reference_loop(workload.name)[1]
+    ran = [reference_loop(w.name)[0] for w in WORKLOADS["nanovllm_teach.engine.llm_engine"]]
+    assert any(t.events_named("PREFIX_CACHE_HIT") for t in ran) and any(t.events_named("PREEMPT") for t in ran)
+    assert any(any(e.stats.chunked) for t in ran for e in t.events_named("SCHEDULE_PREFILL"))

@@ -147,4 +147,56 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                        "prompt 的一个分块就到此为止。否则追加这个 token，并在遇到 eos（除非 ignore_eos）、达到 max_tokens "
                        "或 max_model_len 时结束它（self.finish）。返回这些结束所做的决策。")),
             )),
+    Chapter(10, "loop", Text(en="The model runner's inputs and the engine loop",
+                             zh="模型运行器（model runner）的输入与引擎循环"),
+            f"{PACKAGE}/engine/loop.py", (
+                Seam("nanovllm_teach.engine.model_runner:ModelRunner.prepare_prefill", Text(
+                    en="seqs: the prefill's ScheduledSeqs (token_ids: the tokens it computes now, after "
+                       "num_cached_tokens cached ones; block_table). Lay them out with "
+                       "prefill_layout.prefill_layout; block tables (self._block_tables) only when some keys are "
+                       "cached (cu_seqlens_k ends past cu_seqlens_q). set_context(Context(is_prefill=True, ...)) "
+                       "with int32 cu_seqlens, their longest spans and the int64 slot_mapping. Return (input_ids, "
+                       "positions), int64 tensors on self's device (self._tensor).",
+                    zh="seqs：预填充的 ScheduledSeq（token_ids：在 num_cached_tokens 个已缓存 token 之后本次要算的 token；"
+                       "block_table）。用 prefill_layout.prefill_layout 排好它们；只有部分键已缓存时（cu_seqlens_k 的末尾"
+                       "超过 cu_seqlens_q 的）才需要块表（self._block_tables）。用 set_context(Context(is_prefill=True, ...))"
+                       " 发布 int32 的 cu_seqlens、它们最长的跨度和 int64 的 slot_mapping。返回 (input_ids, positions)，"
+                       "self 所在设备上的 int64 张量（self._tensor）。")),
+                Seam("nanovllm_teach.engine.model_runner:ModelRunner.prepare_decode", Text(
+                    en="seqs: one new token each (token_ids[0], at position num_cached_tokens, stored in "
+                       "decode_slot(seq, block_size)). set_context(Context(is_prefill=False, slot_mapping, "
+                       "context_lens: num_tokens as int32, block_tables: padded with -1, int32)). Return "
+                       "(input_ids, positions), int64. (The engine's own writes them into buffers kept from step to "
+                       "step, self.static_decode_inputs, when it has them; fresh tensors are right too.)",
+                    zh="seqs：每条一个新 token（token_ids[0]，位置为 num_cached_tokens，存入 decode_slot(seq, block_size)）。"
+                       "用 set_context(Context(is_prefill=False, slot_mapping, context_lens：int32 的 num_tokens，"
+                       "block_tables：用 -1 补齐的 int32)) 发布它们。返回 int64 的 (input_ids, positions)。（引擎自己的"
+                       "实现在有 self.static_decode_inputs 时把它们写进跨 step 复用的缓冲区；新建张量也是对的。）")),
+                Seam("nanovllm_teach.engine.llm_engine:LLMEngine.add_request", Text(
+                    en="Queue one request: a prompt as text (encoded with self.tokenizer, no special tokens) or "
+                       "as token ids; self.new_sequence, then self.add_sequence. Return its seq_id.",
+                    zh="排入一个请求：prompt 是文本（用 self.tokenizer 编码，不加特殊 token）或 token id；先 "
+                       "self.new_sequence，再 self.add_sequence。返回它的 seq_id。")),
+                Seam("nanovllm_teach.engine.llm_engine:LLMEngine.is_finished", Text(
+                    en="Whether no request is waiting or running (the scheduler knows).",
+                    zh="是否已没有等待中或运行中的请求（调度器知道）。")),
+                Seam("nanovllm_teach.engine.llm_engine:LLMEngine.step", Text(
+                    en="One iteration: refuse (RuntimeError) when nothing waits or runs; count the step "
+                       "(self.num_steps), run self._run_step() (schedule, run the model, postprocess, report) "
+                       "inside self.rec.at_step(self.num_steps), keep it as self.last_step, and return (its "
+                       "finished, its num_tokens). If it raises, undo the step: transaction.checkpoint before, "
+                       "self.teaching.rolled_back(transaction.rollback(...)), then raise again.",
+                    zh="一次迭代：没有等待或运行中的请求时拒绝（RuntimeError）；给 step 计数（self.num_steps），在 "
+                       "self.rec.at_step(self.num_steps) 之内运行 self._run_step()（调度、运行模型、后处理、报告），保存为 "
+                       "self.last_step，并返回 (它的 finished, 它的 num_tokens)。如果出错就撤销这个 step：事先 "
+                       "transaction.checkpoint，出错时 self.teaching.rolled_back(transaction.rollback(...))，再重新抛出。")),
+                Seam("nanovllm_teach.engine.llm_engine:LLMEngine.generate", Text(
+                    en="nano-vllm's generate: one SamplingParams for all prompts or one each; add every prompt "
+                       "(self.add_request), then step until self.is_finished(), all inside "
+                       "self.generating(len(prompts)). Return the Sequences in prompt order "
+                       "(self.scheduler.accepted[seq_id], taken before they finish).",
+                    zh="nano-vllm 的 generate：所有 prompt 共用一个 SamplingParams，或每个一个；先加入每个 prompt"
+                       "（self.add_request），再一直 step 到 self.is_finished()，全部在 self.generating(len(prompts)) 之内。"
+                       "按 prompt 的顺序返回 Sequence（在它们结束之前从 self.scheduler.accepted[seq_id] 取出）。")),
+            )),
 )
