@@ -257,3 +257,11 @@ def test_the_loop_runs_through_the_learners_generate_step_and_runner_inputs(tmp_
     ran = [reference_loop(w.name)[0] for w in WORKLOADS["nanovllm_teach.engine.llm_engine"]]
     assert any(t.events_named("PREFIX_CACHE_HIT") for t in ran) and any(t.events_named("PREEMPT") for t in ran)
     assert any(any(e.stats.chunked) for t in ran for e in t.events_named("SCHEDULE_PREFILL"))
+
+
+def test_what_a_learners_engine_piece_raises_is_named_with_its_workload(tmp_path):
+    folder = skeleton(tmp_path / "mine")
+    replace_stub(folder, chapter_named("9"), "Scheduler.preempt", "raise ValueError('no room for ' + str(seq.seq_id))")
+    status, text = verdict_text(folder, 9)
+    assert status == "fail" and "with your Scheduler.preempt in the engine, on workload 'tight_cache', the run raised " \
+                                "ValueError: no room for " in text, text

@@ -129,8 +129,8 @@ def check_store_contiguous(seam: Seam, fn: Callable[..., Any]) -> str | None:
         before = tuple(cache.clone() for cache in want)
         positions = torch.tensor(step.lengths) - 1
         rows = torch.arange(len(step.lengths))
-        for cache, mine in zip(before, want):
-            cache[rows, positions] = mine[rows, positions] * 0 + 7  # the new rows not yet written
+        for cache in before:
+            cache[rows, positions] = 7.0  # the new rows, not written yet
         new_k = torch.stack([k[-1] for k in step.keys])
         new_v = torch.stack([v[-1] for v in step.values])
         result = called(seam.qualname, step.case, fn, (new_k, new_v, *before, positions))

@@ -60,6 +60,9 @@ OTHER_TOKENS = Text(en="with your {name} in the engine, workload {workload!r}: e
                        "generated {got} where the engine generated {want} (token {index} first differs)",
                    zh="换上你的 {name} 后，工作负载 {workload!r}：每个决策都一致，但请求 {seq} 生成了 {got}，而引擎生成的是 "
                       "{want}（第 {index} 个 token 起不同）")
+OTHER_COUNT = Text(en="with your {name} in the engine, workload {workload!r}: every decision agrees, but it returned "
+                      "{got} sequences for {want} prompts",
+                   zh="换上你的 {name} 后，工作负载 {workload!r}：每个决策都一致，但它为 {want} 个 prompt 返回了 {got} 条序列")
 HASH_CASE = Text(en="tokens {tokens} after the hash {prefix}", zh="跟在哈希 {prefix} 之后的 token {tokens}")
 WRONG_HASH = Text(en="your {name} on {case} returned {got!r}; the reference gives {want}",
                   zh="你的 {name} 在{case}上返回了 {got!r}；参考实现给出 {want}")
@@ -122,26 +125,40 @@ def first_decision_difference(run_trace: Trace, ref: Trace, workload: Workload,
     return message + (say(SEQ_CONTEXT, context=context) if context is not None else "")
 
 
-def check_by_decisions(seam: Seam, fn: Callable[..., Any]) -> str | None:
-    """``fn`` inside the engine on each of its chapter's workloads: the first decision that differs (for the
+def _difference(seam: Seam, fn: Callable[..., Any], workload: Workload) -> str | None:
+    """What ``fn`` changes in the engine's run of ``workload``: the first decision that differs (for the
     loop's pieces, then the first request whose tokens differ), or None."""
-    loop = seam.module in LOOP_MODULES
+    pieces = [Piece(seam, fn, True)]
+    if seam.module not in LOOP_MODULES:
+        ref = reference_run(workload.name)
+        problem = first_decision_difference(run(workload, pieces), ref, workload)
+        return say(IN_THE_ENGINE, name=seam.qualname, sentence=problem) if problem else None
+    ref, want = reference_loop(workload.name)
+    trace, tokens = run_loop(workload, pieces)
+    problem = first_decision_difference(trace, ref, workload, LOOP_EVENTS)
+    if problem:
+        return say(IN_THE_ENGINE, name=seam.qualname, sentence=problem)
+    if len(tokens) != len(want):
+        return say(OTHER_COUNT, name=seam.qualname, workload=workload.name, got=len(tokens), want=len(want))
+    for seq, (got, expected) in enumerate(zip(tokens, want)):
+        if got != expected:
+            index = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+            return say(OTHER_TOKENS, name=seam.qualname, workload=workload.name, seq=seq, got=got, want=expected,
+                       index=index)
+    return None
+
+
+def check_by_decisions(seam: Seam, fn: Callable[..., Any]) -> str | None:
+    """``fn`` inside the engine on each of its chapter's workloads: the first difference, or None."""
     for workload in WORKLOADS[seam.module]:
+        (reference_loop if seam.module in LOOP_MODULES else reference_run)(workload.name)  # the engine's, first
         try:
-            trace, tokens = run_loop(workload, [Piece(seam, fn, True)]) if loop else (
-                run(workload, [Piece(seam, fn, True)]), None)
+            problem = _difference(seam, fn, workload)
         except Exception as error:  # the learner's code, or the engine tripping over what it returned
             return say(RAISED, name=seam.qualname, workload=workload.name, type=type(error).__name__,
                        message=str(error)[:300])
-        ref, want = reference_loop(workload.name) if loop else (reference_run(workload.name), None)
-        problem = first_decision_difference(trace, ref, workload, LOOP_EVENTS if loop else DECISION_EVENTS)
         if problem:
-            return say(IN_THE_ENGINE, name=seam.qualname, sentence=problem)
-        for seq, (got, expected) in enumerate(zip(tokens or [], want or [])):
-            if got != expected:
-                index = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-                return say(OTHER_TOKENS, name=seam.qualname, workload=workload.name, seq=seq, got=got, want=expected,
-                           index=index)
+            return problem
     return None
 
 
