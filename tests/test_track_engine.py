@@ -37,7 +37,8 @@ PAGED_DECODE = ("lens, tables = ctx.context_lens.tolist(), ctx.block_tables\nout
                 "    k, v = k_cache[blocks].flatten(0, 1)[:n], v_cache[blocks].flatten(0, 1)[:n]\n"
                 "    out[i] = attend(q[i:i + 1], k, v, scale, None, False)[0]\nreturn out")
 ANOTHER_WAY = {  # chapter: {function: a correct body that is not the solution's}
-    6: {"store_contiguous": "for i, p in enumerate(positions.tolist()):\n    k_cache[i, p] = k[i]\n    v_cache[i, p] = v[i]",
+    6: {"store_contiguous": "for i, p in enumerate(positions.tolist()):\n"
+                            "    k_cache[i, p] = k[i]\n    v_cache[i, p] = v[i]",
         "decode_contiguous": "out = []\nfor i, n in enumerate(context_lens.tolist()):\n"
                              "    out.append(attend(q[i:i + 1], k_cache[i, :n], v_cache[i, :n], scale, None, False))\n"
                              "return torch.cat(out)"},
@@ -79,7 +80,8 @@ WRONG = {  # chapter: (function, a plausible mistake, what the learner must read
         "    out[i] = attend(q[i:i + 1], k_cache[i, :n - 1], v_cache[i, :n - 1], scale, None, False)[0]\nreturn out",
         "your decode_contiguous on decode step 1 of 3 sequences of [6, 2, 13] tokens: element [0, 0, 0] is "),
     7: ("TorchAttentionBackend.store_kvcache",
-        "k_cache.view(-1, *k_cache.shape[2:])[slot_mapping] = k\nv_cache.view(-1, *v_cache.shape[2:])[slot_mapping] = v",
+        "k_cache.view(-1, *k_cache.shape[2:])[slot_mapping] = k\n"
+        "v_cache.view(-1, *v_cache.shape[2:])[slot_mapping] = v",
         "your TorchAttentionBackend.store_kvcache (k_cache) on a prefill of 11 tokens whose first 6 are cached "
         "already (slot -1): element [7, 3, 0, 0] is "),
 }
@@ -113,7 +115,8 @@ def test_the_engines_decode_runs_through_the_learners_paged_attention(tmp_path):
 
     folder = skeleton(tmp_path / "mine")
     chapter = chapter_named("7")
-    replace_stub(folder, chapter, "TorchAttentionBackend.store_kvcache", ANOTHER_WAY[7]["TorchAttentionBackend.store_kvcache"])
+    store = "TorchAttentionBackend.store_kvcache"
+    replace_stub(folder, chapter, store, ANOTHER_WAY[7][store])
     replace_stub(folder, chapter, "TorchAttentionBackend.decode", "CALLS.append(q.size(0))\n" + PAGED_DECODE)
     import_attend(folder, 7, "\n\nCALLS = []\n")
     params = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
@@ -135,8 +138,10 @@ CHUNK_ANYONE = (  # chapter 9's mistake: a sequence behind the head is chunked t
     "scheduled, allocations = [], []\nnum_batched_tokens = 0\nbm = self.block_manager\n"
     "while self.waiting and len(scheduled) < self.admission_cap():\n    seq = self.next_waiting()\n"
     "    remaining = self.max_num_batched_tokens - num_batched_tokens\n    if remaining == 0:\n        break\n"
-    "    if seq.block_table:\n        num_cached_blocks = None\n        num_tokens = seq.num_tokens - seq.num_cached_tokens\n"
-    "    else:\n        num_cached_blocks = bm.can_allocate(seq)\n        if num_cached_blocks == -1:\n            break\n"
+    "    if seq.block_table:\n        num_cached_blocks = None\n"
+    "        num_tokens = seq.num_tokens - seq.num_cached_tokens\n"
+    "    else:\n        num_cached_blocks = bm.can_allocate(seq)\n"
+    "        if num_cached_blocks == -1:\n            break\n"
     "        num_tokens = seq.num_tokens - num_cached_blocks * bm.block_size\n"
     "    if num_cached_blocks is not None:\n        allocations.append(bm.allocate(seq, num_cached_blocks))\n"
     "    seq.num_scheduled_tokens = min(num_tokens, remaining)\n    num_batched_tokens += seq.num_scheduled_tokens\n"
@@ -263,5 +268,5 @@ def test_what_a_learners_engine_piece_raises_is_named_with_its_workload(tmp_path
     folder = skeleton(tmp_path / "mine")
     replace_stub(folder, chapter_named("9"), "Scheduler.preempt", "raise ValueError('no room for ' + str(seq.seq_id))")
     status, text = verdict_text(folder, 9)
-    assert status == "fail" and "with your Scheduler.preempt in the engine, on workload 'tight_cache', the run raised " \
-                                "ValueError: no room for " in text, text
+    sentence = "with your Scheduler.preempt in the engine, on workload 'tight_cache', the run raised ValueError: no"
+    assert status == "fail" and sentence in text, text

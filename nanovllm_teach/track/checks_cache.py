@@ -15,7 +15,6 @@ and 1e-5 absolute for attention, exact for what a store writes.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 

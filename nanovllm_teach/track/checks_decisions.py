@@ -56,8 +56,8 @@ HASH_CASES = ([11, 12, 13, 14], [0, 1, 2, 3, 4, 5, 6, 7], [151_643, 7, 99, 2**31
 IN_THE_ENGINE = Text(en="with your {name} in the engine, {sentence}", zh="换上你的 {name} 后，{sentence}")
 RAISED = Text(en="with your {name} in the engine, on workload {workload!r}, the run raised {type}: {message}",
               zh="换上你的 {name} 后，在工作负载 {workload!r} 上运行时抛出了 {type}：{message}")
-OTHER_TOKENS = Text(en="with your {name} in the engine, workload {workload!r}: every decision agrees, but request {seq} "
-                       "generated {got} where the engine generated {want} (token {index} first differs)",
+OTHER_TOKENS = Text(en="with your {name} in the engine, workload {workload!r}: every decision agrees, but request "
+                       "{seq} generated {got} where the engine generated {want} (token {index} first differs)",
                    zh="换上你的 {name} 后，工作负载 {workload!r}：每个决策都一致，但请求 {seq} 生成了 {got}，而引擎生成的是 "
                       "{want}（第 {index} 个 token 起不同）")
 OTHER_COUNT = Text(en="with your {name} in the engine, workload {workload!r}: every decision agrees, but it returned "

@@ -39,8 +39,8 @@ SOLUTIONS_HEADER = Text(
     zh="第 {number} 章：{title}。\n\n这是引擎自己的代码，由 build start --with-solutions 从它的源码中复制而来。\n"
        "检查：nanovllm-teach build check {folder} {number}")
 TRACKS_OWN_HEADER = Text(
-    en="Chapter {number}: {title}.\n\nThe track's own code (the engine has no such piece), copied from its source by build "
-       "start --with-solutions.\nCheck it with: nanovllm-teach build check {folder} {number}",
+    en="Chapter {number}: {title}.\n\nThe track's own code (the engine has no such piece), copied from its source "
+       "by build start --with-solutions.\nCheck it with: nanovllm-teach build check {folder} {number}",
     zh="第 {number} 章：{title}。\n\n这是本系列自己的代码（引擎里没有这一部分），由 build start --with-solutions 从它的源码中"
        "复制而来。\n检查：nanovllm-teach build check {folder} {number}")
 _BUILTINS = set(dir(builtins))
