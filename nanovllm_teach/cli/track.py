@@ -47,8 +47,7 @@ def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
         en="a chapter's number or name (1 'norms', 2 'rope', 3 'attention', 4 'qwen3', 5 'sampler', 6 'kvcache', "
            "7 'paged', 8 'blocks', 9 'scheduler', 10 'loop'; default: all)",
         zh="章的编号或名字（1 'norms'、2 'rope'、3 'attention'、4 'qwen3'、5 'sampler'、6 'kvcache'、7 'paged'、"
-           "8 'blocks'、9 'scheduler'、10 'loop'；"
-           "默认：全部）")))
+           "8 'blocks'、9 'scheduler'、10 'loop'；默认：全部）")))
     check.set_defaults(func=_check)
     for step in (start, check):  # the language option is the command's too: ``build check DIR --lang zh``
         add_lang_option(step)
