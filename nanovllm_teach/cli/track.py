@@ -44,8 +44,10 @@ def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
     check.add_argument("folder", type=Path, metavar="DIR", help=say(Text(en="the folder build start wrote",
                                                                          zh="build start 写出的文件夹")))
     check.add_argument("chapter", nargs="?", default=None, help=say(Text(
-        en="a chapter's number or name (1 'norms', 2 'rope', 3 'attention', 4 'qwen3', 5 'sampler'; default: all)",
-        zh="章的编号或名字（1 'norms'、2 'rope'、3 'attention'、4 'qwen3'、5 'sampler'；默认：全部）")))
+        en="a chapter's number or name (1 'norms', 2 'rope', 3 'attention', 4 'qwen3', 5 'sampler', 6 'kvcache', "
+           "7 'paged', 8 'blocks', 9 'scheduler', 10 'loop'; default: all)",
+        zh="章的编号或名字（1 'norms'、2 'rope'、3 'attention'、4 'qwen3'、5 'sampler'、6 'kvcache'、7 'paged'、"
+           "8 'blocks'、9 'scheduler'、10 'loop'；默认：全部）")))
     check.set_defaults(func=_check)
     for step in (start, check):  # the language option is the command's too: ``build check DIR --lang zh``
         add_lang_option(step)

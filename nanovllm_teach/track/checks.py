@@ -24,10 +24,13 @@ from typing import Any
 import torch
 
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.track.chapters import Chapter, Seam
-from nanovllm_teach.track.compare import chi_square_difference, first_difference, outputs_difference
+from nanovllm_teach.track.checks_cache import CACHE_CHECKS
+from nanovllm_teach.track.checks_decisions import DECISION_CHECKS
+from nanovllm_teach.track.compare import (Refused, called, chi_square_difference, first_difference,
+                                          outputs_difference)
 from nanovllm_teach.track.extract import reference
 from nanovllm_teach.track.learner import Piece, installed
+from nanovllm_teach.track.seams import Seam
 from nanovllm_teach.utils.context import Context, reset_context, set_context
 
 TOLERANCES = {  # (rtol, atol) by seam
@@ -49,7 +52,6 @@ SAME_SEEDS = Text(en="the same seeds twice", zh="同样的 seed 用两次")
 DRAWS_AT = Text(en="{draws} draws at temperature {temperature:g}", zh="温度 {temperature:g} 下的 {draws} 次抽样")
 FILTERED_REAL = Text(en="{draws} draws from the shipped model's logits, top-k 8",
                      zh="在随附模型的 logits 上取 top-k 8 后的 {draws} 次抽样")
-RAISED = Text(en="your {name} raised {type} on {case}: {message}", zh="你的 {name} 在{case}上抛出了 {type}：{message}")
 SEEDS_DIFFER = Text(en="your {name}: seed {seed} drew token {first}, then {second} with the same logits: a seeded row "
                        "must draw from torch.Generator().manual_seed(seed)",
                     zh="你的 {name}：seed {seed} 在同样的 logits 上先抽到 token {first}，再抽到 {second}：带 seed 的行必须用 "
@@ -76,17 +78,6 @@ def prefill_of(cu_seqlens: torch.Tensor | None) -> Iterator[None]:
         yield
     finally:
         reset_context()
-
-
-class Refused(Exception):
-    """A learner's function raised: the sentence is the message."""
-
-
-def _called(name: str, case: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    try:
-        return fn(*args)
-    except Exception as error:  # the learner's code: whatever it raises is what they need to see
-        raise Refused(say(RAISED, name=name, case=case, type=type(error).__name__, message=str(error)[:300])) from None
 
 
 def _cloned(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -207,7 +198,7 @@ def check_numeric(seam: Seam, fn: Callable[..., Any]) -> str | None:
         for call in random_calls(seam) + real_calls(seam):
             with prefill_of(call.cu_seqlens):
                 want = ref(*_cloned(call.args))
-                got = _called(seam.qualname, call.case, fn, _cloned(call.args))
+                got = called(seam.qualname, call.case, fn, _cloned(call.args))
             problem = outputs_difference(seam.qualname, call.case, got, want, rtol, atol)
             if problem:
                 return problem
@@ -227,7 +218,7 @@ def check_load_model(seam: Seam, fn: Callable[..., Any]) -> str | None:
         model = Qwen3ForCausalLM(AutoConfig.from_pretrained(default_model_path()))
         for param in model.parameters():
             param.data.fill_(float("nan"))  # a parameter the learner's loader never writes stays visibly empty
-        _called(seam.qualname, case, fn, (model, default_model_path()))
+        called(seam.qualname, case, fn, (model, default_model_path()))
         want = dict(loaded.named_parameters())
         for name, param in model.named_parameters():
             problem = first_difference(f"{seam.qualname}: {name}", case, param.data, want[name].data, 0.0, 0.0)
@@ -245,7 +236,7 @@ def check_sampler(seam: Seam, fn: Callable[..., Any]) -> str | None:
         logits = torch.randn(4, 30, generator=g) * 3
         temperatures = torch.tensor([0.0, 1.0, 0.0, 0.7])
         want = reference(seam)(sampler, logits, temperatures, [1, 2, 3, 4])
-        got = _called(name, say(GREEDY), fn, (sampler, logits.clone(), temperatures, [1, 2, 3, 4]))
+        got = called(name, say(GREEDY), fn, (sampler, logits.clone(), temperatures, [1, 2, 3, 4]))
         greedy = temperatures == 0
         problem = first_difference(name, say(GREEDY), got[greedy] if isinstance(got, torch.Tensor) else got,
                                    want[greedy], 0.0, 0.0)
@@ -262,14 +253,14 @@ def check_sampler(seam: Seam, fn: Callable[..., Any]) -> str | None:
                                        (say(FILTERED_REAL, draws=DRAWS), real_row, 1.0)):
             batch = row.expand(DRAWS, -1).contiguous()
             temps = torch.full((DRAWS,), temperature)
-            tokens = _called(name, case, fn, (sampler, batch, temps, seeds))
+            tokens = called(name, case, fn, (sampler, batch, temps, seeds))
             if not isinstance(tokens, torch.Tensor) or tokens.shape != (DRAWS,) or tokens.dtype != want.dtype:
                 # Named by its type, shape or dtype, which first_difference checks before any value.
                 return first_difference(name, case, tokens, want.new_zeros(DRAWS), 0.0, 0.0)
             problem = chi_square_difference(name, case, tokens, torch.softmax(row / temperature, dim=-1))
             if problem:
                 return problem
-        again = _called(name, say(SAME_SEEDS), fn, (sampler, batch[:50], temps[:50], seeds[:50]))
+        again = called(name, say(SAME_SEEDS), fn, (sampler, batch[:50], temps[:50], seeds[:50]))
         differ = (again != tokens[:50]).nonzero()
         if differ.numel():
             seed = int(differ[0])
@@ -279,7 +270,9 @@ def check_sampler(seam: Seam, fn: Callable[..., Any]) -> str | None:
 
 def check_seam(seam: Seam, fn: Callable[..., Any]) -> str | None:
     """What is wrong with the learner's ``fn`` for ``seam`` (None: it matches the reference)."""
-    checker = {"load_model": check_load_model, "Sampler.forward": check_sampler}.get(seam.qualname, check_numeric)
+    checkers = {"load_model": check_load_model, "Sampler.forward": check_sampler, **CACHE_CHECKS,
+                **DECISION_CHECKS}
+    checker = checkers.get(seam.qualname, check_numeric)
     try:
         return checker(seam, fn)
     except Refused as refused:

@@ -12,7 +12,7 @@ upper incomplete gamma function, ``torch.special.gammaincc``); a correct sampler
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -40,6 +40,7 @@ NOT_RANDOM_ENOUGH = Text(
     zh="你的 {name} 在{case}上：{draws} 次带 seed 的抽样得到的 token 不服从 softmax(logits / temperature)：卡方值 "
        "{stat:.1f}，自由度 {df}，p = {p:.1e}（正确的采样器未通过这个检验的概率是 {alpha:g}）；token {token} 被抽到 "
        "{observed} 次，期望 {expected:.0f} 次")
+RAISED = Text(en="your {name} raised {type} on {case}: {message}", zh="你的 {name} 在{case}上抛出了 {type}：{message}")
 DREW_FILTERED = Text(en="your {name} on {case} drew token {token} {count} times, but its logit is -inf (filtered out)",
                      zh="你的 {name} 在{case}上抽到了 token {token} 共 {count} 次，但它的 logit 是 -inf（已被过滤掉）")
 
@@ -105,3 +106,15 @@ def chi_square_difference(name: str, case: str, tokens: torch.Tensor, probs: tor
     token = int(kept.nonzero()[worst])
     return say(NOT_RANDOM_ENOUGH, name=name, case=case, draws=tokens.numel(), stat=stat, df=df, p=p,
                alpha=FALSE_FAILURE, token=token, observed=int(observed[worst]), expected=float(expected[worst]))
+
+
+class Refused(Exception):
+    """A learner's function raised: the sentence is the message."""
+
+
+def called(name: str, case: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``, the learner's function; what it raises becomes a ``Refused`` naming it and the case."""
+    try:
+        return fn(*args)
+    except Exception as error:  # the learner's code: whatever it raises is what they need to see
+        raise Refused(say(RAISED, name=name, case=case, type=type(error).__name__, message=str(error)[:300])) from None

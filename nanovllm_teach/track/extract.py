@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.track.chapters import PACKAGE, Chapter, Seam
+from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 
 NOT_WRITTEN = Text(en="not written yet: {name} (chapter {number})", zh="还没有写：{name}（第 {number} 章）")
 FILE_HEADER = Text(
@@ -38,6 +38,11 @@ SOLUTIONS_HEADER = Text(
        "Check it with: nanovllm-teach build check {folder} {number}",
     zh="第 {number} 章：{title}。\n\n这是引擎自己的代码，由 build start --with-solutions 从它的源码中复制而来。\n"
        "检查：nanovllm-teach build check {folder} {number}")
+TRACKS_OWN_HEADER = Text(
+    en="Chapter {number}: {title}.\n\nThe track's own code (the engine has no such piece), copied from its source "
+       "by build start --with-solutions.\nCheck it with: nanovllm-teach build check {folder} {number}",
+    zh="第 {number} 章：{title}。\n\n这是本系列自己的代码（引擎里没有这一部分），由 build start --with-solutions 从它的源码中"
+       "复制而来。\n检查：nanovllm-teach build check {folder} {number}")
 _BUILTINS = set(dir(builtins))
 
 
@@ -170,7 +175,9 @@ def chapter_source(chapter: Chapter, folder_name: str, with_solutions: bool, lan
         module, cls = owner.split(":")
         methods = "\n\n".join(textwrap.indent(f, "    ") for f in functions)
         parts.append(f"class {cls}({_engine_alias(module)}.{cls}):\n{methods}")
-    header = say(SOLUTIONS_HEADER if with_solutions else FILE_HEADER, lang, number=chapter.number,
+    tracks_own = all(seam.module.startswith("nanovllm_teach.track.") for seam in chapter.seams)
+    solved = TRACKS_OWN_HEADER if tracks_own else SOLUTIONS_HEADER
+    header = say(solved if with_solutions else FILE_HEADER, lang, number=chapter.number,
                  title=say(chapter.title, lang), folder=folder_name)
     return ("\n".join([f'"""{header}\n"""', "", "from __future__ import annotations", "", *imports.lines()])
             + "\n\n\n" + "\n\n\n".join(parts) + "\n")

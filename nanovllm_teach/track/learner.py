@@ -27,7 +27,8 @@ from typing import Any, Callable
 from unittest import mock
 
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.track.chapters import CHAPTERS, PACKAGE, Chapter, Seam
+from nanovllm_teach.track.chapters import CHAPTERS
+from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 from nanovllm_teach.track.extract import is_written, reference
 
 YOURS = Text(en="{name:<28} yours", zh="{name:<28} 你的")

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nanovllm_teach.i18n import ENV_VAR, Text, resolve_lang, say, speaking
-from nanovllm_teach.track.chapters import Chapter, chapter_named
+from nanovllm_teach.track.chapters import chapter_named
+from nanovllm_teach.track.seams import Chapter
 from nanovllm_teach.track.learner import NOT_LOADED, chapter_file
 
 TIME_LIMIT_S = 120.0  # a chapter's check takes seconds; this is for a learner's endless loop
