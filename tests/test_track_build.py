@@ -217,3 +217,24 @@ def test_a_correct_function_written_another_way_passes(tmp_path, number):
     complete = len(ANOTHER_WAY[number]) == len(chapter_named(str(number)).seams)
     assert not any(line.startswith("  your ") for line in verdict.lines), verdict.lines
     assert verdict.status == ("pass" if complete else "fail")  # the sampler's keep_mask is left to the engine
+
+
+def test_the_learners_rms_norm_normalises_the_query_and_key_heads_too():
+    """Chapter 1's rms_norm runs everywhere an RMSNorm does: Qwen3's per-head query and key norms included."""
+    import torch
+
+    from nanovllm_teach.track.checks import shipped_model
+    from nanovllm_teach.track.learner import Piece, installed
+
+    seam = chapter_named("norms").seams[0]
+    engine_rms_norm, shapes = reference(seam), []
+
+    def mine(x, weight, eps):
+        shapes.append(tuple(x.shape))
+        return engine_rms_norm(x, weight, eps)
+
+    model = shipped_model()[0]
+    attention, rope_of = model.model.layers[0].self_attn, model.model.rotary_emb
+    with torch.inference_mode(), installed([Piece(seam, mine, True)]):
+        attention.project(rope_of(torch.arange(3)), torch.randn(3, model.model.embed_tokens.weight.size(1)))
+    assert shapes == [(3, attention.num_heads + attention.num_kv_heads, attention.head_dim)]
