@@ -18,7 +18,7 @@ from nanovllm_teach.i18n import speaking
 from nanovllm_teach.track.chapters import CHAPTERS, PACKAGE, chapter_named
 from nanovllm_teach.track.extract import is_written, reference, replace_stub, write_package
 from nanovllm_teach.track.learner import chapter_file, generate
-from nanovllm_teach.track.verdict import checked, judge_chapter
+from nanovllm_teach.track.verdict import judge_chapter
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_a_check_that_runs_forever_is_stopped(tmp_path):
     folder = skeleton(tmp_path / "mine")
     (folder / PACKAGE / "layers" / "norms.py").write_text("while True:\n    pass\n", encoding="utf-8")
     with speaking("en"):
-        verdict = checked(folder, chapter_named("1"), time_limit=3)
+        verdict = judge_chapter(folder, chapter_named("1"), time_limit=3)
     assert verdict.status == "fail" and "stopped after 3 s" in "\n".join(verdict.lines)
 
 
