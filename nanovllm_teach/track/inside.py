@@ -130,7 +130,7 @@ def main() -> None:
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded, not this script's folder
     from nanovllm_teach.exercises.worker import set_limits
-    from nanovllm_teach.track.wire import Frame, read_frame, write_frame
+    from nanovllm_teach.track.wire import Frame, FrameError, read_frame, write_frame
 
     set_limits(*(int(v) for v in limits.split(",")))
     import torch
@@ -148,7 +148,10 @@ def main() -> None:
         call = read_frame(calls_fd, None)
         if call.seam not in functions:
             break
-        write_frame(answers_fd, _answer(functions[call.seam], call, unpacker))
+        try:
+            write_frame(answers_fd, _answer(functions[call.seam], call, unpacker))
+        except FrameError as too_large:  # the learner's result: said as what their function did
+            write_frame(answers_fd, Frame(error={"type": "ValueError", "message": f"its result is too large: {too_large}"}))
     sys.stdout.flush()
     os._exit(0)  # a thread the learner left running ends here, with the process
 
