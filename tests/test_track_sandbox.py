@@ -43,12 +43,12 @@ def test_a_chapter_runs_in_bubblewrap_as_a_slots_own_user(tmp_path, uid_drop_rea
                     "'environment:', sorted(os.environ))\n", encoding="utf-8")
     verdict, text = judged(folder)
     assert verdict.status == "pass", text
-    printed = next(line for line in verdict.lines if "uid" in line)
+    printed = verdict.printed
     uid = int(printed.split("uid ")[1].split()[0])
     assert confinement.FIRST_UID <= uid < confinement.FIRST_UID + confinement.SLOTS
     assert "sees the host: False" in printed
     assert "environment: ['HOME', 'LANG', 'PWD', 'PYTHONDONTWRITEBYTECODE']" in printed  # PWD: bubblewrap's --chdir
-    assert "no sandbox here" not in text
+    assert verdict.isolated and "no sandbox here" not in "\n".join(verdict.shown())
 
 
 HOSTILE = '''
@@ -85,7 +85,7 @@ def test_without_bubblewrap_a_learners_own_check_runs_plain_and_says_so(tmp_path
     monkeypatch.setattr(isolation, "uid_drop", lambda: False)
     verdict, text = judged(skeleton(tmp_path / "mine", with_solutions=True))
     assert verdict.status == "pass", text
-    assert verdict.lines[-1] == ("  note: no sandbox here (bubblewrap or a user id of its own is missing): your code "
+    assert not verdict.isolated and verdict.shown()[-1] == ("  note: no sandbox here (bubblewrap or a user id of its own is missing): your code "
                                  "ran in a plain process on this machine (a class is never graded so)")
 
 

@@ -72,7 +72,7 @@ def _check(args: argparse.Namespace) -> int:
     chapters = [chapter_named(args.chapter)] if args.chapter is not None else list(CHAPTERS)
     passed = 0
     for verdict in check_folder(args.folder, chapters):
-        print("\n".join(verdict.lines))
+        print("\n".join(verdict.shown()))
         passed += verdict.status == "pass"
     if len(chapters) > 1:
         print(say(SUMMARY, passed=passed, count=len(chapters)))

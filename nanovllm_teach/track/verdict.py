@@ -42,9 +42,19 @@ NO_FOLDER = Text(en="{folder}: no such folder (make one with: nanovllm-teach bui
 
 @dataclass
 class ChapterVerdict:
+    """``lines``: the verdict (its first line the chapter's status); ``printed``: what the learner's code printed,
+    quoted ("" if nothing); ``isolated``: whether it ran in bubblewrap."""
+
     number: int
     status: str  # "pass", "fail" or "not_written"
     lines: list[str] = field(default_factory=list)
+    printed: str = ""
+    isolated: bool = True
+
+    def shown(self) -> list[str]:
+        """What ``build check`` prints: the verdict, what the code printed, and a line where it was not isolated."""
+        return [*self.lines, *([say(PRINTED), self.printed] if self.printed else []),
+                *([] if self.isolated else [say(NOT_ISOLATED)])]
 
 
 def _title(chapter: Chapter) -> dict[str, object]:
@@ -64,9 +74,13 @@ def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT
     with sandbox:
         try:
             sandbox.load()
-            for name, present, written in sandbox.pieces:
-                seam = next((s for s in chapter.seams if s.qualname == name), None)
-                if seam is None or not present:
+            found = {name: (present, written) for name, present, written in sandbox.pieces}
+            for seam in chapter.seams:  # the chapter's names, not the sandbox's: what it says is only looked up
+                name = seam.qualname
+                present, written = found.get(name, (False, False))
+                if sandbox.load_error is not None:
+                    break
+                if not present:
                     problems.append(say(MISSING, name=name, file=chapter.file))
                 elif not written:
                     unwritten.append(name)
@@ -79,18 +93,16 @@ def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT
             problems.append(str(ended))
     if sandbox.load_error is not None:
         problems.append("  " + say(NOT_LOADED, file=chapter.file, error=sandbox.load_error))
-    notes = ([say(PRINTED), sandbox.printed] if sandbox.printed else []) + (
-        [] if sandbox.isolated else [say(NOT_ISOLATED)])
     names = ", ".join(unwritten)
     if not yours and not problems:
-        return ChapterVerdict(chapter.number, "not_written",
-                              [say(NOT_WRITTEN_YET, **_title(chapter), names=names), *notes])
-    if problems or unwritten:
-        lines = [say(FAILED, **_title(chapter)), *problems]
+        status, lines = "not_written", [say(NOT_WRITTEN_YET, **_title(chapter), names=names)]
+    elif problems or unwritten:
+        status, lines = "fail", [say(FAILED, **_title(chapter)), *problems]
         lines += [say(YOURS, names=", ".join(yours))] if yours else []
         lines += [say(STILL_TO_WRITE, names=names)] if unwritten else []
-        return ChapterVerdict(chapter.number, "fail", lines + notes)
-    return ChapterVerdict(chapter.number, "pass", [say(PASSED, **_title(chapter), names=", ".join(yours)), *notes])
+    else:
+        status, lines = "pass", [say(PASSED, **_title(chapter), names=", ".join(yours))]
+    return ChapterVerdict(chapter.number, status, lines, sandbox.printed, sandbox.isolated)
 
 
 def check_folder(folder: Path, chapters: list[Chapter]) -> list[ChapterVerdict]:

@@ -1,0 +1,53 @@
+"""``grade build-N CLASS/``: a class's build folders graded per chapter with the exercises' gradebook.
+
+Each student's folder is one ``build start`` wrote; the rows are PASS (every piece the student's and right),
+FAIL (graded: not written yet, or wrong, with the check's sentence) and ERROR (nothing to grade), in the class's
+order, in the same CSV as an exercise's; without the sandbox a class is refused.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from nanovllm_teach.cli import main
+from nanovllm_teach.exercises import isolation
+from nanovllm_teach.track.chapters import CHAPTERS
+from nanovllm_teach.track.extract import write_package
+
+
+def a_class(room):
+    for student, solutions in (("alice", True), ("Bob", False), ("carol", True)):
+        write_package(room / student, CHAPTERS, with_solutions=solutions, lang="en")
+    norms = room / "carol" / "myvllm" / "layers" / "norms.py"  # carol forgot the weight
+    norms.write_text(norms.read_text(encoding="utf-8").replace("return weight * torch.rms_norm(", "return torch.rms_norm("),
+                     encoding="utf-8")
+    (room / "dave").mkdir()  # an empty folder: nothing to grade
+    return room
+
+
+def test_a_class_is_graded_per_chapter_in_the_gradebook(tmp_path, capsys, uid_drop_ready):
+    room = a_class(tmp_path / "class")
+    gradebook = tmp_path / "build-1.csv"
+    assert main(["grade", "build-1", str(room), "--csv", str(gradebook), "--lang", "en"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "PASS alice: chapter 1 · RMSNorm and SiLU-and-mul: PASS (rms_norm, silu_and_mul match the engine's)"
+    assert out[1].startswith("FAIL Bob: chapter 1 · RMSNorm and SiLU-and-mul: not written yet (rms_norm, silu_and_mul")
+    assert out[2].startswith("FAIL carol: your rms_norm on random bfloat16 tensors: element [0, 0] is ")
+    assert out[3] == "ERROR dave: no myvllm/ folder: not a folder build start wrote"
+    assert out[4] == "4 graded: 1 PASS, 2 FAIL, 1 ERROR"
+    with gradebook.open(encoding="utf-8-sig") as file:
+        rows = list(csv.DictReader(file))
+    assert [(r["student"], r["exercise"], r["verdict"], r["score"]) for r in rows] == [
+        ("alice", "build-1", "PASS", "1"), ("Bob", "build-1", "FAIL", "0"), ("carol", "build-1", "FAIL", "0"),
+        ("dave", "build-1", "ERROR", "0")]
+    assert "copied" in rows[0]["similarity_flags"]  # the generated solution is the reference, word for word
+
+
+def test_a_chapter_that_is_not_there_or_a_class_without_the_sandbox_is_refused(tmp_path, capsys, monkeypatch):
+    room = a_class(tmp_path / "class")
+    assert main(["grade", "build-9", str(room)]) == 2
+    assert "unknown chapter exercise 'build-9'; choose from: build-1, build-2, build-3, build-4, build-5" in \
+        capsys.readouterr().err
+    monkeypatch.setattr(isolation, "available", lambda: False)
+    assert main(["grade", "build-1", str(room), "--lang", "en"]) == 2
+    assert "a grade that counts runs other people's code: it needs bubblewrap" in capsys.readouterr().err
