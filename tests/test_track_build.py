@@ -238,3 +238,16 @@ def test_the_learners_rms_norm_normalises_the_query_and_key_heads_too():
     with torch.inference_mode(), installed([Piece(seam, mine, True)]):
         attention.project(rope_of(torch.arange(3)), torch.randn(3, model.model.embed_tokens.weight.size(1)))
     assert shapes == [(3, attention.num_heads + attention.num_kv_heads, attention.head_dim)]
+
+
+@pytest.mark.parametrize("lang, words", [("en", "## Checking your work"), ("zh", "## 检查你的代码")])
+def test_build_start_writes_the_folders_readme_in_the_learners_language(tmp_path, capsys, lang, words):
+    folder = tmp_path / "mine"
+    assert main(["build", "start", str(folder), "--lang", lang]) == 0
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert words in readme and f"nanovllm-teach build check {folder} 1" in readme
+    for chapter in CHAPTERS:
+        row = next(line for line in readme.splitlines() if f"`{chapter.file}`" in line)
+        assert all(f"`{seam.qualname}`" in row for seam in chapter.seams)
+    assert f"`notebooks/{lang}/16_build_norms.ipynb`" in readme
+    assert "9" in capsys.readouterr().out.splitlines()[0]  # eight files of the package, and the README
