@@ -2,7 +2,8 @@
 
 Each student's folder is one ``build start`` wrote; the rows are PASS (every piece the student's and right),
 FAIL (graded: not written yet, or wrong, with the check's sentence) and ERROR (nothing to grade), in the class's
-order, in the same CSV as an exercise's; without the sandbox a class is refused.
+order, in the same CSV as an exercise's; a function that hands the engine's own back fails (the engine's functions
+of the chapter are not there to call while grading); without the sandbox a class is refused.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import csv
 
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises import isolation
-from nanovllm_teach.track.chapters import CHAPTERS
-from nanovllm_teach.track.extract import write_package
+from nanovllm_teach.track.chapters import CHAPTERS, chapter_named
+from nanovllm_teach.track.extract import replace_stub, write_package
 
 
 def a_class(room):
@@ -22,6 +23,11 @@ def a_class(room):
     norms.write_text(norms.read_text(encoding="utf-8").replace("return weight * torch.rms_norm(", "return torch.rms_norm("),
                      encoding="utf-8")
     (room / "dave").mkdir()  # an empty folder: nothing to grade
+    write_package(room / "eve", CHAPTERS, with_solutions=False, lang="en")  # eve hands the engine's own back
+    replace_stub(room / "eve", chapter_named("1"), "rms_norm",
+                 "from nanovllm_teach.layers.layernorm import rms_norm as engine\nreturn engine(x, weight, eps)")
+    replace_stub(room / "eve", chapter_named("1"), "silu_and_mul",
+                 "import nanovllm_teach.layers.activation as engine\nreturn engine.silu_and_mul(x)")
     return room
 
 
@@ -34,12 +40,14 @@ def test_a_class_is_graded_per_chapter_in_the_gradebook(tmp_path, capsys, uid_dr
     assert out[1].startswith("FAIL Bob: chapter 1 · RMSNorm and SiLU-and-mul: not written yet (rms_norm, silu_and_mul")
     assert out[2].startswith("FAIL carol: your rms_norm on random bfloat16 tensors: element [0, 0] is ")
     assert out[3] == "ERROR dave: no myvllm/ folder: not a folder build start wrote"
-    assert out[4] == "4 graded: 1 PASS, 2 FAIL, 1 ERROR"
+    assert out[4].startswith("FAIL eve: your rms_norm raised RuntimeError on random tensors: the engine's own "
+                             "rms_norm is not available while grading: write your own code")
+    assert out[5] == "5 graded: 1 PASS, 3 FAIL, 1 ERROR"
     with gradebook.open(encoding="utf-8-sig") as file:
         rows = list(csv.DictReader(file))
     assert [(r["student"], r["exercise"], r["verdict"], r["score"]) for r in rows] == [
         ("alice", "build-1", "PASS", "1"), ("Bob", "build-1", "FAIL", "0"), ("carol", "build-1", "FAIL", "0"),
-        ("dave", "build-1", "ERROR", "0")]
+        ("dave", "build-1", "ERROR", "0"), ("eve", "build-1", "FAIL", "0")]
     assert "copied" in rows[0]["similarity_flags"]  # the generated solution is the reference, word for word
 
 

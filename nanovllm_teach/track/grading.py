@@ -6,7 +6,8 @@ Role: teaching (the track), the teacher's side; the class's gradebook is the exe
 Every chapter of ``chapters.CHAPTERS`` is gradeable under the name ``build-<number>`` (``build-1`` for the
 norms ... ``build-5`` for the sampler): adding a chapter there is all it takes. ``ChapterExercise`` is that
 chapter as an ``Exercise``: its ``grade`` judges one student's ``build start`` folder in the sandbox
-(``verdict.judge_chapter``) and gives the ``GradeResult`` a class row is made of: PASS when every piece of
+(``verdict.judge_chapter``, where the engine's own functions of the chapter raise, as an exercise's points do)
+and gives the ``GradeResult`` a class row is made of: PASS when every piece of
 the chapter is the student's and matches the engine's, FAIL otherwise (not written yet, a wrong piece, a file
 that does not load). ``collect`` finds the students: each path is one student's folder (it holds the package
 ``myvllm/``) or a class folder of them; what cannot be graded (no package, no chapter file, a link out, a
@@ -63,7 +64,7 @@ class ChapterExercise(Exercise):
 
         assert isinstance(solution, Path), "a chapter is graded from a student's folder"
         folder = solution.parents[len(Path(self.chapter.file).parts) - 1]
-        verdict = judge_chapter(folder, self.chapter, time_limit)
+        verdict = judge_chapter(folder, self.chapter, time_limit, graded=True)
         detail = "\n".join(line.strip() for line in (verdict.lines[1:] or verdict.lines))
         passed = verdict.status == "pass"
         verdict_word = "PASS" if passed else "FAIL"  # in English in every language: graders parse it

@@ -2,14 +2,15 @@
 
 Role: teaching (the track), inside the grading sandbox (``sandbox`` starts it). Emits no events.
 
-It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS``) on the grading copy of the
+It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS LANG GRADED``) on the grading copy of the
 package (``isolation.grading_root``), in bubblewrap as a job slot's user id where the machine gives them, with
 the grader's limits set before the learner's files are read. ``PACKAGE`` is a zip of the learner's package
 (``sandbox`` made it from their folder), unpacked into this process's private ``/tmp``; ``MODEL`` is the
 shipped checkpoint, bound read-only. The first frame says it is ready; the second which of the chapter's
 pieces are there and written (``{"pieces": [[qualname, present, written], ...]}``) or why the chapter's
 file did not load; then each call (``wire.Frame``) of one of the chapter's written functions is answered with
-its result or what it raised. Nothing it answers is trusted outside: the references are computed there, and
+its result or what it raised. For a class's grade (``GRADED`` is ``graded``) the engine's own functions of the
+chapter raise (``_disable``). Nothing it answers is trusted outside: the references are computed there, and
 the engine here (which the learner's code may patch) only serves the learner's own calls.
 """
 
@@ -85,6 +86,47 @@ class Unpacker:
         return made(**{key: self._value(v, tensors, index) for key, v in tree["fields"].items()})
 
 
+def _disable(chapter: Any, lang: str) -> None:
+    """A class's grade: the engine's own functions of the chapter raise from now on, as an exercise's points do
+    in the grading copy (``isolation.NOT_AVAILABLE``), so that a student's function that only calls the engine's
+    fails (the shipped model's layers then run the student's methods: ``_as_students``)."""
+    from nanovllm_teach.exercises.isolation import NOT_AVAILABLE
+    from nanovllm_teach.i18n import say
+    from nanovllm_teach.track.extract import reference
+    from nanovllm_teach.track.learner import bindings, reference_owner
+
+    for seam in chapter.seams:
+        name = seam.qualname.rpartition(".")[2]
+
+        def stand_in(*args: Any, _message: str = say(NOT_AVAILABLE, lang, name=name), **kwargs: Any) -> Any:
+            raise RuntimeError(_message)
+
+        if seam.owner is not None:
+            setattr(reference_owner(seam), name, stand_in)
+            continue
+        for module, attribute in list(bindings(reference(seam))):
+            setattr(module, attribute, stand_in)
+
+
+def _as_students(model: Any, pieces: list[Any]) -> None:
+    """A class's grade: every layer of the shipped model whose class has a method of the chapter becomes an
+    instance of the student's subclass, so that the engine's code between the chapter's methods (a layer calling
+    its attention) calls the student's, and a student's method calling the engine's (``super()``) reaches the
+    disabled one."""
+    from nanovllm_teach.track.learner import reference_owner
+
+    for piece in pieces:
+        if piece.seam.owner is None:
+            continue
+        engine = reference_owner(piece.seam)
+        students = getattr(sys.modules.get(piece.function.__module__), piece.seam.owner, None)
+        if not isinstance(students, type) or not issubclass(students, engine):
+            continue
+        for module in model.modules():
+            if type(module) is engine:
+                module.__class__ = students
+
+
 def _unpacked(archive: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="learner-"))
     with zipfile.ZipFile(archive) as package:
@@ -92,15 +134,15 @@ def _unpacked(archive: str) -> Path:
     return folder
 
 
-def _functions(folder: Path, chapter: Any) -> tuple[dict[str, Any], dict[str, Callable[..., Any]]]:
-    """The chapter's first answer and its written functions by qualname."""
+def _functions(folder: Path, chapter: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The chapter's first answer and its written pieces."""
     from nanovllm_teach.track.learner import chapter_file
 
     loaded = chapter_file(folder, chapter)
     if loaded.load_error is not None:
-        return {"load_error": loaded.load_error[:500]}, {}
+        return {"load_error": loaded.load_error[:500]}, []
     pieces = [[p.seam.qualname, p.function is not None, p.written] for p in loaded.pieces]
-    return {"pieces": pieces}, {p.seam.qualname: p.function for p in loaded.pieces if p.written and p.function}
+    return {"pieces": pieces}, [p for p in loaded.pieces if p.written and p.function is not None]
 
 
 def _answer(function: Callable[..., Any], call: Any, unpacker: Unpacker) -> Any:
@@ -126,7 +168,7 @@ def _answer(function: Callable[..., Any], call: Any, unpacker: Unpacker) -> Any:
 
 
 def main() -> None:
-    root, archive, chapter_name, model_path, limits, fds = sys.argv[1:7]
+    root, archive, chapter_name, model_path, limits, fds, lang, graded = sys.argv[1:9]
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded, not this script's folder
     from nanovllm_teach.exercises.worker import set_limits
@@ -138,12 +180,21 @@ def main() -> None:
     torch.set_num_threads(1)  # one CPU in the sandbox's cgroup
     from nanovllm_teach.track.chapters import chapter_named
 
+    from nanovllm_teach.i18n import set_lang
+
+    set_lang(lang)
     write_frame(answers_fd, Frame(tree={"ready": True}))
+    chapter, unpacker = chapter_named(chapter_name), Unpacker(model_path)
+    if graded == "graded":
+        unpacker.model()  # loaded by the engine's own loader before a chapter's loader is disabled
+        _disable(chapter, lang)
     folder = _unpacked(archive)
     sys.path.insert(1, str(folder))  # the learner's files import each other as in their own folder
-    first, functions = _functions(folder, chapter_named(chapter_name))
+    first, pieces = _functions(folder, chapter)
     write_frame(answers_fd, Frame(tree=first))
-    unpacker = Unpacker(model_path)
+    functions = {piece.seam.qualname: piece.function for piece in pieces}
+    if graded == "graded":
+        _as_students(unpacker.model(), pieces)
     while True:
         call = read_frame(calls_fd, None)
         if call.seam not in functions:

@@ -83,7 +83,8 @@ def package_archive(folder: Path, archive: Path) -> Path:
 class ChapterSandbox:
     """One chapter of one learner's folder in the sandbox, from start to ``close``."""
 
-    def __init__(self, folder: Path, chapter: Chapter, time_limit: float) -> None:
+    def __init__(self, folder: Path, chapter: Chapter, time_limit: float, graded: bool = False) -> None:
+        """``graded``: a class's grade, where the engine's own functions of the chapter raise inside."""
         from nanovllm_teach import default_model_path
 
         self.time_limit = time_limit
@@ -105,7 +106,8 @@ class ChapterSandbox:
             where = (isolation.INSIDE_ROOT, INSIDE_PACKAGE, INSIDE_MODEL) if self.isolated else (
                 str(root), str(self.confined.submission), str(self._model))
             program = [sys.executable, "-E", "-s", "-u", f"{where[0]}/nanovllm_teach/track/inside.py", *where[:2],
-                       str(chapter.number), where[2], LIMITS.argument(), f"{calls_r},{answers_w}", tag]
+                       str(chapter.number), where[2], LIMITS.argument(), f"{calls_r},{answers_w}", resolve_lang(),
+                       "graded" if graded else "own", tag]
             binds = ("--ro-bind", str(root), isolation.INSIDE_ROOT, "--dir", isolation.INSIDE_SUBMISSION,
                      "--ro-bind", str(self.confined.submission), INSIDE_PACKAGE, "--ro-bind", str(self._model),
                      INSIDE_MODEL) if self.isolated else ()

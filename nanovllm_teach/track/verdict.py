@@ -61,13 +61,15 @@ def _title(chapter: Chapter) -> dict[str, object]:
     return {"number": chapter.number, "title": say(chapter.title)}
 
 
-def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT_S) -> ChapterVerdict:
-    """Start the chapter's file in the sandbox and check every written piece against the engine's."""
+def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT_S,
+                  graded: bool = False) -> ChapterVerdict:
+    """Start the chapter's file in the sandbox and check every written piece against the engine's; ``graded``
+    (a class's grade): the engine's own functions of the chapter are not there to call."""
     from nanovllm_teach.track.checks import check_seam  # torch: only what checks imports it
     from nanovllm_teach.track.sandbox import ChapterSandbox, SandboxEnded
 
     try:
-        sandbox = ChapterSandbox(folder, chapter, time_limit)
+        sandbox = ChapterSandbox(folder, chapter, time_limit, graded)
     except ValueError as refused:  # a folder too large to check
         return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)), "  " + str(refused)])
     problems, yours, unwritten = [], [], []
