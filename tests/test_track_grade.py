@@ -20,8 +20,8 @@ def a_class(room):
     for student, solutions in (("alice", True), ("Bob", False), ("carol", True)):
         write_package(room / student, CHAPTERS, with_solutions=solutions, lang="en")
     norms = room / "carol" / "myvllm" / "layers" / "norms.py"  # carol forgot the weight
-    norms.write_text(norms.read_text(encoding="utf-8").replace("return weight * torch.rms_norm(", "return torch.rms_norm("),
-                     encoding="utf-8")
+    forgot = norms.read_text(encoding="utf-8").replace("return weight * torch.rms_norm(", "return torch.rms_norm(")
+    norms.write_text(forgot, encoding="utf-8")
     (room / "dave").mkdir()  # an empty folder: nothing to grade
     write_package(room / "eve", CHAPTERS, with_solutions=False, lang="en")  # eve hands the engine's own back
     replace_stub(room / "eve", chapter_named("1"), "rms_norm",
@@ -36,7 +36,8 @@ def test_a_class_is_graded_per_chapter_in_the_gradebook(tmp_path, capsys, uid_dr
     gradebook = tmp_path / "build-1.csv"
     assert main(["grade", "build-1", str(room), "--csv", str(gradebook), "--lang", "en"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "PASS alice: chapter 1 · RMSNorm and SiLU-and-mul: PASS (rms_norm, silu_and_mul match the engine's)"
+    assert out[0] == ("PASS alice: chapter 1 · RMSNorm and SiLU-and-mul: PASS (rms_norm, silu_and_mul match the "
+                      "engine's)")
     assert out[1].startswith("FAIL Bob: chapter 1 · RMSNorm and SiLU-and-mul: not written yet (rms_norm, silu_and_mul")
     assert out[2].startswith("FAIL carol: your rms_norm on random bfloat16 tensors: element [0, 0] is ")
     assert out[3] == "ERROR dave: no myvllm/ folder: not a folder build start wrote"

@@ -85,8 +85,9 @@ def test_without_bubblewrap_a_learners_own_check_runs_plain_and_says_so(tmp_path
     monkeypatch.setattr(isolation, "uid_drop", lambda: False)
     verdict, text = judged(skeleton(tmp_path / "mine", with_solutions=True))
     assert verdict.status == "pass", text
-    assert not verdict.isolated and verdict.shown()[-1] == ("  note: no sandbox here (bubblewrap or a user id of its own is missing): your code "
-                                 "ran in a plain process on this machine (a class is never graded so)")
+    assert not verdict.isolated
+    assert verdict.shown()[-1] == ("  note: no sandbox here (bubblewrap or a user id of its own is missing): your "
+                                   "code ran in a plain process on this machine (a class is never graded so)")
 
 
 @pytest.mark.parametrize("body, sentence", [
@@ -113,7 +114,8 @@ def test_a_frame_larger_than_the_bound_or_not_a_value_is_refused():
     for tree in ({"t": "absent"}, {"module": "model"}, {"tuple": "not a list"}):
         with pytest.raises(FrameError):
             unpack_answer(tree, {"0": torch.zeros(1)})
-    assert type(unpack_answer({"other": "Gen\nerator\x1b[2J"}, {})).__name__ == "Generator2J"  # an identifier's letters only
+    named = unpack_answer({"other": "Gen\nerator\x1b[2J"}, {})
+    assert type(named).__name__ == "Generator2J"  # an identifier's letters only
 
 
 def test_a_folder_too_large_to_check_is_refused_with_a_sentence(tmp_path):

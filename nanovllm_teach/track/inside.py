@@ -2,8 +2,8 @@
 
 Role: teaching (the track), inside the grading sandbox (``sandbox`` starts it). Emits no events.
 
-It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS LANG GRADED``) on the grading copy of the
-package (``isolation.grading_root``), in bubblewrap as a job slot's user id where the machine gives them, with
+It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS LANG GRADED``) on the grading
+copy of the package (``isolation.grading_root``), in bubblewrap as a job slot's user id where the machine gives them, with
 the grader's limits set before the learner's files are read. ``PACKAGE`` is a zip of the learner's package
 (``sandbox`` made it from their folder), unpacked into this process's private ``/tmp``; ``MODEL`` is the
 shipped checkpoint, bound read-only. The first frame says it is ready; the second which of the chapter's
@@ -27,7 +27,8 @@ MODULE_PREFIX = "nanovllm_teach."  # the only objects a call may name to be made
 
 
 def _shipped_model(model_path: str) -> Any:
-    """The shipped checkpoint in the engine's Qwen3 (made once, when a call first names one of its modules)."""
+    """The shipped checkpoint in the engine's Qwen3 (made once: when a call first names one of its modules, or
+    before a class's grade disables the chapter's loader)."""
     from transformers import AutoConfig
 
     from nanovllm_teach.models.loader import load_model
@@ -168,20 +169,20 @@ def _answer(function: Callable[..., Any], call: Any, unpacker: Unpacker) -> Any:
 
 
 def main() -> None:
+    """The arguments are the module docstring's; the last one (a tag marking the process) is not read."""
     root, archive, chapter_name, model_path, limits, fds, lang, graded = sys.argv[1:9]
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded, not this script's folder
     from nanovllm_teach.exercises.worker import set_limits
-    from nanovllm_teach.track.wire import Frame, FrameError, read_frame, write_frame
 
     set_limits(*(int(v) for v in limits.split(",")))
     import torch
 
-    torch.set_num_threads(1)  # one CPU in the sandbox's cgroup
-    from nanovllm_teach.track.chapters import chapter_named
-
     from nanovllm_teach.i18n import set_lang
+    from nanovllm_teach.track.chapters import chapter_named
+    from nanovllm_teach.track.wire import Frame, FrameError, read_frame, write_frame
 
+    torch.set_num_threads(1)  # one CPU in the sandbox's cgroup
     set_lang(lang)
     write_frame(answers_fd, Frame(tree={"ready": True}))
     chapter, unpacker = chapter_named(chapter_name), Unpacker(model_path)
@@ -202,7 +203,8 @@ def main() -> None:
         try:
             write_frame(answers_fd, _answer(functions[call.seam], call, unpacker))
         except FrameError as too_large:  # the learner's result: said as what their function did
-            write_frame(answers_fd, Frame(error={"type": "ValueError", "message": f"its result is too large: {too_large}"}))
+            too_large_error = {"type": "ValueError", "message": f"its result is too large: {too_large}"}
+            write_frame(answers_fd, Frame(error=too_large_error))
     sys.stdout.flush()
     os._exit(0)  # a thread the learner left running ends here, with the process
 

@@ -36,8 +36,9 @@ from nanovllm_teach.track.wire import Frame, FrameError, Packer, read_frame, ten
 
 INSIDE_PACKAGE = f"{isolation.INSIDE_SUBMISSION}/package.zip"
 INSIDE_MODEL = "/model"
-# A chapter imports torch and transformers and runs the shipped model: more than an exercise's worker needs.
-LIMITS = confinement.Limits(address_space=8 << 30, cpu_s=300, file_size=1 << 20, processes=32, open_files=128,
+# A chapter imports torch and transformers and runs the shipped model: more than an exercise's worker needs (its
+# 1 GiB of address space), and the model's chapters pass within 3 GiB.
+LIMITS = confinement.Limits(address_space=3 << 30, cpu_s=300, file_size=1 << 20, processes=32, open_files=128,
                             memory=2 << 30, cpus=1.0)
 MAX_FILES = 64  # the skeleton has eight; a learner may add helpers
 MAX_FILE_BYTES = 256 << 10
