@@ -60,3 +60,14 @@ def test_a_chapter_that_is_not_there_or_a_class_without_the_sandbox_is_refused(t
     monkeypatch.setattr(isolation, "available", lambda: False)
     assert main(["grade", "build-1", str(room), "--lang", "en"]) == 2
     assert "a grade that counts runs other people's code: it needs bubblewrap" in capsys.readouterr().err
+
+
+def test_one_students_folder_is_graded_alone_and_for_gradescope(tmp_path, capsys, uid_drop_ready):
+    import json
+
+    room = a_class(tmp_path / "class")
+    results = tmp_path / "results.json"
+    assert main(["grade", "build-1", str(room / "carol"), "--gradescope", str(results), "--lang", "en"]) == 1
+    assert capsys.readouterr().out.startswith("FAIL build-1: your rms_norm on random bfloat16 tensors: element [0, 0]")
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["score"] == 0 and written["tests"][0]["name"] == "build-1"
