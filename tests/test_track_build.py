@@ -19,7 +19,7 @@ from nanovllm_teach.track.chapters import CHAPTERS, chapter_named
 from nanovllm_teach.track.seams import PACKAGE
 from nanovllm_teach.track.extract import is_written, reference, replace_stub, write_package
 from nanovllm_teach.track.learner import chapter_file, generate
-from nanovllm_teach.track.verdict import checked, judge_chapter
+from nanovllm_teach.track.verdict import judge_chapter
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_a_check_that_runs_forever_is_stopped(tmp_path):
     folder = skeleton(tmp_path / "mine")
     (folder / PACKAGE / "layers" / "norms.py").write_text("while True:\n    pass\n", encoding="utf-8")
     with speaking("en"):
-        verdict = checked(folder, chapter_named("1"), time_limit=3)
+        verdict = judge_chapter(folder, chapter_named("1"), time_limit=3)
     assert verdict.status == "fail" and "stopped after 3 s" in "\n".join(verdict.lines)
 
 
@@ -218,3 +218,38 @@ def test_a_correct_function_written_another_way_passes(tmp_path, number):
     complete = len(ANOTHER_WAY[number]) == len(chapter_named(str(number)).seams)
     assert not any(line.startswith("  your ") for line in verdict.lines), verdict.lines
     assert verdict.status == ("pass" if complete else "fail")  # the sampler's keep_mask is left to the engine
+
+
+def test_the_learners_rms_norm_normalises_the_query_and_key_heads_too():
+    """Chapter 1's rms_norm runs everywhere an RMSNorm does: Qwen3's per-head query and key norms included."""
+    import torch
+
+    from nanovllm_teach.track.checks import shipped_model
+    from nanovllm_teach.track.learner import Piece, installed
+
+    seam = chapter_named("norms").seams[0]
+    engine_rms_norm, shapes = reference(seam), []
+
+    def mine(x, weight, eps):
+        shapes.append(tuple(x.shape))
+        return engine_rms_norm(x, weight, eps)
+
+    model = shipped_model()[0]
+    attention, rope_of = model.model.layers[0].self_attn, model.model.rotary_emb
+    with torch.inference_mode(), installed([Piece(seam, mine, True)]):
+        attention.project(rope_of(torch.arange(3)), torch.randn(3, model.model.embed_tokens.weight.size(1)))
+    assert shapes == [(3, attention.num_heads + attention.num_kv_heads, attention.head_dim)]
+
+
+@pytest.mark.parametrize("lang, words", [("en", "## Checking your work"), ("zh", "## 检查你的代码")])
+def test_build_start_writes_the_folders_readme_in_the_learners_language(tmp_path, capsys, lang, words):
+    folder = tmp_path / "mine"
+    assert main(["build", "start", str(folder), "--lang", lang]) == 0
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert words in readme and f"nanovllm-teach build check {folder} 1" in readme
+    for chapter in CHAPTERS:
+        row = next(line for line in readme.splitlines() if f"`{chapter.file}`" in line)
+        assert all(f"`{seam.qualname}`" in row for seam in chapter.seams)
+    assert f"`notebooks/{lang}/16_build_norms.ipynb`" in readme
+    written = sum(1 for path in folder.rglob("*") if path.is_file())  # the package's files, and the README
+    assert f" {written} " in capsys.readouterr().out.splitlines()[0]

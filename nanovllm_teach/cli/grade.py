@@ -10,7 +10,8 @@ user id per submission (the grader as root), ``--gradescope`` the user id at lea
 bubblewrap's namespaces); without them it is refused, exit 2, and ``--gradescope`` writes a results.json
 saying why. ``grade --check-isolation`` prints what this machine gives (``selftest``), exit 0 when a class can
 be graded here, 2 otherwise. ``grade EXERCISE --gradescope-bundle out.zip`` writes the autograder bundle
-(``gradescope``).
+(``gradescope``). EXERCISE ``build-N`` grades chapter N of the build track, each student's folder one that
+``build start`` wrote (``track/grading``), with the same gradebook and the same refusals.
 A mistake in what was asked is a ``UsageError`` (``cli/arguments.py``). Emits no events.
 """
 
@@ -99,7 +100,7 @@ def _grade(args: argparse.Namespace) -> int:
         return 0 if found.class_ready else 2
     if args.exercise is None:
         raise UsageError(say(NO_EXERCISE))
-    exercise = exercise_named(args.exercise)
+    exercise = _exercise(args.exercise)
     if args.gradescope_bundle is not None:
         from nanovllm_teach.exercises.gradescope import write_bundle
 
@@ -117,6 +118,13 @@ def _grade(args: argparse.Namespace) -> int:
     if len(submissions) == 1 and args.csv is None and args.html is None:
         return _self_check(exercise, submissions[0], model, args)
     return _grade_class(exercise, submissions, model, args)
+
+
+def _exercise(name: str) -> Any:
+    """A classroom exercise, or a chapter of the build track (``build-N``: ``track/grading``)."""
+    from nanovllm_teach.track.grading import chapter_exercise, is_chapter_name
+
+    return chapter_exercise(name) if is_chapter_name(name) else exercise_named(name)
 
 
 def _refuse_unisolated(args: argparse.Namespace, submissions: list[Any]) -> None:
@@ -156,7 +164,12 @@ def _submissions(exercise: Any, paths: list[Path], one_each: bool) -> list[Any]:
     for path in paths:
         if not path.exists() and not path.is_symlink():
             raise UsageError(say(NO_SOLUTION_FILE if path.suffix == ".py" else NO_SUCH_PATH, path=path))
-    found = [one_submission(exercise, p) for p in paths] if one_each else collect(exercise, paths)
+    from nanovllm_teach.track import grading
+
+    if isinstance(exercise, grading.ChapterExercise):  # a student's build start folder, not a file
+        found = grading.collect(exercise, paths)
+    else:
+        found = [one_submission(exercise, p) for p in paths] if one_each else collect(exercise, paths)
     if not found:
         raise UsageError(say(NO_SUBMISSIONS, paths=", ".join(map(str, paths))))
     if one_each and len(found) != 1:

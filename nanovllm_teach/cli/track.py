@@ -2,9 +2,10 @@
 track (``nanovllm_teach/track``).
 
 ``build start`` writes a new folder with the learner's package (every function to write a stub whose docstring
-is its contract; ``--with-solutions``: the engine's own bodies) and refuses a folder that exists. ``build
-check`` checks each chapter's written functions against the engine's, a child process per chapter; exit 0 when
-every chapter checked passes, 1 when one fails or is not written yet, 2 for a mistake in the command.
+is its contract; ``--with-solutions``: the engine's own bodies) and its README (``track/readme``), and refuses a
+folder that exists. ``build check`` checks each chapter's written functions against the engine's, the
+learner's code in the grading sandbox (``track/sandbox``), a process per chapter; exit 0 when every chapter
+checked passes, 1 when one fails or is not written yet, 2 for a mistake in the command.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _start(args: argparse.Namespace) -> int:
     from nanovllm_teach.track.chapters import CHAPTERS
     from nanovllm_teach.track.extract import write_package
+    from nanovllm_teach.track.readme import write_readme
 
     written = write_package(args.folder, CHAPTERS, args.with_solutions, resolve_lang())
+    written.append(write_readme(args.folder, CHAPTERS, resolve_lang()))
     print(say(WROTE, count=len(written), folder=args.folder))
     for chapter in CHAPTERS:
         names = ", ".join(seam.qualname for seam in chapter.seams)
@@ -74,7 +77,7 @@ def _check(args: argparse.Namespace) -> int:
     chapters = [chapter_named(args.chapter)] if args.chapter is not None else list(CHAPTERS)
     passed = 0
     for verdict in check_folder(args.folder, chapters):
-        print("\n".join(verdict.lines))
+        print("\n".join(verdict.shown()))
         passed += verdict.status == "pass"
     if len(chapters) > 1:
         print(say(SUMMARY, passed=passed, count=len(chapters)))

@@ -260,6 +260,12 @@ def _launch(program: list[str], isolated: bool, uid: int | None, binds: tuple[st
     return ["env", "-i", *_walls(uid), *binds, "--", *drop, *program] if isolated else [*drop, *program]
 
 
+def sandboxed_command(program: list[str], isolated: bool, uid: int | None, binds: tuple[str, ...]) -> list[str]:
+    """``program`` started as a worker is (in bubblewrap where ``isolated``, with ``binds`` besides the
+    interpreter's; dropped to ``uid``): the build track's chapter checks (``track/sandbox.py``) start theirs so."""
+    return _launch(program, isolated, uid, binds)
+
+
 def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str, ...], fds: tuple[int, int],
                    tag: str, isolated: bool, uid: int | None, limits: Limits = LIMITS) -> list[str]:
     """The command line of a worker serving ``functions`` from ``solution``, on ``fds`` (calls in, answers

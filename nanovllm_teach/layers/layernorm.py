@@ -3,7 +3,8 @@
 Qwen3 normalises in float32 and multiplies by the weight after casting back, so half-precision runs match
 the reference model. ``torch.rms_norm`` does the normalisation in one operation instead of five;
 ``rms_norm_heads`` does several norms that differ only in their weights (Qwen3's query and key norms) with
-one normalisation.
+one normalisation, through ``rms_norm`` too: every RMSNorm of the model normalises in that one function (the
+build track's learner rewrites it, and their version then runs for the query and key heads as well).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def rms_norm_heads(x: torch.Tensor, norms: list[RMSNorm], heads: list[int]) -> t
     place. The same numbers as each norm called on its own heads."""
     eps = norms[0].eps
     assert all(norm.eps == eps for norm in norms)
-    out = torch.rms_norm(x.float(), (x.size(-1),), eps=eps).to(x.dtype)
+    # A weight of ones changes no bit (1 * y == y in every dtype): the normalisation is rms_norm's, the weights
+    # are each group's.
+    out = rms_norm(x, x.new_ones(x.size(-1)), eps)
     for part, norm in zip(out.split(heads, dim=1), norms):
         part.mul_(norm.weight)
     return out

@@ -9,7 +9,7 @@ or scheduler that decides as the engine's does gives the same events in the same
 checked alone, the rest of the engine being the engine's, on the grader's own workloads
 (``exercises/workloads.py``: token-id prompts, greedy, ``ignore_eos``, so that when things happen does not
 depend on what the model writes). The first decision that differs is found and said the way the exercises
-say it (``trace.diff.diff_decisions``, ``exercises.verdict``, ``exercises.feedback``): which workload, which
+say it (``trace.diff.diff_decisions``, ``exercises.verdict``): which workload, which
 step, what each side did, and the sequence concerned as it was at the start of that step. The block hash is
 also compared value for value, since a consistent but different hash would decide alike.
 
@@ -21,13 +21,13 @@ value recorded) are compared as decisions too, and then every request's tokens.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from typing import Any, Callable
 
 from nanovllm_teach.engine.block_manager import NO_HASH
-from nanovllm_teach.exercises.feedback import seq_context
-from nanovllm_teach.exercises.verdict import FIRST_DIFFERENCE, PLACE_STEP, SEQ_CONTEXT, in_context
+from nanovllm_teach.exercises.verdict import FIRST_DIFFERENCE, PLACE_STEP, SEQ_CONTEXT, in_context, seq_context
 from nanovllm_teach.exercises.workloads import (CACHED_UNDER_BUDGET, LATE_ARRIVALS, MAX_STEPS, PREFIX_REUSE,
                                                 SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE)
 from nanovllm_teach.i18n import Text, say
@@ -68,11 +68,19 @@ WRONG_HASH = Text(en="your {name} on {case} returned {got!r}; the reference give
                   zh="你的 {name} 在{case}上返回了 {got!r}；参考实现给出 {want}")
 
 
+def plain(workload: Workload) -> Workload:
+    """``workload`` on the plain PyTorch attention and the eager step (as ``learner.generate`` runs): every step
+    goes through the layers, and no C++ kernel is built in the sandbox, where the check runs (its decisions do
+    not depend on the backend)."""
+    return dataclasses.replace(workload, settings={**workload.settings, "attention_backend": "torch",
+                                                   "enforce_eager": True})
+
+
 def run(workload: Workload, pieces: list[Piece]) -> Trace:
     """``workload`` on the engine with ``pieces`` in place of its own functions: the TEACHING trace."""
     recorder = TraceRecorder()
     with installed(pieces):
-        record_run(workload, recorder, max_steps=MAX_STEPS)
+        record_run(plain(workload), recorder, max_steps=MAX_STEPS)
     return Trace.from_recorder(recorder)
 
 
@@ -93,7 +101,7 @@ def run_loop(workload: Workload, pieces: list[Piece]) -> tuple[Trace, list[list[
 
     recorder = TraceRecorder(detail_decode_steps=sys.maxsize, detail_max_elements=sys.maxsize)
     with installed(pieces):
-        parts = real_parts(str(default_model_path()), Settings.from_kwargs(dict(workload.settings)))
+        parts = real_parts(str(default_model_path()), Settings.from_kwargs(dict(plain(workload).settings)))
         engine = LLMEngine(parts.config, recorder=recorder, make_runner=parts.make_runner, clock=parts.clock,
                            trace_header=parts.config.trace_header({"workload": workload.name}, None),
                            tokenizer=parts.tokenizer, eos_token_id=parts.eos_token_id)

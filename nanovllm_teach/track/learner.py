@@ -120,7 +120,7 @@ def written_pieces(folder: str | Path, chapters: Iterable[Chapter] = CHAPTERS) -
     return [piece for chapter in chapters for piece in chapter_file(folder, chapter).pieces if piece.written]
 
 
-def _bindings(target: Callable[..., Any]) -> Iterator[tuple[ModuleType, str]]:
+def bindings(target: Callable[..., Any]) -> Iterator[tuple[ModuleType, str]]:
     """Every module of the engine or of the learner's package that binds ``target`` at its top level."""
     for name, module in list(sys.modules.items()):
         if module is None or not (name.startswith("nanovllm_teach.") or name.startswith(f"{PACKAGE}.")):
@@ -142,7 +142,7 @@ def installed(pieces: Iterable[Piece]) -> Iterator[None]:
                 owner = reference_owner(seam)
                 stack.enter_context(mock.patch.object(owner, seam.qualname.rpartition(".")[2], piece.function))
                 continue
-            for module, attr in list(_bindings(reference(seam))):
+            for module, attr in list(bindings(reference(seam))):
                 stack.enter_context(mock.patch.object(module, attr, piece.function))
         yield
 

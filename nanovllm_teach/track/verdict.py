@@ -2,31 +2,24 @@
 
 Role: teaching (the track). Emits no events.
 
-The learner's code runs in a child process of its own (``python -m nanovllm_teach.track.verdict``), one per
-chapter, stopped after ``TIME_LIMIT_S``: an endless loop or a crash in a learner's file ends that chapter's
-check, with a sentence, not the command. The child writes its verdict as JSON to a file the parent names;
-the parent reads it and says it (``checked``). The child is a plain process: the grading sandbox
-(``exercises/isolation.py``) runs a learner's functions behind a channel of small JSON frames, not the
-tensors a chapter's pieces take and return.
+The learner's code runs in the class grader's sandbox (``sandbox``: bubblewrap, a job slot's own user id, a
+cgroup, the exercises' limits), one process per chapter; the checks (``checks``) run here, compute the
+references here, and call the learner's functions through the sandbox's proxies, each call stopped after
+``TIME_LIMIT_S``: an endless loop or a crash in a learner's file ends that chapter's check, with a sentence, not
+the command. Where this machine has no bubblewrap or no uid drop (a learner's laptop), the chapter runs in a
+plain process with the same limits, and the verdict says so in one line (``NOT_ISOLATED``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from nanovllm_teach.i18n import ENV_VAR, Text, resolve_lang, say, speaking
-from nanovllm_teach.track.chapters import chapter_named
+from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.track.learner import NOT_LOADED
 from nanovllm_teach.track.seams import Chapter
-from nanovllm_teach.track.learner import NOT_LOADED, chapter_file
 
-TIME_LIMIT_S = 120.0  # a chapter's check takes seconds; this is for a learner's endless loop
-PRINTED_CHARS = 2000
+TIME_LIMIT_S = 60.0  # one call of a learner's function (or the loading of their file); a busy machine's torch import
 
 PASSED = Text(en="chapter {number} · {title}: PASS ({names} match the engine's)",
               zh="第 {number} 章 · {title}：通过（{names} 与引擎的实现一致）")
@@ -38,99 +31,85 @@ STILL_TO_WRITE = Text(en="  not written yet: {names} (the engine's own run in th
 YOURS = Text(en="  yours: {names}", zh="  你的：{names}")
 MISSING = Text(en="  {name} is missing from {file}: keep its definition (build start wrote it)",
                zh="  {file} 里没有 {name}：请保留它的定义（build start 写下的）")
-STOPPED = Text(en="  the check was stopped after {limit:g} s: does your code loop forever?",
-               zh="  检查在 {limit:g} 秒后被停止：你的代码是否陷入了死循环？")
-ENDED = Text(en="  the check ended without a verdict (exit code {code}): does your code end the process?",
-             zh="  检查没有给出结论就结束了（退出码 {code}）：你的代码是否结束了这个进程？")
-PRINTED = Text(en="  printed while checking:", zh="  检查时打印的内容：")
+PRINTED = Text(en="  printed while checking (quoted):", zh="  检查时打印的内容（引用）：")
+NOT_ISOLATED = Text(en="  note: no sandbox here (bubblewrap or a user id of its own is missing): your code ran in a "
+                       "plain process on this machine (a class is never graded so)",
+                    zh="  注意：这里没有沙箱（缺少 bubblewrap 或单独的用户 id）：你的代码在这台机器上的普通进程中运行"
+                       "（全班评分绝不会这样）")
 NO_FOLDER = Text(en="{folder}: no such folder (make one with: nanovllm-teach build start {folder})",
                  zh="{folder}：没有这个文件夹（先运行：nanovllm-teach build start {folder}）")
 
 
 @dataclass
 class ChapterVerdict:
+    """``lines``: the verdict (its first line the chapter's status); ``printed``: what the learner's code printed,
+    quoted ("" if nothing); ``isolated``: whether it ran in bubblewrap."""
+
     number: int
     status: str  # "pass", "fail" or "not_written"
     lines: list[str] = field(default_factory=list)
+    printed: str = ""
+    isolated: bool = True
+
+    def shown(self) -> list[str]:
+        """What ``build check`` prints: the verdict, what the code printed, and a line where it was not isolated."""
+        return [*self.lines, *([say(PRINTED), self.printed] if self.printed else []),
+                *([] if self.isolated else [say(NOT_ISOLATED)])]
 
 
 def _title(chapter: Chapter) -> dict[str, object]:
     return {"number": chapter.number, "title": say(chapter.title)}
 
 
-def judge_chapter(folder: Path, chapter: Chapter) -> ChapterVerdict:
-    """Load the chapter's file and check every written piece (in this process: the child's)."""
-    from nanovllm_teach.track.checks import check_seam  # torch: only the child loads it, never the parent
+def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT_S,
+                  graded: bool = False) -> ChapterVerdict:
+    """Start the chapter's file in the sandbox and check every written piece against the engine's; ``graded``
+    (a class's grade): the engine's own functions of the chapter are not there to call."""
+    from nanovllm_teach.track.checks import check_seam  # torch: only what checks imports it
+    from nanovllm_teach.track.sandbox import ChapterSandbox, SandboxEnded
 
-    loaded = chapter_file(folder, chapter)
-    if loaded.load_error is not None:
-        not_loaded = "  " + say(NOT_LOADED, file=chapter.file, error=loaded.load_error)
-        return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)), not_loaded])
+    try:
+        sandbox = ChapterSandbox(folder, chapter, time_limit, graded)
+    except ValueError as refused:  # a folder too large to check
+        return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)), "  " + str(refused)])
     problems, yours, unwritten = [], [], []
-    for piece in loaded.pieces:
-        name = piece.seam.qualname
-        if piece.function is None:
-            problems.append(say(MISSING, name=name, file=chapter.file))
-        elif not piece.written:
-            unwritten.append(name)
-        else:
-            yours.append(name)
-            problem = check_seam(piece.seam, piece.function)
-            if problem:
-                problems.append("  " + problem)
+    with sandbox:
+        try:
+            sandbox.load()
+            found = {name: (present, written) for name, present, written in sandbox.pieces}
+            for seam in chapter.seams:  # the chapter's names, not the sandbox's: what it says is only looked up
+                name = seam.qualname
+                present, written = found.get(name, (False, False))
+                if sandbox.load_error is not None:
+                    break
+                if not present:
+                    problems.append(say(MISSING, name=name, file=chapter.file))
+                elif not written:
+                    unwritten.append(name)
+                else:
+                    yours.append(name)
+                    problem = (sandbox.check_beside(seam) if chapter.checked_beside
+                               else check_seam(seam, sandbox.proxy(seam)))
+                    if problem:
+                        problems.append("  " + problem)
+        except SandboxEnded as ended:
+            problems.append(str(ended))
+    if sandbox.load_error is not None:
+        problems.append("  " + say(NOT_LOADED, file=chapter.file, error=sandbox.load_error))
     names = ", ".join(unwritten)
     if not yours and not problems:
-        return ChapterVerdict(chapter.number, "not_written", [say(NOT_WRITTEN_YET, **_title(chapter), names=names)])
-    if problems or unwritten:
-        lines = [say(FAILED, **_title(chapter)), *problems]
+        status, lines = "not_written", [say(NOT_WRITTEN_YET, **_title(chapter), names=names)]
+    elif problems or unwritten:
+        status, lines = "fail", [say(FAILED, **_title(chapter)), *problems]
         lines += [say(YOURS, names=", ".join(yours))] if yours else []
         lines += [say(STILL_TO_WRITE, names=names)] if unwritten else []
-        return ChapterVerdict(chapter.number, "fail", lines)
-    return ChapterVerdict(chapter.number, "pass", [say(PASSED, **_title(chapter), names=", ".join(yours))])
-
-
-def checked(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT_S) -> ChapterVerdict:
-    """The chapter's verdict from a child process running ``judge_chapter``, stopped after ``time_limit``."""
-    with tempfile.TemporaryDirectory(prefix="nanovllm-build-check-") as scratch:
-        result = Path(scratch) / "verdict.json"
-        command = [sys.executable, "-m", "nanovllm_teach.track.verdict", str(folder), str(chapter.number), str(result)]
-        try:
-            child = subprocess.run(command, env={**os.environ, ENV_VAR: resolve_lang()}, timeout=time_limit,
-                                   check=False, capture_output=True)
-        except subprocess.TimeoutExpired as stopped:
-            return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)),
-                                                           say(STOPPED, limit=time_limit),
-                                                           *_printed(stopped.stdout, stopped.stderr)])
-        printed = _printed(child.stdout, child.stderr)
-        if not result.is_file():
-            return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)),
-                                                           say(ENDED, code=child.returncode), *printed])
-        verdict = ChapterVerdict(**json.loads(result.read_text(encoding="utf-8")))
-        verdict.lines += printed
-        return verdict
-
-
-def _printed(*streams: bytes | None) -> list[str]:
-    """What the learner's code printed, its last ``PRINTED_CHARS`` characters, each line quoted."""
-    text = "".join((s or b"").decode("utf-8", "replace") for s in streams).strip()
-    if not text:
-        return []
-    return [say(PRINTED)] + ["  | " + line for line in text[-PRINTED_CHARS:].splitlines()]
+    else:
+        status, lines = "pass", [say(PASSED, **_title(chapter), names=", ".join(yours))]
+    return ChapterVerdict(chapter.number, status, lines, sandbox.printed, sandbox.isolated)
 
 
 def check_folder(folder: Path, chapters: list[Chapter]) -> list[ChapterVerdict]:
     """Every chapter's verdict, in order; ``ValueError`` for a folder that is not there."""
     if not folder.is_dir():
         raise ValueError(say(NO_FOLDER, folder=folder))
-    return [checked(folder, chapter) for chapter in chapters]
-
-
-def _child(argv: list[str]) -> None:
-    folder, chapter, result = Path(argv[0]), chapter_named(argv[1]), Path(argv[2])
-    with speaking(None):
-        verdict = judge_chapter(folder, chapter)
-    result.write_text(json.dumps(asdict(verdict), ensure_ascii=False), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    _child(sys.argv[1:])
+    return [judge_chapter(folder, chapter) for chapter in chapters]
