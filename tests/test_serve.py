@@ -151,6 +151,29 @@ def test_a_full_queue_answers_503_with_retry_after(served):
     assert "queue is full" in response.json()["error"]["message"]
 
 
+def test_the_queue_counts_sequences_not_requests(served):
+    """A request of n choices is n sequences in the engine: the queue's bound counts them so, and a request
+    that could never fit is the client's mistake (400), not a reason to retry."""
+    url, app = served
+    server = app.state.server
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+    server.in_flight += server.capacity - 2  # room for two sequences
+    try:
+        full = httpx.post(url + "/v1/completions", json={**body, "n": 3}, timeout=30)
+        fits = httpx.post(url + "/v1/completions", json={**body, "n": 2}, timeout=60)
+    finally:
+        server.in_flight -= server.capacity - 2
+    assert full.status_code == 503 and "3" in full.json()["error"]["message"], full.text
+    assert fits.status_code == 200 and len(fits.json()["choices"]) == 2, fits.text
+    capacity, server.capacity = server.capacity, 3
+    try:
+        never = httpx.post(url + "/v1/completions", json={**body, "prompt": ["x", "y"], "n": 2}, timeout=30)
+    finally:
+        server.capacity = capacity
+    assert never.status_code == 400 and never.json()["error"]["param"] == "n", never.text
+    assert server.in_flight == 0
+
+
 def _blocks_held(app) -> int:
     engine = app.state.server.engine
     with engine.lock:  # the engine thread's between its steps
@@ -218,6 +241,9 @@ def test_trace_records_the_live_run_and_replays(tmp_path):
     enqueues = trace.events_named("REQUEST_ENQUEUE")
     assert enqueues[1].t_ns > enqueues[0].t_ns, "real arrival times"
     assert "<html" in replay_page(trace)
+    # Each request's arrival is stamped (taken by the HTTP side before the engine took it): TTFT from arrival.
+    assert all(e.stats["since_arrival_ms"] > 0 for e in enqueues), [e.stats for e in enqueues]
+    assert all(r.arrival_t_ns < r.enqueue_t_ns for r in trace.requests)
 
 
 def test_serve_command_mistakes_are_one_line(capsys):

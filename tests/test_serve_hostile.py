@@ -165,8 +165,8 @@ def test_an_abandoned_body_is_one_line_in_the_log_not_a_traceback(traced):
     assert len([r for r in mine if "abandoned" in r.getMessage()]) == 1
 
 
-def test_an_api_key_guards_the_v1_routes_as_vllm_serve_does():
-    with running_server(live=False, api_key="s3cret") as (url, _):
+def test_an_api_key_guards_the_v1_and_live_routes_as_vllm_serve_does():
+    with running_server(api_key="s3cret") as (url, _):
         assert httpx.get(url + "/v1/models", timeout=10).status_code == 401
         wrong = httpx.get(url + "/v1/models", headers={"Authorization": "Bearer nope"}, timeout=10)
         assert wrong.status_code == 401 and wrong.json() == {"error": "Unauthorized"}
@@ -174,6 +174,19 @@ def test_an_api_key_guards_the_v1_routes_as_vllm_serve_does():
         assert ok.status_code == 200
         assert httpx.get(url + "/health", timeout=10).status_code == 200
         assert httpx.get(url + "/metrics", timeout=10).status_code == 200
+        # The live page shows every request's timing: it wants the key too, as the header or (a browser's
+        # page and EventSource send no header) as ?key=, which the page passes on to its own requests.
+        for path in ("/live", "/live/page", "/live/events"):
+            assert httpx.get(url + path, timeout=10).status_code == 401, path
+            assert httpx.get(url + path, params={"key": "nope"}, timeout=10).status_code == 401, path
+        assert httpx.get(url + "/v1/models", params={"key": "s3cret"}, timeout=10).status_code == 401, \
+            "a /v1 route takes the key as the header only, as vLLM's"
+        page = httpx.get(url + "/live", params={"key": "s3cret"}, timeout=10)
+        assert page.status_code == 200 and "keyed('/live/events')" in page.text
+        keyed = httpx.get(url + "/live/page", headers={"Authorization": "Bearer s3cret"}, timeout=10)
+        assert keyed.status_code in (200, 204)
+        with httpx.stream("GET", url + "/live/events", params={"key": "s3cret"}, timeout=10) as events:
+            assert events.status_code == 200
 
 
 # ---- the fuzz -------------------------------------------------------------------------------------

@@ -12,11 +12,12 @@ Everything a client sends is bounded before it reaches the engine: the connectio
 size and time (``serve/http.py``), the fields' types (``serve/protocol.py``: finite numbers, no boolean
 for an integer), the prompt (the engine refuses one longer than ``max_model_len``, 400), the answer (a
 ``max_tokens`` the context has no room for is a 400 naming ``max_model_len``, as vLLM's; unset, it is what
-the context has left, at most OpenAI's 16 for completions), the queue (``max_waiting`` requests beyond the
-running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the HTTP thread, with the
-server's own tokenizer (the engine's is the engine thread's), and validated by the engine thread; a refusal
-is a 400 naming the field, and nothing is queued. A completions request may carry a batch of prompts: each
-is its own engine request, and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are.
+the context has left, at most OpenAI's 16 for completions), the queue (``max_waiting`` sequences beyond the
+running batch, each choice of each prompt one sequence, as the engine counts them; more get 503 with
+``Retry-After``). A request is tokenized here, on the HTTP thread, with the server's own tokenizer (the
+engine's is the engine thread's), and validated by the engine thread; a refusal is a 400 naming the field,
+and nothing is queued. A completions request may carry a batch of prompts: each is its own engine request,
+and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are.
 
 Streaming is Server-Sent Events in OpenAI's chunk format, one chunk per engine step that gave a choice new text
 or tokens (``n`` choices share the stream, each chunk naming its ``index``); a stream holds back the last
@@ -57,7 +58,7 @@ _ENCODE = msgspec.json.Encoder().encode
 
 
 class Server:
-    """What the routes share: the engine thread, the HTTP side's tokenizer, the limits, the count of requests
+    """What the routes share: the engine thread, the HTTP side's tokenizer, the limits, the count of sequences
     in flight (touched only on the event loop's thread)."""
 
     def __init__(self, engine: Frontend, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
@@ -114,10 +115,15 @@ class Server:
                                 f"{MAX_N}", param="n")
         if self.thread.failure is not None:  # fail fast: nothing would ever answer
             raise ApiError(503, self.thread.failure)
-        if self.in_flight + len(prompts) > self.capacity:
-            raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} requests beyond the "
-                                f"running batch): retry later", headers={"Retry-After": "1"})
-        flight = _Flight(self, [next(self._ids) for _ in prompts])
+        num_seqs = len(prompts) * params.n  # what the queue holds: each choice of each prompt is a sequence
+        if num_seqs > self.capacity:  # no retry would ever fit it: the client's mistake, not a busy server
+            raise ApiError(400, f"the request asks for {num_seqs} sequences (prompts x n), more than this server "
+                                f"holds at once ({self.capacity})", param="n")
+        if self.in_flight + num_seqs > self.capacity:
+            raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} sequences beyond the "
+                                f"running batch; this request is {num_seqs}): retry later",
+                           headers={"Retry-After": "1"})
+        flight = _Flight(self, [next(self._ids) for _ in prompts], num_seqs)
         try:
             now_s = self.thread.now_s()
             for offset, (request_id, token_ids) in enumerate(zip(flight.request_ids, prompts)):
@@ -259,13 +265,13 @@ class _Flight:
     has not finished, and no longer counted). Admissions have their own queue: a prompt's first tokens may
     come before a later prompt of the same response is queued."""
 
-    def __init__(self, server: Server, request_ids: list[int]) -> None:
-        self.server, self.request_ids = server, request_ids
+    def __init__(self, server: Server, request_ids: list[int], num_seqs: int) -> None:
+        self.server, self.request_ids, self.num_seqs = server, request_ids, num_seqs
         self.admissions: asyncio.Queue[Update] = asyncio.Queue()
         self.updates: asyncio.Queue[Update] = asyncio.Queue()
         self.finished = False
         self._closed = False
-        server.in_flight += len(request_ids)
+        server.in_flight += num_seqs
 
     def deliverer(self, first_index: int) -> Callable[[Update], None]:
         """What the engine thread calls (on the loop) with the updates of the request whose choices begin at
@@ -282,7 +288,7 @@ class _Flight:
         if self._closed:
             return
         self._closed = True
-        self.server.in_flight -= len(self.request_ids)
+        self.server.in_flight -= self.num_seqs
         if not self.finished:  # the client left (or the response failed, or a prompt was refused): free blocks
             for request_id in self.request_ids:
                 self.server.thread.inbox.put(Abort(request_id))

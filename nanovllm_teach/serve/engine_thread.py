@@ -243,6 +243,8 @@ class EngineThread:
         except (ValueError, TypeError) as error:
             self._deliver([(submit.deliver, Update(error=str(error), refused=True))])
             return
+        for seq in samples:  # the trace's REQUEST_ENQUEUE says how long before it the request arrived
+            seq.arrival_time = submit.arrival_s
         self.engine.enqueue_request(samples)
         self._live[submit.request_id] = _Live(submit, samples, [0] * len(samples), [0] * len(samples),
                                               [None] * len(samples))
