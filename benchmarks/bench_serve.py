@@ -5,11 +5,11 @@
 ``--saturation``: one workload (``--requests`` prompts of ``--prompt-len`` random tokens, each answered with
 exactly ``--output-len`` tokens: greedy, ignore_eos) three ways, alternating ``--repeats`` times: offline
 ``LLM.generate`` in this process; through the server, not streamed; through the server, streamed (one SSE
-chunk per token, every chunk read). All requests are sent at once (saturation). The load generator is a separate process on
-the same machine (``--client``: aiohttp, the HTTP client vLLM's own serving benchmark uses, on asyncio, one
-connection per request, msgspec for the JSON), so it takes CPU from the server as a real client on the same
-host would; the engines run at torch's default threads. Printed: output tokens
-per second of each way and the served ways as a fraction of offline (the medians of the repeats), and the
+chunk per token, every chunk read). All requests are sent at once (saturation). The load generator is a
+separate process on the same machine (``--client``: aiohttp, the HTTP client vLLM's own serving benchmark
+uses, on asyncio, one connection per request, msgspec for the JSON), so it takes CPU from the server as a
+real client on the same host would; the engines run at torch's default threads. Printed: output tokens per
+second of each way and the served ways as a fraction of offline (the medians of the repeats), and the
 CPU time per output token of each process: the API process (this one: uvicorn's thread, parsing,
 detokenizing, SSE), the engine core (its own process) and the load generator.
 

@@ -136,7 +136,8 @@ async def soak(args: argparse.Namespace) -> int:
     growth = end[1] + end[2] - warm[1] - warm[2]
     met = growth <= TARGET_MB and failures == 0
     print(f"both: growth {growth:+.1f} MB (target <= {TARGET_MB:.0f} MB: "
-          f"{'met' if growth <= TARGET_MB else 'NOT met'}); {failures} failed requests; live page {'off' if args.no_live else 'on'}")
+          f"{'met' if growth <= TARGET_MB else 'NOT met'}); {failures} failed requests; "
+          f"live page {'off' if args.no_live else 'on'}")
     return 0 if met else 1
 
 

@@ -39,8 +39,8 @@ import zmq
 import zmq.asyncio
 
 import nanovllm_teach
-from nanovllm_teach.serve.messages import (Abort, Failed, FromCore, Ready, Shutdown, StepOutput, Submit, ToCore,
-                                           Update)
+from nanovllm_teach.serve.messages import (Abort, CoreSpec, Failed, FromCore, Ready, Shutdown, StepOutput, Submit,
+                                           ToCore, Update)
 from nanovllm_teach.serve.metrics import ServerMetrics
 
 START_TIMEOUT_S = 300.0  # loading torch and the model on a busy laptop takes tens of seconds
@@ -71,8 +71,6 @@ class EngineCoreClient:
     def start(cls, model: str | Path | None, *, trace: str | Path | None, live: bool,
               settings: dict[str, Any]) -> "EngineCoreClient":
         """The engine core started and ready (``ValueError`` naming what it refused, if it would not start)."""
-        from nanovllm_teach.serve.engine_core import CoreSpec
-
         folder = tempfile.mkdtemp(prefix="nanovllm-serve-")  # mode 0700: no other user reaches the sockets
         context = zmq.asyncio.Context()
         inputs, outputs = f"ipc://{folder}/inputs", f"ipc://{folder}/outputs"

@@ -41,24 +41,12 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import completion_text
 from nanovllm_teach.outputs import api_finish
 from nanovllm_teach.sampling_params import SamplingParams
-from nanovllm_teach.serve.messages import (Abort, Failed, Finished, FromCore, Ready, Shutdown, StepOutput, StepStats,
-                                           Submit, ToCore, Update)
+from nanovllm_teach.serve.messages import (Abort, CoreSpec, Failed, Finished, FromCore, Ready, Shutdown, StepOutput,
+                                           StepStats, Submit, ToCore, Update)
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.schema import TraceEvent
 
 IDLE_POLL_MS = 200  # an idle core looks up this often to see whether its parent is still there
-
-
-class CoreSpec(msgspec.Struct):
-    """What the engine core is built from and where it talks: ``inputs`` and ``outputs`` are ZMQ addresses
-    the API process has bound (it pushes to ``inputs``, pulls from ``outputs``)."""
-
-    inputs: str
-    outputs: str
-    model: str | None
-    settings: dict[str, Any]
-    trace: str | None
-    live: bool
 
 
 @dataclass
@@ -110,7 +98,8 @@ class EngineCore:
         self._live[submit.request_id] = _Live(submit, samples, [0] * n, [0] * n, [None] * n)
         for index, seq in enumerate(samples):
             self._by_seq[seq.seq_id] = (submit.request_id, index)
-        self._out.updates.append(Update(submit.request_id, accepted=True, num_prompt_tokens=samples[0].num_prompt_tokens))
+        self._out.updates.append(Update(submit.request_id, accepted=True,
+                                        num_prompt_tokens=samples[0].num_prompt_tokens))
 
     def step(self) -> None:
         start = self.engine.clock.now_s()

@@ -1,12 +1,12 @@
 """Serving: the records the API process and the engine-core process send each other over ZMQ, msgpack-encoded
 by msgspec (the transport is ``serve/core_client.py``'s; the engine core's side is ``serve/engine_core.py``).
 
-API process -> engine core: ``Submit`` (a prompt's token ids and its sampling parameters), ``Abort`` (request
-ids whose client has gone), ``Shutdown``. Engine core -> API process: ``Ready`` once (what the routes need
-to know of the engine), then one ``StepOutput`` per unit of the core's work (the updates of the requests a
-step advanced, the numbers the metrics need, the teaching events for ``/live``), or ``Failed`` when it can
-no longer serve. Times are ``time.perf_counter()`` seconds, the engine's clock: on Linux a system-wide
-monotonic clock, so both processes read the same one.
+The engine core is started with a ``CoreSpec``. API process -> engine core: ``Submit`` (a prompt's token ids
+and its sampling parameters), ``Abort`` (request ids whose client has gone), ``Shutdown``. Engine core -> API
+process: ``Ready`` once (what the routes need to know of the engine), then one ``StepOutput`` per unit of
+the core's work (the updates of the requests a step advanced, the numbers the metrics need, the teaching
+events for ``/live``), or ``Failed`` when it can no longer serve. Times are ``time.perf_counter()``
+seconds, the engine's clock: on Linux a system-wide monotonic clock, so both processes read the same one.
 
 Emits no events.
 """
@@ -19,6 +19,18 @@ import msgspec
 
 from nanovllm_teach.logprobs import TokenLogprobs
 from nanovllm_teach.trace.schema import TraceEvent
+
+
+class CoreSpec(msgspec.Struct):
+    """What the engine core is built from and where it talks (its command line, as JSON): ``inputs`` and
+    ``outputs`` are ZMQ addresses the API process has bound (it pushes to ``inputs``, pulls from ``outputs``)."""
+
+    inputs: str
+    outputs: str
+    model: str | None
+    settings: dict[str, Any]
+    trace: str | None
+    live: bool
 
 
 class Update(msgspec.Struct, frozen=True):
