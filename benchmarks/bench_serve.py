@@ -4,13 +4,14 @@
 
 ``--saturation``: one workload (``--requests`` prompts of ``--prompt-len`` random tokens, each answered with
 exactly ``--output-len`` tokens: greedy, ignore_eos) three ways, alternating ``--repeats`` times: offline
-``LLM.generate`` (called from a thread of its own, as the server calls its engine, and, for reference, from
-the main thread); through the server, not streamed; through the server, streamed (one SSE chunk per token,
-every chunk read). All requests are sent at once (saturation). The load generator is a separate process on
-the same machine (``--client``: aiohttp, the HTTP client vLLM's own serving benchmark uses, on asyncio, one
-connection per request, msgspec for the JSON), so it takes CPU from the server as a real client on the same
-host would; the engines run at torch's default threads. Printed: output tokens
-per second of each way and the served ways as a fraction of offline (the medians of the repeats).
+``LLM.generate`` in this process; through the server, not streamed; through the server, streamed (one SSE
+chunk per token, every chunk read). All requests are sent at once (saturation). The load generator is a
+separate process on the same machine (``--client``: aiohttp, the HTTP client vLLM's own serving benchmark
+uses, on asyncio, one connection per request, msgspec for the JSON), so it takes CPU from the server as a
+real client on the same host would; the engines run at torch's default threads. Printed: output tokens per
+second of each way and the served ways as a fraction of offline (the medians of the repeats), and the
+CPU time per output token of each process: the API process (this one: uvicorn's thread, parsing,
+detokenizing, SSE), the engine core (its own process) and the load generator.
 
 ``--disconnects``: ``--poisson-requests`` requests arriving as a Poisson process (``--rate`` per second), all
 streamed; a tenth of the clients (drawn with ``--seed``) close the connection after 1 to 4 chunks. Checked:
@@ -24,7 +25,7 @@ this machine (``hardware="this-cpu"``: peaks measured now; ``sim_factors=THIS_CP
 served calibration, fitted on the engine's steps inside this server) on the same arrivals and lengths: the
 medians and the prediction's errors. Both calibrations are refitted by ``python benchmarks/bench_sim.py
 --part calibrate --save``. The simulator prices engine steps only, so the engine side of each request is
-printed too (stamped by the engine thread: from the hand-over to the end of the first token's step, the
+printed too (stamped by the engine core: from the HTTP request's arrival to the end of the first token's step, the
 part of it spent waiting for a step to start, and the TPOT between the steps that made the first and the
 last token); the client's TTFT adds HTTP, JSON, tokenizing, the hand-over and the SSE write.
 
@@ -36,11 +37,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -128,15 +129,22 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def saturation(args, url: str, tmp: Path) -> None:
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far (Linux: ``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def saturation(args, url: str, tmp: Path, core_pid: int) -> None:
     from nanovllm_teach import LLM, SamplingParams
     prompts = [args.text_ids[k:k + args.prompt_len] for k in range(args.requests)]
     requests = [{"prompt": p, "max_tokens": args.output_len, "arrival_s": 0.0} for p in prompts]
     offline = LLM(max_model_len=args.max_model_len)
     params = SamplingParams(temperature=0.0, max_tokens=args.output_len, ignore_eos=True)
     total = args.requests * args.output_len
-    rates = {"offline": [], "offline-main": [], "served": [], "streamed": []}
-    cpu_us = {"served": [], "streamed": []}  # CPU microseconds per output token: (server process, client process)
+    rates = {"offline": [], "served": [], "streamed": []}
+    # CPU microseconds per output token: (API process, engine-core process, load generator)
+    cpu_us = {"served": [], "streamed": []}
     offline.generate(prompts[:4], params, use_tqdm=False)  # warm
 
     def timed_generate(name: str) -> None:
@@ -144,15 +152,12 @@ def saturation(args, url: str, tmp: Path) -> None:
         offline.generate(prompts, params, use_tqdm=False)
         rates[name].append(total / (time.perf_counter() - start))
     for repeat in range(args.repeats):
-        # Offline as the server runs its engine, on a thread of its own ("offline"), and on the main thread.
-        worker = threading.Thread(target=timed_generate, args=("offline",))
-        worker.start()
-        worker.join()
-        timed_generate("offline-main")
+        timed_generate("offline")
         for name, stream in (("served", False), ("streamed", True)):
-            server_cpu, client_cpu = time.process_time(), _children_cpu_s()
+            api_cpu, core_cpu, client_cpu = time.process_time(), _cpu_s(core_pid), _children_cpu_s()
             out = run_client(url, requests, stream, tmp)
-            cpu_us[name].append(((time.process_time() - server_cpu) / total * 1e6,
+            cpu_us[name].append(((time.process_time() - api_cpu) / total * 1e6,
+                                 (_cpu_s(core_pid) - core_cpu) / total * 1e6,
                                  (_children_cpu_s() - client_cpu) / total * 1e6))
             got = sum(r["usage"]["completion_tokens"] for r in out["results"])
             assert got == total, (name, got, total)
@@ -169,9 +174,10 @@ def saturation(args, url: str, tmp: Path) -> None:
     for name in rates:
         print(f"  {name:12} {statistics.median(rates[name]):7.0f} output tok/s  "
               f"({statistics.median(rates[name]) / base:.1%} of offline)")
-    for name, pairs in cpu_us.items():
-        print(f"  {name:12} CPU per output token (median): server process {statistics.median(p[0] for p in pairs):.0f} "
-              f"us, load generator {statistics.median(p[1] for p in pairs):.0f} us (its start-up included)")
+    for name, runs in cpu_us.items():
+        api, core_us, client = (statistics.median(run[k] for run in runs) for k in range(3))
+        print(f"  {name:12} CPU per output token (median): API process {api:.0f} us, engine core {core_us:.0f} us, "
+              f"load generator {client:.0f} us (its start-up included)")
 
 
 def disconnects(args, url: str, app, tmp: Path) -> bool:
@@ -192,9 +198,7 @@ def disconnects(args, url: str, app, tmp: Path) -> bool:
     deadline = time.monotonic() + 30
     while _metric(url, "vllm:num_requests_running") != 0 and time.monotonic() < deadline:
         time.sleep(0.1)
-    engine = app.state.server.engine
-    with engine.lock:  # the engine thread's between its steps
-        held = engine.scheduler.block_manager.num_blocks - engine.scheduler.block_manager.num_free_blocks
+    held = round(_metric(url, "vllm:kv_cache_usage_perc") * app.state.server.core.ready.num_kvcache_blocks)
     running = _metric(url, "vllm:num_requests_running")
     aborted = _metric(url, "nanovllm:requests_aborted_total")
     print(f"disconnects: {len(requests)} requests, Poisson at {args.rate}/s over {out['wall_s']:.1f} s; "
@@ -214,16 +218,18 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
                                  vocab_size=args.vocab_size, seed=args.seed)
         requests = [{"prompt": args.text_ids[k:k + args.prompt_len], "max_tokens": r.output_len,
                      "arrival_s": r.arrival_s} for k, r in enumerate(workload)]
-        # The engine side of each request, stamped by the engine thread on the engine's clock (the server runs
-        # in this process): the wait from the hand-over to the start of the step that took it, its TTFT and TPOT.
+        # The engine side of each request, stamped by the engine core on the engine's clock and read here, in
+        # the API process, as its metrics take it: the wait from the arrival to the start of the step that
+        # took it, its TTFT and TPOT.
         metrics, waits, engine_ttfts, engine_tpots = app.state.server.metrics, [], [], []
         first_token, finished = metrics.first_token, metrics.finished
-        metrics.first_token = lambda times: (engine_ttfts.append(times.ttft_s), first_token(times))
+        metrics.first_token = lambda ttft_s, *rest: (engine_ttfts.append(ttft_s), first_token(ttft_s, *rest))
 
-        def on_finished(times, scheduled_s, *rest):
-            waits.append(scheduled_s - times.arrival_s)
-            engine_tpots.append(times.tpot_s)
-            finished(times, scheduled_s, *rest)
+        def on_finished(done):
+            waits.append(done.scheduled_s - done.arrival_s)
+            if done.num_output_tokens >= 2:
+                engine_tpots.append((done.finish_s - done.first_token_s) / (done.num_output_tokens - 1))
+            finished(done)
         metrics.finished = on_finished
         try:
             out = run_client(url, requests, True, tmp)
@@ -241,7 +247,7 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
         print(f"versus the simulator at {rate}/s ({args.sim_requests} Poisson arrivals, {args.prompt_len} + 32 tokens, "
               f"streamed): client-side TTFT p50 {ttft:.1f} ms, predicted {sim_ttft:.1f} ms "
               f"({sim_ttft / ttft - 1:+.0%}); client-side TPOT p50 {tpot:.2f} ms, predicted {sim_tpot:.2f} ms "
-              f"({sim_tpot / tpot - 1:+.0%}); engine-side TTFT p50 (from the hand-over to the engine thread to the "
+              f"({sim_tpot / tpot - 1:+.0%}); engine-side TTFT p50 (from the HTTP request's arrival to the "
               f"end of the first token's step) {engine_ttft:.1f} ms, predicted {engine_sim_ttft:.1f} ms without the "
               f"frontend's {frontend:.1f} ms ({engine_sim_ttft / engine_ttft - 1:+.0%}), of which waiting for a step "
               f"to start {wait:.2f} ms; engine-side TPOT p50 {engine_tpot:.2f} ms ({sim_tpot / engine_tpot - 1:+.0%})",
@@ -292,12 +298,12 @@ def main() -> int:
     text = ("The engine schedules the waiting requests, allocates their blocks, and runs the model one step at "
             "a time. Each step either prefills new prompts or decodes one token for every running request. ")
     args.text_ids = app.state.server.tokenizer.encode(text * 40, add_special_tokens=False)
-    args.vocab_size = app.state.server.engine.config.hf_config.vocab_size
+    args.vocab_size = app.state.server.core.ready.vocab_size
     ok = True
     try:
         with tempfile.TemporaryDirectory() as tmp:
             if args.saturation:
-                saturation(args, url, Path(tmp))
+                saturation(args, url, Path(tmp), app.state.server.core.ready.pid)
             if args.versus_simulator:
                 versus_simulator(args, url, app, Path(tmp))
             if args.disconnects:

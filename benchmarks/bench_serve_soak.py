@@ -7,9 +7,10 @@ Starts the real server (``nanovllm-teach serve``, the shipped model, its default
 live page on unless ``--no-live``) in its own process, and sends it ``--requests`` short requests
 (``--concurrency`` at a time, aiohttp, from this process): prompts of random words, ``--max-tokens`` tokens
 each, every fourth one streamed, every tenth with ``n=2``, every fiftieth a client that leaves after its first
-chunk. The server's RSS (``/proc/PID/status``, VmRSS) is read after the first ``--warmup`` requests and at
-the end, and every ``--every`` requests in between. Printed: those readings and the growth from the warm-up
-to the end, against the target (at most 100 MB); exit status 1 if a request failed or the target is missed.
+chunk. The RSS (``/proc/PID/status``, VmRSS) of each of the server's two processes, the API process and its
+engine core, is read after the first ``--warmup`` requests and at the end, and every ``--every`` requests in
+between. Printed: those readings and the growth of each and of both together from the warm-up to the end,
+against the target (both together at most 100 MB); exit status 1 if a request failed or the target is missed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux): the server's engine core."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def free_port() -> int:
@@ -97,6 +103,7 @@ async def soak(args: argparse.Namespace) -> int:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120),
                                          connector=aiohttp.TCPConnector(limit=args.concurrency)) as http:
             await wait_healthy(http, url, server)
+            (core_pid,) = children(server.pid)
             rng = random.Random(args.seed)
             semaphore = asyncio.Semaphore(args.concurrency)
             done = 0
@@ -112,21 +119,25 @@ async def soak(args: argparse.Namespace) -> int:
                     failures += not ok
                     done += 1
                     if done == args.warmup or done % args.every == 0 or done == args.requests:
-                        readings.append((done, rss_mb(server.pid)))
-                        print(f"after {done:>6} requests ({time.monotonic() - start:6.0f} s): server RSS "
-                              f"{readings[-1][1]:7.1f} MB", flush=True)
+                        api, core = rss_mb(server.pid), rss_mb(core_pid)
+                        readings.append((done, api, core))
+                        print(f"after {done:>6} requests ({time.monotonic() - start:6.0f} s): RSS API process "
+                              f"{api:7.1f} MB, engine core {core:7.1f} MB", flush=True)
 
             await asyncio.gather(*(run(k) for k in range(args.requests)))
     finally:
         server.terminate()
         server.wait(60)
-    warm = next(mb for n, mb in readings if n >= args.warmup)
-    end = readings[-1][1]
-    growth = end - warm
+    warm = next(r for r in readings if r[0] >= args.warmup)
+    end = readings[-1]
+    for k, name in ((1, "API process"), (2, "engine core")):
+        print(f"{name}: RSS after the first {args.warmup} requests {warm[k]:.1f} MB, after {args.requests} "
+              f"{end[k]:.1f} MB: growth {end[k] - warm[k]:+.1f} MB")
+    growth = end[1] + end[2] - warm[1] - warm[2]
     met = growth <= TARGET_MB and failures == 0
-    print(f"RSS after the first {args.warmup} requests {warm:.1f} MB, after {args.requests} {end:.1f} MB: "
-          f"growth {growth:+.1f} MB (target <= {TARGET_MB:.0f} MB: {'met' if growth <= TARGET_MB else 'NOT met'}); "
-          f"{failures} failed requests; live page {'off' if args.no_live else 'on'}")
+    print(f"both: growth {growth:+.1f} MB (target <= {TARGET_MB:.0f} MB: "
+          f"{'met' if growth <= TARGET_MB else 'NOT met'}); {failures} failed requests; "
+          f"live page {'off' if args.no_live else 'on'}")
     return 0 if met else 1
 
 

@@ -151,10 +151,32 @@ def test_a_full_queue_answers_503_with_retry_after(served):
     assert "queue is full" in response.json()["error"]["message"]
 
 
-def _blocks_held(app) -> int:
-    engine = app.state.server.engine
-    with engine.lock:  # the engine thread's between its steps
-        return engine.scheduler.block_manager.num_blocks - engine.scheduler.block_manager.num_free_blocks
+def test_the_queue_counts_sequences_not_requests(served):
+    """A request of n choices is n sequences in the engine: the queue's bound counts them so, and a request
+    that could never fit is the client's mistake (400), not a reason to retry."""
+    url, app = served
+    server = app.state.server
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+    server.in_flight += server.capacity - 2  # room for two sequences
+    try:
+        full = httpx.post(url + "/v1/completions", json={**body, "n": 3}, timeout=30)
+        fits = httpx.post(url + "/v1/completions", json={**body, "n": 2}, timeout=60)
+    finally:
+        server.in_flight -= server.capacity - 2
+    assert full.status_code == 503 and "3" in full.json()["error"]["message"], full.text
+    assert fits.status_code == 200 and len(fits.json()["choices"]) == 2, fits.text
+    capacity, server.capacity = server.capacity, 3
+    try:
+        never = httpx.post(url + "/v1/completions", json={**body, "prompt": ["x", "y"], "n": 2}, timeout=30)
+    finally:
+        server.capacity = capacity
+    assert never.status_code == 400 and never.json()["error"]["param"] == "n", never.text
+    assert server.in_flight == 0
+
+
+def _kv_cache_usage(url: str) -> float:
+    """The share of KV blocks held, as the engine core reported it after its last unit of work."""
+    return metric(httpx.get(url + "/metrics", timeout=10).text, "vllm:kv_cache_usage_perc")
 
 
 def test_clients_that_leave_have_their_requests_aborted_and_blocks_freed(served):
@@ -174,7 +196,7 @@ def test_clients_that_leave_have_their_requests_aborted_and_blocks_freed(served)
         assert wait_until(lambda: metric(http.get(url + "/metrics").text, "vllm:num_requests_running") == 0)
         text = http.get(url + "/metrics").text
     assert metric(text, "nanovllm:requests_aborted_total") >= 4
-    assert wait_until(lambda: _blocks_held(app) == 0), "every block freed"
+    assert wait_until(lambda: _kv_cache_usage(url) == 0), "every block freed"
     assert app.state.server.in_flight == 0
 
 
@@ -218,6 +240,9 @@ def test_trace_records_the_live_run_and_replays(tmp_path):
     enqueues = trace.events_named("REQUEST_ENQUEUE")
     assert enqueues[1].t_ns > enqueues[0].t_ns, "real arrival times"
     assert "<html" in replay_page(trace)
+    # Each request's arrival is stamped (taken by the HTTP side before the engine took it): TTFT from arrival.
+    assert all(e.stats["since_arrival_ms"] > 0 for e in enqueues), [e.stats for e in enqueues]
+    assert all(r.arrival_t_ns < r.enqueue_t_ns for r in trace.requests)
 
 
 def test_serve_command_mistakes_are_one_line(capsys):
@@ -376,22 +401,18 @@ def test_seeded_n_choices_differ_and_the_same_request_repeats_them(client):
     assert first == again, "the same request, the same choices in the same order"
 
 
-def test_n_choices_share_the_prompts_blocks(served, client, monkeypatch):
-    engine = served[1].state.server.engine
-    shared, step = [], engine.step
-
-    def watched_step():  # on the engine thread, holding the engine's lock
-        result = step()
-        running, bm = list(engine.scheduler.running), engine.scheduler.block_manager
-        if len(running) == 3:
-            shared.append([bm.blocks[b].ref_count for b in running[0].block_table[:2]])
-        return result
-    monkeypatch.setattr(engine, "step", watched_step)
+def test_n_choices_share_the_prompts_blocks(served, client):
+    """The first sample prefills the prompt; the two others join once it is cached and find its full blocks
+    in the prefix cache (the engine core's prefix-cache hits, as /metrics counts them)."""
+    url = served[0]
+    hits = lambda: metric(httpx.get(url + "/metrics", timeout=10).text, "vllm:prefix_cache_hits_total")  # noqa: E731
     prompt = "The engine schedules the waiting requests and allocates their blocks. " * 4  # over 2 blocks
+    num_full_blocks = len(served[1].state.server.tokenizer.encode(prompt, add_special_tokens=False)) // BLOCK
+    before = hits()
     out = client.completions.create(model=MODEL, prompt=prompt, n=3, max_tokens=6, temperature=1.0, seed=2,
                                     extra_body={"ignore_eos": True})
     assert len(out.choices) == 3 and out.usage.completion_tokens == 18
-    assert shared and all(counts == [3, 3] for counts in shared), shared
+    assert num_full_blocks >= 2 and hits() - before >= 2 * num_full_blocks * BLOCK, "both later samples hit"
 
 
 def test_completion_logprobs_have_the_legacy_shape_and_offline_values(client, offline):
@@ -441,7 +462,7 @@ def test_a_stream_never_sends_what_a_stop_string_later_cuts():
     from nanovllm_teach.assets import default_model_path
     from nanovllm_teach.engine.stopping import first_stop
     from nanovllm_teach.serve.app import _Choice
-    from nanovllm_teach.serve.engine_thread import Update
+    from nanovllm_teach.serve.messages import Update
 
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())
     words = tokenizer.encode("I am a tiny Qwen3 model. 在线服务 🙂 stop here", add_special_tokens=False)
@@ -458,11 +479,11 @@ def test_a_stream_never_sends_what_a_stop_string_later_cuts():
             text = tokenizer.decode(ids[:k], skip_special_tokens=True)
             match = first_stop(text, params.stop)
             if match is None and k < len(ids):
-                piece, _ = choice.add(Update(0, (ids[k - 1],)))
+                piece, _ = choice.add(Update(0, 0, (ids[k - 1],)))
                 sent += piece
                 continue
             final = text if match is None else text[:match[0]]
-            piece, _ = choice.add(Update(0, (ids[k - 1],), finish_reason="stop", text=final))
+            piece, _ = choice.add(Update(0, 0, (ids[k - 1],), finish_reason="stop", text=final))
             assert sent + piece == final
             return
     check()

@@ -165,8 +165,8 @@ def test_an_abandoned_body_is_one_line_in_the_log_not_a_traceback(traced):
     assert len([r for r in mine if "abandoned" in r.getMessage()]) == 1
 
 
-def test_an_api_key_guards_the_v1_routes_as_vllm_serve_does():
-    with running_server(live=False, api_key="s3cret") as (url, _):
+def test_an_api_key_guards_the_v1_and_live_routes_as_vllm_serve_does():
+    with running_server(api_key="s3cret") as (url, _):
         assert httpx.get(url + "/v1/models", timeout=10).status_code == 401
         wrong = httpx.get(url + "/v1/models", headers={"Authorization": "Bearer nope"}, timeout=10)
         assert wrong.status_code == 401 and wrong.json() == {"error": "Unauthorized"}
@@ -174,6 +174,19 @@ def test_an_api_key_guards_the_v1_routes_as_vllm_serve_does():
         assert ok.status_code == 200
         assert httpx.get(url + "/health", timeout=10).status_code == 200
         assert httpx.get(url + "/metrics", timeout=10).status_code == 200
+        # The live page shows every request's timing: it wants the key too, as the header or (a browser's
+        # page and EventSource send no header) as ?key=, which the page passes on to its own requests.
+        for path in ("/live", "/live/page", "/live/events"):
+            assert httpx.get(url + path, timeout=10).status_code == 401, path
+            assert httpx.get(url + path, params={"key": "nope"}, timeout=10).status_code == 401, path
+        assert httpx.get(url + "/v1/models", params={"key": "s3cret"}, timeout=10).status_code == 401, \
+            "a /v1 route takes the key as the header only, as vLLM's"
+        page = httpx.get(url + "/live", params={"key": "s3cret"}, timeout=10)
+        assert page.status_code == 200 and "keyed('/live/events')" in page.text
+        keyed = httpx.get(url + "/live/page", headers={"Authorization": "Bearer s3cret"}, timeout=10)
+        assert keyed.status_code in (200, 204)
+        with httpx.stream("GET", url + "/live/events", params={"key": "s3cret"}, timeout=10) as events:
+            assert events.status_code == 200
 
 
 # ---- the fuzz -------------------------------------------------------------------------------------
@@ -260,18 +273,83 @@ def test_shutting_down_drains_within_its_bound_and_the_trace_is_complete(tmp_pat
     assert trace.events_named("REQUEST_ABORT"), "the request cut by the drain was aborted"
 
 
-def test_when_the_engine_dies_health_is_503_and_requests_fail_fast():
-    """The engine thread dies (a fault outside a step, which a step's own failure handling does not catch):
-    the request it held fails at once with the reason, later ones get 503, ``/health`` answers 503."""
-    with running_server(live=False) as (url, app):
-        thread = app.state.server.thread
+def test_when_the_engine_core_dies_health_is_503_and_requests_fail_fast():
+    """The engine-core process dies (killed, as the kernel's OOM killer would): the stream it was serving ends
+    with the reason, later requests get 503 at once, ``/health`` answers 503."""
+    import os
+    import signal
 
-        def broken_drain() -> None:
-            raise RuntimeError("a fault in the engine thread")
-        thread._drain = broken_drain
-        body = {"model": MODEL, "prompt": "Hi", "max_tokens": 4}
-        first = httpx.post(url + COMPLETIONS, json=body, timeout=30)  # bounded: it must not hang
-        assert first.status_code in (500, 503) and "a fault in the engine thread" in first.json()["error"]["message"]
-        later = httpx.post(url + COMPLETIONS, json=body, timeout=30)
+    body = {"model": MODEL, "prompt": "Tell me a long story", "max_tokens": 400, "ignore_eos": True,
+            "temperature": 0, "stream": True}
+    with running_server(live=False) as (url, app):
+        core = app.state.server.core.process
+        with httpx.stream("POST", url + COMPLETIONS, json=body, timeout=30) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")
+            os.kill(core.pid, signal.SIGKILL)
+            rest = "\n".join(lines)  # bounded by the timeout: it must not hang
+        assert "the engine stopped" in rest and "data: [DONE]" in rest, rest[-300:]
+        later = httpx.post(url + COMPLETIONS, json={**body, "stream": False}, timeout=30)
         assert later.status_code == 503 and "the engine stopped" in later.json()["error"]["message"]
         assert httpx.get(url + "/health", timeout=10).status_code == 503
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie, not yet reaped by its parent, has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_no_engine_core_outlives_its_server(tmp_path):
+    """Stopped in-process, the server takes its engine core with it; ``nanovllm-teach serve`` stopped by
+    SIGTERM drains and exits with its core, trace complete; and killed outright (nothing can drain), its
+    core sees its parent gone and exits on its own: no orphan engine is left holding memory."""
+    import signal
+    import subprocess
+    import sys
+
+    with running_server(live=False) as (url, app):
+        core = app.state.server.core.process
+        assert httpx.get(url + "/health", timeout=10).status_code == 200
+    assert core.poll() is not None, "the core stopped with the server"
+
+    path = tmp_path / "run.jsonl"
+    for how, sig in (("SIGTERM", signal.SIGTERM), ("SIGKILL", signal.SIGKILL)):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        trace = ["--trace", str(path)] if sig == signal.SIGTERM else []
+        api = subprocess.Popen([sys.executable, "-m", "nanovllm_teach.cli", "serve", "--port", str(port),
+                                "--max-model-len", "512", "--no-live", *trace],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert wait_until(lambda: _up(port), timeout_s=180), how
+            (core_pid,) = _children(api.pid)
+            body = {"model": MODEL, "prompt": "Hi", "max_tokens": 3}
+            assert httpx.post(f"http://127.0.0.1:{port}{COMPLETIONS}", json=body, timeout=60).status_code == 200
+            api.send_signal(sig)
+            api.wait(60)
+            assert wait_until(lambda: _gone(core_pid), timeout_s=30), f"{how}: the core {core_pid} is left"
+        finally:
+            if api.poll() is None:
+                api.kill()
+                api.wait()
+        if sig == signal.SIGTERM:
+            from nanovllm_teach.trace import load_trace
+            # uvicorn drains, then raises the signal again: the process ends by SIGTERM, as one that was asked to.
+            assert api.returncode == -signal.SIGTERM and len(load_trace(path).requests) == 1, api.stdout.read()
+
+
+def _up(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -54,12 +54,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     srv.add_argument("--no-live", action="store_true", help=say(Text(en="do not serve the live page at /live",
                                                                      zh="不提供 /live 实时页面")))
     srv.add_argument("--max-waiting", type=int, default=MAX_WAITING, help=say(Text(
-        en="requests beyond the running batch before 503 (default: {limit})",
-        zh="正在运行的批次之外最多排队的请求数，超过就返回 503（默认：{limit}）"), limit=MAX_WAITING))
+        en="sequences (n per prompt) beyond the running batch before 503 (default: {limit})",
+        zh="正在运行的批次之外最多排队的序列数（每个 prompt 算 n 条），超过就返回 503（默认：{limit}）"), limit=MAX_WAITING))
     srv.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES)
     srv.add_argument("--api-key", default=None, help=say(Text(
-        en="ask every /v1 request for 'Authorization: Bearer KEY', as vllm serve --api-key does",
-        zh="要求每个 /v1 请求带上 'Authorization: Bearer KEY'，和 vllm serve --api-key 一样")))
+        en="ask every /v1 request for 'Authorization: Bearer KEY', as vllm serve --api-key does (/live: or ?key=KEY)",
+        zh="要求每个 /v1 请求带上 'Authorization: Bearer KEY'，和 vllm serve --api-key 一样（/live 也可以用 ?key=KEY）")))
     engine = srv.add_argument_group(say(ENGINE_SETTINGS))
     engine.add_argument("--max-model-len", type=int, default=4096)
     engine.add_argument("--max-num-seqs", type=int, default=512)

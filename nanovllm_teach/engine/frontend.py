@@ -10,7 +10,7 @@ from the outside:
   seed); the first is prefilled alone, the others are held back and join once its prompt is cached
   (``enqueue_request``), so they share its full prompt blocks through the prefix cache;
 - **threads**: one reentrant ``lock`` lets one thread at a time into the engine (``@serialized``); a thread
-  that makes several calls one unit (``is_finished()`` then ``step()``, as a server's engine thread does)
+  that makes several calls one unit (``is_finished()`` then ``step()``, as a loop over steps does)
   holds ``lock`` around them. ``abort`` never waits: while another thread holds the engine, the ids are
   queued, and aborted when that thread next asks ``is_finished()``, as every loop over steps does;
 - **the serving frame**: ``serving`` brackets a run of requests (``generate``, a workload's arrivals) with

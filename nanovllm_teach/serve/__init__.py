@@ -1,10 +1,12 @@
-"""An OpenAI-compatible server around one engine thread (``nanovllm-teach serve``), with vLLM's metric names
-and a live view of the run.
+"""An OpenAI-compatible server (``nanovllm-teach serve``): an API process in front of an engine-core process,
+as vLLM v1 runs them, with vLLM's metric names and a live view of the run.
 
 - ``build.py``: ``build_server(model, trace=..., **settings)``, the whole server in one call;
 - ``app.py``: the FastAPI routes, the limits, SSE streaming;
 - ``http.py``: the HTTP edge: header, body and keep-alive timeouts, the body's bound, ``--api-key``;
-- ``engine_thread.py``: the one thread that owns the engine, fed through a thread-safe queue;
+- ``engine_core.py``: the engine-core process, which owns the engine and steps it;
+- ``core_client.py``: the API process's side of it (starting it, ZMQ, its outputs to each response);
+- ``messages.py``: the msgspec records the two processes send each other;
 - ``protocol.py``: the OpenAI request and response bodies; ``detokenize.py``: streamed text;
 - ``limits.py``: the bounds on what a client may send;
 - ``metrics.py``: Prometheus metrics under vLLM's names;

@@ -1,8 +1,8 @@
-"""Serving: the OpenAI-compatible HTTP API (FastAPI) in front of one engine thread.
+"""Serving: the OpenAI-compatible HTTP API (FastAPI), the API process in front of the engine-core process.
 
-``create_app(engine, ...)`` builds the app around an engine that is already started (an ``LLM``). The
-engine thread (``serve/engine_thread.py``) starts with the app's event loop and stops with it, closing the
-engine (and finishing its trace file).
+``create_app(core, ...)`` builds the app around an engine core that is already started (an
+``EngineCoreClient``, ``serve/core_client.py``). Reading the core's outputs starts with the app's event
+loop; when the loop stops, the core is shut down, closing the engine (and finishing its trace file).
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions`` (the model's chat template), ``GET
 /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text, ``serve/metrics.py``), and, with a
@@ -12,11 +12,12 @@ Everything a client sends is bounded before it reaches the engine: the connectio
 size and time (``serve/http.py``), the fields' types (``serve/protocol.py``: finite numbers, no boolean
 for an integer), the prompt (the engine refuses one longer than ``max_model_len``, 400), the answer (a
 ``max_tokens`` the context has no room for is a 400 naming ``max_model_len``, as vLLM's; unset, it is what
-the context has left, at most OpenAI's 16 for completions), the queue (``max_waiting`` requests beyond the
-running batch; more get 503 with ``Retry-After``). A request is tokenized here, on the HTTP thread, with the
-server's own tokenizer (the engine's is the engine thread's), and validated by the engine thread; a refusal
-is a 400 naming the field, and nothing is queued. A completions request may carry a batch of prompts: each
-is its own engine request, and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are.
+the context has left, at most OpenAI's 16 for completions), the queue (``max_waiting`` sequences beyond the
+running batch, each choice of each prompt one sequence, as the engine counts them; more get 503 with
+``Retry-After``). A request is tokenized here, in the API process, with its own tokenizer, and validated
+by the engine core; a refusal is a 400 naming the field,
+and nothing is queued. A completions request may carry a batch of prompts: each is its own engine request,
+and prompt ``i``'s ``n`` choices are indexed from ``i * n``, as vLLM's are.
 
 Streaming is Server-Sent Events in OpenAI's chunk format, one chunk per engine step that gave a choice new text
 or tokens (``n`` choices share the stream, each chunk naming its ``index``); a stream holds back the last
@@ -24,8 +25,8 @@ characters that could be the beginning of a stop string (as many as the longest 
 vLLM does), so no text is sent that the stop string later cuts. A client that goes away (streamed or not) has
 its request aborted, which frees its KV blocks at the next step boundary.
 
-Nothing here touches the engine: it is the engine thread's. What the routes need of it (the context
-length, the batch size) is read once, before the engine thread starts.
+Nothing here touches the engine: it is the engine core's, in its own process. What the routes need of it
+(the context length, the batch size) comes in the core's ``Ready``.
 
 Emits nothing itself.
 """
@@ -35,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
@@ -42,31 +44,30 @@ import msgspec
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from nanovllm_teach.engine.frontend import Frontend
 from nanovllm_teach.sampling_params import MAX_N, SamplingParams
+from nanovllm_teach.serve.core_client import EngineCoreClient
 from nanovllm_teach.serve.detokenize import IncrementalText
-from nanovllm_teach.serve.engine_thread import Abort, EngineThread, Submit, Update
 from nanovllm_teach.serve.http import RequireApiKey, add_client_gone_handler, read_body
 from nanovllm_teach.serve.limits import ServeLimits
+from nanovllm_teach.serve.messages import Submit, Update
 from nanovllm_teach.serve.metrics import ServerMetrics
 from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, chat_logprobs,
-                                           completion_logprobs, parse, usage)
+                                           chat_prompt_ids, completion_logprobs, parse, prompt_ids, usage)
 
 COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat's is what the context has left
 _ENCODE = msgspec.json.Encoder().encode
 
 
 class Server:
-    """What the routes share: the engine thread, the HTTP side's tokenizer, the limits, the count of requests
-    in flight (touched only on the event loop's thread)."""
+    """What the routes share: the engine core's client, the API process's tokenizer, the limits, the count of
+    sequences in flight (touched only on the event loop's thread)."""
 
-    def __init__(self, engine: Frontend, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
-        self.tokenizer, self.model_name, self.limits = tokenizer, model_name, limits
-        self.engine = engine  # for those who watch it (tests, a notebook): they take ``engine.lock``; routes never
-        self.max_model_len = engine.config.max_model_len
-        self.capacity = engine.config.max_num_seqs + limits.max_waiting
+    def __init__(self, core: EngineCoreClient, tokenizer: Any, model_name: str, limits: ServeLimits) -> None:
+        self.core, self.tokenizer, self.model_name, self.limits = core, tokenizer, model_name, limits
+        self.max_model_len = core.ready.max_model_len
+        self.capacity = core.ready.max_num_seqs + limits.max_waiting
         self.metrics = ServerMetrics(model_name, self.max_model_len)
-        self.thread: EngineThread | None = None
+        core.metrics = self.metrics
         self.in_flight = 0
         self._ids = itertools.count()
 
@@ -112,21 +113,27 @@ class Server:
         if len(prompts) * params.n > MAX_N:
             raise ApiError(400, f"the request asks for {len(prompts)} prompts x n={params.n} choices, more than "
                                 f"{MAX_N}", param="n")
-        if self.thread.failure is not None:  # fail fast: nothing would ever answer
-            raise ApiError(503, self.thread.failure)
-        if self.in_flight + len(prompts) > self.capacity:
-            raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} requests beyond the "
-                                f"running batch): retry later", headers={"Retry-After": "1"})
-        flight = _Flight(self, [next(self._ids) for _ in prompts])
+        if self.core.failure is not None:  # fail fast: nothing would ever answer
+            raise ApiError(503, self.core.failure)
+        num_seqs = len(prompts) * params.n  # what the queue holds: each choice of each prompt is a sequence
+        if num_seqs > self.capacity:  # no retry would ever fit it: the client's mistake, not a busy server
+            raise ApiError(400, f"the request asks for {num_seqs} sequences (prompts x n), more than this server "
+                                f"holds at once ({self.capacity})", param="n")
+        if self.in_flight + num_seqs > self.capacity:
+            raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} sequences beyond the "
+                                f"running batch; this request is {num_seqs}): retry later",
+                           headers={"Retry-After": "1"})
+        flight = _Flight(self, [next(self._ids) for _ in prompts], num_seqs)
         try:
-            now_s = self.thread.now_s()
+            now_s = time.perf_counter()  # the engine's clock (serve/messages.py)
+            fields = dataclasses.asdict(params)
             for offset, (request_id, token_ids) in enumerate(zip(flight.request_ids, prompts)):
-                self.thread.inbox.put(Submit(request_id, token_ids, params, now_s,
-                                             flight.deliverer(offset * params.n), stream=req.stream))
+                self.core.submit(Submit(request_id, token_ids, fields, now_s, stream=req.stream),
+                                 flight.deliverer(offset * params.n))
             num_prompt_tokens = 0
             for _ in prompts:  # each prompt's first update: queued, or refused (and then none is served)
                 first = await flight.admissions.get()
-                if first.error is not None and self.thread.failure is not None:
+                if first.error is not None and self.core.failure is not None:
                     raise ApiError(503, first.error)
                 if first.error is not None:
                     raise ApiError(400, first.error, param="messages" if chat else "prompt")
@@ -259,22 +266,22 @@ class _Flight:
     has not finished, and no longer counted). Admissions have their own queue: a prompt's first tokens may
     come before a later prompt of the same response is queued."""
 
-    def __init__(self, server: Server, request_ids: list[int]) -> None:
-        self.server, self.request_ids = server, request_ids
+    def __init__(self, server: Server, request_ids: list[int], num_seqs: int) -> None:
+        self.server, self.request_ids, self.num_seqs = server, request_ids, num_seqs
         self.admissions: asyncio.Queue[Update] = asyncio.Queue()
         self.updates: asyncio.Queue[Update] = asyncio.Queue()
         self.finished = False
         self._closed = False
-        server.in_flight += len(request_ids)
+        server.in_flight += num_seqs
 
     def deliverer(self, first_index: int) -> Callable[[Update], None]:
-        """What the engine thread calls (on the loop) with the updates of the request whose choices begin at
+        """What the core's client calls (on the loop) with the updates of the request whose choices begin at
         ``first_index`` of the response."""
         def deliver(update: Update) -> None:
             if update.accepted or update.refused:
                 self.admissions.put_nowait(update)
             else:
-                self.updates.put_nowait(dataclasses.replace(update, index=update.index + first_index)
+                self.updates.put_nowait(msgspec.structs.replace(update, index=update.index + first_index)
                                         if first_index else update)
         return deliver
 
@@ -282,10 +289,10 @@ class _Flight:
         if self._closed:
             return
         self._closed = True
-        self.server.in_flight -= len(self.request_ids)
+        self.server.in_flight -= self.num_seqs
+        self.server.core.forget(self.request_ids)
         if not self.finished:  # the client left (or the response failed, or a prompt was refused): free blocks
-            for request_id in self.request_ids:
-                self.server.thread.inbox.put(Abort(request_id))
+            self.server.core.abort(self.request_ids)
 
 
 class _Stream(StreamingResponse):
@@ -315,42 +322,22 @@ def _error(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-def _chat_prompt(tokenizer: Any, req: ChatRequest) -> list[int]:
-    messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-    try:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    except Exception as error:  # the template's own checks (a jinja exception): the messages are at fault
-        raise ApiError(400, f"messages: the chat template refused them: {error}", param="messages") from None
-    return tokenizer.encode(text, add_special_tokens=False)
-
-
-def _prompt(tokenizer: Any, prompt: str | list[int]) -> list[int]:
-    if isinstance(prompt, list):
-        return prompt
-    if not prompt:
-        raise ApiError(400, "prompt is empty: at least one token is needed", param="prompt")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ApiError(400, "prompt is not valid Unicode (a lone surrogate)", param="prompt") from None
-    return tokenizer.encode(prompt, add_special_tokens=False)
-
-
-def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: ServeLimits | None = None,
+def create_app(core: EngineCoreClient, *, model_name: str, tokenizer: Any, limits: ServeLimits | None = None,
                live: Any = None, api_key: str | None = None) -> FastAPI:
-    """The app serving ``engine`` as ``model_name``; ``tokenizer``: the HTTP side's own copy of the engine's
-    tokenizer; ``live``: a ``LiveFeed`` (``serve/live.py``) to serve the live page from, or None;
-    ``api_key``: the key every ``/v1`` route asks for (``Authorization: Bearer KEY``), or None for none."""
-    server = Server(engine, tokenizer, model_name, limits or ServeLimits())
+    """The app serving the engine ``core`` runs as ``model_name``; ``tokenizer``: the API process's own copy of
+    the engine's tokenizer; ``live``: a ``LiveFeed`` (``serve/live.py``) to serve the live page from, fed
+    with the core's teaching events, or None; ``api_key``: the key every ``/v1`` and ``/live`` route asks
+    for (``Authorization: Bearer KEY``), or None for none."""
+    server = Server(core, tokenizer, model_name, limits or ServeLimits())
+    core.feed = live
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        server.thread = EngineThread(engine, asyncio.get_running_loop(), server.metrics)
-        server.thread.start()
+        core.begin()
         try:
             yield
         finally:
-            await asyncio.to_thread(server.thread.stop)
+            await core.end()
 
     app = FastAPI(title="nanovllm-teach", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = server
@@ -368,7 +355,7 @@ def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: Ser
     async def completions(request: Request) -> Response:
         req = parse(CompletionRequest, await read_body(request, server.limits))
         server.check_model(req.model)
-        prompts = [_prompt(tokenizer, prompt) for prompt in req.prompts()]
+        prompts = [prompt_ids(tokenizer, prompt) for prompt in req.prompts()]
         params = server.params(req, max(map(len, prompts)), COMPLETION_MAX_TOKENS)
         return await server.run(request, req, prompts, params, chat=False)
 
@@ -376,7 +363,7 @@ def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: Ser
     async def chat_completions(request: Request) -> Response:
         req = parse(ChatRequest, await read_body(request, server.limits))
         server.check_model(req.model)
-        token_ids = _chat_prompt(tokenizer, req)
+        token_ids = chat_prompt_ids(tokenizer, req)
         return await server.run(request, req, [token_ids], server.params(req, len(token_ids), None), chat=True)
 
     @app.get("/v1/models")
@@ -386,8 +373,8 @@ def create_app(engine: Frontend, *, model_name: str, tokenizer: Any, limits: Ser
 
     @app.get("/health")
     async def health() -> Response:
-        """200 while the engine thread serves; 503 once it has died (as vLLM's when its engine core is gone)."""
-        return Response(status_code=200 if server.thread.failure is None else 503)
+        """200 while the engine core serves; 503 once it has died (as vLLM's when its engine core is gone)."""
+        return Response(status_code=200 if server.core.failure is None else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -1,11 +1,13 @@
-"""Serving: one call that builds a whole server (the engine, its recorder, the app) from settings.
+"""Serving: one call that builds a whole server (the engine-core process, the app) from settings.
 
 ``build_server(model, trace=..., live=..., **settings)`` is what ``nanovllm-teach serve``, the tests, the
-benchmark and notebook 15 call; ``BackgroundServer(app)`` serves it from a thread of the calling process
-(the tests, the benchmark, the notebook). The engine records only when asked: to ``trace`` (a JSONL file, written
-with real arrival times) and/or to the live page's feed (``live``).
+benchmark and notebook 15 call: it starts the engine core (``serve/core_client.py``), which builds the
+engine in its own process, and returns the app of this, the API process; ``BackgroundServer(app)`` serves
+it from a thread of the calling process (the tests, the benchmark, the notebook). The engine records only
+when asked: to ``trace`` (a JSONL file the engine core writes, with real arrival times) and/or to the live
+page's feed (``live``, here, fed with the core's events).
 
-Orchestration; imports torch (through ``LLM``).
+Orchestration; this process never imports torch for the engine (the engine core does).
 """
 
 from __future__ import annotations
@@ -15,43 +17,41 @@ import time
 from pathlib import Path
 from typing import Any
 
-# The engine first: its config.py asks libgomp for passive waiting before torch loads, and transformers loads torch.
-from nanovllm_teach.llm import LLM  # isort: skip
-
 from fastapi import FastAPI
 from transformers import AutoTokenizer
 
 from nanovllm_teach.serve.app import create_app
+from nanovllm_teach.serve.core_client import EngineCoreClient
 from nanovllm_teach.serve.http import uvicorn_config
 from nanovllm_teach.serve.limits import ServeLimits
-from nanovllm_teach.trace.recorder import TraceRecorder
 
 
 def build_server(model: str | Path | None = None, *, trace: str | Path | None = None,
                  served_model_name: str | None = None, live: bool = True, limits: ServeLimits | None = None,
                  api_key: str | None = None, **settings: Any) -> FastAPI:
     """An app serving ``model`` (None: the shipped one), bounded by ``limits`` (None: the defaults), asking
-    ``api_key`` of every ``/v1`` route (None: open); the engine starts here, its thread with the app."""
+    ``api_key`` of every ``/v1`` and ``/live`` route (None: open); the engine core starts here (a bad
+    setting or model: ``ValueError``), and is shut down when the app's event loop stops."""
     limits = limits or ServeLimits()
-    feed = None
-    if live:
-        from nanovllm_teach.serve.live import LiveFeed
-        feed = LiveFeed()
-    recorder = None
-    if trace is not None or feed is not None:
-        recorder = TraceRecorder(trace, keep_in_memory=False, sinks=[feed] if feed is not None else [])
-    llm = LLM(model, trace=recorder, trace_metadata={"scenario": "serve"}, **settings)
-    tokenizer = AutoTokenizer.from_pretrained(llm.config.model)  # the HTTP thread's own
-    name = served_model_name or Path(llm.config.model).name
-    if feed is not None:
-        feed.start(recorder.header)
-    return create_app(llm, model_name=name, tokenizer=tokenizer, limits=limits, live=feed, api_key=api_key)
+    core = EngineCoreClient.start(model, trace=trace, live=live, settings=settings)
+    try:
+        feed = None
+        if live:
+            from nanovllm_teach.serve.live import LiveFeed
+            feed = LiveFeed()
+            feed.start(core.ready.trace_header)
+        tokenizer = AutoTokenizer.from_pretrained(core.ready.model)  # the API process's own
+        name = served_model_name or Path(core.ready.model).name
+        return create_app(core, model_name=name, tokenizer=tokenizer, limits=limits, live=feed, api_key=api_key)
+    except BaseException:
+        core.stop()
+        raise
 
 
 class BackgroundServer:
     """``app`` served by uvicorn on a thread of this process (a notebook, a test, a benchmark): ``url`` is
     ``http://HOST:PORT`` (``port=0``: a free port); ``stop()`` (or leaving the ``with`` block) shuts it down,
-    which stops the engine thread and closes the engine and its trace."""
+    which shuts the engine core down (its engine and trace closed)."""
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 60.0) -> None:
         import uvicorn

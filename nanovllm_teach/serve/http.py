@@ -12,8 +12,11 @@
 - ``read_body(request, limits)``: the body, bounded in size (413) and in time (``limits.body_timeout_s``,
   408); a client that leaves mid-body is logged in one line (``ClientGone``), not as an ERROR traceback.
 - ``RequireApiKey`` (``app.add_middleware(RequireApiKey, key=...)``), as ``vllm serve --api-key``: every
-  ``/v1`` route wants ``Authorization: Bearer KEY`` (401 otherwise); ``/health``, ``/metrics`` and ``/live``
-  stay open, as vLLM leaves its health and metrics routes open.
+  ``/v1`` route wants ``Authorization: Bearer KEY`` (401 otherwise); so do the live page's routes
+  (``/live``, ``/live/page``, ``/live/events``: they show every request's prompt length and timing), which
+  also take the key as ``?key=KEY``, since a browser opening a page or an ``EventSource`` sends no header of
+  its own (the live page passes on the key it was opened with); ``/health`` and ``/metrics`` stay open, as
+  vLLM leaves its health and metrics routes open.
 
 Emits no events.
 """
@@ -25,6 +28,7 @@ import functools
 import logging
 import secrets
 from typing import Any
+from urllib.parse import parse_qs
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -124,18 +128,27 @@ def add_client_gone_handler(app: FastAPI) -> None:
 
 
 class RequireApiKey:
-    """ASGI middleware: every ``/v1`` route answers 401 unless the request carries ``Authorization: Bearer
-    key``. Pure ASGI, not ``BaseHTTPMiddleware``, so that streamed responses and the disconnect a route
-    listens for pass through untouched."""
+    """ASGI middleware: every ``/v1`` and ``/live`` route answers 401 unless the request carries
+    ``Authorization: Bearer key`` (a ``/live`` route: or ``?key=key``). Pure ASGI, not ``BaseHTTPMiddleware``,
+    so that streamed responses and the disconnect a route listens for pass through untouched."""
 
     def __init__(self, app: Any, key: str) -> None:
         self.app = app
-        self.expected = f"Bearer {key}".encode()
+        self.key = key.encode()
+        self.expected = b"Bearer " + self.key
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1"):
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):  # constant time: no key guessed byte by byte
+        if scope["type"] == "http" and scope["path"].startswith(("/v1", "/live")):
+            if not self._allowed(scope):
                 await JSONResponse({"error": "Unauthorized"}, status_code=401)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    def _allowed(self, scope: dict[str, Any]) -> bool:
+        # Constant-time comparisons: no key guessed byte by byte.
+        if secrets.compare_digest(dict(scope["headers"]).get(b"authorization", b""), self.expected):
+            return True
+        if not scope["path"].startswith("/live"):
+            return False
+        given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("key", [""])[-1]
+        return secrets.compare_digest(given.encode("utf-8", "surrogateescape"), self.key)

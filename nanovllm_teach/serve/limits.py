@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: some hundred thousand tokens of text, far beyond any max_model_len here
-MAX_WAITING = 256  # requests beyond the running batch before the server answers 503
+MAX_WAITING = 256  # sequences (n a prompt) beyond the running batch before the server answers 503
 # A request's headers must all arrive within this long of its first byte: a slowloris client, sending a
 # byte now and then, is closed instead of holding a connection for ever.
 HEADER_TIMEOUT_S = 10.0

@@ -1,7 +1,8 @@
 """Serving: the replay page in live mode, fed from the engine's recorder while the server runs.
 
-``LiveFeed`` is a sink of the engine's ``TraceRecorder`` (it runs on the engine thread, so it only keeps
-each event and counts the steps: nothing slow happens there). Mounted on the app it serves:
+``LiveFeed`` takes the engine's teaching events as the engine core sends them (``serve/core_client.py``
+calls it on the event loop with each step's events, so it only keeps each event and counts the steps:
+nothing slow happens there). Mounted on the app it serves:
 
 - ``GET /live``: a small page (``viz/page_assets/live.html``) with a ticker and the replay page of the run
   so far in a frame, replaced by a newer one as steps complete (at most once a second, and only once the
@@ -39,7 +40,11 @@ from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.viz.page import replay_page
 from nanovllm_teach.viz.page_words import live_words
 
-MAX_EVENTS = 200_000  # some thousands of steps of a busy server: a page of a few MB
+# The feed keeps its events in the API process for the whole run: ~1.1 kB each in memory (a record and its
+# dict, measured on 32 requests decoding together), so 10,000 are ~11 MB, where 200,000 were ~100-230 MB (a
+# soak run's RSS grew by ~100 MB before reaching that cap). 10,000 events are some hundreds of steps of a busy
+# server, more than a learner steps through by hand, and the page built from them stays a few MB.
+MAX_EVENTS = 10_000
 POLL_S = 0.1  # the events stream looks for new steps ten times a second
 MAX_SUBSCRIBERS = 16  # clients following /live/events at once: a few learners, not a crowd
 PAGE_INTERVAL_S = 1.0  # the live page is rebuilt at most this often, whoever asks
@@ -63,7 +68,7 @@ class LiveFeed:
         self.header = dict(header or {})
 
     def __call__(self, event: TraceEvent) -> None:
-        """The recorder's sink: on the engine thread, for every event."""
+        """One event the engine recorded (on the event loop, for every event the core sends)."""
         if len(self.events) < self.max_events:
             self.events.append(event)
         else:

@@ -11,8 +11,9 @@ One series of our own: ``nanovllm:requests_aborted`` (clients that left).
 
 Each server has its own ``CollectorRegistry`` (two servers in one process, as in the tests, count apart),
 and a bounded number of series (fixed labels; ``finished_reason`` takes vLLM's few values): the metrics
-cost the same memory after a million requests as after one. The engine thread
-(``serve/engine_thread.py``) updates them; ``/metrics`` renders them with ``generate_latest``.
+cost the same memory after a million requests as after one. They are updated in the API process with
+the numbers the engine core sends after each step (``serve/core_client.py``); ``/metrics`` renders them
+with ``generate_latest``.
 
 Emits no events.
 """
@@ -23,8 +24,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from nanovllm_teach.engine.decisions import Allocated, Preempted
 from nanovllm_teach.outputs import API_FINISH_REASONS
+from nanovllm_teach.serve.messages import Finished, StepStats
 from nanovllm_teach.workload.metrics import RequestTimes
 
 # vLLM's bucket bounds (seconds; tokens for the token histograms, which build_1_2_5_buckets sizes).
@@ -124,32 +125,25 @@ class ServerMetrics:
         self.aborts = Counter("nanovllm:requests_aborted", "Requests aborted (a client that left).", labels,
                               registry=self.registry).labels(model_name, ENGINE_INDEX)
 
-    # ---- called by the engine thread --------------------------------------------------------------
+    # ---- called with what the engine core sends (``serve/core_client.py``) ------------------------------
 
-    def stepped(self, engine: Any, step: Any | None) -> None:
-        """After a step (``step``: its ``StepResult``; None for an abort outside a step): the gauges, and
-        the step's tokens, prefix-cache lookups and preemptions."""
-        scheduler = engine.scheduler
-        bm = scheduler.block_manager
-        self.running.set(len(scheduler.running))
-        self.waiting.set(len(scheduler.waiting))
-        self.kv_cache_usage.set((bm.num_blocks - bm.num_free_blocks) / bm.num_blocks)
-        if step is None:
+    def stepped(self, stats: StepStats) -> None:
+        """After a unit of the engine core's work: the gauges, and, after a step, its tokens, prefix-cache
+        lookups and preemptions."""
+        self.running.set(stats.running)
+        self.waiting.set(stats.waiting)
+        self.kv_cache_usage.set(stats.kv_cache_usage)
+        if stats.num_batched_tokens is None:
             return
-        self.iteration.observe(step.num_batched_tokens)
-        lengths = {seq.seq_id: seq.num_tokens for seq in step.seqs}
-        for decision in step.decisions:
-            if isinstance(decision, Allocated):  # a prefill looked its tokens up in the prefix cache
-                self.prefix_queries.inc(lengths.get(decision.seq_id, 0))
-                self.prefix_hits.inc(decision.num_cached_tokens)
-            elif isinstance(decision, Preempted):
-                self.preemptions.inc()
+        self.iteration.observe(stats.num_batched_tokens)
+        self.prefix_queries.inc(stats.prefix_queries)
+        self.prefix_hits.inc(stats.prefix_hits)
+        self.preemptions.inc(stats.preemptions)
 
-    def first_token(self, times: RequestTimes) -> None:
+    def first_token(self, ttft_s: float, num_prompt_tokens: int) -> None:
         """A request's first token: its time to it, and its prompt's tokens counted."""
-        if times.ttft_s is not None:
-            self.ttft.observe(times.ttft_s)
-        self.prompt_tokens.inc(times.num_prompt_tokens)
+        self.ttft.observe(ttft_s)
+        self.prompt_tokens.inc(num_prompt_tokens)
 
     def tokens(self, count: int, since_last_s: float | None) -> None:
         """``count`` new tokens of one sample, ``since_last_s`` after its previous one (None: its first)."""
@@ -158,23 +152,24 @@ class ServerMetrics:
             for _ in range(count):
                 self.itl.observe(since_last_s / count)
 
-    def finished(self, times: RequestTimes, scheduled_s: float, num_generated: int, n: int, max_tokens: int) -> None:
-        """A request whose samples have all finished (``times``: the last one's; ``scheduled_s``: the start
-        of the step that first scheduled it; ``num_generated``: the tokens of all its samples)."""
+    def finished(self, done: Finished) -> None:
+        """A request whose samples have all finished (its times: its last sample's, from its first token)."""
+        times = RequestTimes(done.arrival_s, done.num_prompt_tokens, done.first_token_s, done.finish_s,
+                             done.num_output_tokens, done.finish_reason)
         self.success.labels(self.model_name, ENGINE_INDEX, API_FINISH_REASONS.get(times.finish_reason, "stop")).inc()
         self.request_prompt_tokens.observe(times.num_prompt_tokens)
-        self.request_generation_tokens.observe(num_generated)
-        self.max_num_generation_tokens.observe(max_tokens)
-        self.params_n.observe(n)
-        self.params_max_tokens.observe(max_tokens)
-        self.queue.observe(max(0.0, scheduled_s - times.arrival_s))
+        self.request_generation_tokens.observe(done.num_generated)
+        self.max_num_generation_tokens.observe(done.max_tokens)
+        self.params_n.observe(done.n)
+        self.params_max_tokens.observe(done.max_tokens)
+        self.queue.observe(max(0.0, done.scheduled_s - times.arrival_s))
         if times.tpot_s is not None:
             self.tpot.observe(times.tpot_s)
         if times.finish_s is not None:
             self.e2e.observe(times.finish_s - times.arrival_s)
-            self.inference.observe(times.finish_s - scheduled_s)
+            self.inference.observe(times.finish_s - done.scheduled_s)
             if times.first_token_s is not None:
-                self.prefill.observe(times.first_token_s - scheduled_s)
+                self.prefill.observe(times.first_token_s - done.scheduled_s)
                 self.decode.observe(times.finish_s - times.first_token_s)
 
     def aborted(self) -> None:

@@ -20,6 +20,9 @@ two shapes: the completions' legacy object (``tokens``, ``token_logprobs``, ``to
 ``text_offset``) and chat's ``content`` list (``token``, ``logprob``, ``bytes``, ``top_logprobs``); the
 completions' ``top_logprobs`` also hold the sampled token, as vLLM's and offline ``generate``'s do.
 
+``prompt_ids`` and ``chat_prompt_ids`` turn a request's prompt or messages into token ids (the API process's
+own tokenizer, the chat template), with a 400 for what they cannot take.
+
 Emits no events.
 """
 
@@ -225,3 +228,26 @@ class Shape:
     def usage_chunk(self, use: dict[str, int]) -> dict[str, Any]:
         obj = "chat.completion.chunk" if self.chat else "text_completion"
         return {**self._head(obj), "choices": [], "usage": use}
+
+
+def chat_prompt_ids(tokenizer: Any, req: ChatRequest) -> list[int]:
+    """The token ids of ``req``'s messages through the model's chat template (a 400 if the template refuses)."""
+    messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except Exception as error:  # the template's own checks (a jinja exception): the messages are at fault
+        raise ApiError(400, f"messages: the chat template refused them: {error}", param="messages") from None
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def prompt_ids(tokenizer: Any, prompt: str | list[int]) -> list[int]:
+    """A completions prompt's token ids (given as ids, or text to encode: a 400 if it is empty or not Unicode)."""
+    if isinstance(prompt, list):
+        return prompt
+    if not prompt:
+        raise ApiError(400, "prompt is empty: at least one token is needed", param="prompt")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "prompt is not valid Unicode (a lone surrogate)", param="prompt") from None
+    return tokenizer.encode(prompt, add_special_tokens=False)
