@@ -40,8 +40,9 @@ def _run(code: str, **env: str) -> str:
 
 def test_building_an_engine_asks_libgomp_for_passive_waiting_before_torch_loads():
     assert _run(BUILD) == "PASSIVE PASSIVE"
-    # Every module that builds an engine imports config.py (which asks) before torch, transformers included.
-    for module in ("nanovllm_teach.llm", "nanovllm_teach.serve.build", "nanovllm_teach.config"):
+    # Every module that builds an engine imports config.py (which asks) before torch, transformers included (the
+    # server builds its engine in the engine core's process).
+    for module in ("nanovllm_teach.llm", "nanovllm_teach.serve.engine_core", "nanovllm_teach.config"):
         assert _run(f"import {module}, os, sys; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)") \
             == "PASSIVE True", module
     # torch loaded first: too late for libgomp, so the engine leaves the environment alone and says so.

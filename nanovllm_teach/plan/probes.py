@@ -160,9 +160,9 @@ class Objective:
 
 
 GOODPUT_SLO = Text(en="{share:.0%} of requests with TTFT <= {ttft:g} ms and TPOT <= {tpot:g} ms",
-                   zh="{share:.0%} 的请求同时满足 TTFT <= {ttft:g} ms、TPOT <= {tpot:g} ms")
+                   zh="{share:.0%} 的请求同时满足首 token 延迟 <= {ttft:g} ms、每个输出 token 的时间 <= {tpot:g} ms")
 QUANTILE_SLO = Text(en="TTFT {ttft_q} <= {ttft:g} ms, TPOT {tpot_q} <= {tpot:g} ms",
-                    zh="TTFT {ttft_q} <= {ttft:g} ms，TPOT {tpot_q} <= {tpot:g} ms")
+                    zh="首 token 延迟的 {ttft_q} <= {ttft:g} ms，每个输出 token 的时间的 {tpot_q} <= {tpot:g} ms")
 
 
 @dataclass(frozen=True)

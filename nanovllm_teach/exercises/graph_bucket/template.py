@@ -26,7 +26,7 @@ It is graded on the simulated engine (an NVIDIA L4, where graphs are used): ever
 
 中文说明：
 
-练习 ``graph_bucket``——解码（decode）步重放哪一个 CUDA Graph：批大小的档位。
+练习 ``graph_bucket``——解码（decode）步重放哪一个 CUDA Graph：批大小的档位（bucket）。
 
 在 GPU 上，把一个解码步的几百个小 kernel 逐个启动，花的时间比计算它们还多。
 所以模型运行器（model runner）在启动时把解码的前向计算*捕获*成 CUDA Graph，
