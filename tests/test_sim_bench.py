@@ -31,3 +31,40 @@ def test_bench_sim_small(tmp_path):
     from nanovllm_teach.trace.reader import load_trace
     loaded = load_trace(trace)
     assert len(loaded.requests) == 40 and loaded.steps[-1].used_blocks == 0
+
+
+def test_trace_steps_rebuild_what_the_runner_ran(tmp_path):
+    """The served calibration reads each step from the engine's trace alone: the rebuilt batches (new and
+    cached tokens per sequence) and the native decodes are those the engine ran, with one TTFT per request,
+    through prompt chunks and preemptions."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_sim import CALIB_SETTINGS, _trace_steps
+
+    from nanovllm_teach import LLM
+    from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.trace.reader import load_trace
+    from nanovllm_teach.trace.recorder import TraceRecorder
+    from nanovllm_teach.workload.requests import AtOnce, Uniform, make_workload
+
+    path = tmp_path / "run.jsonl"
+    settings = {**CALIB_SETTINGS, "max_num_batched_tokens": 128, "kvcache_block_size": 16, "num_kvcache_blocks": 24}
+    llm = LLM(default_model_path(), trace=TraceRecorder(path), **settings)
+    ran, run = [], llm.model_runner.run
+
+    def recording_run(batch):
+        ran.append(([(len(seq.token_ids), seq.num_cached_tokens) for seq in batch.seqs],
+                    not batch.is_prefill and llm.model_runner.decode_paths.native is not None))
+        return run(batch)
+
+    llm.model_runner.run = recording_run
+    result = llm.run_workload(make_workload(12, AtOnce(), Uniform(16, 200), Uniform(4, 40), vocab_size=600, seed=3))
+    llm.close()
+    trace = load_trace(path)
+    assert any(e.event == "PREEMPT" for e in trace.events)
+    assert any(any(e.stats.chunked) for e in trace.events if e.event == "SCHEDULE_PREFILL")
+    steps, spans, ttfts = _trace_steps(trace)
+    assert [(w.batch, w.native) for w in steps] == ran
+    assert [w.after_idle for w in steps] == [True] + [False] * (len(steps) - 1)  # all at once: never idle again
+    assert all(start < end <= next_start for (start, end), (next_start, _) in zip(spans, spans[1:]))
+    assert len(ttfts) == len(result.requests)  # one each: a preempted sequence's second prefill is no first token
+    assert all(t > 0 for t in ttfts)
