@@ -160,27 +160,31 @@ def _trace_steps(trace: Trace) -> tuple[list[StepWork], list[tuple[float, float]
     """A run's steps, their spans (start, end in seconds) and its requests' TTFTs, rebuilt from its trace alone.
     A step's batch is the scheduler's state replayed up to its RUN_MODEL (``EngineState``: each sequence's
     tokens scheduled this step and those already in its cache); it is native when RUN_MODEL ran the compiled
-    decode, and after an idle wait when the step before left no request waiting or running (a server's
-    engine core then waits on its inbox for the next one). Its span ends at its STEP_DONE and starts that
-    step's ``latency_ms`` earlier. A request's TTFT runs from its arrival (its REQUEST_ENQUEUE less
-    ``since_arrival_ms``) to the end of the step that computed its prompt's last chunk, where its first token
-    comes, as the engine core times ``vllm:time_to_first_token_seconds``."""
+    decode, and after an idle wait when the step before left no request waiting or running and one of the
+    requests it admits arrived after that step's end (a server's engine core waited on its inbox for it;
+    the first step always). Its span ends at its STEP_DONE and starts that step's ``latency_ms`` earlier. A
+    request's TTFT runs from its arrival (its REQUEST_ENQUEUE less ``since_arrival_ms``) to the end of the
+    step that computed its prompt's last chunk, where its first token comes, as the engine core times
+    ``vllm:time_to_first_token_seconds``."""
     settings = read_settings(trace.header, trace.events)
     state = EngineState(settings.block_size, settings.enable_prefix_caching)
-    steps, spans, ttfts, arrivals, idle = [], [], [], {}, True
+    steps, spans, ttfts, arrivals = [], [], [], {}
+    idle_since, after_idle = float("-inf"), False  # idle_since: when the queues emptied (None: busy)
     for e in trace.events:
         if e.event in STATE_EVENTS:
             state.apply(e)
         stats = e.stats
         if e.event == "REQUEST_ENQUEUE":
-            arrivals[stats.seq_id] = (e.t_ns - (stats.since_arrival_ms or 0) * 1e6) / 1e9
+            arrival = arrivals[stats.seq_id] = (e.t_ns - (stats.since_arrival_ms or 0) * 1e6) / 1e9
+            after_idle = after_idle or (idle_since is not None and arrival > idle_since)
         elif e.event in ("RUN_MODEL", "CUDAGRAPH_REPLAY"):
             batch = [(state.scheduled[sid], state.computed[sid]) for sid in state.current.schedule.stats.seq_ids]
-            steps.append(StepWork(batch, native=stats.mode == "compiled", after_idle=idle))
+            steps.append(StepWork(batch, native=stats.mode == "compiled", after_idle=after_idle))
         elif ends_a_step(e):
             end = e.t_ns / 1e9
             spans.append((end - stats.latency_ms / 1e3, end))
-            idle = not (stats.running_len or stats.waiting_len)
+            idle_since = None if stats.running_len or stats.waiting_len else end
+            after_idle = False
             schedule = state.done.schedule.stats
             for sid, chunked in zip(schedule.seq_ids, getattr(schedule, "chunked", ())):
                 if not chunked and sid in arrivals:  # a preempted sequence's second prefill is not its first token
@@ -288,7 +292,8 @@ def calibrate(args: argparse.Namespace) -> None:
     factors = {k: round(v, 9) for k, v in efficiency.to_dict().items()}
     path = SERVED_FACTORS_FILE if args.save else Path(args.factors_out).with_suffix(".served.json")
     path.write_text(json.dumps(factors, indent=1) + "\n")
-    print(f"served: fitted on draw 0 arriving through the server ({len(steps)} steps): error "
+    print(f"served: fitted on draw 0 arriving through the server ({len(steps)} steps, "
+          f"{sum(w.after_idle for w in steps)} after an idle wait): error "
           f"{fit.median_abs_error:.1%}; frontend_s {frontend_s * 1e3:.2f} ms (client TTFT p50 beyond the engine "
           f"side's); factors {factors}, in {path}")
     steps, measured, client, engine_ttfts = served[1]
