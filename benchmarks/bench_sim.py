@@ -139,7 +139,8 @@ def _served_run(workload: list) -> tuple[list[StepWork], list[float], list[dict]
     seconds (``_step_times``: the core's work between the steps included), the client's results
     (``first_s``, ``last_s``, ``usage`` per request) and the engine side's TTFTs. Nothing reaches into the
     engine: everything on its side is read back from the trace (``_trace_steps``) once the server has
-    stopped, which completes it."""
+    stopped, which completes it. Writing the trace is the core's work too, so the steps carry it, as those of
+    ``nanovllm-teach serve --trace`` do."""
     from bench_serve import run_client  # the load generator: this directory's other script
     from nanovllm_teach.serve.build import BackgroundServer, build_server
 
@@ -207,8 +208,9 @@ def _client_p50_s(client: list[dict], name: str) -> float:
 
 def _step_times(steps: list[StepWork], spans: list[tuple[float, float]]) -> list[float]:
     """Each step's seconds from its start to the next step's start: what a running request waits between two
-    tokens, the loop's work between the steps included (for a server, handing the tokens over and taking
-    turns with its event loop); to its own end when the engine then sat idle, or for the last step."""
+    tokens, the loop's work between the steps included (for a server's engine core, sending the step's
+    tokens to the API process and taking the requests that came); to its own end when the engine then sat
+    idle, or for the last step."""
     return [spans[k + 1][0] - start if k + 1 < len(spans) and not steps[k + 1].after_idle else end - start
             for k, (start, end) in enumerate(spans)]
 
