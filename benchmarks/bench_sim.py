@@ -21,9 +21,10 @@ runner="simulated", hardware=...)``: its own Scheduler and BlockManager) and ``r
    The fitted factors are printed and written to ``--factors-out``, or with ``--save`` to
    ``nanovllm_teach/sim/this_cpu_factors.json`` (what ``hardware="this-cpu"`` uses without ``sim_factors``).
    Then the **served calibration**: both arriving draws again, through the server (``build_server``, the
-   load generator of ``bench_serve.py`` in its own process, streamed), each step timed on the engine
-   thread; the host terms alone are refitted on draw 0 (the device's shares kept: the same machine, more
-   host work per step and per token), ``frontend_s`` is the client's TTFT median beyond the engine side's
+   load generator of ``bench_serve.py`` in its own process, streamed), each step and the requests' TTFTs
+   inside the engine read back from the trace the engine core writes (nothing reaches into the engine); the
+   host terms alone are refitted on draw 0 (the device's shares kept: the same machine, more host work per
+   step and per token), ``frontend_s`` is the client's TTFT median beyond the engine side's
    (what a request meets outside the engine), and both are judged on draw 1 (per step, and the requests'
    TTFT and TPOT medians at the client against the simulated engine with these factors); written beside the other as
    ``this_cpu_served_factors.json`` (``--save``) or ``--factors-out`` with ``.served.json``.
@@ -65,7 +66,9 @@ from nanovllm_teach.sim.hardware import get_device
 from nanovllm_teach.workload.metrics import WorkloadResult
 from nanovllm_teach.workload.requests import (AtOnce, Poisson, Uniform, make_workload, sharegpt_output_lengths,
                                               sharegpt_prompt_lengths)
+from nanovllm_teach.trace.reader import Trace, load_trace
 from nanovllm_teach.trace.recorder import TraceRecorder
+from nanovllm_teach.trace.state import STATE_EVENTS, EngineState, ends_a_step, read_settings
 
 NANO_VLLM_REPORTED_TOK_S = 1434.13  # nano-vllm README, RTX 4070 Laptop (8GB), Qwen3-0.6B, 256 sequences
 FACTORS_FILE = THIS_CPU_FACTORS
@@ -130,44 +133,65 @@ def _simulated(workload: list, num_blocks: int, factors: str | None = None) -> t
 
 
 def _served_run(workload: list) -> tuple[list[StepWork], list[float], list[dict], list[float]]:
-    """The same engine inside the server (``build_server(live=False)``, as ``nanovllm-teach serve`` runs it),
-    the workload sent by ``bench_serve.py``'s load generator in its own process, streamed: each step as the
-    engine thread ran it and its measured seconds (``_step_times``: the engine thread's work between the steps
-    included), the client's results (``first_s``, ``last_s``, ``usage`` per request) and the engine side's
-    TTFTs (from the hand-over to the engine thread, as ``vllm:time_to_first_token_seconds`` observes them). A
-    step after an idle wait is one that found nothing running (the engine thread had waited on its inbox)."""
+    """The same engine inside the server (``build_server(live=False)``, as ``nanovllm-teach serve`` runs it: the
+    engine in its own engine-core process), the workload sent by ``bench_serve.py``'s load generator in its
+    own process, streamed, the engine core writing its trace: each step as the core ran it and its measured
+    seconds (``_step_times``: the core's work between the steps included), the client's results
+    (``first_s``, ``last_s``, ``usage`` per request) and the engine side's TTFTs. Nothing reaches into the
+    engine: everything on its side is read back from the trace (``_trace_steps``) once the server has
+    stopped, which completes it. Writing the trace is the core's work too, so the steps carry it, as those of
+    ``nanovllm-teach serve --trace`` do."""
     from bench_serve import run_client  # the load generator: this directory's other script
     from nanovllm_teach.serve.build import BackgroundServer, build_server
 
-    server = BackgroundServer(build_server(live=False, **CALIB_SETTINGS))
-    engine, thread = server.app.state.server.engine, server.app.state.server.thread
-    steps, times, idle = [], [], [False]
-    run, step = engine.model_runner.run, thread._step
-
-    def recording_run(batch):
-        native = not batch.is_prefill and engine.model_runner.decode_paths.native is not None
-        steps.append(StepWork([(len(seq.token_ids), seq.num_cached_tokens) for seq in batch.seqs], native=native,
-                              after_idle=idle[0]))
-        return run(batch)
-
-    def timed_step():
-        idle[0] = not engine.scheduler.running
-        start = time.perf_counter()
-        out = step()
-        times.append((start, time.perf_counter()))
-        return out
-
-    engine.model_runner.run, thread._step = recording_run, timed_step
-    engine_ttfts, first_token = [], thread.metrics.first_token
-    thread.metrics.first_token = lambda times: (engine_ttfts.append(times.ttft_s), first_token(times))
     requests = [{"prompt": r.prompt_token_ids, "max_tokens": r.output_len, "arrival_s": r.arrival_s}
                 for r in workload]
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        trace_path = Path(tmp) / "served.jsonl"
+        server = BackgroundServer(build_server(trace=trace_path, live=False, **CALIB_SETTINGS))
+        try:
             client = run_client(server.url, requests, True, Path(tmp))["results"]
-    finally:
-        server.stop()
-    return steps, _step_times(steps, times), client, engine_ttfts
+        finally:
+            server.stop()
+        steps, spans, engine_ttfts = _trace_steps(load_trace(trace_path))
+    return steps, _step_times(steps, spans), client, engine_ttfts
+
+
+def _trace_steps(trace: Trace) -> tuple[list[StepWork], list[tuple[float, float]], list[float]]:
+    """A run's steps, their spans (start, end in seconds) and its requests' TTFTs, rebuilt from its trace alone.
+    A step's batch is the scheduler's state replayed up to its RUN_MODEL (``EngineState``: each sequence's
+    tokens scheduled this step and those already in its cache); it is native when RUN_MODEL ran the compiled
+    decode, and after an idle wait when the step before left no request waiting or running and one of the
+    requests it admits arrived after that step's end (a server's engine core waited on its inbox for it;
+    the first step always). Its span ends at its STEP_DONE and starts that step's ``latency_ms`` earlier. A
+    request's TTFT runs from its arrival (its REQUEST_ENQUEUE less ``since_arrival_ms``) to the end of the
+    step that computed its prompt's last chunk, where its first token comes, as the engine core times
+    ``vllm:time_to_first_token_seconds``."""
+    settings = read_settings(trace.header, trace.events)
+    state = EngineState(settings.block_size, settings.enable_prefix_caching)
+    steps, spans, ttfts, arrivals = [], [], [], {}
+    idle_since, after_idle = float("-inf"), False  # idle_since: when the queues emptied (None: busy)
+    for e in trace.events:
+        if e.event in STATE_EVENTS:
+            state.apply(e)
+        stats = e.stats
+        if e.event == "REQUEST_ENQUEUE":
+            arrival = arrivals[stats.seq_id] = (e.t_ns - (stats.since_arrival_ms or 0) * 1e6) / 1e9
+            after_idle = after_idle or (idle_since is not None and arrival > idle_since)
+        elif e.event in ("RUN_MODEL", "CUDAGRAPH_REPLAY"):
+            batch = [(state.scheduled[sid], state.computed[sid]) for sid in state.current.schedule.stats.seq_ids]
+            steps.append(StepWork(batch, native=stats.mode == "compiled", after_idle=after_idle))
+        elif ends_a_step(e):
+            end = e.t_ns / 1e9
+            spans.append((end - stats.latency_ms / 1e3, end))
+            idle_since = None if stats.running_len or stats.waiting_len else end
+            after_idle = False
+            schedule = state.done.schedule.stats
+            for sid, chunked in zip(schedule.seq_ids, getattr(schedule, "chunked", ())):
+                if not chunked and sid in arrivals:  # a preempted sequence's second prefill is not its first token
+                    ttfts.append(end - arrivals.pop(sid))
+    assert len(steps) == len(spans), "a step without its RUN_MODEL or its STEP_DONE"
+    return steps, spans, ttfts
 
 
 def _client_p50_s(client: list[dict], name: str) -> float:
@@ -184,8 +208,9 @@ def _client_p50_s(client: list[dict], name: str) -> float:
 
 def _step_times(steps: list[StepWork], spans: list[tuple[float, float]]) -> list[float]:
     """Each step's seconds from its start to the next step's start: what a running request waits between two
-    tokens, the loop's work between the steps included (for a server, handing the tokens over and taking
-    turns with its event loop); to its own end when the engine then sat idle, or for the last step."""
+    tokens, the loop's work between the steps included (for a server's engine core, sending the step's
+    tokens to the API process and taking the requests that came); to its own end when the engine then sat
+    idle, or for the last step."""
     return [spans[k + 1][0] - start if k + 1 < len(spans) and not steps[k + 1].after_idle else end - start
             for k, (start, end) in enumerate(spans)]
 
@@ -256,19 +281,21 @@ def calibrate(args: argparse.Namespace) -> None:
           f"{_p50_ms(simulated, 'ttft_s'):.2f} ms ({_p50_ms(simulated, 'ttft_s') / _p50_ms(arrived, 'ttft_s') - 1:+.0%});"
           f" TPOT p50 measured {_p50_ms(arrived, 'tpot_s'):.2f} ms, simulated {_p50_ms(simulated, 'tpot_s'):.2f} ms "
           f"({_p50_ms(simulated, 'tpot_s') / _p50_ms(arrived, 'tpot_s') - 1:+.0%})")
-    # The same arriving draws through the server: its steps share the cores (and Python's GIL) with the
-    # server's work for every token it streams, so they are fitted apart, into the served calibration.
+    # The same arriving draws through the server: its steps share the cores with the server's work for every
+    # token it streams (the API process, the engine core's own messaging, its trace), so they are fitted apart,
+    # into the served calibration.
     served = {seed: _served_run(draws[seed][5]) for seed in (0, 1)}
     steps, measured, client, engine_ttfts = served[0]
     fit = fit_efficiency(shape, device, steps, measured, shares=fit.efficiency)  # the same device: host terms alone
-    # What a served request meets outside the engine (the client's send, HTTP, the hand-over, the first
-    # chunk's way back): the client's TTFT beyond the engine side's, medians of draw 0.
+    # What a served request meets outside the engine (the client's send, HTTP, the hand-over to the engine
+    # core, the first chunk's way back): the client's TTFT beyond the engine side's, medians of draw 0.
     frontend_s = max(0.0, _client_p50_s(client, "first_s") - statistics.median(engine_ttfts))
     efficiency = replace(fit.efficiency, frontend_s=frontend_s)
     factors = {k: round(v, 9) for k, v in efficiency.to_dict().items()}
     path = SERVED_FACTORS_FILE if args.save else Path(args.factors_out).with_suffix(".served.json")
     path.write_text(json.dumps(factors, indent=1) + "\n")
-    print(f"served: fitted on draw 0 arriving through the server ({len(steps)} steps): error "
+    print(f"served: fitted on draw 0 arriving through the server ({len(steps)} steps, "
+          f"{sum(w.after_idle for w in steps)} after an idle wait): error "
           f"{fit.median_abs_error:.1%}; frontend_s {frontend_s * 1e3:.2f} ms (client TTFT p50 beyond the engine "
           f"side's); factors {factors}, in {path}")
     steps, measured, client, engine_ttfts = served[1]

@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,3 +34,65 @@ def test_bench_sim_small(tmp_path):
     from nanovllm_teach.trace.reader import load_trace
     loaded = load_trace(trace)
     assert len(loaded.requests) == 40 and loaded.steps[-1].used_blocks == 0
+
+
+def _rebuilt_against_runner(tmp_path, hardware: str, workload: list, **settings):
+    """A simulated run of ``workload`` with its trace: the runner's own ``StepWork`` per step, the engine's
+    result, the trace, and what ``_trace_steps`` rebuilt from the trace."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_sim import CALIB_SETTINGS, _trace_steps
+
+    from nanovllm_teach import LLM
+    from nanovllm_teach.assets import default_model_path
+    from nanovllm_teach.trace.reader import load_trace
+    from nanovllm_teach.trace.recorder import TraceRecorder
+
+    path = tmp_path / "run.jsonl"
+    llm = LLM(default_model_path(), runner="simulated", hardware=hardware, trace=TraceRecorder(path),
+              **{**CALIB_SETTINGS, **settings})
+    works, run = [], llm.model_runner.run
+
+    def recording_run(batch):
+        tokens = run(batch)
+        works.append(llm.model_runner.last_work)
+        return tokens
+
+    llm.model_runner.run = recording_run
+    result = llm.run_workload(workload)
+    llm.close()
+    trace = load_trace(path)
+    steps, spans, ttfts = _trace_steps(trace)
+    # The simulated clock stamps the events, so the times are exact (to the microsecond STEP_DONE's
+    # latency_ms is rounded to): each step ends before the next starts, and the TTFTs are the engine's.
+    assert all(start < end <= next_start + 1e-6 for (start, end), (next_start, _) in zip(spans, spans[1:]))
+    assert sorted(ttfts) == pytest.approx(sorted(t.ttft_s for t in result.requests.values()), abs=1e-6)
+    return works, trace, steps
+
+
+def test_trace_steps_rebuild_chunks_preemptions_and_native_decodes(tmp_path):
+    """The served calibration reads each step from the engine's trace alone: each sequence's new and cached
+    tokens and the native decodes are the runner's own, through prompt chunks and preemptions."""
+    from nanovllm_teach.workload.requests import AtOnce, Uniform, make_workload
+
+    workload = make_workload(12, AtOnce(), Uniform(16, 200), Uniform(4, 40), vocab_size=600, seed=3)
+    works, trace, steps = _rebuilt_against_runner(tmp_path, "this-cpu", workload, max_num_batched_tokens=128,
+                                                  kvcache_block_size=16, num_kvcache_blocks=24)
+    assert any(e.event == "PREEMPT" for e in trace.events)
+    assert any(any(e.stats.chunked) for e in trace.events if e.event == "SCHEDULE_PREFILL")
+    assert any(w.native for w in works)
+    # The first step counts as after an idle wait, as a server's engine core starts out waiting; every
+    # request here was in before the simulated engine's first step.
+    assert steps[0] == replace(works[0], after_idle=True) and steps[1:] == works[1:]
+
+
+def test_trace_steps_tell_an_idle_wait_from_an_arrival_during_a_step(tmp_path):
+    """A step after an idle wait is one whose request arrived after the queues emptied; a request that came
+    during the step that emptied them is taken at once (no wait)."""
+    from nanovllm_teach.workload.requests import Poisson, Uniform, make_workload
+
+    workload = make_workload(40, Poisson(100), Uniform(16, 64), Uniform(4, 24), vocab_size=600, seed=0)
+    works, trace, steps = _rebuilt_against_runner(tmp_path, "l4", workload)
+    ends = [e.stats for e in trace.events if e.event == "STEP_DONE"][:-1]
+    idle_waits = sum(w.after_idle for w in works[1:])
+    assert idle_waits > 1 and sum(not (s.running_len or s.waiting_len) for s in ends) > idle_waits
+    assert steps == works

@@ -32,7 +32,7 @@ Then the parts a roofline leaves out:
   On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its
   first token more slowly than the same prefill run back to back.
 - serving, outside the steps: a request sent to a server meets latency the engine never sees (the client's
-  send, HTTP parsing and routing, the hand-over to the engine thread, the first token's way back as an SSE
+  send, HTTP parsing and routing, the hand-over to the engine-core process, the first token's way back as an SSE
   chunk): ``frontend_s``, 0 unless fitted (the served calibration measures it). It is no step cost: the
   simulated engine's ``run_workload`` lets each request join that much after it arrives
   (``workload/arrivals.py``), so a served request's TTFT and end-to-end latency include it.

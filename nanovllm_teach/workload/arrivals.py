@@ -15,7 +15,7 @@ wait. Only the admission is modelled, not the tokens a multi-step run streams K 
 reproduce a measurement of an engine that had it, never to tune the efficiency factors.
 
 ``frontend_s`` (off: 0) is a server's own latency per request, outside the engine (the client's send, HTTP
-parsing, the hand-over to the engine thread, the first token's way back): each request joins the engine that
+parsing, the hand-over to the engine-core process, the first token's way back): each request joins the engine that
 much after it arrives (closed loop: after its client sent it), and its times still count from its arrival,
 so its TTFT and end-to-end latency include it. The simulator's served calibration measures it
 (``sim/cost_model.py``); a real engine served by ``run_workload`` has no server in front of it.
