@@ -251,5 +251,7 @@ def test_build_start_writes_the_folders_readme_in_the_learners_language(tmp_path
         row = next(line for line in readme.splitlines() if f"`{chapter.file}`" in line)
         assert all(f"`{seam.qualname}`" in row for seam in chapter.seams)
     assert f"`notebooks/{lang}/16_build_norms.ipynb`" in readme
+    repository = Path(__file__).resolve().parents[1]
+    assert all((repository / "notebooks" / lang / f"{chapter.notebook}.ipynb").is_file() for chapter in CHAPTERS)
     written = sum(1 for path in folder.rglob("*") if path.is_file())  # the package's files, and the README
     assert f" {written} " in capsys.readouterr().out.splitlines()[0]

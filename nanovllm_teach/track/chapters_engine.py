@@ -33,7 +33,7 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                        "(batch,) 的 int32，第 i 行已写了多少个位置（包括新 token）。每个查询在自己那一行的第 0.."
                        "context_lens[i] - 1 个位置上做注意力（softmax(q k^T * scale) v，GQA 同第 3 章）：这条序列写过"
                        "的每一个键都要读，行里没用到的部分不读。返回 (batch, heads, head_dim)。")),
-            ), checked_beside=True),
+            ), notebook="21_build_kv_cache", checked_beside=True),
     Chapter(7, "paged", Text(en="The paged KV cache", zh="分页 KV 缓存"),
             f"{PACKAGE}/layers/paged_attention.py", (
                 Seam("nanovllm_teach.layers.attention_torch:TorchAttentionBackend.store_kvcache", Text(
@@ -55,7 +55,7 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                        "的 int32，第 i 条序列有多少个键；ctx.block_tables：(batch, width) 的 int32，按顺序列出它的块，"
                        "最后一块之后是 -1。第 i 条序列的第 j 个键在第 block_tables[i, j // block_size] 个块的第 "
                        "j % block_size 个位置。在它所有的键上做注意力（GQA 同第 3 章）。返回 (batch, heads, head_dim)。")),
-            ), checked_beside=True),
+            ), notebook="22_build_paged_cache", checked_beside=True),
     Chapter(8, "blocks", Text(en="The block manager: prefix hashing and reference counts",
                               zh="块管理器（block manager）：前缀哈希与引用计数"),
             f"{PACKAGE}/engine/block_manager.py", (
@@ -108,7 +108,7 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                     zh="一个 step 在 seq 的 num_cached_tokens 之后又算了 seq.num_scheduled_tokens 行 K/V 之后：（开启前缀"
                        "缓存时）给每个刚刚填满的块按链式哈希命名，记下它的 token_ids，并登记到 self.hash_to_block_id；"
                        "已经命名的块保持不变。")),
-            ), checked_beside=True),
+            ), notebook="23_build_block_manager", checked_beside=True),
     Chapter(9, "scheduler", Text(en="The scheduler: prefill first, chunked prefill, preemption",
                                  zh="调度器（scheduler）：预填充优先、分块预填充与抢占"),
             f"{PACKAGE}/engine/scheduler.py", (
@@ -146,7 +146,7 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                     zh="对批次中的每条序列及其采样得到的 token：给它刚填满的块算哈希，把排上的 token 计为已缓存；如果只是 "
                        "prompt 的一个分块就到此为止。否则追加这个 token，并在遇到 eos（除非 ignore_eos）、达到 max_tokens "
                        "或 max_model_len 时结束它（self.finish）。返回这些结束所做的决策。")),
-            ), checked_beside=True),
+            ), notebook="24_build_scheduler", checked_beside=True),
     Chapter(10, "loop", Text(en="The model runner's inputs and the engine loop",
                              zh="模型运行器（model runner）的输入与引擎循环"),
             f"{PACKAGE}/engine/loop.py", (
@@ -198,5 +198,5 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                     zh="nano-vllm 的 generate：所有 prompt 共用一个 SamplingParams，或每个一个；先加入每个 prompt"
                        "（self.add_request），再一直 step 到 self.is_finished()，全部在 self.generating(len(prompts)) 之内。"
                        "按 prompt 的顺序返回 Sequence（在它们结束之前从 self.scheduler.accepted[seq_id] 取出）。")),
-            ), checked_beside=True),
+            ), notebook="25_build_engine_loop", checked_beside=True),
 )

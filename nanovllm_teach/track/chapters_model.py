@@ -23,7 +23,7 @@ MODEL_CHAPTERS: tuple[Chapter, ...] = (
                        "silu(gate) * up, (..., intermediate).",
                     zh="x：(..., 2 * intermediate)，gate 与 up 两个投影并排打包在一起。返回 silu(gate) * up，"
                        "形状 (..., intermediate)。")),
-            )),
+            ), notebook="16_build_norms"),
     Chapter(2, "rope", Text(en="The rotary position embedding", zh="旋转位置编码（RoPE）"),
             f"{PACKAGE}/layers/rotary.py", (
                 Seam("nanovllm_teach.layers.rotary_embedding:cos_sin_table", Text(
@@ -40,7 +40,7 @@ MODEL_CHAPTERS: tuple[Chapter, ...] = (
                     zh="x：(tokens, heads, head_dim)；cos、sin：(tokens, 1, head_dim)，取自上面那张表。把每个头前后两半"
                        "的每一对 (x1[i], x2[i]) 旋转：[x1 cos - x2 sin | x2 cos + x1 sin]，用 float32 计算，"
                        "以 x 的 dtype 返回。")),
-            )),
+            ), notebook="17_build_rope"),
     Chapter(3, "attention", Text(en="Attention with GQA, causal prefill", zh="GQA 注意力与因果预填充"),
             f"{PACKAGE}/layers/attention.py", (
                 Seam("nanovllm_teach.layers.attention_torch:attend", Text(
@@ -59,7 +59,7 @@ MODEL_CHAPTERS: tuple[Chapter, ...] = (
                     zh="一批序列的预填充（没有已缓存的前缀）：第 i 条序列是 q (tokens, heads, head_dim)、k 和 v "
                        "(tokens, kv_heads, head_dim) 的第 cu_seqlens[i]:cu_seqlens[i + 1] 行。每个 token 只在自己"
                        "所在的序列内做因果注意力。返回 (tokens, heads, head_dim)。")),
-            )),
+            ), notebook="18_build_attention"),
     Chapter(4, "qwen3", Text(en="The Qwen3 block and model", zh="Qwen3 的 decoder 层与整个模型"),
             f"{PACKAGE}/models/qwen3.py", (
                 Seam("nanovllm_teach.models.qwen3:Qwen3Attention.project", Text(
@@ -99,7 +99,7 @@ MODEL_CHAPTERS: tuple[Chapter, ...] = (
                        "放进它所指的打包参数，用该参数的 weight_loader(param, tensor, shard_id)；其余张量有 "
                        "weight_loader 时用 weight_loader(param, tensor)。共享词嵌入时 lm_head.weight 可以没有对应"
                        "参数。有参数没被填时抛出 ValueError 并写明它。返回一个 LoadReport。")),
-            )),
+            ), notebook="19_build_qwen3"),
     Chapter(5, "sampler", Text(en="The sampler", zh="采样器（sampler）"),
             f"{PACKAGE}/sampler.py", (
                 Seam("nanovllm_teach.layers.sampler:keep_mask", Text(
@@ -120,5 +120,5 @@ MODEL_CHAPTERS: tuple[Chapter, ...] = (
                     zh="logits：(rows, vocab)，被过滤掉的候选已设为 -inf；temperatures：(rows,)；seeds：每行一个 int 或 "
                        "None。返回 (rows,) 个 token id：温度为 0 的行取 argmax，否则从 softmax(logits / temperature) "
                        "中抽样。带 seed 的行用以它为种子的 torch.Generator 抽样：同一个 seed，同一个 token。")),
-            )),
+            ), notebook="20_build_sampler"),
 )

@@ -18,7 +18,6 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.track.seams import PACKAGE, Chapter
 
 README = "README.md"
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"  # in the course's repository (not in a wheel)
 
 INTRO = Text(
     en="# {name}: your own nano-vllm, chapter by chapter\n\n"
@@ -37,21 +36,29 @@ CHECK = Text(
     en="## Checking your work\n\n"
        "```\nnanovllm-teach build check {folder} 1    # one chapter, by its number or its name (norms)\n"
        "nanovllm-teach build check {folder}      # every chapter\n```\n\n"
-       "Every function you have written is compared with the engine's own: on random tensors and on the tensors "
-       "the engine hands it when it runs the shipped model, within the tolerance the message states (the first "
-       "element that differs is named, with its position and both values); the sampler by the frequencies of "
-       "many seeded draws against the softmax. The check exits 0 when every chapter it checked passes, 1 "
+       "Every function you have written is compared with the engine's own. Chapters 1-5: on random tensors and on "
+       "the tensors the engine hands it when it runs the shipped model, within the tolerance the message states "
+       "(the first element that differs is named, with its position and both values); the sampler by the "
+       "frequencies of many seeded draws against the softmax. Chapters 6 and 7: what your cache writes and reads "
+       "against the engine's paged attention on the same keys and values. Chapters 8-10: the engine runs with "
+       "your functions in place on workloads where the behaviour happens (a shared prefix, a prompt longer than "
+       "the token budget, a cache too small for everyone), and the check names the first decision that differs "
+       "from the engine's own run, with the sequence around it. The check exits 0 when every chapter it checked passes, 1 "
        "otherwise. Your code runs in the class grader's sandbox (bubblewrap, a user id of its own) where this "
        "machine has one; where it has none (a laptop), it runs in a plain process, and the check says so in one "
-       "line. A teacher grades a class's folders per chapter with `nanovllm-teach grade build-N CLASS/`.",
+       "line. A teacher grades a class's folders per chapter with `nanovllm-teach grade build-N CLASS/` (chapters "
+       "1-5 for now).",
     zh="## 检查你的代码\n\n"
        "```\nnanovllm-teach build check {folder} 1    # 一章，用编号或名字（norms）\n"
        "nanovllm-teach build check {folder}      # 所有章\n```\n\n"
-       "你写好的每个函数都会与引擎自己的实现对照：用随机张量，也用引擎运行随附模型时传给它的真实张量，误差在"
-       "消息写明的容差之内（第一个不一致的元素会连同位置和两边的值一起指出）；采样器则用许多次带 seed 的抽样，"
-       "比较抽到各 token 的频率与 softmax 的概率。检查的各章都通过时退出码为 0，否则为 1。在有沙箱的机器上，你的"
+       "你写好的每个函数都会与引擎自己的实现对照。第 1-5 章：用随机张量，也用引擎运行随附模型时传给它的真实张量，"
+       "误差在消息写明的容差之内（第一个不一致的元素会连同位置和两边的值一起指出）；采样器则用许多次带 seed 的抽样，"
+       "比较抽到各 token 的频率与 softmax 的概率。第 6、7 章：在同样的 K/V 上，把你的缓存写入和读出的内容与引擎的"
+       "分页注意力对照。第 8-10 章：在能让相应行为发生的工作负载上（共享的前缀、比 token 预算更长的 prompt、装不下"
+       "所有请求的缓存），把你的函数换进引擎运行，检查会指出第一个与引擎自己的运行不同的决策，以及当时那条序列的"
+       "状态。检查的各章都通过时退出码为 0，否则为 1。在有沙箱的机器上，你的"
        "代码运行在全班评分用的同一个沙箱里（bubblewrap，单独的用户 id）；没有沙箱的机器（比如笔记本电脑）上，它在"
-       "普通进程中运行，检查会用一行说明这一点。老师用 `nanovllm-teach grade build-N CLASS/` 按章给全班的文件夹评分。")
+       "普通进程中运行，检查会用一行说明这一点。老师用 `nanovllm-teach grade build-N CLASS/` 按章给全班的文件夹评分（目前限第 1-5 章）。")
 FALLBACK = Text(
     en="## Until you write a function\n\n"
        "A function that still raises `NotImplementedError`, as `build start` wrote it, is *not written yet*: "
@@ -77,10 +84,8 @@ NOTEBOOK_PART = Text(
 
 
 def _notebook(chapter: Chapter, lang: str) -> str:
-    """The chapter's notebook in the learner's language, by its name in the repository's ``notebooks/src``."""
-    found = sorted(NOTEBOOKS.glob(f"src/*_build_{chapter.slug}.md"))
-    name = found[0].stem if found else f"*_build_{chapter.slug}"
-    return f"`notebooks/{'zh' if lang == 'zh' else 'en'}/{name}.ipynb`"
+    """The chapter's notebook in the learner's language."""
+    return f"`notebooks/{'zh' if lang == 'zh' else 'en'}/{chapter.notebook}.ipynb`"
 
 
 def readme(folder: Path, chapters: Iterable[Chapter], lang: str) -> str:

@@ -46,6 +46,7 @@ class Chapter:
     title: Text
     file: str  # the chapter's file, relative to the folder ``build start`` writes
     seams: tuple[Seam, ...]
+    notebook: str  # the chapter's notebook, its name in the course's notebooks/ (without .ipynb)
     # True: the check runs the engine on the learner's pieces inside the sandbox, beside their code (a cache
     # changed in place, a block manager, a scheduler, the loop: engine objects that cannot cross as data), and
     # only its sentence comes out. A learner's own check; not a class's grade, where the reference must be
