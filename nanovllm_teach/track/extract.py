@@ -29,9 +29,9 @@ from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 
 NOT_WRITTEN = Text(en="not written yet: {name} (chapter {number})", zh="还没有写：{name}（第 {number} 章）")
 FILE_HEADER = Text(
-    en="Chapter {number}: {title}.\n\nWrite the functions below; until you do, the engine's own run in their "
-       "place.\nCheck them with: nanovllm-teach build check {folder} {number}",
-    zh="第 {number} 章：{title}。\n\n把下面的函数写出来；写好之前，引擎用它自己的实现代替它们。\n"
+    en="Chapter {number}: {title}.\n\nWrite the functions below; until you do, the reference runs in their "
+       "place (the folder's README says which).\nCheck them with: nanovllm-teach build check {folder} {number}",
+    zh="第 {number} 章：{title}。\n\n把下面的函数写出来；写好之前，由参考实现代替它们（文件夹里的 README 说明是哪一个）。\n"
        "检查：nanovllm-teach build check {folder} {number}")
 SOLUTIONS_HEADER = Text(
     en="Chapter {number}: {title}.\n\nThe engine's own code, copied from its source by build start --with-solutions.\n"

@@ -62,15 +62,16 @@ CHECK = Text(
 FALLBACK = Text(
     en="## Until you write a function\n\n"
        "A function that still raises `NotImplementedError`, as `build start` wrote it, is *not written yet*: "
-       "wherever the engine needs it, the engine's own function runs in its place, so the engine runs from the "
-       "first chapter on, your written pieces included. Once you write its body, the engine run on your pieces "
+       "wherever the engine needs it, the engine's own function runs in its place (in chapter 6, which the engine "
+       "has no counterpart for, the track's own contiguous cache), so the engine runs from the first chapter on, "
+       "your written pieces included. Once you write its body, the engine run on your pieces "
        "(the notebooks run it so) calls yours wherever it called its own (your `rms_norm` normalises every RMSNorm "
        "of the model, the query and key heads too); "
        "`build check` says which functions are yours and which are still the engine's. A chapter passes when "
        "all its functions are yours and right.",
     zh="## 在你写好一个函数之前\n\n"
        "仍然像 `build start` 写下时那样抛出 `NotImplementedError` 的函数算作*还没有写*：引擎在需要它的地方用自己的"
-       "实现代替，所以从第一章起引擎就能运行，并且用上你已经写好的部分。你写好函数体之后，用你的部件运行的引擎"
+       "实现代替（第 6 章在引擎里没有对应的函数，由课程自带的连续缓存实现代替），所以从第一章起引擎就能运行，并且用上你已经写好的部分。你写好函数体之后，用你的部件运行的引擎"
        "（notebook 就是这样运行的）凡是原来调用自己实现的地方都改为调用你的（你的 `rms_norm` 会用于模型里的每一个 RMSNorm，包括 query 和 key 各个头的归一化）；"
        "`build check` 会说明哪些函数是你的、哪些仍是引擎的。一章的函数全部由你写出且正确时，这一章才算通过。")
 NOTEBOOK_PART = Text(

@@ -24,10 +24,12 @@ TIME_LIMIT_S = 60.0  # one call of a learner's function (or the loading of their
 PASSED = Text(en="chapter {number} · {title}: PASS ({names} match the engine's)",
               zh="第 {number} 章 · {title}：通过（{names} 与引擎的实现一致）")
 FAILED = Text(en="chapter {number} · {title}: FAIL", zh="第 {number} 章 · {title}：未通过")
-NOT_WRITTEN_YET = Text(en="chapter {number} · {title}: not written yet ({names}; the engine's own run in their place)",
-                       zh="第 {number} 章 · {title}：还没有写（{names}；目前由引擎自己的实现代替）")
-STILL_TO_WRITE = Text(en="  not written yet: {names} (the engine's own run in their place)",
-                      zh="  还没有写：{names}（目前由引擎自己的实现代替）")
+# The reference that stands in is the engine's own, except chapter 6's: the engine has no contiguous cache, and
+# the track's ``contiguous_cache`` stands in there.
+NOT_WRITTEN_YET = Text(en="chapter {number} · {title}: not written yet ({names}; the reference runs in their place)",
+                       zh="第 {number} 章 · {title}：还没有写（{names}；目前由参考实现代替）")
+STILL_TO_WRITE = Text(en="  not written yet: {names} (the reference runs in their place)",
+                      zh="  还没有写：{names}（目前由参考实现代替）")
 YOURS = Text(en="  yours: {names}", zh="  你的：{names}")
 MISSING = Text(en="  {name} is missing from {file}: keep its definition (build start wrote it)",
                zh="  {file} 里没有 {name}：请保留它的定义（build start 写下的）")
