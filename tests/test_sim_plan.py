@@ -179,7 +179,7 @@ def test_the_progress_line_and_the_slo_follow_lang_zh(tmp_path, capsys, monkeypa
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "探测: 100%" in captured.err and "次/s" in captured.err  # tqdm's description and unit
-    assert "90% 的请求同时满足 TTFT <= 1000 ms、TPOT <= 50 ms" in captured.out
+    assert "90% 的请求同时满足首 token 延迟 <= 1000 ms、每个输出 token 的时间 <= 50 ms" in captured.out
 
 
 def test_a_run_ended_by_until_aborts_what_is_left_and_frees_its_blocks():
