@@ -178,20 +178,24 @@ class ChapterSandbox:
             return self._call(seam.qualname, args)
         return call
 
+    def _ask(self, call: Frame) -> Frame:
+        """Send ``call`` inside and wait for its answer (``SandboxEnded`` if none comes in time)."""
+        try:
+            write_frame(self._calls_w, call)
+        except OSError:
+            self._answer(0.0)  # the process has ended: say how
+        return self._answer(self.time_limit)
+
     def check_beside(self, seam: Seam) -> str | None:
         """The sentence of ``seam``'s check, run inside beside the learner's code (``Chapter.checked_beside``):
         a learner's own check, whose sentence is only shown (bounded, its control characters made visible)."""
-        try:
-            write_frame(self._calls_w, Frame(tree=CHECK_BESIDE, seam=seam.qualname))
-        except OSError:
-            self._answer(0.0)  # the process has ended: say how
-        answer = self._answer(self.time_limit)
+        answer = self._ask(Frame(tree=CHECK_BESIDE, seam=seam.qualname))
         if answer.error is not None:  # raised where the check itself catches nothing: the learner's code
             return say(RAISED_WHILE_CHECKED, name=seam.qualname, type=visible(str(answer.error.get("type"))[:80]),
                        message=visible(str(answer.error.get("message"))[:300]))
-        problem = answer.tree.get("problem") if isinstance(answer.tree, dict) else "?"
-        if problem is not None and not isinstance(problem, str):
-            raise SandboxEnded(say(DAMAGED, error=visible(repr(problem)[:200])))
+        if not isinstance(answer.tree, dict) or not isinstance(answer.tree.get("problem"), (str, type(None))):
+            raise SandboxEnded(say(DAMAGED, error=visible(repr(answer.tree)[:200])))
+        problem = answer.tree["problem"]
         return None if problem is None else "\n".join(visible(line) for line in problem[:MAX_SENTENCE].splitlines())
 
     def _call(self, name: str, args: tuple[Any, ...]) -> Any:
@@ -201,11 +205,7 @@ class ChapterSandbox:
         tree = [packer.pack(a) for a in args]
         context = get_context()  # the prefill a check set for the block and the model, set again inside
         cu = packer.pack(context.cu_seqlens_q) if context.is_prefill and context.cu_seqlens_q is not None else None
-        try:
-            write_frame(self._calls_w, Frame(tree=tree, tensors=packer.tensors(), seam=name, cu_seqlens=cu))
-        except OSError:
-            self._answer(0.0)  # the process has ended: say how
-        answer = self._answer(self.time_limit)
+        answer = self._ask(Frame(tree=tree, tensors=packer.tensors(), seam=name, cu_seqlens=cu))
         if answer.error is not None:
             raise named_error(answer.error)
         try:
