@@ -126,8 +126,13 @@ def _open_replay(browser, path: Path, width: int):
     return page, errors
 
 
-def _cursor_x(page, box: str) -> float:
-    return float(page.locator(f"#{box} line.cursor").get_attribute("x1"))
+def _cursor_xs(page) -> tuple[float, float]:
+    """The x of the timelines' cursor and of the Gantt chart's, read in one go: the page redraws both charts
+    when its width changes (a scrollbar that appears once the fonts load), and two separate reads could
+    straddle that redraw."""
+    xs = page.evaluate("() => ['timelines', 'gantt'].map("
+                       "(box) => document.querySelector(`#${box} line.cursor`).getAttribute('x1'))")
+    return float(xs[0]), float(xs[1])
 
 
 @pytest.mark.parametrize("width", [900, 1400])
@@ -138,7 +143,7 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     page, errors = _open_replay(browser, _replay_page(tmp_path, trace), width)
     header = page.locator("#step-header")
     assert header.inner_text().startswith(f"step {first} of {trace.steps[-1].step}"), header.inner_text()
-    x_timeline, x_gantt = _cursor_x(page, "timelines"), _cursor_x(page, "gantt")
+    x_timeline, x_gantt = _cursor_xs(page)
     assert x_timeline == x_gantt, "the timelines and the Gantt chart share one step axis"
     page.locator("#slider").focus()
     for _ in range(3):
@@ -146,8 +151,8 @@ def test_replay_page_slider_play_and_language(browser, tmp_path, width):
     row = trace.steps[3]
     assert header.inner_text().startswith(f"step {row.step} of"), "the step header follows the slider"
     assert f"batch {row.batch_size} " in header.inner_text()
-    assert _cursor_x(page, "timelines") > x_timeline and _cursor_x(page, "gantt") == _cursor_x(page, "timelines"), \
-        "both cursors move with the slider, to the same x"
+    x_timeline_now, x_gantt_now = _cursor_xs(page)
+    assert x_timeline_now > x_timeline and x_gantt_now == x_timeline_now, "both cursors move with the slider, to the same x"
     lines_en = page.locator("#lines").inner_text()
     assert "TEACHING/" in lines_en and f"step#{row.step} " in lines_en, "the lines are the step's"
     page.locator(".langs button[data-lang=zh]").click()
