@@ -23,7 +23,7 @@ from typing import Any, Callable
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented,
                                           visible)
 from nanovllm_teach.exercises.engine_grading import not_loaded
-from nanovllm_teach.exercises.quiz_wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
+from nanovllm_teach.exercises.trace_quiz.wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
 from nanovllm_teach.exercises.solution_files import borrowed_from_solutions, imports_reference_solutions
@@ -147,7 +147,7 @@ class QuizExercise(Exercise):
               hints: bool = True) -> GradeResult:
         """``solution["answer_quiz"]``: the answers dict itself, or a function of the trace returning it,
         which runs in the sandboxed worker (``remote``) like every learner's function: the trace goes
-        there as data (``quiz_wire``), the answers come back as data. ``isolate`` as for
+        there as data (``wire``), the answers come back as data. ``isolate`` as for
         ``EngineExercise.grade``; ``hints``: say which answers are wrong and how (a self-check), or only how
         many are right (a class)."""
         trace = quiz_trace(model)

@@ -19,8 +19,8 @@ import msgspec
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.schema import TraceEvent
 
-ADAPTER = "nanovllm_teach.exercises.quiz_wire:answer"
-RECORD_TYPE = "nanovllm_teach.exercises.quiz_wire:QuizRecord"
+ADAPTER = "nanovllm_teach.exercises.trace_quiz.wire:answer"
+RECORD_TYPE = "nanovllm_teach.exercises.trace_quiz.wire:QuizRecord"
 
 
 class QuizRecord(msgspec.Struct, frozen=True):
