@@ -108,9 +108,9 @@ def test_a_hostile_answer_is_refused_with_its_reason_and_the_engine_is_left_as_i
     before = copy.deepcopy(_state(scheduler))
     with pytest.raises(RemoteFailure) as raised:
         StateWire("scheduler").call(InProcessWorker(hostile), "schedule_decode", (scheduler,))
-    assert raised.value.description["refused"] is True
-    assert raised.value.description["function"] == "schedule_decode"
-    assert re.match(sentence, raised.value.description["message"]), raised.value.description["message"]
+    assert raised.value.failure.refused is True
+    assert raised.value.failure.function == "schedule_decode"
+    assert re.match(sentence, raised.value.failure.message), raised.value.failure.message
     assert _state(scheduler) == before
 
 

@@ -8,7 +8,7 @@ Role: grading. Emits no events (the engine it runs emits its own).
    first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
    modules only, so that each child starts warm).
 3. The sandboxed worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one) loads the
-   student's file; a forked grading child (``sandbox``) runs every workload on the engine with proxies
+   student's file; a forked grading child (``remote.run_in_child``) runs every workload on the engine with proxies
    in place of the student's functions, so the engine, its recorder and its traces stay outside the
    sandbox and only data crosses it: plain arguments (``Piece.wire``), or for a method of the scheduler
    or the block manager a snapshot of their state, which comes back changed and checked
@@ -32,12 +32,12 @@ from typing import Any, Callable
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
 from nanovllm_teach.exercises.pieces import Piece, Watch, defined_at, describe_failure, installed
 from nanovllm_teach.exercises.references import PendingReferences
-from nanovllm_teach.exercises.remote import Worker
-from nanovllm_teach.exercises.sandbox import ChildEnd, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.remote import ChildEnd, Outcome, Worker, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.solution_files import (
     borrowed_from_solutions, imports_reference_solutions, missing_functions, missing_sentence,
 )
 from nanovllm_teach.exercises.verdict import judge, load_run
+from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
@@ -63,14 +63,10 @@ ALL_MATCH = Text(en="with your {functions} the engine decides as the reference d
 AND = Text(en=" and ", zh=" 和 ")
 
 
-def run_failure(end: ChildEnd, outcome: dict[str, Any], workload: str) -> dict[str, Any] | None:
-    """How the child's run of ``workload`` failed (None: it did not)."""
-    runs = outcome.get("runs", {})
-    if workload in runs:
-        return runs[workload]
-    if end.exitcode is None:  # stopped by the parent during this workload
-        return {"timeout": end.limit, "function": end.running}
-    return {"exitcode": end.exitcode, "function": end.running}  # it ended during this workload, saying nothing
+def run_failure(end: ChildEnd, outcome: Outcome, workload: str) -> Failure | None:
+    """How the child's run of ``workload`` failed (None: it did not); not in the outcome, the child was stopped
+    or ended during it, saying nothing."""
+    return outcome.runs[workload] if workload in outcome.runs else end.failure()
 
 
 def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
@@ -84,7 +80,7 @@ def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None
     """The verdict on a file the worker could not load (None: it loaded, every function is there)."""
     if "load_error" in loaded:
         error = loaded["load_error"]  # made visible by the worker's proxy (``remote.described``)
-        return exercise.fail(say(NOT_LOADED, type=error["type"], message=error["message"]))
+        return exercise.fail(say(NOT_LOADED, type=error.type, message=error.message))
     if "missing" in loaded:
         missing = [name for name in exercise.functions if name in loaded["missing"]] or list(exercise.functions)
         return exercise.fail(missing_sentence(missing))
@@ -135,7 +131,7 @@ class EngineExercise(Exercise):
                      model: str | Path | None) -> None:
         """The child: every workload with the proxies of the student's pieces in, one trace file each, then
         the outcome."""
-        outcome: dict[str, Any] = {"runs": {}}
+        outcome = Outcome()
         path = folder / OUTCOME
         for workload in self.workloads:
             failure = None
@@ -144,11 +140,11 @@ class EngineExercise(Exercise):
                     record_graded(workload, folder / f"{workload.name}.jsonl", model, MAX_STEPS)
             except BaseException as error:  # whatever the student's code raised is the verdict's business
                 failure = describe_failure(error)
-            outcome["runs"][workload.name] = failure
+            outcome.runs[workload.name] = failure
             write_outcome(path, outcome)
             if failure is not None:
                 break
-        outcome["finished"] = True
+        outcome.finished = True
         write_outcome(path, outcome)
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
@@ -172,10 +168,10 @@ class EngineExercise(Exercise):
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             folder = Path(tmp)
             end = run_in_child(self._run_student, proxies, folder, model, time_limit=time_limit)
-            outcome = read_outcome(folder / OUTCOME)
+            outcome = read_outcome(folder / OUTCOME, Outcome)
             return self._verdict(end, outcome, folder, references.traces())
 
-    def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
+    def _verdict(self, end: ChildEnd, outcome: Outcome, folder: Path, references: dict) -> GradeResult:
         events = 0
         for workload in self.workloads:
             verdict = judge(self, self.decisions, workload, load_run(folder / f"{workload.name}.jsonl"),
@@ -183,7 +179,7 @@ class EngineExercise(Exercise):
             if verdict is not None:
                 return verdict
             events += sum(e.event in self.decisions for e in references[workload.name].events)
-        if not outcome.get("finished") or end.exitcode != 0:
+        if not outcome.finished or end.exitcode != 0:
             return self.fail(say(ENDED_AFTER_THE_RUNS, code=end.exitcode))
         functions = say(AND).join(self.functions)
         return GradeResult(self.name, True, f"PASS {self.name}: " + say(ALL_MATCH, functions=functions,

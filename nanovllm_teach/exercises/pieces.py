@@ -28,11 +28,12 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
 from nanovllm_teach.exercises.remote import RemoteFailure
 from nanovllm_teach.exercises.snapshots import StateWire
+from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.i18n import Text, say
 
 
 class Watch(Protocol):
-    """Where the child tells the parent which student function is running (see ``sandbox``)."""
+    """Where the child tells the parent which student function is running (``remote.SharedWatch``)."""
 
     def enter(self, function: str) -> str: ...
 
@@ -166,16 +167,12 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> It
         yield
 
 
-def describe_failure(error: BaseException) -> dict[str, Any]:
-    """What the parent needs to word the verdict on ``error``, as plain data. What the learner's code raised
+def describe_failure(error: BaseException) -> Failure:
+    """What the parent needs to word the verdict on ``error``, as a record. What the learner's code raised
     comes from the worker (``RemoteFailure``, its line already found there); anything else a guard raised is a
     refused result, or the grader's own failure around the call."""
-    if isinstance(error, StudentError):
-        original = error.original
-        if isinstance(original, RemoteFailure):  # said by the worker, checked by ``remote``
-            return {"function": error.function, "type": "", "message": "", "at": None, "refused": False,
-                    "not_implemented": False, **original.description}
-        return {"function": error.function, "type": type(original).__name__, "message": str(original),
-                "at": None, "refused": error.refused, "not_implemented": False}
-    return {"function": None, "type": type(error).__name__, "message": str(error), "at": None,
-            "refused": False, "not_implemented": False}
+    if not isinstance(error, StudentError):
+        return Failure(None, type(error).__name__, str(error))
+    if isinstance(error.original, RemoteFailure):  # said by the worker, checked by ``remote``
+        return error.original.failure
+    return Failure(error.function, type(error.original).__name__, str(error.original), refused=error.refused)

@@ -1,20 +1,26 @@
-"""The engine's side of the sandbox's edge: start a worker, call the learner's function there, end it.
+"""The two processes the grader starts for a submission, and what crosses back from them.
 
 Role: grading (the parent, and the engine's grading child). Emits no events.
 
-``Worker(solution, functions, points, time_limit)`` starts the worker (``worker``) for one submission: a file runs
-in bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False), as a job slot's own
-user id and in a cgroup of its own where the machine gives them (``confinement``); functions from a notebook run
-in a forked process (they exist only in this process's memory), where importing the reference solutions raises
+``Worker(solution, functions, points, time_limit)`` is where the learner's code runs (``worker``): a file in
+bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False), as a job slot's own
+user id and in a cgroup of its own where the machine gives them (``confinement``); functions from a notebook
+(they exist only in this process's memory) in a forked process where importing the reference solutions raises
 (``refuse_reference_solutions``: the grading copy a file runs on has none). ``load()`` says whether the file
-loaded; ``proxies(pieces)`` are the functions the engine is given in place of the
-learner's: each sends its arguments (``msgspec``: plain data, never a live engine object) and returns what
-came back, or raises ``RemoteFailure`` with what the learner's function raised, a time-out, or the worker's
-end. Every word of the learner's that comes back (what it raised, its line of code, what it printed) is
-made ``visible`` (no line break, no carriage return, no escape code) before any sentence holds it, so that
-none can start a line of the grader's output. ``close()`` kills the worker and everything it started, and
-returns what it printed, quoted (``quoted``) so that it can never pass for a verdict; with a slot's user id it
-returns only once no process of that user is left.
+loaded; ``proxies(pieces)`` are the functions the engine is given in place of the learner's: each sends its
+arguments (``msgspec``: plain data, never a live engine object) and returns what came back, or raises
+``RemoteFailure`` with a ``worker.Failure``: what the learner's function raised, a time-out, or the worker's
+end. Every word of the learner's that comes back is checked as that record and made ``visible`` (no line
+break, no carriage return, no escape code) before any sentence holds it. ``close()`` kills the worker and all
+it started and returns what it printed, ``quoted`` so that it can never pass for a verdict.
+
+``run_in_child(target, ...)`` is the grading child, forked: the engine's graded runs happen there, on the
+proxies, under a time limit, so nothing the learner's answers do to the engine reaches the verdict, which the
+parent computes from the trace files and the child's ``Outcome``. The child reports through ``SharedWatch``
+which learner function runs and since when: a call that outlasts ``time_limit`` is given up by its proxy and
+recorded by the child; the parent stops the child, naming the function, only if it is still in that call
+``REPORT_GRACE_S`` later. The child runs torch on one thread (a forked child must not reuse the parent's
+OpenMP pool: it hangs) and speaks the parent's language. Both kinds of fork go through ``fork``.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,9 +42,8 @@ import msgspec
 
 from nanovllm_teach.exercises import confinement, isolation
 from nanovllm_teach.exercises.base import is_reference_module, visible
-from nanovllm_teach.exercises.sandbox import FORKING
-from nanovllm_teach.exercises.worker import FrameError, read_frame, serve, write_frame
-from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.exercises.worker import Failure, FrameError, read_frame, serve, write_frame
+from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 
 # The learner's prints kept for the verdict: the first lines, the first characters.
 OUTPUT_LINES = 20
@@ -45,14 +52,25 @@ QUOTE = "  | "
 # How long a worker may take to start (an interpreter in the sandbox) before the file's own time limit starts:
 # on a busy machine that is seconds, and none of them the learner's.
 STARTUP_LIMIT_S = 60.0
+# The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
+RUN_LIMIT_S = 120.0
+# How long after a call's time limit the parent waits for the child's own record of the failure: with the
+# parent's look at the same moment, a loaded machine (the test suite's fresh-clone run) lost the record, and
+# the verdict lost where the call was.
+REPORT_GRACE_S = 5.0
+_NAME_BYTES = 96
+# A class is graded by several threads; one forks at a time, so that no child starts with a lock another
+# thread held at that moment.
+FORKING = threading.Lock()
+
+IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported while grading: write your own code",
+                      zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
+NO_FORK = Text(en="the grader runs your code in a forked process, which this system cannot make (on Windows, use WSL)",
+               zh="评分器要在 fork 出的子进程里运行你的代码，而这个系统做不到（在 Windows 上请使用 WSL）")
 
 
 class SolutionsImportRefused(ImportError):
     """The student's code imported the reference solutions while being graded."""
-
-
-IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported while grading: write your own code",
-                      zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
 
 
 class _RefuseSolutions(importlib.abc.MetaPathFinder):
@@ -73,12 +91,11 @@ def refuse_reference_solutions() -> None:
 
 
 class RemoteFailure(Exception):
-    """The learner's function, called in the worker, did not give a usable answer: ``description`` is what
-    ``pieces.describe_failure`` reports (what it raised, or ``timeout``, or ``exitcode``)."""
+    """The learner's function, called in the worker, did not give a usable answer: ``failure`` says why."""
 
-    def __init__(self, description: dict[str, Any]) -> None:
-        super().__init__(description.get("message", ""))
-        self.description = description
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 def quoted(output: bytes) -> str:
@@ -92,16 +109,29 @@ def quoted(output: bytes) -> str:
     return "\n".join(QUOTE + line for line in shown)
 
 
-def described(error: Any) -> dict[str, Any]:
-    """What the worker says the learner's code raised (``worker.describe_error``), checked and made
-    ``visible``: ``type``, ``message`` (bounded), ``at`` (file, line, code) or None, ``not_implemented``."""
-    error = error if isinstance(error, dict) else {}
-    at = error.get("at")
-    return {"type": visible(str(error.get("type", "Exception"))[:80]),
-            "message": visible(str(error.get("message", ""))[:500]),
-            "not_implemented": error.get("not_implemented") is True,
-            "at": [visible(str(at[0])), int(at[1]), visible(str(at[2]))] if isinstance(at, list) and len(at) == 3
-            and isinstance(at[1], int) else None}
+def described(error: Any, function: str | None = None) -> Failure | None:
+    """What the worker says the learner's code raised in ``function`` (``worker.describe_error``), checked as
+    a ``Failure`` (None: it is not one), bounded and made ``visible``. Only what the learner's code raised can
+    come from there: how the call ended (a refusal, a time-out, an exit) is the grader's to say."""
+    try:
+        said = msgspec.convert(error, Failure)
+    except msgspec.ValidationError:
+        return None
+    at = said.at and (visible(said.at[0][:200]), said.at[1], visible(said.at[2][:200]))
+    return Failure(function, visible(said.type[:80]) or "Exception", visible(said.message[:500]), at,
+                   said.not_implemented)
+
+
+def fork(target: Callable[..., None], *args: Any) -> Any:
+    """``target(*args)`` started in a forked process (``multiprocessing``), one thread forking at a time."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise RuntimeError(say(NO_FORK))
+    child = multiprocessing.get_context("fork").Process(target=target, args=args, daemon=True)
+    with FORKING:
+        sys.stdout.flush()  # else what the parent has buffered is printed again when the child exits
+        sys.stderr.flush()
+        child.start()
+    return child
 
 
 def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
@@ -137,12 +167,7 @@ class Worker:
                                                      pass_fds=(calls_r, answers_w),
                                                      env=None if plain else isolation.LAUNCH_ENVIRONMENT)
             else:
-                ctx = multiprocessing.get_context("fork")
-                self._forked = ctx.Process(target=_serve_forked, args=(solution, calls_r, answers_w), daemon=True)
-                with FORKING:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    self._forked.start()
+                self._forked = fork(_serve_forked, solution, calls_r, answers_w)
         except BaseException:
             if self.confined is not None:
                 self.confined.end(self._process)
@@ -152,7 +177,7 @@ class Worker:
             os.close(answers_w)
 
     def load(self) -> dict[str, Any]:
-        """The worker's first answer: ``{"loaded": True}``, ``{"load_error": ...}``, ``{"missing": [...]}``,
+        """The worker's first answer: ``{"loaded": True}``, ``{"load_error": Failure}``, ``{"missing": [...]}``,
         or ``{"timeout": limit}`` / ``{"ended": exit code}``. Functions from a notebook are there already."""
         if self._forked is not None:
             return {"loaded": True}
@@ -166,7 +191,8 @@ class Worker:
         except FrameError:
             return {"ended": self._exitcode()}
         if isinstance(answer, dict) and "load_error" in answer:
-            return {"load_error": described(answer["load_error"])}
+            error = described(answer["load_error"])
+            return {"ended": None} if error is None else {"load_error": error}
         return answer if isinstance(answer, dict) else {"ended": None}
 
     def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...], adapter: str | None = None) -> Any:
@@ -177,19 +203,13 @@ class Worker:
             write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame)
             answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
-            raise RemoteFailure({"function": function, "timeout": self.time_limit}) from None
+            raise RemoteFailure(Failure(function, timeout=self.time_limit)) from None
         except (FrameError, OSError):
-            raise RemoteFailure({"function": function, "exitcode": self._exitcode()}) from None
+            raise RemoteFailure(Failure(function, exitcode=self._exitcode())) from None
         if isinstance(answer, dict) and "result" in answer:
             return answer["result"]
-        error = answer.get("error") if isinstance(answer, dict) else None
-        if not isinstance(error, dict):
-            raise RemoteFailure({"function": function, "exitcode": self._exitcode()})
-        return self._raise(function, error)
-
-    @staticmethod
-    def _raise(function: str, error: dict[str, Any]) -> Any:
-        raise RemoteFailure({"function": function, "refused": False, **described(error)})
+        error = described(answer.get("error"), function) if isinstance(answer, dict) else None
+        raise RemoteFailure(error or Failure(function, exitcode=self._exitcode()))
 
     def _exitcode(self) -> int | None:
         process = self._process or self._forked
@@ -234,3 +254,109 @@ class Worker:
     def __exit__(self, *exc: Any) -> None:
         if not self._output.closed:
             self.close()
+
+
+class SharedWatch:
+    """Which student function runs now and since when, in memory shared by the parent and the child."""
+
+    def __init__(self) -> None:
+        self._name = multiprocessing.RawArray("c", _NAME_BYTES)
+        self._since = multiprocessing.RawValue("d", 0.0)
+
+    def enter(self, function: str) -> str:
+        previous = self.running()
+        self._set(function)
+        return previous
+
+    def leave(self, previous: str) -> None:
+        self._set(previous)
+
+    def _set(self, function: str) -> None:
+        self._name.value = function.encode()[:_NAME_BYTES - 1]
+        self._since.value = time.monotonic()
+
+    def running(self) -> str:
+        return self._name.value.decode(errors="replace")
+
+    def running_for(self) -> float:
+        return time.monotonic() - self._since.value if self.running() else 0.0
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How the child ended: its exit code (None when the parent stopped it), the student function running
+    at that moment (``running``; "" when none was), and for a stopped child the limit it ran into."""
+
+    exitcode: int | None
+    running: str = ""
+    limit: float | None = None
+
+    def failure(self) -> Failure:
+        """What a run the child left unfinished, saying nothing, failed of: the limit, or the child's end."""
+        if self.exitcode is None:
+            return Failure(self.running, timeout=self.limit)
+        return Failure(self.running, exitcode=self.exitcode)
+
+
+def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+    set_lang(lang)  # the parent's language, whatever this process's environment says
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    else:  # imported later, if at all (a quiz needs no torch)
+        os.environ["OMP_NUM_THREADS"] = "1"
+    target(watch, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not the interpreter's own shutdown: forked from a thread of a class's pool, it would wait on the
+    # pool's threads, which do not exist here, and end with exit code 1.
+    os._exit(0)
+
+
+def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
+    """Run ``target(watch, *args)`` in a forked child; stop it if one student call outlasts ``time_limit``
+    seconds (and the child has not ended ``REPORT_GRACE_S`` later) or the whole run ``RUN_LIMIT_S``."""
+    watch = SharedWatch()
+    child = fork(_child_main, watch, resolve_lang(), target, args)
+    started = time.monotonic()
+    try:
+        while True:
+            child.join(0.05)
+            if child.exitcode is not None:
+                return ChildEnd(child.exitcode, watch.running())
+            if watch.running() and watch.running_for() > time_limit + REPORT_GRACE_S:
+                return _stop(child, ChildEnd(None, watch.running(), time_limit))
+            if time.monotonic() - started > RUN_LIMIT_S:
+                return _stop(child, ChildEnd(None, "", RUN_LIMIT_S))
+    except BaseException:  # Ctrl-C in the parent: the child goes too
+        _stop(child, ChildEnd(None, watch.running()))
+        raise
+
+
+def _stop(child: Any, end: ChildEnd) -> ChildEnd:
+    child.kill()
+    child.join()
+    return end
+
+
+class Outcome(msgspec.Struct):
+    """What the child leaves for the parent besides its trace files: how each run failed (None: it did not),
+    in the order run, and whether it got to the end."""
+
+    runs: dict[str, Failure | None] = {}
+    finished: bool = False
+
+
+def write_outcome(path: Path, outcome: msgspec.Struct) -> None:
+    """Replace the outcome record at ``path`` in one step (a killed child leaves the previous one whole)."""
+    partial = path.with_suffix(".partial")
+    partial.write_bytes(msgspec.json.encode(outcome))
+    os.replace(partial, path)
+
+
+def read_outcome(path: Path, kind: type[msgspec.Struct]) -> Any:
+    """The child's outcome record, a ``kind``; an empty one if it left none (or none that reads as one)."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=kind)
+    except (OSError, msgspec.DecodeError):
+        return kind()

@@ -38,6 +38,7 @@ from nanovllm_teach.engine.block_manager import Block, BlockManager
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Finished, Freed, Preempted
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.i18n import Text, say
 
 RECORDS = {cls.__name__: cls for cls in (Allocated, Freed, Preempted, Finished, Aborted)}
@@ -391,7 +392,6 @@ class StateWire:
         try:
             checked = _checked(answer, before, seqs, appended)
         except Refused as refused:
-            raise RemoteFailure({"function": function, "type": "", "message": str(refused), "at": None,
-                                 "refused": True, "not_implemented": False}) from None
+            raise RemoteFailure(Failure(function, message=str(refused), refused=True)) from None
         _apply(checked, bm, seqs, scheduler)
         return checked.result

@@ -15,7 +15,7 @@ own (a slot mapping, a replayed graph) words that itself, in its folder (``Engin
 Every sentence is a ``Text`` in both languages, said in the language chosen in this process. The child
 reports what happened as data (which function, what it raised, at which line, how it ended); the few
 sentences it words itself (what a check refused in a result, why a file is unusable) are in the same
-language, which the child is given (``sandbox``). The ``FAIL <exercise>:`` prefix stays in English, for
+language, which the child is given (``remote.run_in_child``). The ``FAIL <exercise>:`` prefix stays in English, for
 the graders that parse it.
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
+from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Workload
 from nanovllm_teach.trace.diff import VOLATILE, Divergence, describe_event, diff_decisions
@@ -151,7 +152,7 @@ def where_it_stopped(trace: Trace | None) -> str:
     return say(IN_STEP, step=len(trace.events_named("STEP_DONE")) + 1)
 
 
-def _code_line(at: list[Any] | None) -> str:
+def _code_line(at: tuple[str, int, str] | None) -> str:
     """" (your_file.py, line 12: running.popleft())": the last line of the student's code that ran."""
     if not at:
         return ""
@@ -159,26 +160,26 @@ def _code_line(at: list[Any] | None) -> str:
     return say(AT_LINE, file=file, line=line, code=code) if code else say(AT_LINE_NO_CODE, file=file, line=line)
 
 
-def failure_sentence(failure: dict[str, Any] | None, where: str) -> str:
-    """What went wrong, from the child's description of the failure (see ``pieces.describe_failure`` and
+def failure_sentence(failure: Failure | None, where: str) -> str:
+    """What went wrong, from the child's record of the failure (see ``pieces.describe_failure`` and
     ``engine_grading``; None: the run left no trace and said nothing)."""
     if failure is None:
         return say(NO_TRACE, where=where)
-    function = failure.get("function")
-    if failure.get("timeout") is not None:
+    function = failure.function
+    if failure.timeout is not None:
         if not function:
-            return say(RUN_TOO_LONG, where=where, limit=failure["timeout"])
-        return say(CALL_TOO_LONG, where=where, function=function, limit=failure["timeout"])
-    if failure.get("exitcode") is not None:
+            return say(RUN_TOO_LONG, where=where, limit=failure.timeout)
+        return say(CALL_TOO_LONG, where=where, function=function, limit=failure.timeout)
+    if failure.exitcode is not None:
         if function:
-            return say(ENDED_DURING, where=where, function=function, code=failure["exitcode"])
-        return say(ENDED, where=where, code=failure["exitcode"])
-    if failure.get("refused"):
-        return say(REFUSED_RESULT, where=where, function=function, problem=failure["message"])
+            return say(ENDED_DURING, where=where, function=function, code=failure.exitcode)
+        return say(ENDED, where=where, code=failure.exitcode)
+    if failure.refused:
+        return say(REFUSED_RESULT, where=where, function=function, problem=failure.message)
     if function:
-        return say(RAISED, where=where, function=function, type=failure["type"], message=failure["message"],
-                   line=_code_line(failure.get("at")))
-    return say(ENGINE_FAILED, where=where, type=failure["type"], message=failure["message"])
+        return say(RAISED, where=where, function=function, type=failure.type, message=failure.message,
+                   line=_code_line(failure.at))
+    return say(ENGINE_FAILED, where=where, type=failure.type, message=failure.message)
 
 
 def in_context(workload: Workload | TimedWorkload, sentence: str) -> str:
@@ -187,11 +188,11 @@ def in_context(workload: Workload | TimedWorkload, sentence: str) -> str:
 
 
 def judge(exercise: Exercise, decisions: tuple[str, ...], workload: Workload, run: Trace | None,
-          failure: dict[str, Any] | None, reference: Trace) -> GradeResult | None:
+          failure: Failure | None, reference: Trace) -> GradeResult | None:
     """A failing verdict of ``exercise`` for a run whose ``decisions`` events (those that say what the
     learner's function decided) differ from the reference's, else None."""
-    if failure is not None and failure.get("not_implemented"):
-        return not_implemented(exercise, failure["function"])
+    if failure is not None and failure.not_implemented:
+        return not_implemented(exercise, failure.function)
     if run is None:
         return exercise.fail(in_context(workload, failure_sentence(failure, where_it_stopped(None))), workload.name)
     divergence = diff_decisions(run, reference, decisions, ignore=VOLATILE)

@@ -75,14 +75,31 @@ def read_frame(fd: int, deadline: float | None = None) -> Any:
         raise FrameError(f"a frame that is not JSON: {error}") from None
 
 
-def describe_error(error: BaseException, code_file: str | None) -> dict[str, Any]:
+class Failure(msgspec.Struct, omit_defaults=True):
+    """What went wrong in the learner's code, as the verdict words it: what it raised (``type``, ``message``,
+    ``at``: file, line and code of the last line of theirs that ran, ``not_implemented``), a result the
+    engine cannot use (``refused``), or no answer (``timeout``: the limit in seconds; ``exitcode``: how the
+    process ended). ``function``: the learner's function it happened in (None: the engine's own failure).
+    An empty ``type`` and no ``timeout``: nothing was raised, the process ended."""
+
+    function: str | None = None
+    type: str = ""
+    message: str = ""
+    at: tuple[str, int, str] | None = None
+    not_implemented: bool = False
+    refused: bool = False
+    timeout: float | None = None
+    exitcode: int | None = None
+
+
+def describe_error(error: BaseException, code_file: str | None) -> Failure:
     """What the learner's function raised, as data: type, message (bounded), the last line of theirs."""
     at = None
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == code_file]
     if frames:
-        at = [os.path.basename(frames[-1].filename), frames[-1].lineno, (frames[-1].line or "")[:200]]
-    return {"type": type(error).__name__[:80], "message": str(error)[:500], "at": at,
-            "not_implemented": isinstance(error, NotImplementedError)}
+        at = (os.path.basename(frames[-1].filename), frames[-1].lineno or 0, (frames[-1].line or "")[:200])
+    return Failure(type=type(error).__name__[:80], message=str(error)[:500], at=at,
+                   not_implemented=isinstance(error, NotImplementedError))
 
 
 def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answers_fd: int) -> None:

@@ -166,7 +166,7 @@ def _answer(function: Callable[..., Any], call: Any, unpacker: Unpacker) -> Any:
         return Frame(tree=tree, tensors=packer.tensors(), state=state)
     except Exception as error:  # the learner's code: what it raised is the answer
         described = describe_error(error, None)
-        return Frame(error={"type": described["type"], "message": described["message"]})
+        return Frame(error={"type": described.type, "message": described.message})
 
 
 def _checked_beside(seam: Any, function: Callable[..., Any]) -> Any:
@@ -180,7 +180,7 @@ def _checked_beside(seam: Any, function: Callable[..., Any]) -> Any:
         from nanovllm_teach.exercises.worker import describe_error
 
         described = describe_error(error, None)
-        return Frame(error={"type": described["type"], "message": described["message"]})
+        return Frame(error={"type": described.type, "message": described.message})
 
 
 def main() -> None:

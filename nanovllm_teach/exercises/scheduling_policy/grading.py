@@ -27,7 +27,7 @@ from typing import Any
 from nanovllm_teach.exercises.base import GradeResult, not_implemented
 from nanovllm_teach.exercises.engine_grading import EngineExercise, run_failure
 from nanovllm_teach.exercises.policy_workloads import TimedWorkload
-from nanovllm_teach.exercises.sandbox import ChildEnd
+from nanovllm_teach.exercises.remote import ChildEnd, Outcome
 from nanovllm_teach.exercises.verdict import failure_sentence, in_context, load_run, where_it_stopped
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.workload.metrics import percentile
@@ -209,14 +209,14 @@ class PolicyGradeResult(GradeResult):
 class PolicyExercise(EngineExercise):
     """An engine exercise graded by the metrics of its runs against FCFS's, not by trace equality."""
 
-    def _verdict(self, end: ChildEnd, outcome: dict[str, Any], folder: Path, references: dict) -> GradeResult:
+    def _verdict(self, end: ChildEnd, outcome: Outcome, folder: Path, references: dict) -> GradeResult:
         scores: list[WorkloadScore] = []
         traces: dict[str, tuple[Trace, Trace]] = {}
         for workload in self.workloads:
             failure = run_failure(end, outcome, workload.name)
             run = load_run(folder / f"{workload.name}.jsonl")
-            if failure is not None and failure.get("not_implemented"):
-                return not_implemented(self, failure["function"])
+            if failure is not None and failure.not_implemented:
+                return not_implemented(self, failure.function)
             if failure is not None or run is None:
                 return self.fail(in_context(workload, failure_sentence(failure, where_it_stopped(run))),
                                  workload.name)

@@ -4,7 +4,7 @@ Role: grading. Emits no events.
 
 The model is a small Qwen3 (``GRADED_CONFIG``: one layer, 8 query heads and 4 key/value heads, attention
 biases, so that grouped-query attention and a row-parallel bias are there), its checkpoint written with
-distinct values in every entry, so that any entry out of place shows. A forked grading child (``sandbox``)
+distinct values in every entry, so that any entry out of place shows. A forked grading child (``remote.run_in_child``)
 builds it as every rank of 1, 2 and 4 ranks (``layers.parallel.acting_as``: no process group), sets its
 linear layers' parameters to NaN, and loads the checkpoint through the engine's own loader (``models.loader.load_model``), with the exercise
 point replaced by a proxy of the learner's function, which runs in the sandboxed worker (``remote``) on
@@ -31,12 +31,15 @@ from pathlib import Path
 from typing import Any, Callable
 from unittest import mock
 
+import msgspec
+
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
 from nanovllm_teach.exercises.engine_grading import AND, ENDED_AFTER_THE_RUNS, graded_in_worker, screened
 from nanovllm_teach.exercises.pieces import Piece, describe_failure, installed, resolve
 from nanovllm_teach.exercises.provenance import replaced_definitions
-from nanovllm_teach.exercises.sandbox import ChildEnd, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.remote import ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.verdict import failure_sentence
+from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.i18n import Text, say
 
 OUTCOME = "outcome.json"
@@ -132,11 +135,27 @@ def _checkpoint_name(param: str, shard: Any) -> str:
     return short(param)
 
 
+class RankRun(msgspec.Struct):
+    """One rank's loading: the calls of the slice function, and how it failed (None: it did not)."""
+
+    world: int
+    rank: int
+    calls: list[dict[str, Any]]
+    failure: Failure | None = None
+
+
+class RankOutcome(msgspec.Struct):
+    """What the child leaves beside the tensors: every rank it loaded, and whether it got to the end."""
+
+    ranks: list[RankRun] = []
+    finished: bool = False
+
+
 def load_every_rank(folder: Path) -> None:
     """The child's run (the reference's or the learner's): the graded model as every rank of each world size,
     loaded with what stands at ``POINT`` (the engine's own function, or the learner's proxy). After each rank
     it writes ``w{world}r{rank}.safetensors`` (the linear layers' parameters, by ``short`` name) and the
-    outcome record, ``{"ranks": [{"world", "rank", "calls", "failure"}], "finished"}``; each call says the
+    outcome record (``RankOutcome``); each call says the
     checkpoint tensor being loaded, the parameter it goes into and that parameter's shape on the rank."""
     from safetensors.torch import save_file
 
@@ -149,7 +168,7 @@ def load_every_rank(folder: Path) -> None:
     checkpoint.mkdir()
     write_checkpoint(checkpoint)
     config = graded_config()
-    outcome: dict[str, Any] = {"ranks": []}
+    outcome = RankOutcome()
     loading: dict[str, Any] = {}
     calls: list[dict[str, Any]] = []
     slicer = resolve(POINT)
@@ -186,11 +205,11 @@ def load_every_rank(folder: Path) -> None:
                               str(folder / f"w{world}r{rank}.safetensors"))
                 except BaseException as error:  # whatever the learner's code raised is the verdict's business
                     failure = describe_failure(error)
-                outcome["ranks"].append({"world": world, "rank": rank, "calls": list(calls), "failure": failure})
+                outcome.ranks.append(RankRun(world, rank, list(calls), failure))
                 write_outcome(folder / OUTCOME, outcome)
                 if failure is not None:
                     return
-    outcome["finished"] = True
+    outcome.finished = True
     write_outcome(folder / OUTCOME, outcome)
 
 
@@ -198,7 +217,7 @@ def load_every_rank(folder: Path) -> None:
 class Loaded:
     """One run, read back by the parent: per ``(world, rank)``, the calls and the linear layers' tensors."""
 
-    ranks: list[dict[str, Any]]
+    ranks: list[RankRun]
     tensors: dict[tuple[int, int], dict[str, Any]]
     finished: bool
 
@@ -206,14 +225,13 @@ class Loaded:
 def read_run(folder: Path) -> Loaded:
     from safetensors.torch import load_file
 
-    outcome = read_outcome(folder / OUTCOME)
-    ranks = [r for r in outcome.get("ranks", []) if isinstance(r, dict)]
+    outcome = read_outcome(folder / OUTCOME, RankOutcome)
     tensors = {}
-    for entry in ranks:
-        path = folder / f"w{entry.get('world')}r{entry.get('rank')}.safetensors"
-        if entry.get("failure") is None and path.is_file():
-            tensors[(entry["world"], entry["rank"])] = load_file(str(path))
-    return Loaded(ranks, tensors, outcome.get("finished") is True)
+    for entry in outcome.ranks:
+        path = folder / f"w{entry.world}r{entry.rank}.safetensors"
+        if entry.failure is None and path.is_file():
+            tensors[(entry.world, entry.rank)] = load_file(str(path))
+    return Loaded(outcome.ranks, tensors, outcome.finished)
 
 
 def _record_reference(watch: Any, folder: Path) -> None:
@@ -308,9 +326,9 @@ class ShardExercise(Exercise):
     def _verdict(self, end: ChildEnd, run: Loaded, reference: Loaded) -> GradeResult:
         tensors = 0
         for index, expected in enumerate(reference.ranks):
-            world, rank = expected["world"], expected["rank"]
+            world, rank = expected.world, expected.rank
             got = run.ranks[index] if index < len(run.ranks) else None
-            if got is None or got.get("failure") is not None:
+            if got is None or got.failure is not None:
                 return self._failed(end, got, world, rank)
             verdict = self._compare(got, run.tensors.get((world, rank), {}), expected,
                                     reference.tensors[(world, rank)])
@@ -324,37 +342,35 @@ class ShardExercise(Exercise):
             ALL_RANKS_MATCH, functions=say(AND).join(self.functions), worlds=worlds, tensors=tensors,
             ranks=len(reference.ranks)))
 
-    def _failed(self, end: ChildEnd, got: dict[str, Any] | None, world: int, rank: int) -> GradeResult:
+    def _failed(self, end: ChildEnd, got: RankRun | None, world: int, rank: int) -> GradeResult:
         """The verdict on a rank whose loading failed (or never finished)."""
         if got is None:  # the child was stopped, or ended, while it loaded this rank
-            failure = ({"timeout": end.limit, "function": end.running} if end.exitcode is None
-                       else {"exitcode": end.exitcode, "function": end.running})
-            return self.fail(failure_sentence(failure, say(ON_RANK, rank=rank, world=world)))
-        failure = got["failure"]
-        if failure.get("not_implemented"):
-            return not_implemented(self, failure["function"])
-        calls = got.get("calls") or []
+            return self.fail(failure_sentence(end.failure(), say(ON_RANK, rank=rank, world=world)))
+        failure = got.failure
+        if failure.not_implemented:
+            return not_implemented(self, failure.function)
+        calls = got.calls
         last = calls[-1] if calls else {}
         where = (say(LOADING, rank=rank, world=world, tensor=last["tensor"]) if "tensor" in last
                  else say(ON_RANK, rank=rank, world=world))
         message = failure_sentence(failure, where)
-        if not failure.get("function") and "result" in last:  # the engine tripped over what the function returned
+        if not failure.function and "result" in last:  # the engine tripped over what the function returned
             message += say(DID_NOT_FIT, result=last["result"], tensor=last["tensor"], shape=_shape(last["args"][1]),
                            param=last["param"], local=_shape(last["local"]))
         return self.fail(message)
 
-    def _compare(self, got: dict[str, Any], tensors: dict[str, Any], expected: dict[str, Any],
+    def _compare(self, got: RankRun, tensors: dict[str, Any], expected: RankRun,
                  reference: dict[str, Any]) -> GradeResult | None:
         """The verdict on the first tensor of this rank that differs from the reference's (None: none does)."""
         import torch
 
-        where = say(ON_RANK, rank=expected["rank"], world=expected["world"])
+        where = say(ON_RANK, rank=expected.rank, world=expected.world)
         for name, want in reference.items():
             have = tensors.get(name)
             if have is not None and have.shape == want.shape and torch.equal(have, want):
                 continue
-            mine = [c for c in got.get("calls", []) if c.get("param") == name]
-            theirs = [c for c in expected["calls"] if c.get("param") == name]
+            mine = [c for c in got.calls if c.get("param") == name]
+            theirs = [c for c in expected.calls if c.get("param") == name]
             for call, right in zip(mine, theirs):
                 if call.get("result") != right["result"]:
                     args = right["args"]

@@ -176,14 +176,14 @@ class QuizExercise(Exercise):
         try:
             answered = worker.call("answer_quiz", (quiz_record(trace),), (RECORD_TYPE,), adapter=ADAPTER)
         except RemoteFailure as failure:
-            raised = failure.description
-            if "timeout" in raised:
+            raised = failure.failure
+            if raised.timeout is not None:
                 return self.fail(say(ANSWERING_TOO_LONG, limit=time_limit))
-            if "exitcode" in raised:
-                return self.fail(say(NO_ANSWERS, code=raised["exitcode"]))
-            if raised["not_implemented"]:
+            if not raised.type:  # nothing raised: the worker ended
+                return self.fail(say(NO_ANSWERS, code=raised.exitcode))
+            if raised.not_implemented:
                 return not_implemented(self, "answer_quiz")
-            return self.fail(say(RAISED, type=raised["type"], message=raised["message"]))
+            return self.fail(say(RAISED, type=raised.type, message=raised.message))
         if not isinstance(answered, dict) or answered.get("absent") is True:
             return self.fail(say(NO_ANSWER_QUIZ))
         if "not_a_dict" in answered:
