@@ -124,7 +124,7 @@ def _drop_fails(isolated: bool) -> str | None:
     it ran as that user id, on the grader's own Python."""
     slot = confinement.Slot()
     try:
-        done = subprocess.run(_launch([sys.executable, "-E", "-s", "-c", _DROP_PROBE], isolated, slot.uid),
+        done = subprocess.run(sandboxed_command([sys.executable, "-E", "-s", "-c", _DROP_PROBE], isolated, slot.uid),
                               capture_output=True, timeout=60, env=LAUNCH_ENVIRONMENT)
     except (OSError, subprocess.TimeoutExpired) as failure:
         return str(failure)
@@ -252,18 +252,13 @@ def _walls(uid: int | None) -> list[str]:
             "--setenv", "LANG", "C.UTF-8", "--chdir", INSIDE_HOME]
 
 
-def _launch(program: list[str], isolated: bool, uid: int | None, binds: tuple[str, ...] = ()) -> list[str]:
+def sandboxed_command(program: list[str], isolated: bool, uid: int | None, binds: tuple[str, ...] = ()) -> list[str]:
     """``program`` as a worker's is started: in bubblewrap where ``isolated`` (with ``binds`` besides the
-    interpreter's), dropped by setpriv to ``uid`` (a slot's user id, where the grader is root) before it runs."""
+    interpreter's), dropped by setpriv to ``uid`` (a slot's user id, where the grader is root) before it runs.
+    The build track's chapter checks (``track/sandbox.py``) start theirs so too."""
     drop = [] if uid is None else [setpriv() or "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
                                    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     return ["env", "-i", *_walls(uid), *binds, "--", *drop, *program] if isolated else [*drop, *program]
-
-
-def sandboxed_command(program: list[str], isolated: bool, uid: int | None, binds: tuple[str, ...]) -> list[str]:
-    """``program`` started as a worker is (in bubblewrap where ``isolated``, with ``binds`` besides the
-    interpreter's; dropped to ``uid``): the build track's chapter checks (``track/sandbox.py``) start theirs so."""
-    return _launch(program, isolated, uid, binds)
 
 
 def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str, ...], fds: tuple[int, int],
@@ -272,12 +267,10 @@ def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str
     out), on the grading copy where ``points`` raise; ``tag`` marks its processes (tests look for them);
     ``isolated``: inside bubblewrap; ``uid``: the slot's user id it drops to (None: it keeps the grader's)."""
     root = grading_root(resolve_lang(), points)
-    worker_args = [",".join(functions), limits.argument(), f"{fds[0]},{fds[1]}", tag]
-    if not isolated:
-        return _launch([sys.executable, "-E", "-s", "-u", str(root / "nanovllm_teach" / "exercises" / "worker.py"),
-                        str(root), str(solution), *worker_args], False, uid)
     inside = f"{INSIDE_SUBMISSION}/{solution.name}"
-    return _launch([sys.executable, "-E", "-s", "-u", f"{INSIDE_ROOT}/nanovllm_teach/exercises/worker.py", INSIDE_ROOT,
-                    inside, *worker_args], True, uid,
-                   ("--ro-bind", str(root), INSIDE_ROOT, "--dir", INSIDE_SUBMISSION,  # 0755: see _read_only_binds
-                    "--ro-bind", str(solution), inside))
+    where = (INSIDE_ROOT, inside) if isolated else (str(root), str(solution))
+    binds = ("--ro-bind", str(root), INSIDE_ROOT, "--dir", INSIDE_SUBMISSION,  # 0755: see _read_only_binds
+             "--ro-bind", str(solution), inside)
+    program = [sys.executable, "-E", "-s", "-u", f"{where[0]}/nanovllm_teach/exercises/worker.py", *where,
+               ",".join(functions), limits.argument(), f"{fds[0]},{fds[1]}", tag]
+    return sandboxed_command(program, isolated, uid, binds if isolated else ())
