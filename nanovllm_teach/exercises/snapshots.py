@@ -27,14 +27,14 @@ record as ``{"decision": name, "fields": ...}``) and the state after.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from nanovllm_teach.engine.batch import ScheduledBatch
-from nanovllm_teach.engine.block_manager import Block, BlockManager
+from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Finished, Freed, Preempted
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
@@ -108,7 +108,7 @@ class Answer(msgspec.Struct):
     state: Snapshot
 
 
-# ---- both sides: objects to records ----
+# ---- both sides: objects to records, and records into objects ----
 
 def _seq_record(seq: Sequence) -> SeqRecord:
     return SeqRecord(seq.seq_id, seq.status.value, list(seq.token_ids), seq.num_prompt_tokens,
@@ -129,6 +129,35 @@ def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None
                     [BlockRecord(b.ref_count, b.hash, list(b.token_ids)) for b in bm.blocks],
                     list(bm.free_block_ids), sorted(bm.used_block_ids), list(bm.hash_to_block_id.items()),
                     [_seq_record(s) for s in seqs], queues)
+
+
+def restore(after: Snapshot, bm: BlockManager, seqs: dict[int, Sequence], scheduler: Scheduler | None) -> None:
+    """Set the objects to the state ``after``, in place (only what a call may change): outside, the engine's
+    own once the answer is checked; inside, the ones the worker has just made for the call."""
+    for block, record in zip(bm.blocks, after.blocks):
+        block.ref_count, block.hash, block.token_ids = record.ref_count, record.hash, list(record.token_ids)
+    bm.free_block_ids.clear()
+    bm.free_block_ids.extend(after.free_block_ids)
+    bm.used_block_ids.clear()
+    bm.used_block_ids.update(after.used_block_ids)
+    bm.hash_to_block_id.clear()
+    bm.hash_to_block_id.update(after.hash_to_block_id)
+    for record in after.seqs:
+        seq = seqs[record.seq_id]
+        for token in record.token_ids[seq.num_tokens:]:
+            seq.append_token(token)
+        seq.status = SequenceStatus(record.status)
+        seq.num_cached_tokens, seq.num_scheduled_tokens = record.num_cached_tokens, record.num_scheduled_tokens
+        seq.block_table = list(record.block_table)
+        seq.finish_reason, seq.num_preemptions = record.finish_reason, record.num_preemptions
+    if scheduler is not None:
+        queues = after.scheduler
+        scheduler.waiting.clear()
+        scheduler.waiting.extend(seqs[i] for i in queues.waiting)
+        scheduler.running.clear()
+        scheduler.running.extend(seqs[i] for i in queues.running)
+        scheduler.accepted.clear()
+        scheduler.accepted.update((i, seqs[i]) for i in queues.accepted)
 
 
 # ---- inside (the worker): rebuild the objects, call the learner's function ----
@@ -159,26 +188,21 @@ def run(function: Any, call: StateCall) -> dict[str, Any]:
     """In the worker: ``function`` called on objects rebuilt from ``call``; the result and the state after."""
     state = call.state
     bm = BlockManager(len(state.blocks), state.block_size, state.enable_prefix_caching)
-    bm.blocks = [Block(i, r.ref_count, r.hash, list(r.token_ids)) for i, r in enumerate(state.blocks)]
-    bm.free_block_ids = deque(state.free_block_ids)
-    bm.used_block_ids = set(state.used_block_ids)
-    bm.hash_to_block_id = dict(state.hash_to_block_id)
     seqs = {r.seq_id: _rebuild_seq(r, state.block_size) for r in state.seqs}
-    target: Any = bm
+    scheduler = None
     if call.target == "scheduler":
         q = state.scheduler
-        target = Scheduler(max_num_seqs=q.max_num_seqs, max_num_batched_tokens=q.max_num_batched_tokens,
-                           max_model_len=q.max_model_len, eos=q.eos, num_kvcache_blocks=len(state.blocks),
-                           block_size=state.block_size, enable_prefix_caching=state.enable_prefix_caching,
-                           policy=q.policy)
-        target.block_manager = bm
-        target.waiting = deque(seqs[i] for i in q.waiting)
-        target.running = deque(seqs[i] for i in q.running)
-        target.accepted = {i: seqs[i] for i in q.accepted}
+        scheduler = Scheduler(max_num_seqs=q.max_num_seqs, max_num_batched_tokens=q.max_num_batched_tokens,
+                              max_model_len=q.max_model_len, eos=q.eos, num_kvcache_blocks=len(state.blocks),
+                              block_size=state.block_size, enable_prefix_caching=state.enable_prefix_caching,
+                              policy=q.policy)
+        scheduler.block_manager = bm
+    restore(state, bm, seqs, scheduler)
+    target: Any = bm if scheduler is None else scheduler
     args = [seqs[a] if kind == "seq" else msgspec.convert(a, ScheduledBatch) if kind == "batch" else a
             for kind, a in zip(call.kinds, call.args)]
     result = function(target, *args)
-    after = snapshot(bm, list(seqs.values()), target if call.target == "scheduler" else None)
+    after = snapshot(bm, list(seqs.values()), scheduler)
     return {"result": _encode_result(result), "state": msgspec.to_builtins(after)}
 
 
@@ -334,35 +358,6 @@ def _checked(answer: Any, before: Snapshot, seqs: dict[int, Sequence], appended:
     return _Checked(after, _decode_result(answer.result, seqs, last, tables))
 
 
-def _apply(checked: _Checked, bm: BlockManager, seqs: dict[int, Sequence], scheduler: Scheduler | None) -> None:
-    """Set the engine's objects to the checked state after, in place (only what a call may change)."""
-    after = checked.state
-    for block, record in zip(bm.blocks, after.blocks):
-        block.ref_count, block.hash, block.token_ids = record.ref_count, record.hash, list(record.token_ids)
-    bm.free_block_ids.clear()
-    bm.free_block_ids.extend(after.free_block_ids)
-    bm.used_block_ids.clear()
-    bm.used_block_ids.update(after.used_block_ids)
-    bm.hash_to_block_id.clear()
-    bm.hash_to_block_id.update(after.hash_to_block_id)
-    for record in after.seqs:
-        seq = seqs[record.seq_id]
-        for token in record.token_ids[seq.num_tokens:]:
-            seq.append_token(token)
-        seq.status = SequenceStatus(record.status)
-        seq.num_cached_tokens, seq.num_scheduled_tokens = record.num_cached_tokens, record.num_scheduled_tokens
-        seq.block_table = list(record.block_table)
-        seq.finish_reason, seq.num_preemptions = record.finish_reason, record.num_preemptions
-    if scheduler is not None:
-        queues = after.scheduler
-        scheduler.waiting.clear()
-        scheduler.waiting.extend(seqs[i] for i in queues.waiting)
-        scheduler.running.clear()
-        scheduler.running.extend(seqs[i] for i in queues.running)
-        scheduler.accepted.clear()
-        scheduler.accepted.update((i, seqs[i]) for i in queues.accepted)
-
-
 @dataclass(frozen=True)
 class StateWire:
     """How a method of the scheduler (``target`` ``"scheduler"``) or of the block manager
@@ -393,5 +388,5 @@ class StateWire:
             checked = _checked(answer, before, seqs, appended)
         except Refused as refused:
             raise RemoteFailure(Failure(function, message=str(refused), refused=True)) from None
-        _apply(checked, bm, seqs, scheduler)
+        restore(checked.state, bm, seqs, scheduler)
         return checked.result

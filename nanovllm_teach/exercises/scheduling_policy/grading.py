@@ -22,7 +22,6 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
-from typing import Any
 
 from nanovllm_teach.exercises.base import GradeResult, not_implemented
 from nanovllm_teach.exercises.engine_grading import EngineExercise, run_failure
