@@ -30,6 +30,7 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.track.chapters import CHAPTERS
 from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 from nanovllm_teach.track.extract import is_written, reference
+from nanovllm_teach.track.glue import use_engine_as_glue
 
 YOURS = Text(en="{name:<28} yours", zh="{name:<28} 你的")
 ENGINES = Text(en="{name:<28} the engine's (not written yet)", zh="{name:<28} 引擎的（你还没有写）")
@@ -81,7 +82,10 @@ def chapter_file(folder: str | Path, chapter: Chapter) -> ChapterFile:
     raises while it loads (a syntax error, a bad import) gives its error instead of pieces."""
     path = Path(folder) / chapter.file
     name = chapter.file.removesuffix(".py").replace("/", ".")
+    use_engine_as_glue()  # the chapter imports from myvllm.glue: the engine's own modules here
     try:
+        if PACKAGE not in sys.modules:  # the parent of myvllm.glue, when the folder is not on sys.path
+            _load(Path(folder) / PACKAGE / "__init__.py", PACKAGE)
         module = _load(path, name)
     except Exception as error:  # the learner's file: anything it raises is theirs to see
         return ChapterFile(chapter, (), f"{type(error).__name__}: {error}")
