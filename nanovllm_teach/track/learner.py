@@ -4,7 +4,9 @@ with the learner's functions in place of its own.
 Role: teaching (the track). Emits no events (the engine it runs emits its own).
 
 ``pieces(folder)`` loads each chapter's file afresh (an edited file is read again, in a notebook too) and
-says, seam by seam, whether the learner wrote it (``extract.is_written``). ``installed(pieces)`` puts the
+says, seam by seam, whether the learner wrote it (``extract.is_written``). A chapter file imports what the
+learner does not write from the folder's glue (``myvllm.glue``): here, where each piece is checked inside the
+reference engine, that is the engine's own modules (``glue.GlueIsTheEngine``). ``installed(pieces)`` puts the
 written ones where the engine looks them up, for the length of a ``with`` block: a method into the engine's
 class, a function into every module that bound the engine's (``from ... import apply_rotary`` makes a
 binding of its own in each importer), the learner's files included, so one chapter's solution calls
