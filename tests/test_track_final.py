@@ -112,3 +112,42 @@ def test_a_wrong_scheduler_is_named_by_its_first_decision(solutions: Path, tmp_p
     assert verdict.status == "fail", text
     assert "your run's decisions first differ from the reference's in step" in text
     assert "the reference preempted seq" in text and "0 decisions differ" not in text
+
+
+@pytest.mark.parametrize("answer", [
+    {"not_written": [[1, ["rms_norm\x1b[2J" * 400]]] * 50},
+    {"raised": ["Error\x07" * 100, "\r" * 5000]},
+    {"load_error": ["myvllm/x.py", ["not", "text"]]},
+    ["not", "a", "dict"],
+])
+def test_what_the_sandbox_answers_is_shown_bounded_and_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               answer: object) -> None:
+    """The answer is made where the learner's code runs: whatever its shape, the verdict is a few bounded lines
+    without a control character."""
+    from nanovllm_teach.track import sandbox
+
+    class Answering:
+        printed, isolated = "", True
+
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def __enter__(self) -> Answering:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def result(self) -> object:
+            return answer
+
+    monkeypatch.setattr(sandbox, "ChapterSandbox", Answering)
+    verdict = judge_final(tmp_path)
+    assert verdict.status != "pass" and len(verdict.lines) <= 1 + len(final_chapters())
+    assert all(len(line) < 700 and not any(ord(c) < 32 for c in line) for line in verdict.lines), verdict.lines
+
+
+def test_final_on_a_folder_that_is_not_there_is_a_usage_mistake(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["build", "check", str(tmp_path / "nowhere"), "final", "--lang", "en"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such folder" in err[0] and "Traceback" not in err[0]

@@ -19,15 +19,20 @@ import functools
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.track.final_inside import FINAL, run_engine
+from nanovllm_teach.track.final_inside import FINAL, final_chapters, run_engine
 from nanovllm_teach.track.learner import NOT_LOADED
 from nanovllm_teach.track.verdict import NO_FOLDER, ChapterVerdict
 
+if TYPE_CHECKING:
+    from nanovllm_teach.trace.schema import TraceEvent
+
 FINAL_LIMIT_S = 240.0  # the learner's whole run on one CPU of the sandbox: the model loaded, about 40 steps
 PART = "final"
+MAX_TOKENS = 1000  # of one request, as the sandbox sends them: the workload's longest asks for 18
 YOURS_FILE, REFERENCE_FILE = "traces/final_yours.jsonl", "traces/final_reference.jsonl"
 
 TITLE = Text(en="final · your engine alone", zh="final · 只运行你自己的引擎")
@@ -64,7 +69,7 @@ TRACES = Text(
        "或在 notebook 中：nanovllm_teach.viz.Player(nanovllm_teach.trace.load_trace(PATH))")
 
 
-def happened(events: list) -> dict[str, int]:
+def happened(events: list[TraceEvent]) -> dict[str, int]:
     """How many prefix-cache hits, chunked prefills and preemptions a run's events hold."""
     counts = Counter(event.event for event in events)
     chunked = sum(1 for event in events if event.event == "SCHEDULE_PREFILL" and any(event.stats.get("chunked", ())))
@@ -103,6 +108,24 @@ def transformers_tokens() -> list[list[int]]:
     return tokens
 
 
+def _said(value: object, limit: int) -> str:
+    """What came from the sandbox, as a line a learner can read: bounded, its control characters visible."""
+    return visible(str(value)[:limit])[:limit]  # cut before (a long text) and after (escapes lengthen it)
+
+
+def _tokens_of(value: object, requests: int) -> list[list[int]]:
+    """The run's tokens as they came from the sandbox: a list of ints per request, at most ``MAX_TOKENS`` each;
+    anything else counts as no tokens (every request then differs)."""
+    def ints(seq: object) -> list[int] | None:
+        if not isinstance(seq, list) or len(seq) > MAX_TOKENS or not all(type(t) is int for t in seq):
+            return None
+        return seq
+
+    if not isinstance(value, list) or len(value) != requests or any(ints(seq) is None for seq in value):
+        return [[] for _ in range(requests)]
+    return value
+
+
 def _token_problems(got: list[list[int]], want: list[list[int]], whose: Text) -> list[str]:
     problems = []
     for seq, (mine, theirs) in enumerate(zip(got, want)):
@@ -112,8 +135,9 @@ def _token_problems(got: list[list[int]], want: list[list[int]], whose: Text) ->
     return problems
 
 
-def _compared(folder: Path, tokens: list[list[int]], trace_text: str) -> tuple[list[str], dict[str, int]]:
-    """The problems of a finished run, the traces written into ``folder``; and what happened in it."""
+def _compared(folder: Path, tokens: object, trace_text: str) -> tuple[list[str], dict[str, int]]:
+    """The problems of a finished run (``tokens`` and ``trace_text`` as the sandbox sent them), the traces
+    written into ``folder``; and what happened in it."""
     from nanovllm_teach.trace import TraceFormatError, load_trace
     from nanovllm_teach.track.checks_decisions import first_decision_difference
 
@@ -129,8 +153,7 @@ def _compared(folder: Path, tokens: list[list[int]], trace_text: str) -> tuple[l
     ref_trace = load_trace(reference)
     counts, ref_counts = happened(trace.events), happened(ref_trace.events)
     problems = [say(NEVER, what=say(HAPPENINGS[key]), count=ref_counts[key]) for key, n in counts.items() if not n]
-    if len(tokens) != len(want) or not all(isinstance(t, list) for t in tokens):
-        tokens = [[] for _ in want]  # a run that returned other than a list per request: every request differs
+    tokens = _tokens_of(tokens, len(want))
     problems += _token_problems(tokens, want, REFERENCE_ENGINE)
     problems += _token_problems(tokens, transformers_tokens(), TRANSFORMERS)
     sentence = first_decision_difference(trace, ref_trace, FINAL)
@@ -155,20 +178,21 @@ def judge_final(folder: Path, time_limit: float = FINAL_LIMIT_S) -> ChapterVerdi
             answer = sandbox.result()
         except SandboxEnded as ended:
             answer = {"ended": str(ended)}
-    answer = answer if isinstance(answer, dict) else {"ended": visible(repr(answer)[:200])}
+    # Everything in the answer was made where the learner's code ran: each part is checked for its shape and
+    # shown bounded, its control characters visible.
+    answer = answer if isinstance(answer, dict) else {"ended": _said(repr(answer), 200)}
     lines, status = [say(FAILED, title=title)], "fail"
-    if "not_written" in answer:
+    unwritten, loaded, raised = (answer.get(key) for key in ("not_written", "load_error", "raised"))
+    if isinstance(unwritten, list) and all(isinstance(entry, list) and len(entry) == 2 for entry in unwritten):
         status, lines = "not_written", [say(NOT_WRITTEN, title=title)]
-        lines += [say(CHAPTER_TO_WRITE, number=number, names=", ".join(map(str, names)))
-                  for number, names in answer["not_written"]]
+        lines += [say(CHAPTER_TO_WRITE, number=_said(number, 4), names=_said(", ".join(map(str, names)), 500))
+                  for number, names in unwritten[:len(final_chapters())]]
     elif "refused" in answer:
-        lines.append("  " + visible(str(answer["refused"])[:500]))
-    elif "load_error" in answer:
-        file, error = answer["load_error"]
-        lines.append("  " + say(NOT_LOADED, file=visible(str(file)), error=visible(str(error)[:500])))
-    elif "raised" in answer:
-        kind, message = answer["raised"]
-        lines.append(say(RAISED, type=visible(str(kind)[:80]), workload=FINAL.name, message=visible(str(message)[:300])))
+        lines.append("  " + _said(answer["refused"], 500))
+    elif isinstance(loaded, list) and len(loaded) == 2:
+        lines.append("  " + say(NOT_LOADED, file=_said(loaded[0], 200), error=_said(loaded[1], 500)))
+    elif isinstance(raised, list) and len(raised) == 2:
+        lines.append(say(RAISED, type=_said(raised[0], 80), workload=FINAL.name, message=_said(raised[1], 300)))
     elif "tokens" in answer and isinstance(answer.get("trace"), str):
         problems, counts = _compared(folder, answer["tokens"], answer["trace"])
         if problems:
@@ -177,5 +201,5 @@ def judge_final(folder: Path, time_limit: float = FINAL_LIMIT_S) -> ChapterVerdi
             status, lines = "pass", [say(PASSED, title=title, **counts)]
         lines += say(TRACES, yours=folder / YOURS_FILE, reference=folder / REFERENCE_FILE).splitlines()
     else:
-        lines.append(str(answer.get("ended", "")))
+        lines.append(_said(answer.get("ended", answer), 500))
     return ChapterVerdict(PART, status, lines, sandbox.printed, sandbox.isolated)
