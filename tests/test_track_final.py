@@ -151,3 +151,18 @@ def test_final_on_a_folder_that_is_not_there_is_a_usage_mistake(tmp_path: Path, 
     assert main(["build", "check", str(tmp_path / "nowhere"), "final", "--lang", "en"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such folder" in err[0] and "Traceback" not in err[0]
+
+
+def test_a_chapter_file_imports_the_learners_other_files_by_their_package(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chapter files are loaded as modules of the learner's package, which is a package: one file may
+    import another by its name (the glue's names hang from it too)."""
+    for name in [name for name in sys.modules if name == PACKAGE or name.startswith(PACKAGE + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    folder = tmp_path / "mine"
+    write_package(folder, CHAPTERS, with_solutions=True, lang="en")
+    path = folder / chapter_named("3").file
+    path.write_text(path.read_text(encoding="utf-8") + "\nfrom myvllm.layers.norms import rms_norm\n",
+                    encoding="utf-8")
+    loaded = chapter_file(folder, chapter_named("3"))
+    assert loaded.load_error is None and all(piece.written for piece in loaded.pieces)

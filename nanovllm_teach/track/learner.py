@@ -58,9 +58,19 @@ class ChapterFile:
     load_error: str | None = None
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    """Execute ``path`` as the module ``name``, afresh (a learner edits and runs again)."""
-    spec = importlib.util.spec_from_file_location(name, path)
+def _package(folder: Path) -> None:
+    """The learner's package itself, from ``folder`` unless it is loaded already (its folder on ``sys.path``,
+    or an earlier chapter): the parent of the glue's names and of the learner's own modules, which a chapter
+    file may import by their package's name (``from myvllm.layers.norms import rms_norm``)."""
+    if PACKAGE not in sys.modules:
+        root = folder / PACKAGE
+        _load(root / "__init__.py", PACKAGE, [str(root)])
+
+
+def _load(path: Path, name: str, search: list[str] | None = None) -> ModuleType:
+    """Execute ``path`` as the module ``name`` (a package when ``search`` names its folders), afresh (a
+    learner edits and runs again)."""
+    spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=search)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -86,8 +96,7 @@ def chapter_file(folder: str | Path, chapter: Chapter) -> ChapterFile:
     name = chapter.file.removesuffix(".py").replace("/", ".")
     use_engine_as_glue()  # the chapter imports from myvllm.glue: the engine's own modules here
     try:
-        if PACKAGE not in sys.modules:  # the parent of myvllm.glue, when the folder is not on sys.path
-            _load(Path(folder) / PACKAGE / "__init__.py", PACKAGE)
+        _package(Path(folder))
         module = _load(path, name)
     except Exception as error:  # the learner's file: anything it raises is theirs to see
         return ChapterFile(chapter, (), f"{type(error).__name__}: {error}")
