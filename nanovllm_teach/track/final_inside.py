@@ -8,8 +8,8 @@ Nothing of the reference may stand in for the learner: before any of their files
 ``.models`` (and none of them is loaded yet: ``run_final`` checks), naming the module and the learner's
 file that asked. What runs is the learner's package: the glue (``myvllm/glue``, the engine's other code,
 copied by ``build start``) with every seam's placeholder replaced by the learner's own function from their
-chapter files (``wire``). Allowed from the package: the tokenizer (transformers), settings, the trace
-recorder and i18n. The one answer (``wire.Frame``) is the run's tokens and its TEACHING trace (JSONL), or
+chapter files (``wire``). The rest of the package stays importable (settings, sampling parameters, the
+``utils`` the layers use, the trace recorder, i18n); the tokenizer is transformers'. The one answer (``wire.Frame``) is the run's tokens and its TEACHING trace (JSONL), or
 what stopped it: a refused import, a chapter that is not written or does not load, what the run raised.
 """
 

@@ -68,11 +68,10 @@ _ROOT = Path(__file__).resolve().parents[1]  # the package's folder: its modules
 
 def _source_file(module: str) -> Path | None:
     """The source of the package's ``module`` (a package: its ``__init__.py``), or None if it is not one."""
+    if module != ENGINE and not module.startswith(ENGINE + "."):
+        return None
     relative = _ROOT.joinpath(*module.split(".")[1:])
-    for path in (relative.with_suffix(".py"), relative / "__init__.py"):
-        if module.startswith(ENGINE) and path.is_file():
-            return path
-    return None
+    return next((path for path in (relative.with_suffix(".py"), relative / "__init__.py") if path.is_file()), None)
 
 
 def _imports(module: str) -> set[str]:
@@ -122,7 +121,7 @@ def glue_file(module: str) -> str:
     return f"{PACKAGE}/glue/{relative}/__init__.py" if is_package else f"{PACKAGE}/glue/{relative}.py"
 
 
-def renamed(text: str, glued: Seq[str]) -> str:
+def _renamed(text: str, glued: Seq[str]) -> str:
     """``text`` (an import statement) with each engine module of ``glued`` named as its copy (the longest
     dotted name that is one; ``nanovllm_teach.trace.events`` is not, and stays)."""
     def rename(match: re.Match[str]) -> str:
@@ -160,7 +159,7 @@ def glue_source(module: str, seams: Seq[tuple[Seam, int, str]], lang: str) -> st
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             span = lines[node.lineno - 1:node.end_lineno]
-            replacements[node.lineno - 1] = (node.end_lineno, renamed("\n".join(span), glued).splitlines())
+            replacements[node.lineno - 1] = (node.end_lineno, _renamed("\n".join(span), glued).splitlines())
     for seam, number, file in seams:
         owner, _, name = seam.qualname.rpartition(".")
         scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner).body if owner else tree.body
