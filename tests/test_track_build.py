@@ -247,6 +247,7 @@ def test_build_start_writes_the_folders_readme_in_the_learners_language(tmp_path
     assert main(["build", "start", str(folder), "--lang", lang]) == 0
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert words in readme and f"nanovllm-teach build check {folder} 1" in readme
+    assert f"nanovllm-teach build check {folder} final" in readme  # the finish line
     for chapter in CHAPTERS:
         row = next(line for line in readme.splitlines() if f"`{chapter.file}`" in line)
         assert all(f"`{seam.qualname}`" in row for seam in chapter.seams)

@@ -172,8 +172,8 @@ def test_a_wrong_engine_piece_fails_by_the_first_decision_that_differs(tmp_path,
     replace_stub(folder, chapter_named(str(number)), name, body)
     path = folder / chapter_named(str(number)).file
     path.write_text(path.read_text(encoding="utf-8").replace(
-        "from nanovllm_teach.engine.sequence import Sequence\n",
-        "from nanovllm_teach.engine.sequence import Sequence, SequenceStatus\n"), encoding="utf-8")
+        "from myvllm.glue.engine.sequence import Sequence\n",
+        "from myvllm.glue.engine.sequence import Sequence, SequenceStatus\n"), encoding="utf-8")
     status, text = verdict_text(folder, number, lang)
     assert status == "fail", text
     assert all(sentence in text for sentence in (english if lang == "en" else chinese)), text

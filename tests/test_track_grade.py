@@ -73,3 +73,29 @@ def test_one_students_folder_is_graded_alone_and_for_gradescope(tmp_path, capsys
     assert capsys.readouterr().out.startswith("FAIL build-1: your rms_norm on random bfloat16 tensors: element [0, 0]")
     written = json.loads(results.read_text(encoding="utf-8"))
     assert written["score"] == 0 and written["tests"][0]["name"] == "build-1"
+
+
+def test_a_chapter_is_compared_between_students_not_with_the_reference(tmp_path):
+    """A correct rebuild resembles the engine by design: the similarity report gives a chapter no share in
+    common with the reference (nor a flag for it), only with the other students."""
+    import ast
+
+    from nanovllm_teach.exercises.similarity import likeness
+    from nanovllm_teach.track.grading import chapter_exercise
+
+    exercise = chapter_exercise("build-4")
+    tree = ast.parse(exercise.solution_path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):  # the solution retyped: its docstrings and comments gone
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and len(body) > 1 and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant):
+            node.body = body[1:]
+    retyped = ast.unparse(tree)
+    paths = []
+    for student in ("alice", "bob"):
+        (tmp_path / f"{student}.py").write_text(retyped, encoding="utf-8")
+        paths.append(tmp_path / f"{student}.py")
+    alice, bob = likeness(["alice", "bob"], paths, exercise.solution_path, exercise.template_path,
+                          exercise.alike_to_reference)
+    assert alice.reference is None and not any("reference" in flag for flag in alice.flags), alice
+    assert alice.closest == "bob" and alice.closest_share > 0.9 and any("bob" in flag for flag in alice.flags)

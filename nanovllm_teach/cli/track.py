@@ -4,8 +4,9 @@ track (``nanovllm_teach/track``).
 ``build start`` writes a new folder with the learner's package (every function to write a stub whose docstring
 is its contract; ``--with-solutions``: the engine's own bodies) and its README (``track/readme``), and refuses a
 folder that exists. ``build check`` checks each chapter's written functions against the engine's, the
-learner's code in the grading sandbox (``track/sandbox``), a process per chapter; exit 0 when every chapter
-checked passes, 1 when one fails or is not written yet, 2 for a mistake in the command.
+learner's code in the grading sandbox (``track/sandbox``), a process per chapter; ``build check DIR final``
+runs the learner's engine alone there (``track/final``). Exit 0 when every chapter checked (or the finish
+line) passes, 1 when one fails or is not written yet, 2 for a mistake in the command.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                                          zh="build start 写出的文件夹")))
     check.add_argument("chapter", nargs="?", default=None, help=say(Text(
         en="a chapter's number or name (1 'norms', 2 'rope', 3 'attention', 4 'qwen3', 5 'sampler', 6 'kvcache', "
-           "7 'paged', 8 'blocks', 9 'scheduler', 10 'loop'; default: all)",
+           "7 'paged', 8 'blocks', 9 'scheduler', 10 'loop'; default: all), or 'final': your engine alone, against "
+           "the reference engine and transformers",
         zh="章的编号或名字（1 'norms'、2 'rope'、3 'attention'、4 'qwen3'、5 'sampler'、6 'kvcache'、7 'paged'、"
-           "8 'blocks'、9 'scheduler'、10 'loop'；默认：全部）")))
+           "8 'blocks'、9 'scheduler'、10 'loop'；默认：全部），或 'final'：只运行你自己的引擎，与参考引擎和 "
+           "transformers 对照")))
     check.set_defaults(func=_check)
     for step in (start, check):  # the language option is the command's too: ``build check DIR --lang zh``
         add_lang_option(step)
@@ -74,6 +77,12 @@ def _check(args: argparse.Namespace) -> int:
     from nanovllm_teach.track.chapters import CHAPTERS, chapter_named
     from nanovllm_teach.track.verdict import check_folder
 
+    if args.chapter == "final":
+        from nanovllm_teach.track.final import judge_final
+
+        verdict = judge_final(args.folder)
+        print("\n".join(verdict.shown()))
+        return 0 if verdict.status == "pass" else 1
     chapters = [chapter_named(args.chapter)] if args.chapter is not None else list(CHAPTERS)
     passed = 0
     for verdict in check_folder(args.folder, chapters):

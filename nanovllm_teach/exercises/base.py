@@ -88,6 +88,9 @@ class Exercise:
     # In a class only the first graded answer counts, later ones are counted as attempts (``gradebook``), and
     # ``grade`` is given ``hints=False``: for answers a blind search could find.
     graded_once: ClassVar[bool] = False
+    # False: the class's similarity report gives no share of code in common with the reference, only with the
+    # other students (a build track chapter: a correct rebuild resembles the engine by design).
+    alike_to_reference: ClassVar[bool] = True
 
     @property
     def folder(self) -> Path:

@@ -237,7 +237,7 @@ def grade_class(exercise: Exercise, submissions: list[Submission], grade: Any, j
     done = [row for row in rows if row is not None]
     rank(done)
     alike = likeness([s.student for s in submissions], [s.path for s in submissions], exercise.solution_path,
-                     exercise.template_path)
+                     exercise.template_path, exercise.alike_to_reference)
     for row, found in zip(done, alike, strict=True):
         row.likeness = found
     return done

@@ -8,7 +8,9 @@ code plagiarism detector: winnowed fingerprints of the token stream, every name 
 placeholder, so renaming variables changes nothing), after taking out what every submission shares (the
 exercise's template):
 
-- each submission's share of code in common with the reference, and with the most alike other submission;
+- each submission's share of code in common with the reference (not for a build track chapter, whose right
+  answer resembles the engine by design: ``share_with_reference`` False), and with the most alike other
+  submission;
 - nothing for an answer shorter than ``MIN_TOKENS`` tokens: a three-line ``decode_slot`` looks like every
   other one written right, and a number there would accuse honest students;
 - whatever its size, a copy of the reference's text itself (its comments and docstring included:
@@ -63,7 +65,7 @@ class Likeness:
         """What the gradebook says: the flags, else why there are no numbers, else nothing."""
         if self.flags:
             return "; ".join(self.flags)
-        return say(TOO_SMALL, tokens=self.tokens, least=MIN_TOKENS) if self.reference is None else ""
+        return say(TOO_SMALL, tokens=self.tokens, least=MIN_TOKENS) if self.tokens < MIN_TOKENS else ""
 
 
 def _fingerprint(path: Path, text: str, template: list[int], tokens: bool) -> CodeFingerprint:
@@ -111,9 +113,11 @@ def _hard_link(path: Path, reference: Path) -> bool:
         return False
 
 
-def likeness(students: list[str], paths: list[Path | None], reference: Path, template: Path) -> list[Likeness | None]:
+def likeness(students: list[str], paths: list[Path | None], reference: Path, template: Path,
+             share_with_reference: bool = True) -> list[Likeness | None]:
     """Each submission's ``Likeness`` (None where there is no file to compare), in the order given; ``paths``
-    have passed the class's checks (UTF-8 text of bounded size)."""
+    have passed the class's checks (UTF-8 text of bounded size). ``share_with_reference`` False: no share of
+    code in common with the reference is measured or flagged (a copy of its text or a link to it still is)."""
     shared = template.read_text(encoding="utf-8")
     boilerplate = {kind: list(_fingerprint(template, shared, [], kind).hashes) for kind in (True, False)}
 
@@ -138,8 +142,8 @@ def likeness(students: list[str], paths: list[Path | None], reference: Path, tem
         if k not in compared:
             found[k] = Likeness(size, flags=tuple(flags))
             continue
-        to_reference = max(_shares(tokens[k], ref_tokens))
-        if to_reference >= ALIKE and copied < VERBATIM:
+        to_reference = max(_shares(tokens[k], ref_tokens)) if share_with_reference else None
+        if to_reference is not None and to_reference >= ALIKE and copied < VERBATIM:
             flags.append(say(LIKE_REFERENCE, share=to_reference))
         share, other = closest.get(k, (None, None))
         if share is not None and share >= ALIKE:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.track.glue import glue_files, glue_modules, glue_name, is_blocked, signature
 from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 
 NOT_WRITTEN = Text(en="not written yet: {name} (chapter {number})", zh="还没有写：{name}（第 {number} 章）")
@@ -79,12 +80,6 @@ def is_written_node(node: ast.FunctionDef) -> bool:
     return not (isinstance(raised, ast.Name) and raised.id == "NotImplementedError")
 
 
-def _signature(node: ast.FunctionDef) -> str:
-    header = ast.FunctionDef(name=node.name, args=node.args, body=[ast.Pass()], decorator_list=[],
-                             returns=node.returns, type_comment=None)
-    return ast.unparse(ast.fix_missing_locations(header)).splitlines()[0]
-
-
 def _body(node: ast.FunctionDef, lines: list[str]) -> list[str]:
     """The body's source lines as written, comments included, without the docstring, at its own indent."""
     first = node.body[1] if _has_docstring(node) else node.body[0]
@@ -133,10 +128,19 @@ class _Imports:
         self.names.setdefault(home, set()).add(name)
 
     def lines(self) -> list[str]:
-        plain = sorted(f"import {module}" if module == alias else f"import {module} as {alias}"
-                       for alias, module in self.modules.items())
-        return plain + [f"from {module} import {', '.join(sorted(names))}"
-                        for module, names in sorted(self.names.items())]
+        """The import statements; the engine's modules named as the glue's copies (``track/glue``)."""
+        glued = glue_modules()
+        plain = []
+        for alias, module in sorted(self.modules.items()):
+            if module in glued:
+                parent, _, last = glue_name(module).rpartition(".")
+                plain.append(f"from {parent} import {last}" + ("" if last == alias else f" as {alias}"))
+            else:
+                plain.append(f"import {module}" if module == alias else f"import {module} as {alias}")
+        named = [f"from {glue_name(module) if module in glued else module} import {', '.join(sorted(names))}"
+                 for module, names in sorted(self.names.items())]
+        assert not any(is_blocked(module) and module not in glued for module in [*self.modules.values(), *self.names])
+        return sorted(plain) + named
 
 
 def _engine_alias(module: str) -> str:
@@ -162,7 +166,7 @@ def chapter_source(chapter: Chapter, folder_name: str, with_solutions: bool, lan
             body = _body(node, lines)
         else:
             body = [f"raise NotImplementedError({say(NOT_WRITTEN, lang, name=seam.qualname, number=chapter.number)!r})"]
-        text = [_signature(node), textwrap.indent(f'"""{contract}"""', "    ")] + ["    " + line if line else ""
+        text = [signature(node), textwrap.indent(f'"""{contract}"""', "    ")] + ["    " + line if line else ""
                                                                               for line in body]
         if seam.owner is not None:
             imports.modules[_engine_alias(seam.module)] = seam.module
@@ -185,16 +189,19 @@ def chapter_source(chapter: Chapter, folder_name: str, with_solutions: bool, lan
 
 def package_files(chapters: Iterable[Chapter], folder_name: str, with_solutions: bool,
                   lang: str) -> dict[str, str]:
-    """Every file of the learner's package by its path in the folder: the chapters' files and the
-    ``__init__.py`` of each package folder they lie in."""
+    """Every file of the learner's package by its path in the folder: the chapters' files, the
+    ``__init__.py`` of each package folder they lie in, and the glue (``track/glue``)."""
     files: dict[str, str] = {}
+    chapters = list(chapters)
     for chapter in chapters:
         files[chapter.file] = chapter_source(chapter, folder_name, with_solutions, lang)
         parts = chapter.file.split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             files.setdefault("/".join(parts[:depth]) + "/__init__.py", "")
     assert f"{PACKAGE}/__init__.py" in files
-    return files
+    in_engine = [(seam, chapter.number, chapter.file) for chapter in chapters for seam in chapter.seams
+                 if is_blocked(seam.module)]
+    return files | glue_files(in_engine, lang)
 
 
 FOLDER_EXISTS = Text(en="{folder} already exists: build start writes a new folder and never overwrites one",

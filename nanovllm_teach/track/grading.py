@@ -13,8 +13,10 @@ and gives the ``GradeResult`` a class row is made of: PASS when every piece of
 the chapter is the student's and matches the engine's, FAIL otherwise (not written yet, a wrong piece, a file
 that does not load). ``collect`` finds the students: each path is one student's folder (it holds the package
 ``myvllm/``) or a class folder of them; what cannot be graded (no package, no chapter file, a link out, a
-file too large or not text) is that student's ERROR row. The likeness columns compare the chapter's file with
-the generated solution and the skeleton's stub.
+file too large or not text) is that student's ERROR row. The similarity report compares a student's chapter
+file with the other students' only (``alike_to_reference`` False): a correct rebuild resembles the engine by
+design, so no share in common with the generated solution is given; a copy of its text word for word, or a
+link to it, is still flagged. The skeleton's stub is what every submission shares and is taken out first.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
 from nanovllm_teach.exercises.classroom import Submission, folded, one_submission
@@ -55,6 +57,7 @@ class ChapterExercise(Exercise):
     """``chapter`` graded as an exercise; a submission is the chapter's file in a student's folder."""
 
     chapter: Chapter
+    alike_to_reference: ClassVar[bool] = False  # a correct rebuild resembles the engine: compared between students
 
     @property
     def solution_path(self) -> Path:

@@ -2,7 +2,8 @@
 
 Role: teaching (the track), inside the grading sandbox (``sandbox`` starts it). Emits no events.
 
-It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS LANG GRADED``) on the grading
+It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS LANG GRADED``; CHAPTER
+``final``: ``final_inside.run_final`` answers once instead) on the grading
 copy of the package (``isolation.grading_root``), in bubblewrap as a job slot's user id where the machine gives them, with
 the grader's limits set before the learner's files are read. ``PACKAGE`` is a zip of the learner's package
 (``sandbox`` made it from their folder), unpacked into this process's private ``/tmp``; ``MODEL`` is the
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 MODULE_PREFIX = "nanovllm_teach."  # the only objects a call may name to be made here
+FINAL = "final"  # CHAPTER for the finish line: the learner's engine run alone (``final_inside``)
 
 
 def _shipped_model(model_path: str) -> Any:
@@ -205,6 +207,12 @@ def main() -> None:
     nanovllm_teach.assets.DEFAULT_MODEL_DIR = Path(model_path)
     set_lang(lang)
     write_frame(answers_fd, Frame(tree={"ready": True}))
+    if chapter_name == FINAL:  # the learner's engine alone: one answer, the run (``final_inside``)
+        from nanovllm_teach.track.final_inside import run_final
+
+        write_frame(answers_fd, Frame(tree=run_final(_unpacked(archive), model_path)))
+        sys.stdout.flush()
+        os._exit(0)
     chapter, unpacker = chapter_named(chapter_name), Unpacker(model_path)
     if graded == "graded":
         unpacker.model()  # loaded by the engine's own loader before a chapter's loader is disabled

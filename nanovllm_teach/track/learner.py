@@ -4,7 +4,9 @@ with the learner's functions in place of its own.
 Role: teaching (the track). Emits no events (the engine it runs emits its own).
 
 ``pieces(folder)`` loads each chapter's file afresh (an edited file is read again, in a notebook too) and
-says, seam by seam, whether the learner wrote it (``extract.is_written``). ``installed(pieces)`` puts the
+says, seam by seam, whether the learner wrote it (``extract.is_written``). A chapter file imports what the
+learner does not write from the folder's glue (``myvllm.glue``): here, where each piece is checked inside the
+reference engine, that is the engine's own modules (``glue.GlueIsTheEngine``). ``installed(pieces)`` puts the
 written ones where the engine looks them up, for the length of a ``with`` block: a method into the engine's
 class, a function into every module that bound the engine's (``from ... import apply_rotary`` makes a
 binding of its own in each importer), the learner's files included, so one chapter's solution calls
@@ -30,6 +32,7 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.track.chapters import CHAPTERS
 from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 from nanovllm_teach.track.extract import is_written, reference
+from nanovllm_teach.track.glue import use_engine_as_glue
 
 YOURS = Text(en="{name:<28} yours", zh="{name:<28} 你的")
 ENGINES = Text(en="{name:<28} the engine's (not written yet)", zh="{name:<28} 引擎的（你还没有写）")
@@ -55,9 +58,19 @@ class ChapterFile:
     load_error: str | None = None
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    """Execute ``path`` as the module ``name``, afresh (a learner edits and runs again)."""
-    spec = importlib.util.spec_from_file_location(name, path)
+def _package(folder: Path) -> None:
+    """The learner's package itself, from ``folder`` unless it is loaded already (its folder on ``sys.path``,
+    or an earlier chapter): the parent of the glue's names and of the learner's own modules, which a chapter
+    file may import by their package's name (``from myvllm.layers.norms import rms_norm``)."""
+    if PACKAGE not in sys.modules:
+        root = folder / PACKAGE
+        _load(root / "__init__.py", PACKAGE, [str(root)])
+
+
+def _load(path: Path, name: str, search: list[str] | None = None) -> ModuleType:
+    """Execute ``path`` as the module ``name`` (a package when ``search`` names its folders), afresh (a
+    learner edits and runs again)."""
+    spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=search)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -81,7 +94,9 @@ def chapter_file(folder: str | Path, chapter: Chapter) -> ChapterFile:
     raises while it loads (a syntax error, a bad import) gives its error instead of pieces."""
     path = Path(folder) / chapter.file
     name = chapter.file.removesuffix(".py").replace("/", ".")
+    use_engine_as_glue()  # the chapter imports from myvllm.glue: the engine's own modules here
     try:
+        _package(Path(folder))
         module = _load(path, name)
     except Exception as error:  # the learner's file: anything it raises is theirs to see
         return ChapterFile(chapter, (), f"{type(error).__name__}: {error}")

@@ -1,5 +1,5 @@
 """The README of a learner's folder: what the folder is, its chapters, how to check them, what runs until a
-function is written, and where the notebooks are.
+function is written, the finish line (`build check DIR final`), and where the notebooks are.
 
 Role: teaching (the track). Emits no events.
 
@@ -74,6 +74,30 @@ FALLBACK = Text(
        "实现代替（第 6 章在引擎里没有对应的函数，由课程自带的连续缓存实现代替），所以从第一章起引擎就能运行，并且用上你已经写好的部分。你写好函数体之后，用你的部件运行的引擎"
        "（notebook 就是这样运行的）凡是原来调用自己实现的地方都改为调用你的（你的 `rms_norm` 会用于模型里的每一个 RMSNorm，包括 query 和 key 各个头的归一化）；"
        "`build check` 会说明哪些函数是你的、哪些仍是引擎的。一章的函数全部由你写出且正确时，这一章才算通过。")
+FINISH_LINE = Text(
+    en="## The finish line\n\n"
+       "```\nnanovllm-teach build check {folder} final\n```\n\n"
+       "runs your engine alone: the glue in `{package}/glue/` (the engine's modules you do not write, copied by "
+       "`build start`, marked so at the top of each file) with every function of chapters 1-5 and 7-10 yours, in "
+       "the sandbox, where importing the reference's `nanovllm_teach.engine`, `.layers` or `.models` is refused "
+       "(the message names your file and line). It generates greedily on the shipped model, on a workload where "
+       "prefix-cache hits, a chunked prefill and preemptions all happen (each is counted in your trace), and "
+       "passes when every request's tokens are the reference engine's and transformers' and \"0 decisions "
+       "differ\" between your trace and the reference's. Both traces are written into `{folder}/traces/`: open "
+       "them side by side with `nanovllm-teach compare`, or step through them with `nanovllm-teach replay "
+       "--html` or `nanovllm_teach.viz.Player`.\n\n"
+       "A correct rebuild resembles the engine by design: when a class is graded, the similarity report compares "
+       "your files with the other learners', not with the reference.",
+    zh="## 终点线\n\n"
+       "```\nnanovllm-teach build check {folder} final\n```\n\n"
+       "只运行你自己的引擎：`{package}/glue/` 里的胶水代码（你不需要写的引擎模块，由 `build start` 复制而来，每个"
+       "文件开头都有标注），加上第 1-5 章和第 7-10 章全部由你写的函数，在沙箱中运行；在那里导入参考实现的 "
+       "`nanovllm_teach.engine`、`.layers` 或 `.models` 会被拒绝（消息会指出是你的哪个文件、哪一行）。它在随附模型"
+       "上做贪心生成，所用的工作负载会让前缀缓存命中、分块预填充和抢占都发生（每一种都在你的 trace 里计数）；每个"
+       "请求的 token 都与参考引擎和 transformers 的一致、并且你的 trace 与参考实现的 trace 之间“0 个决策不同”时才算"
+       "通过。两个 trace 都写在 `{folder}/traces/` 里：可以用 `nanovllm-teach compare` 并排对比，也可以用 "
+       "`nanovllm-teach replay --html` 或 `nanovllm_teach.viz.Player` 逐步查看。\n\n"
+       "正确的重写本来就会与引擎相似：给全班评分时，相似度报告把你的文件与其他同学的对比，而不是与参考实现对比。")
 NOTEBOOK_PART = Text(
     en="## The notebooks\n\n"
        "Each chapter has a notebook, in English (`notebooks/en/`) and in Chinese (`notebooks/zh/`) in the "
@@ -94,7 +118,8 @@ def readme(folder: Path, chapters: Iterable[Chapter], lang: str) -> str:
     rows = [say(ROW, lang, number=c.number, title=say(c.title, lang), file=c.file, notebook=_notebook(c, lang),
                 names=", ".join(f"`{s.qualname}`" for s in c.seams)) for c in chapters]
     parts = [say(INTRO, lang, name=folder.name, package=PACKAGE), "\n".join([say(TABLE, lang), *rows]),
-             say(CHECK, lang, folder=folder), say(FALLBACK, lang), say(NOTEBOOK_PART, lang)]
+             say(CHECK, lang, folder=folder), say(FALLBACK, lang), say(FINISH_LINE, lang, folder=folder, package=PACKAGE),
+             say(NOTEBOOK_PART, lang)]
     return "\n\n".join(parts) + "\n"
 
 

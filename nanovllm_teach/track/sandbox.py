@@ -3,7 +3,7 @@ sandbox, and its functions as proxies the checks call.
 
 Role: teaching (the track), the checks' side of the sandbox's edge (``inside`` is the far side). Emits no events.
 
-``ChapterSandbox(folder, chapter, time_limit)`` zips the learner's package (its ``.py`` files only, bounded),
+``ChapterSandbox(folder, part, time_limit)`` zips the learner's package (its ``.py`` files only, bounded),
 and starts ``inside`` on it exactly as the exercises' grader starts a worker (``exercises/confinement``: a job
 slot's own user id, a cgroup, the gate; ``exercises/isolation``: bubblewrap, the grading copy of the package,
 ``env -i``, a bounded ``/dev/shm``), with the shipped checkpoint bound read-only at ``INSIDE_MODEL``.
@@ -31,7 +31,7 @@ from nanovllm_teach.exercises import confinement, isolation
 from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.remote import STARTUP_LIMIT_S, quoted
 from nanovllm_teach.i18n import Text, resolve_lang, say
-from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
+from nanovllm_teach.track.seams import PACKAGE, Seam
 from nanovllm_teach.track.wire import (CHECK_BESIDE, Frame, FrameError, Packer, read_frame, tensors_of, unpack_answer,
                                        write_frame)
 
@@ -41,7 +41,7 @@ INSIDE_MODEL = "/model"
 # 1 GiB of address space), and the model's chapters pass within 3 GiB.
 LIMITS = confinement.Limits(address_space=3 << 30, cpu_s=300, file_size=1 << 20, processes=32, open_files=128,
                             memory=2 << 30, cpus=1.0)
-MAX_FILES = 64  # the skeleton has eight; a learner may add helpers
+MAX_FILES = 96  # the skeleton has 52 with its glue; a learner may add helpers
 MAX_FILE_BYTES = 256 << 10
 MAX_SENTENCE = 4000  # characters of a check's sentence from inside: a first difference and the state around it
 
@@ -88,8 +88,9 @@ def package_archive(folder: Path, archive: Path) -> Path:
 class ChapterSandbox:
     """One chapter of one learner's folder in the sandbox, from start to ``close``."""
 
-    def __init__(self, folder: Path, chapter: Chapter, time_limit: float, graded: bool = False) -> None:
-        """``graded``: a class's grade, where the engine's own functions of the chapter raise inside."""
+    def __init__(self, folder: Path, part: str, time_limit: float, graded: bool = False) -> None:
+        """``part``: a chapter's number, or ``"final"`` (the learner's engine alone: ``result``); ``graded``: a
+        class's grade, where the engine's own functions of the chapter raise inside."""
         from nanovllm_teach import default_model_path
 
         self.time_limit = time_limit
@@ -111,7 +112,7 @@ class ChapterSandbox:
             where = (isolation.INSIDE_ROOT, INSIDE_PACKAGE, INSIDE_MODEL) if self.isolated else (
                 str(root), str(self.confined.submission), str(self._model))
             program = [sys.executable, "-E", "-s", "-u", f"{where[0]}/nanovllm_teach/track/inside.py", *where[:2],
-                       str(chapter.number), where[2], LIMITS.argument(), f"{calls_r},{answers_w}", resolve_lang(),
+                       part, where[2], LIMITS.argument(), f"{calls_r},{answers_w}", resolve_lang(),
                        "graded" if graded else "own", tag]
             binds = ("--ro-bind", str(root), isolation.INSIDE_ROOT, "--dir", isolation.INSIDE_SUBMISSION,
                      "--ro-bind", str(self.confined.submission), INSIDE_PACKAGE, "--ro-bind", str(self._model),
@@ -139,6 +140,11 @@ class ChapterSandbox:
             self.pieces = [(str(n), p is True, w is True) for n, p, w in first["pieces"]]
         else:
             raise SandboxEnded(say(DAMAGED, error="pieces"))
+
+    def result(self) -> Any:
+        """The one answer of a run that answers once (``final``): what ``final_inside.run_final`` returned."""
+        self._answer(STARTUP_LIMIT_S)  # the interpreter and torch, started: none of it the learner's time
+        return self._answer(self.time_limit).tree
 
     def _answer(self, limit: float) -> Frame:
         try:

@@ -47,7 +47,7 @@ class ChapterVerdict:
     """``lines``: the verdict (its first line the chapter's status); ``printed``: what the learner's code printed,
     quoted ("" if nothing); ``isolated``: whether it ran in bubblewrap."""
 
-    number: int
+    part: str  # the chapter's number, or "final"
     status: str  # "pass", "fail" or "not_written"
     lines: list[str] = field(default_factory=list)
     printed: str = ""
@@ -71,9 +71,9 @@ def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT
     from nanovllm_teach.track.sandbox import ChapterSandbox, SandboxEnded
 
     try:
-        sandbox = ChapterSandbox(folder, chapter, time_limit, graded)
+        sandbox = ChapterSandbox(folder, str(chapter.number), time_limit, graded)
     except ValueError as refused:  # a folder too large to check
-        return ChapterVerdict(chapter.number, "fail", [say(FAILED, **_title(chapter)), "  " + str(refused)])
+        return ChapterVerdict(str(chapter.number), "fail", [say(FAILED, **_title(chapter)), "  " + str(refused)])
     problems, yours, unwritten = [], [], []
     with sandbox:
         try:
@@ -107,7 +107,7 @@ def judge_chapter(folder: Path, chapter: Chapter, time_limit: float = TIME_LIMIT
         lines += [say(STILL_TO_WRITE, names=names)] if unwritten else []
     else:
         status, lines = "pass", [say(PASSED, **_title(chapter), names=", ".join(yours))]
-    return ChapterVerdict(chapter.number, status, lines, sandbox.printed, sandbox.isolated)
+    return ChapterVerdict(str(chapter.number), status, lines, sandbox.printed, sandbox.isolated)
 
 
 def check_folder(folder: Path, chapters: list[Chapter]) -> list[ChapterVerdict]:
