@@ -55,8 +55,7 @@ HAPPENINGS = {"hits": Text(en="a prefix-cache hit", zh="前缀缓存命中"),
 OTHER_TOKENS = Text(en="  request {seq}: your engine generated {got}, {whose} {want} (token {index} first differs)",
                     zh="  请求 {seq}：你的引擎生成了 {got}，{whose}是 {want}（第 {index} 个 token 起不同）")
 REFERENCE_ENGINE = Text(en="the reference engine", zh="参考引擎")
-TRANSFORMERS = Text(en="transformers", zh="transformers")
-DECISIONS = Text(en="  {sentence}", zh="  {sentence}")
+TRANSFORMERS = Text(en="transformers' Qwen3", zh="transformers 的 Qwen3")
 DAMAGED_TRACE = Text(en="  your engine's trace cannot be read: {error}", zh="  你的引擎写出的 trace 无法读取：{error}")
 TRACES = Text(
     en="  the two traces: {yours} (yours) and {reference} (the reference's)\n"
@@ -158,7 +157,7 @@ def _compared(folder: Path, tokens: object, trace_text: str) -> tuple[list[str],
     problems += _token_problems(tokens, transformers_tokens(), TRANSFORMERS)
     sentence = first_decision_difference(trace, ref_trace, FINAL)
     if sentence:
-        problems.append(say(DECISIONS, sentence=sentence))
+        problems.append("  " + sentence)
     return problems, counts
 
 
