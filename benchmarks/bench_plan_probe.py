@@ -16,7 +16,8 @@ import os
 import time
 
 from nanovllm_teach.plan import probes
-from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, next_rate, probe, sustained_rate
+from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, probe
+from nanovllm_teach.plan.rates import next_rate, sustained_rate
 from nanovllm_teach.workload import arrivals
 
 WORKLOAD = PlanWorkload("llama-3.1-8b")

@@ -259,7 +259,7 @@ def _predicted(args, workload) -> tuple[float, float, float]:
     served calibration, whose ``frontend_s`` each request meets outside the engine), and that frontend (ms)."""
     from nanovllm_teach import LLM
     from nanovllm_teach.assets import default_model_path
-    from nanovllm_teach.sim.cost_model import THIS_CPU_SERVED_FACTORS
+    from nanovllm_teach.sim.efficiency import THIS_CPU_SERVED_FACTORS
     sim = LLM(str(default_model_path()), runner="simulated", hardware="this-cpu", max_model_len=args.max_model_len,
               sim_factors=str(THIS_CPU_SERVED_FACTORS))
     predicted = sim.run_workload(workload, ignore_eos=True)

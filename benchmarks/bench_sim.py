@@ -61,7 +61,8 @@ from pathlib import Path
 from nanovllm_teach import LLM
 from nanovllm_teach.assets import default_model_path
 from nanovllm_teach.sim.calibrate import fit_efficiency, predict, relative_errors
-from nanovllm_teach.sim.cost_model import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS, StepWork, load_shape
+from nanovllm_teach.sim.cost_model import StepWork, load_shape
+from nanovllm_teach.sim.efficiency import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS
 from nanovllm_teach.sim.hardware import get_device
 from nanovllm_teach.workload.metrics import WorkloadResult
 from nanovllm_teach.workload.requests import (AtOnce, Poisson, Uniform, make_workload, sharegpt_output_lengths,

@@ -7,7 +7,7 @@ one and the error; figures the source does not let us reproduce are printed and 
 
 ``--fit``: for each GPU with fitted cases, the memory efficiency that makes its fitted one-GPU cases match on
 average (their first judged figure), then the collective's fixed cost for its fitted tensor-parallel cases
-(bisection), printed for ``DEVICE_EFFICIENCY`` in ``nanovllm_teach/sim/cost_model.py``. ``--record``: write
+(bisection), printed for ``DEVICE_EFFICIENCY`` in ``nanovllm_teach/sim/efficiency.py``. ``--record``: write
 each judged case's errors into ``published.json`` as ``recorded_error`` (what ``tests/test_sim_published.py``
 holds it to).
 
@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from nanovllm_teach import LLM
-from nanovllm_teach.sim.cost_model import Efficiency, load_shape
+from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.published import CASES_FILE, Case, case_errors, dump_cases, load_cases
 from nanovllm_teach.workload.arrivals import serve_workload
 from nanovllm_teach.workload.metrics import percentile

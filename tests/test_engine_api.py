@@ -29,6 +29,7 @@ def _assert_clean(llm):
     ([1, 2, 10**6], SamplingParams(), ValueError, "outside the vocabulary"),
     ([1, -3], SamplingParams(), ValueError, "outside the vocabulary"),
     ([1, 2.5], SamplingParams(), TypeError, "list of int"),
+    ([1, True], SamplingParams(), TypeError, "list of int"),
     (42, SamplingParams(), TypeError, "str or a list"),
     ([1, 2], "greedy", TypeError, "SamplingParams"),
     ("caf\udce9 au lait", SamplingParams(), ValueError, "character 3 is '\\\\udce9', a lone surrogate"),

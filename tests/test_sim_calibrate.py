@@ -9,7 +9,8 @@ import random
 import pytest
 
 from nanovllm_teach.sim.calibrate import HOST_TERMS, fit_efficiency, predict
-from nanovllm_teach.sim.cost_model import Efficiency, StepWork, load_shape
+from nanovllm_teach.sim.cost_model import StepWork, load_shape
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import DEVICES, Device
 
 CPU = Device("test-cpu", "cpu", "float32", peak_flops=2e11, memory_bandwidth=2e10, memory_bytes=2**34,

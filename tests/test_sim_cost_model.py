@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCostModel, load_shape, shape_names
+from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, load_shape, shape_names
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import DEVICES, Device, get_device
 
 TINY = ModelShape(name="tiny", hidden_size=8, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
@@ -142,7 +143,7 @@ def test_a_step_after_an_idle_wait_pays_wake_s_and_only_it():
 
 
 def test_this_cpu_uses_the_shipped_calibration_and_every_factor_is_named():
-    from nanovllm_teach.sim.cost_model import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS
+    from nanovllm_teach.sim.efficiency import THIS_CPU_FACTORS, THIS_CPU_SERVED_FACTORS
 
     shipped = json.loads(THIS_CPU_FACTORS.read_text())
     served = Efficiency.from_json(THIS_CPU_SERVED_FACTORS)

@@ -193,7 +193,7 @@ def test_a_served_frontend_delays_each_request_and_counts_in_its_ttft(tmp_path):
     arrives; its TTFT and end-to-end latency grow by exactly that when the engine is otherwise idle, its TPOT
     not at all. Closed loop, each request is stamped as sent that much before it joined."""
     served = tmp_path / "served.json"
-    from nanovllm_teach.sim.cost_model import Efficiency
+    from nanovllm_teach.sim.efficiency import Efficiency
     served.write_text(json.dumps(Efficiency.for_device("h100-sxm").to_dict() | {"frontend_s": 0.004}))
     workload = make_workload(3, Replay([0.0, 10.0, 20.0]), Fixed(10), Fixed(5), vocab_size=SHAPE.vocab_size)
     plain, delayed = (_engine(sim_factors=f).run_workload(workload) for f in (None, str(served)))

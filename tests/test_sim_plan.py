@@ -11,8 +11,8 @@ import pytest
 
 from nanovllm_teach.cli import main
 from nanovllm_teach.plan import search as plan_search
-from nanovllm_teach.plan.probes import (HEADROOM, Candidate, Objective, PlanWorkload, Probe, memory_fit, next_rate,
-                                     probe, search_steps, sustained_rate)
+from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, memory_fit, probe
+from nanovllm_teach.plan.rates import HEADROOM, next_rate, search_steps, sustained_rate
 from nanovllm_teach.plan.results import plan_rows, ranked, results_json
 from nanovllm_teach.sim.prices import gpu_prices, parse_price, shipped_prices
 

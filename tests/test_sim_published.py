@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nanovllm_teach import LLM
-from nanovllm_teach.sim.cost_model import DEVICE_EFFICIENCY, Efficiency
+from nanovllm_teach.sim.efficiency import DEVICE_EFFICIENCY, Efficiency
 from nanovllm_teach.sim.published import CASES_FILE, case_errors, dump_cases, load_cases
 
 ROOT = Path(__file__).resolve().parent.parent

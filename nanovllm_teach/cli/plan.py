@@ -27,8 +27,8 @@ from nanovllm_teach.cli.simulate import UNFITTED
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
-from nanovllm_teach.plan.probes import (QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit,
-                                     search_steps)
+from nanovllm_teach.plan.probes import QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit
+from nanovllm_teach.plan.rates import search_steps
 from nanovllm_teach.plan.recorded import read_recorded_requests
 from nanovllm_teach.plan.results import PlanRow, plan_rows, ranked, results_csv, results_json
 from nanovllm_teach.sim.prices import gpu_prices, parse_price, read_prices_file

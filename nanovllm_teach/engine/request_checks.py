@@ -29,8 +29,12 @@ def _check_unicode(prompt: str) -> None:
 
 
 def is_token_ids(prompt: Any) -> bool:
-    """Whether ``prompt`` is a list (or tuple) of int token ids (bools are not ints here)."""
-    return isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    """Whether ``prompt`` is a list (or tuple) of int token ids: exactly ``int`` (a bool is not a token id).
+
+    The types are collected in C (``map``, ``set``), not tested one token at a time in Python: a workload of long
+    prompts checks hundreds of thousands of tokens: a generator of ``isinstance`` calls was a third of a simulated
+    run's profile (7x slower than this on 2,000 tokens)."""
+    return isinstance(prompt, (list, tuple)) and set(map(type, prompt)) <= {int}
 
 
 def checked_token_ids(prompt: Any, params: Any, config: Config, tokenizer: Any | None) -> list[int]:

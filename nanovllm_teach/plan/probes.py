@@ -24,19 +24,16 @@ configuration, a search over request rates finds the highest rate it *sustains*,
   than its quantile allows. Its verdict and the search are the same as a run to the end would give; its
   figures (``decided_early``) are those of the requests finished by then. The saturation probe always runs to
   the end: its rate is the search's bracket.
-- ``next_rate``: the search, as a pure function of the probes so far: first the saturation probe (``None``), then
-  ``steps`` bisections of ``[0, HEADROOM x saturated rate]``; ``sustained_rate`` is the highest rate that passed.
-  Each probe depends on the ones before it only through this function, so the search gives the same answer
-  however its probes are scheduled (``plan/search.py``: in this process or on Ray).
 - ``memory_fit``: what a configuration holds before anything runs (``sim/budget.py``): weights and KV blocks per
   GPU, the longest request that fits.
+
+The search over rates that asks for each probe is ``plan/rates.py``.
 
 Emits no events (the simulated engines it runs emit theirs, to no recorder).
 """
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
@@ -48,9 +45,6 @@ from nanovllm_teach.workload.metrics import RequestTimes, Slo, WorkloadResult, p
 from nanovllm_teach.plan.recorded import RecordedRequests
 from nanovllm_teach.workload.requests import AtOnce, Lengths, Poisson, Request, make_workload, parse_lengths
 
-# The first bracket's top, as a multiple of the rate the engine completes with every request there at once:
-# a drained burst ends with a shrinking batch, so a steady stream can be sustained a little above it.
-HEADROOM = 1.25
 QUEUE_GROWTH = 1.2  # a quarter's mean against another's: Poisson noise over 250 arrivals moves it less
 QUEUE_SLACK = 2.0  # requests: a request or two comes and goes at any load
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -333,32 +327,6 @@ def _in_system(everyone: list, measured: list) -> tuple[float, float]:
     return mean_in_system(measured[:quarter]), mean_in_system(measured[-quarter:])
 
 
-def next_rate(probes: list[Probe], steps: int) -> float | None | bool:
-    """The rate of the search's next probe: None for the saturation probe (first), a rate, or False when the
-    search is done."""
-    if not probes:
-        return None
-    if len(probes) > steps:
-        return False
-    lo, hi = _bracket(probes)
-    return float(f"{(lo + hi) / 2:.4g}")  # four digits: a rate a command line can repeat
-
-
-def _bracket(probes: list[Probe]) -> tuple[float, float]:
-    lo, hi = 0.0, HEADROOM * probes[0].requests_per_s
-    for p in probes[1:]:
-        if p.passed:
-            lo = max(lo, p.rate)
-        else:
-            hi = min(hi, p.rate)
-    return lo, hi
-
-
-def sustained_rate(probes: list[Probe]) -> float:
-    """The highest rate that passed (0.0: none did)."""
-    return max((p.rate for p in probes[1:] if p.passed), default=0.0)
-
-
 @dataclass(frozen=True)
 class MemoryFit:
     """What one GPU of a configuration holds: weights, the KV blocks left for the cache, and the longest request
@@ -390,10 +358,3 @@ def memory_fit(candidate: Candidate, workload: PlanWorkload, block_size: int = 2
     problem = (None if longest >= workload.longest_request else
                f"its longest request fits {longest} tokens, the workload's reaches {workload.longest_request}")
     return MemoryFit(weights, blocks, longest, problem)
-
-
-def search_steps(resolution: float) -> int:
-    """Bisections that narrow ``[0, HEADROOM x saturated rate]`` to ``resolution`` of the saturated rate."""
-    if not 0 < resolution < 1:
-        raise ValueError(f"resolution must be a share of the saturated rate in (0, 1), got {resolution!r}")
-    return max(1, math.ceil(math.log2(HEADROOM / resolution)))

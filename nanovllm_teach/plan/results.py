@@ -18,7 +18,8 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from nanovllm_teach.plan.probes import Candidate, MemoryFit, Objective, PlanWorkload, Probe, sustained_rate
+from nanovllm_teach.plan.probes import Candidate, MemoryFit, Objective, PlanWorkload, Probe
+from nanovllm_teach.plan.rates import sustained_rate
 
 
 @dataclass(frozen=True)

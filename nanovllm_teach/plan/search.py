@@ -6,7 +6,7 @@ process (``use_ray=False``), or a Ray task (the default): on a local Ray started
 ``address`` is given (``ray.init``: one worker per core of this machine), else on the cluster at ``address``
 (``ray start --head`` prints it). A candidate's next probe is sent as soon as its last one is back, so every
 core stays busy while searches of different lengths finish. A probe's rate depends only on the probes of its
-own candidate before it (``next_rate``), so the answer is the same whichever worker ran which probe and in
+own candidate before it (``next_rate``, ``plan/rates.py``), so the answer is the same whichever worker ran which probe and in
 what order: the Ray run and the serial one give the same results, byte for byte.
 
 Every probe is appended to the log (``log_path``, JSON lines) as it comes back; its first line is the search's
@@ -26,7 +26,8 @@ from typing import Any, Callable
 from tqdm.auto import tqdm
 
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, next_rate, probe
+from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, probe
+from nanovllm_teach.plan.rates import next_rate
 
 # The progress bar's words, in the learner's language (tqdm prints "done/total [elapsed<left, time/unit]").
 PROBES = Text(en="probes", zh="探测")

@@ -5,6 +5,8 @@ computes no tensors and predicts each step's time on a device that is not there.
 - ``cost_model``: model shapes (from any dense decoder's ``config.json``: Qwen3, Qwen2/2.5, Llama 2/3, Mistral;
   ``shapes/`` ships the public ones of six Qwen3 sizes, Llama-3.1-8B and -70B and Qwen2.5-7B) and the per-step
   roofline;
+- ``efficiency``: the named factors by which a real engine falls short of the datasheet, and each device's
+  (fitted on published measurements, this CPU's calibration, or the defaults);
 - ``budget``: what a run will hold, on the device and on this machine, estimated before it starts;
 - ``runner``: ``SimulatedRunner``, the model runner's interface on the cost model and a simulated clock;
 - ``engine``: the simulated engine's parts (``LLM(..., runner="simulated")``): the same ``LLMEngine``,

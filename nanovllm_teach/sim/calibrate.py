@@ -40,7 +40,8 @@ from typing import Sequence
 
 import torch
 
-from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCostModel, StepWork
+from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, StepWork
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device
 
 _SHARES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)

@@ -23,7 +23,8 @@ from transformers import AutoConfig
 from nanovllm_teach.config import Config, check_shards, resolve_linear_backend
 from nanovllm_teach.engine.runner import EngineParts
 from nanovllm_teach.settings import Settings
-from nanovllm_teach.sim.cost_model import Efficiency, load_shape, shape_dir
+from nanovllm_teach.sim.cost_model import load_shape, shape_dir
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
 from nanovllm_teach.sim.published import fitted_cases
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner

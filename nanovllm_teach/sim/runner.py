@@ -34,7 +34,8 @@ from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_bat
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
 from nanovllm_teach.engine.runner import ForwardPass, RunOutput, RunReport
 from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, weight_bytes
-from nanovllm_teach.sim.cost_model import Efficiency, ModelShape, StepCost, StepCostModel, StepWork
+from nanovllm_teach.sim.cost_model import ModelShape, StepCost, StepCostModel, StepWork
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
 from nanovllm_teach.trace.events import KvBudgetEstimate, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder

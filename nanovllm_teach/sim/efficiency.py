@@ -1,0 +1,111 @@
+"""Execution layer (simulated): how far below its datasheet a real engine runs, as a few named factors, and which
+factors each device gets.
+
+``Efficiency`` holds them: the shares of peak compute, bandwidth and interconnect a real kernel reaches, the
+costs of launching kernels and graphs, the host's per-step and per-sequence work, waking up after an idle wait,
+and a served request's latency outside the engine (``sim/cost_model.py`` says how each enters a step's time).
+``Efficiency.for_device`` gives a GPU the factors fitted on published measurements (``DEVICE_EFFICIENCY``, each
+fit named beside it), ``this-cpu`` the shipped calibration of this engine on a CPU (``THIS_CPU_FACTORS``), any
+other device the defaults; ``from_json`` reads a calibration run's saved factors.
+
+Emits no events.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Mapping
+
+from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME
+
+# The factors of this engine on a CPU, fitted by ``python benchmarks/bench_sim.py --part calibrate --save`` on the
+# machine the project is built on; rerun it to fit them to yours (``this-cpu``'s peaks are measured anyway).
+THIS_CPU_FACTORS = Path(__file__).resolve().parent / "this_cpu_factors.json"
+# The same engine measured inside its server (nanovllm-teach serve), by the same command: there its steps share
+# the cores, and Python's GIL, with the server's work for every token it streams, so they take longer. Pass it
+# as ``sim_factors`` to predict a served engine.
+THIS_CPU_SERVED_FACTORS = Path(__file__).resolve().parent / "this_cpu_served_factors.json"
+_FRACTIONS = frozenset({"matmul", "attention", "interconnect"})
+# ``memory`` is a share of the measured or datasheet bandwidth, but may exceed 1 up to this: a CPU's bandwidth is
+# a copy far larger than its caches, and a model small enough to stay in the last-level cache between steps
+# (the shipped one: 7.7 MB) is read faster than that.
+MAX_MEMORY_SHARE = 4.0
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """How far below the datasheet a real engine runs, as a few named numbers.
+
+    The defaults are round figures for a GPU running kernels of nano-vllm's kind (cuBLAS GEMMs,
+    flash-attention, decode reads close to the bandwidth) and Python-side costs of an engine of this size;
+    they are the same for every GPU. A device can be given fitted factors instead (``from_json``), which
+    is how the calibration against a measured engine plugs in.
+    """
+
+    matmul: float = 0.7  # share of peak FLOP/s a large matrix multiply reaches
+    attention: float = 0.5  # share of peak FLOP/s the attention kernel reaches
+    memory: float = 0.8  # share of datasheet bandwidth a streaming read reaches (above 1: from a CPU's cache)
+    interconnect: float = 0.7  # share of link bandwidth a ring all-reduce reaches
+    kernel_launch_s: float = 8e-6  # one eager kernel launch, Python dispatch included
+    kernels_per_layer: int = 14  # norms, qkv, q/k norms, rotary, store K/V, attention, o, norm, gate_up, act, down
+    graph_launch_s: float = 30e-6  # replaying one captured CUDA graph
+    allreduce_latency_s: float = 10e-6  # a collective's fixed cost, whatever its size
+    step_overhead_s: float = 1e-3  # host work every step: schedule, build inputs, sample, postprocess
+    seq_overhead_s: float = 10e-6  # host work per sequence in the batch
+    wake_s: float = 0.0  # the first step after the engine sat idle: cold caches, a core woken up
+    frontend_s: float = 0.0  # a served request's latency outside the engine (not a step cost: sim/cost_model.py)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _FRACTIONS:
+                if not 0 < value <= 1:
+                    raise ValueError(f"efficiency factor {f.name} must be in (0, 1], got {value!r}")
+            elif f.name == "memory":
+                if not 0 < value <= MAX_MEMORY_SHARE:
+                    raise ValueError(f"efficiency factor memory must be in (0, {MAX_MEMORY_SHARE:g}], got {value!r}")
+            elif not value >= 0:
+                raise ValueError(f"efficiency factor {f.name} must be >= 0, got {value!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def for_device(cls, name: str | None) -> "Efficiency":
+        """A GPU's own factors where published measurements fitted some (``DEVICE_EFFICIENCY``); for
+        ``this-cpu``, the shipped calibration (``THIS_CPU_FACTORS``: this engine measured step by step on a
+        CPU, the GPU defaults being far from a CPU's host costs); the defaults elsewhere."""
+        if name == CPU_DEVICE_NAME:
+            return cls.from_json(THIS_CPU_FACTORS)
+        return cls(**DEVICE_EFFICIENCY.get(name or "", {}))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, float]) -> "Efficiency":
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown efficiency factor(s): {', '.join(unknown)}")
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "Efficiency":
+        """Fitted factors saved by a calibration run (any subset; the rest keep their defaults)."""
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+# One set of factors per GPU model, shared by every model and case on it; a factor not named keeps its
+# default. Each was fitted on the "fitted" cases of sim/published.json for that GPU and on nothing else, and
+# is judged on the others (benchmarks/bench_sim_published.py --fit prints the fit):
+# - h100-sxm: memory, so that the simulated median TPOT of Llama-3.1-8B on one H100 matches on average 6.59 ms
+#   with 4 clients (vLLM 0.21.0, an InferenceBench sweep) and 7.56 ms for 10 ShareGPT requests at once
+#   (LambdaLabsML/vllm-benchmark, an older vLLM): the newer engine spends less host time per step, so this one
+#   factor sits between them (+7% and -7%); then allreduce_latency_s, so that Llama-3.1-70B on four H100s
+#   matches vLLM 0.6.0's median TPOT of 23.58 ms at 4 requests/s (sglang's benchmark_vllm_060 README).
+# - a100-80gb: memory, so that Llama-3.1-8B matches vLLM 0.6.0's median TPOT of 14.14 ms at 4 requests/s on one
+#   A100 80G (the same README).
+# GPUs with no fitted case (a100-40gb and the rest) keep the defaults.
+DEVICE_EFFICIENCY: dict[str, dict[str, float]] = {
+    "h100-sxm": {"memory": 0.769, "allreduce_latency_s": 3.76e-05},
+    "a100-80gb": {"memory": 0.647},
+}
