@@ -9,6 +9,7 @@ client that leaves mid-stream), ``/metrics`` under vLLM's names, and ``--trace``
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -198,6 +199,32 @@ def test_clients_that_leave_have_their_requests_aborted_and_blocks_freed(served)
     assert metric(text, "nanovllm:requests_aborted_total") >= 4
     assert wait_until(lambda: _kv_cache_usage(url) == 0), "every block freed"
     assert app.state.server.in_flight == 0
+
+
+def _shared_anonymous_mappings(pid: int) -> list[tuple[int, int]]:
+    """(size, resident) in kB of each shared anonymous mapping of ``pid`` (Linux names them /dev/zero):
+    on a CPU the KV cache is one."""
+    found, current = [], None
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields[0] == "Size:":
+            size = int(fields[1])
+        elif fields[0] == "Rss:" and current:
+            found.append((size, int(fields[1])))
+        elif not fields[0].endswith(":"):  # a mapping's first line: address range, permissions, ..., path
+            current = "/dev/zero" in line
+    return found
+
+
+def test_the_engine_core_holds_its_whole_kv_cache_from_the_start(served):
+    """The engine commits a CPU KV cache page by page as it is written, and the block manager writes into
+    every block in turn: a server whose core did not commit all of it at start crept up by the cache's size
+    over thousands of requests (benchmarks/bench_serve_soak.py)."""
+    _, app = served
+    caches = [(size, rss) for size, rss in _shared_anonymous_mappings(app.state.server.core.ready.pid)
+              if size >= 1024]
+    assert caches, "the KV cache's mapping"
+    assert all(rss == size for size, rss in caches), caches
 
 
 def test_metrics_have_vllm_names_and_count_what_was_served(served, client):
