@@ -4,7 +4,8 @@ text and to offline ``generate``; each sampling field compared with offline ``ge
 ``SamplingParams``: top-p/top-k seeded runs reproducible, stop strings cut where offline cuts and never
 streamed before the cut, ``n`` choices sharing the prompt's blocks, log-probabilities in OpenAI's two shapes
 with offline's values), raw HTTP for what a well-behaved client never sends (bad requests, a
-client that leaves mid-stream), ``/metrics`` under vLLM's names, and ``--trace`` replayed afterwards."""
+client that leaves mid-stream), ``/metrics`` under vLLM's names (``--trace`` replayed afterwards: the drain
+test of test_serve_hostile.py)."""
 
 from __future__ import annotations
 
@@ -249,27 +250,6 @@ def test_metrics_have_vllm_names_and_count_what_was_served(served, client):
     assert metric(text, "vllm:generation_tokens_total") - metric(before, "vllm:generation_tokens_total") == 5
     assert metric(text, "vllm:prefix_cache_queries_total") > metric(before, "vllm:prefix_cache_queries_total")
     assert metric(text, "vllm:kv_cache_usage_perc") == 0.0 and metric(text, "vllm:num_requests_waiting") == 0
-
-
-def test_trace_records_the_live_run_and_replays(tmp_path):
-    from nanovllm_teach.trace import load_trace
-    from nanovllm_teach.trace.consistency import check_consistency
-    from nanovllm_teach.viz.page import replay_page
-
-    path = tmp_path / "run.jsonl"
-    with running_server(trace=path, live=False) as (url, _):
-        client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
-        client.completions.create(model=MODEL, prompt="One", max_tokens=6, temperature=0)
-        client.chat.completions.create(model=MODEL, messages=CHAT, max_tokens=6, temperature=0)
-    trace = load_trace(path)
-    assert check_consistency(trace) == []
-    assert len(trace.requests) == 2 and all(r.finish_reason for r in trace.requests)
-    enqueues = trace.events_named("REQUEST_ENQUEUE")
-    assert enqueues[1].t_ns > enqueues[0].t_ns, "real arrival times"
-    assert "<html" in replay_page(trace)
-    # Each request's arrival is stamped (taken by the HTTP side before the engine took it): TTFT from arrival.
-    assert all(e.stats["since_arrival_ms"] > 0 for e in enqueues), [e.stats for e in enqueues]
-    assert all(r.arrival_t_ns < r.enqueue_t_ns for r in trace.requests)
 
 
 def test_serve_command_mistakes_are_one_line(capsys):
