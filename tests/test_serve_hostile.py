@@ -251,7 +251,7 @@ def test_shutting_down_drains_within_its_bound_and_the_trace_is_complete(tmp_pat
     from nanovllm_teach.viz.page import replay_page
 
     path = tmp_path / "run.jsonl"
-    server = BackgroundServer(build_server(trace=path, live=False, max_model_len=512,
+    server = BackgroundServer(build_server(trace=path, live=False, max_model_len=512, cpu_kvcache_gib=0.125,
                                            limits=ServeLimits(drain_s=0.01)))
     body = {"model": MODEL, "prompt": "Tell me a long story", "max_tokens": 500, "ignore_eos": True,
             "temperature": 0, "stream": True}
