@@ -16,6 +16,9 @@ def running_server(**kwargs: Any) -> Iterator[tuple[str, Any]]:
     from nanovllm_teach.serve.build import BackgroundServer, build_server
 
     kwargs.setdefault("max_model_len", 512)
+    # The engine core writes its whole KV cache at start (serve/engine_core.py): 128 MiB is plenty for these
+    # tests and takes a fraction of the time the default's 768 MiB (512 sequences of 512 tokens) would.
+    kwargs.setdefault("cpu_kvcache_gib", 0.125)
     with BackgroundServer(build_server(**kwargs)) as server:
         yield server.url, server.app
 

@@ -240,37 +240,53 @@ def test_after_the_fuzz_the_live_page_still_reads(traced):
 
 def test_shutting_down_drains_within_its_bound_and_the_trace_is_complete(tmp_path):
     """As on SIGTERM (uvicorn's should_exit): no new connection; a stream still running after the drain is
-    cancelled and its request aborted; the engine closes with its trace complete."""
+    cancelled and its request aborted; the engine core exits, its trace complete: the requests answered
+    before, with their real arrival times (TTFT counts from arrival), and the one cut, replayable."""
     import threading
 
     from nanovllm_teach.serve.build import BackgroundServer, build_server
     from nanovllm_teach.serve.limits import ServeLimits
     from nanovllm_teach.trace import load_trace
     from nanovllm_teach.trace.consistency import check_consistency
+    from nanovllm_teach.viz.page import replay_page
 
     path = tmp_path / "run.jsonl"
-    server = BackgroundServer(build_server(trace=path, live=False, max_model_len=512,
+    server = BackgroundServer(build_server(trace=path, live=False, max_model_len=512, cpu_kvcache_gib=0.125,
                                            limits=ServeLimits(drain_s=0.01)))
     body = {"model": MODEL, "prompt": "Tell me a long story", "max_tokens": 500, "ignore_eos": True,
             "temperature": 0, "stream": True}
-    with httpx.Client(timeout=60) as http, http.stream("POST", server.url + COMPLETIONS, json=body) as response:
-        lines = response.iter_lines()
-        assert next(lines).startswith("data: ")
-        stopper = threading.Thread(target=server.stop, kwargs={"timeout_s": 60})
-        stopper.start()
-        rest = []
-        try:
-            rest.extend(lines)
-        except httpx.HTTPError:  # the stream cut mid-answer
-            pass
-        stopper.join(60)
+    with httpx.Client(timeout=60) as http:
+        assert http.post(server.url + COMPLETIONS, json={"model": MODEL, "prompt": "One", "max_tokens": 6,
+                                                         "temperature": 0}).status_code == 200
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi there, who are you?"}], "max_tokens": 6,
+                "temperature": 0}
+        assert http.post(server.url + "/v1/chat/completions", json=chat).status_code == 200
+        with http.stream("POST", server.url + COMPLETIONS, json=body) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")
+            stopper = threading.Thread(target=server.stop, kwargs={"timeout_s": 60})
+            stopper.start()
+            rest = []
+            try:
+                rest.extend(lines)
+            except httpx.HTTPError:  # the stream cut mid-answer
+                pass
+            stopper.join(60)
     assert not stopper.is_alive() and not server._thread.is_alive(), "the server stopped"
+    assert server.app.state.server.core.process.poll() is not None, "the engine core stopped with the server"
     assert "data: [DONE]" not in rest, "500 tokens take far longer than the 10 ms drain: the stream was cut"
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.url + "/health", timeout=5)
     trace = load_trace(path)
-    assert check_consistency(trace) == [] and len(trace.requests) == 1
+    assert check_consistency(trace) == [] and len(trace.requests) == 3
     assert trace.events_named("REQUEST_ABORT"), "the request cut by the drain was aborted"
+    assert all(r.finish_reason for r in trace.requests[:2])
+    enqueues = trace.events_named("REQUEST_ENQUEUE")
+    assert enqueues[0].t_ns < enqueues[1].t_ns < enqueues[2].t_ns, "real arrival times"
+    # Each request's arrival is stamped (taken by the HTTP side before the engine took it): TTFT from arrival.
+    assert all(e.stats["since_arrival_ms"] > 0 for e in enqueues), [e.stats for e in enqueues]
+    assert all(r.arrival_t_ns < r.enqueue_t_ns for r in trace.requests)
+    assert "<html" in replay_page(trace)
 
 
 def test_when_the_engine_core_dies_health_is_503_and_requests_fail_fast():
@@ -309,43 +325,43 @@ def _gone(pid: int) -> bool:
 
 
 def test_no_engine_core_outlives_its_server(tmp_path):
-    """Stopped in-process, the server takes its engine core with it; ``nanovllm-teach serve`` stopped by
-    SIGTERM drains and exits with its core, trace complete; and killed outright (nothing can drain), its
-    core sees its parent gone and exits on its own: no orphan engine is left holding memory."""
+    """``nanovllm-teach serve`` stopped by SIGTERM drains and exits with its core, trace complete; killed
+    outright (nothing can drain), its core sees its parent gone and exits on its own: no orphan engine is
+    left holding memory. (Stopped in-process, the drain test checks the same.) The two servers start
+    together, with a small KV cache: what is checked is the end, not the engine."""
     import signal
     import subprocess
     import sys
 
-    with running_server(live=False) as (url, app):
-        core = app.state.server.core.process
-        assert httpx.get(url + "/health", timeout=10).status_code == 200
-    assert core.poll() is not None, "the core stopped with the server"
-
     path = tmp_path / "run.jsonl"
-    for how, sig in (("SIGTERM", signal.SIGTERM), ("SIGKILL", signal.SIGKILL)):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        trace = ["--trace", str(path)] if sig == signal.SIGTERM else []
-        api = subprocess.Popen([sys.executable, "-m", "nanovllm_teach.cli", "serve", "--port", str(port),
-                                "--max-model-len", "512", "--no-live", *trace],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            assert wait_until(lambda: _up(port), timeout_s=180), how
+    servers = {}
+    try:
+        for how, sig in (("SIGTERM", signal.SIGTERM), ("SIGKILL", signal.SIGKILL)):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            trace = ["--trace", str(path)] if sig == signal.SIGTERM else []
+            servers[how] = sig, port, subprocess.Popen(
+                [sys.executable, "-m", "nanovllm_teach.cli", "serve", "--port", str(port), "--max-model-len", "512",
+                 "--max-num-seqs", "4", "--num-kvcache-blocks", "8", "--no-live", *trace],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for how, (sig, port, api) in servers.items():
+            assert wait_until(lambda: _up(port) or api.poll() is not None, timeout_s=180) and _up(port), how
             (core_pid,) = _children(api.pid)
             body = {"model": MODEL, "prompt": "Hi", "max_tokens": 3}
             assert httpx.post(f"http://127.0.0.1:{port}{COMPLETIONS}", json=body, timeout=60).status_code == 200
             api.send_signal(sig)
             api.wait(60)
             assert wait_until(lambda: _gone(core_pid), timeout_s=30), f"{how}: the core {core_pid} is left"
-        finally:
+    finally:
+        for _, _, api in servers.values():
             if api.poll() is None:
                 api.kill()
                 api.wait()
-        if sig == signal.SIGTERM:
-            from nanovllm_teach.trace import load_trace
-            # uvicorn drains, then raises the signal again: the process ends by SIGTERM, as one that was asked to.
-            assert api.returncode == -signal.SIGTERM and len(load_trace(path).requests) == 1, api.stdout.read()
+    from nanovllm_teach.trace import load_trace
+    # uvicorn drains, then raises the signal again: the process ends by SIGTERM, as one that was asked to.
+    api = servers["SIGTERM"][2]
+    assert api.returncode == -signal.SIGTERM and len(load_trace(path).requests) == 1, api.stdout.read()
 
 
 def _up(port: int) -> bool:

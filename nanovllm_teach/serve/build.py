@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from transformers import AutoTokenizer
 
 from nanovllm_teach.serve.app import create_app
 from nanovllm_teach.serve.core_client import EngineCoreClient
@@ -33,8 +32,10 @@ def build_server(model: str | Path | None = None, *, trace: str | Path | None = 
     ``api_key`` of every ``/v1`` and ``/live`` route (None: open); the engine core starts here (a bad
     setting or model: ``ValueError``), and is shut down when the app's event loop stops."""
     limits = limits or ServeLimits()
-    core = EngineCoreClient.start(model, trace=trace, live=live, settings=settings)
+    core = EngineCoreClient.start(model, trace=trace, live=live, settings=settings, meanwhile=_import_tokenizer)
     try:
+        from transformers import AutoTokenizer  # loaded by ``_import_tokenizer`` while the core started
+
         feed = None
         if live:
             from nanovllm_teach.serve.live import LiveFeed
@@ -46,6 +47,12 @@ def build_server(model: str | Path | None = None, *, trace: str | Path | None = 
     except BaseException:
         core.stop()
         raise
+
+
+def _import_tokenizer() -> None:
+    """The API process's slowest import (``transformers`` brings torch with it: seconds on a busy laptop), run
+    while the engine core loads its own torch and model, so that the two start side by side."""
+    from transformers import AutoTokenizer  # noqa: F401
 
 
 class BackgroundServer:

@@ -68,9 +68,11 @@ class EngineCoreClient:
         self._stopped = False
 
     @classmethod
-    def start(cls, model: str | Path | None, *, trace: str | Path | None, live: bool,
-              settings: dict[str, Any]) -> "EngineCoreClient":
-        """The engine core started and ready (``ValueError`` naming what it refused, if it would not start)."""
+    def start(cls, model: str | Path | None, *, trace: str | Path | None, live: bool, settings: dict[str, Any],
+              meanwhile: Callable[[], object] | None = None) -> "EngineCoreClient":
+        """The engine core started and ready (``ValueError`` naming what it refused, if it would not start).
+        ``meanwhile`` runs here once the core's process is started, before waiting for it: this process's own
+        slow start-up (its imports) then overlaps the core's."""
         folder = tempfile.mkdtemp(prefix="nanovllm-serve-")  # mode 0700: no other user reaches the sockets
         context = zmq.asyncio.Context()
         inputs, outputs = f"ipc://{folder}/inputs", f"ipc://{folder}/outputs"
@@ -87,6 +89,8 @@ class EngineCoreClient:
         process = subprocess.Popen([sys.executable, "-m", "nanovllm_teach.serve.engine_core",
                                     msgspec.json.encode(spec, enc_hook=str).decode()], env=env)
         try:
+            if meanwhile is not None:
+                meanwhile()
             ready = _first_message(from_core, process)
         except BaseException:
             _end(process)

@@ -10,6 +10,14 @@ steps the engine once and sends one ``StepOutput``: the new tokens of every requ
 each request's times for the metrics, the teaching events. Detokenizing and SSE framing are the API
 process's: this process spends its Python on the engine alone.
 
+Before it says ``Ready`` it writes its whole KV cache once (``commit_kv_cache``). On a CPU the engine maps
+the cache so that a page costs memory only once written, which keeps a notebook's ``LLM`` small; but the block
+manager hands out free blocks oldest-freed first (the order its prefix cache evicts in), so a server that
+keeps taking requests writes into every block in turn, and its RSS crept up by the cache's size over
+thousands of requests (``benchmarks/bench_serve_soak.py``: +127 MB of the core's 768 MB cache from request
+1,000 to 10,000, everything else flat). A server runs for long, so it holds what it will come to hold from
+the start: its memory is known when it starts, and a machine without it fails then, not hours later.
+
 Each request is validated by ``Frontend.make_request`` (the one validator) and queued by
 ``enqueue_request`` with its arrival time (the trace's REQUEST_ENQUEUE says how long before it the request
 arrived); a refusal is an ``Update`` with ``refused`` set and nothing queued. A step that raises aborts its
@@ -37,6 +45,7 @@ from nanovllm_teach.llm import LLM  # isort: skip
 import zmq
 
 from nanovllm_teach.engine.decisions import Allocated, Preempted
+from nanovllm_teach.engine.model_runner import ModelRunner
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import completion_text
 from nanovllm_teach.outputs import api_finish
@@ -193,6 +202,15 @@ class EngineCore:
             send(self.outputs, out)
 
 
+def commit_kv_cache(engine: LLM) -> None:
+    """Write every page of the engine's KV cache once, so that all of it is resident from now on (see the
+    module's docstring). Only a one-rank model runner is written: a simulated runner holds no cache, and a
+    tensor-parallel group's workers hold theirs in their own processes."""
+    runner = engine.model_runner
+    if isinstance(runner, ModelRunner) and runner.kv_cache is not None and runner.kv_cache.device.type == "cpu":
+        runner.kv_cache.zero_()  # zeros over zeros: the values stay, the pages are committed
+
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(ToCore)
 
@@ -245,6 +263,7 @@ def main(spec_json: str) -> int:
         except (ValueError, TypeError, OSError) as error:  # a setting or a model folder that will not do
             send(outputs, Failed(str(error), usage=True))
             return 2
+        commit_kv_cache(engine)
         config = engine.config
         send(outputs, Ready(str(config.model), config.max_model_len, config.max_num_seqs, config.num_kvcache_blocks,
                             config.hf_config.vocab_size, None if recorder is None else dict(recorder.header),
