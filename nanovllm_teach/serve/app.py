@@ -66,7 +66,12 @@ class Server:
         self.core, self.tokenizer, self.model_name, self.limits = core, tokenizer, model_name, limits
         self.max_model_len = core.ready.max_model_len
         self.capacity = core.ready.max_num_seqs + limits.max_waiting
-        self.metrics = ServerMetrics(model_name, self.max_model_len)
+        ready = core.ready
+        self.metrics = ServerMetrics(model_name, self.max_model_len, {
+            "block_size": str(ready.block_size), "cache_dtype": "auto",
+            "enable_prefix_caching": str(ready.enable_prefix_caching), "num_gpu_blocks": str(ready.num_kvcache_blocks),
+            "kv_cache_size_tokens": str(ready.num_kvcache_blocks * ready.block_size),
+            "prefix_caching_hash_algo": "xxhash"})
         core.metrics = self.metrics
         self.in_flight = 0
         self._ids = itertools.count()
@@ -120,6 +125,7 @@ class Server:
             raise ApiError(400, f"the request asks for {num_seqs} sequences (prompts x n), more than this server "
                                 f"holds at once ({self.capacity})", param="n")
         if self.in_flight + num_seqs > self.capacity:
+            self.metrics.refused_queue_full()
             raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} sequences beyond the "
                                 f"running batch; this request is {num_seqs}): retry later",
                            headers={"Retry-After": "1"})

@@ -171,8 +171,8 @@ class EngineCoreClient:
         metrics = self.metrics
         if out.stats is not None:
             metrics.stepped(out.stats)
-        for ttft_s, num_prompt_tokens in out.first_tokens:
-            metrics.first_token(ttft_s, num_prompt_tokens)
+        for ttft_s, num_prompt_tokens, num_cached in out.first_tokens:
+            metrics.first_token(ttft_s, num_prompt_tokens, num_cached)
         for count, since_last_s in out.tokens:
             metrics.tokens(count, since_last_s)
         for done in out.finished:

@@ -68,6 +68,7 @@ class _Live:
     num_finished: int = 0
     scheduled_s: float | None = None  # the start of the step that first scheduled it
     first_token_s: float | None = None
+    num_cached_prompt_tokens: int | None = None  # its first prefill's prefix-cache hits (sample 0's)
 
 
 @dataclass
@@ -122,6 +123,7 @@ class EngineCore:
         step = self.engine.last_step
         now = self.engine.clock.now_s()
         out = self._out
+        hits = {d.seq_id: d.num_cached_tokens for d in step.decisions if isinstance(d, Allocated)}
         for seq in step.seqs:
             request_id, index = self._by_seq.get(seq.seq_id, (None, 0))
             live = self._live.get(request_id) if request_id is not None else None
@@ -129,9 +131,12 @@ class EngineCore:
                 continue
             if live.scheduled_s is None:
                 live.scheduled_s = start
+            if live.num_cached_prompt_tokens is None and seq.seq_id in hits:
+                live.num_cached_prompt_tokens = hits[seq.seq_id]
             if live.first_token_s is None and seq.num_completion_tokens:
                 live.first_token_s = now
-                out.first_tokens.append((now - live.submit.arrival_s, seq.num_prompt_tokens))
+                out.first_tokens.append((now - live.submit.arrival_s, seq.num_prompt_tokens,
+                                         live.num_cached_prompt_tokens or 0))
             new = seq.num_completion_tokens - live.counted[index]
             if new:
                 last = live.last_token_s[index]
@@ -148,7 +153,8 @@ class EngineCore:
                     out.finished.append(Finished(
                         live.submit.arrival_s, seq.num_prompt_tokens, live.first_token_s, now,
                         seq.num_completion_tokens, seq.finish_reason, live.scheduled_s, sum(live.counted),
-                        len(live.samples), live.submit.params["max_tokens"]))
+                        len(live.samples), live.submit.params["max_tokens"], live.num_cached_prompt_tokens or 0,
+                        sum(sample.num_preemptions for sample in live.samples)))
                     del self._live[request_id]
                     self._forget(live)
         out.stats = self._stats(step)
@@ -266,7 +272,7 @@ def main(spec_json: str) -> int:
         commit_kv_cache(engine)
         config = engine.config
         send(outputs, Ready(str(config.model), config.max_model_len, config.max_num_seqs, config.num_kvcache_blocks,
-                            config.hf_config.vocab_size, None if recorder is None else dict(recorder.header),
+                            config.kvcache_block_size, config.enable_prefix_caching, config.hf_config.vocab_size, None if recorder is None else dict(recorder.header),
                             os.getpid()))
         core = EngineCore(engine, outputs, events)
         try:

@@ -93,12 +93,14 @@ class Finished(msgspec.Struct, array_like=True):
     num_generated: int
     n: int
     max_tokens: int
+    num_cached_prompt_tokens: int  # prompt tokens its first prefill found in the prefix cache
+    num_preemptions: int  # over its samples
 
 
 class StepOutput(msgspec.Struct, tag=True):
     updates: list[Update] = []
     stats: StepStats | None = None
-    first_tokens: list[tuple[float | None, int]] = []  # (TTFT, prompt tokens) of each request's first token
+    first_tokens: list[tuple[float | None, int, int]] = []  # (TTFT, prompt tokens, of them cached) per request
     tokens: list[tuple[int, float | None]] = []  # (new tokens, seconds since the sample's last) per sample
     finished: list[Finished] = []
     aborted: int = 0  # requests aborted because their client left
@@ -110,6 +112,8 @@ class Ready(msgspec.Struct, tag=True):
     max_model_len: int
     max_num_seqs: int
     num_kvcache_blocks: int
+    block_size: int
+    enable_prefix_caching: bool
     vocab_size: int
     trace_header: dict[str, Any] | None  # the recorder's header (the live page's), None without recording
     pid: int
