@@ -18,6 +18,7 @@ Nothing here imports torch, FastAPI or uvicorn until the server is built.
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 from typing import Any
 
@@ -34,6 +35,8 @@ NO_SERVE_EXTRA = Text(en="nanovllm-teach serve needs the serve extra ({missing} 
 BAD_PORT = Text(en="--port must be between 1 and 65535, got {port}", zh="--port 必须在 1 到 65535 之间，收到的是 {port}")
 SERVING = Text(en="serving {model} on {url}", zh="正在 {url} 上提供 {model} 的服务")
 WATCH_LIVE = Text(en=" (watch it live: {url})", zh="（实时查看：{url}）")
+STOPPED = Text(en="stopped: the server drained and its engine core has exited",
+               zh="已停止：服务器已排空请求，引擎核心进程已退出")
 TRACE_WRITTEN = Text(en="trace: {path} (nanovllm-teach replay {path})",
                      zh="trace 已写入：{path}（用 nanovllm-teach replay {path} 回放）")
 
@@ -93,10 +96,29 @@ def _serve(args: argparse.Namespace) -> int:
     root = f"http://{args.host}:{args.port}"
     print(say(SERVING, model=app.state.server.model_name, url=f"{root}/v1")
           + ("" if args.no_live else say(WATCH_LIVE, url=f"{root}/live")), flush=True)
-    uvicorn.Server(uvicorn_config(app, args.host, args.port, limits)).run()
+    # uvicorn drains on SIGINT or SIGTERM, then raises the signal again for the handler that was there before it:
+    # Python's would end a clean stop in a KeyboardInterrupt traceback, the default one in death by SIGTERM
+    # (status -15, the trace line unsaid). Set now, after the model has loaded, ours ends it as the stop it was.
+    previous = {signum: signal.signal(signum, _drained) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uvicorn.Server(uvicorn_config(app, args.host, args.port, limits)).run()
+    except _Drained:
+        pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print(say(STOPPED))
     if args.trace:
         print(say(TRACE_WRITTEN, path=args.trace))
     return 0
+
+
+class _Drained(Exception):
+    """uvicorn has drained the server on a signal and passed the signal on."""
+
+
+def _drained(signum: int, frame: Any) -> None:
+    raise _Drained
 
 
 def _check_port_is_free(host: str, port: int) -> None:
