@@ -212,3 +212,27 @@ def test_record_writes_under_out_and_leaves_the_shipped_traces_alone(tmp_path, m
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["out", "out/walkthrough.jsonl"]
     assert load_trace(tmp_path / "out" / "walkthrough.jsonl").header["scenario"] == "walkthrough"
     assert f"-> {Path('out') / 'walkthrough.jsonl'}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["simulate", "--bogus"], ["replay"], ["simulate", "--requests", "x"],
+                                  ["replay", str(SMALL_TRACE), "--lang", "fr"], ["simulate", "--rate"],
+                                  ["grade", "decode_slot", "x.py", "--jobs", "0"],
+                                  ["grade", "decode_slot", "x.py", "--time-limit", "-1"]],
+                         ids=lambda argv: " ".join(argv[:3]))
+def test_argparse_mistakes_speak_the_language_asked_for(argv, monkeypatch, capsys):
+    """argparse's own messages (a missing argument, a bad value, an unknown option) in Chinese when Chinese is
+    asked for: one line, exit 2, no English prose; in English, argparse's words as they were."""
+    from nanovllm_teach.i18n import ENV_VAR
+    from nanovllm_teach.i18n.notebooks import english_runs
+
+    monkeypatch.setenv(ENV_VAR, "zh")
+    assert _run(argv) == 2
+    zh = capsys.readouterr().err
+    assert zh.startswith("nanovllm-teach: error: ") and zh.count("\n") == 1, zh
+    said = zh.removeprefix("nanovllm-teach: error: ")
+    assert english_runs(said) == [] and re.search("[\u4e00-\u9fff]", said.split("（见")[0]), zh
+    assert not re.search(r"\b(argument|arguments|invalid|expected|required|unrecognized|choose|must|got)\b", zh), zh
+    monkeypatch.setenv(ENV_VAR, "en")
+    assert _run(argv) == 2
+    en = capsys.readouterr().err
+    assert re.search(r"error: (argument \S+: |the following|unrecognized)", en), en

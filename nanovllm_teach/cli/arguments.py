@@ -11,13 +11,16 @@ it again. A picture's format follows its suffix (``PICTURE_FORMATS``, ``save_pic
 each help text a ``Text`` said where its option is added, and ``CommandParser`` says argparse's own
 headings (usage, the sections, the ``-h`` line) the same way.
 
-The texts a learner reads are ``Text`` constants in both languages; the ``type=`` parsers' messages are
-argparse's, which stay English like argparse's other messages about a mistake.
+The texts a learner reads are ``Text`` constants in both languages, argparse's own messages about a mistake
+among them: ``CommandParser.error`` matches each against ``ARGPARSE_MESSAGES`` (their English is argparse's
+own wording, the same in Python 3.10 to 3.12) and says it in the learner's language; a message it does not
+know stays as argparse wrote it.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,41 @@ MODEL_FOLDER_HELP = Text(en="checkpoint folder (default: the shipped model)", zh
 ENGINE_SETTINGS = Text(en="the engine (the settings of LLM(...))", zh="引擎（LLM(...) 的设置）")
 LANG_HELP = Text(en="language of what it writes (default: ${env}, else the locale, else en)",
                  zh="输出所用的语言（默认：${env}，其次是系统 locale，最后是 en）")
+
+
+# argparse's messages about a mistake, as patterns over its English, each with what a learner reads instead.
+# "argument --x: " comes first, then what is wrong with it.
+_ARGUMENT = r"argument (?P<argument>\S+(?:/\S+)?): "
+ARGPARSE_MESSAGES: tuple[tuple[re.Pattern[str], Text], ...] = tuple((re.compile(pattern), text) for pattern, text in (
+    (r"the following arguments are required: (?P<names>.+)",
+     Text(en="the following arguments are required: {names}", zh="缺少必需的参数：{names}")),
+    (r"unrecognized arguments: (?P<words>.+)", Text(en="unrecognized arguments: {words}", zh="无法识别的参数：{words}")),
+    (r"one of the arguments (?P<names>.+) is required",
+     Text(en="one of the arguments {names} is required", zh="参数 {names} 中必须给出一个")),
+    (_ARGUMENT + r"invalid choice: (?P<value>.+?) \(choose from (?P<choices>.+)\)",
+     Text(en="argument {argument}: invalid choice: {value} (choose from {choices})",
+          zh="参数 {argument}：{value} 不是可选的值（可选：{choices}）")),
+    (_ARGUMENT + r"invalid (?P<kind>.+) value: (?P<value>.+)",
+     Text(en="argument {argument}: invalid {kind} value: {value}", zh="参数 {argument}：{value} 不是有效的 {kind} 值")),
+    (_ARGUMENT + r"expected one argument", Text(en="argument {argument}: expected one argument",
+                                                zh="参数 {argument}：后面需要一个值")),
+    (_ARGUMENT + r"expected at least one argument", Text(en="argument {argument}: expected at least one argument",
+                                                         zh="参数 {argument}：后面至少需要一个值")),
+    (_ARGUMENT + r"not allowed with argument (?P<other>.+)",
+     Text(en="argument {argument}: not allowed with argument {other}",
+          zh="参数 {argument}：不能和参数 {other} 一起用")),
+    (_ARGUMENT + r"must be >= (?P<least>\S+), got (?P<value>.+)",  # positive_int, number_at_least_zero
+     Text(en="argument {argument}: must be >= {least}, got {value}", zh="参数 {argument}：必须 >= {least}，收到的是 {value}")),
+))
+
+
+def in_language(message: str) -> str:
+    """argparse's ``message`` in the learner's language (as it is when no pattern knows it)."""
+    for pattern, text in ARGPARSE_MESSAGES:
+        found = pattern.fullmatch(message)
+        if found:
+            return say(text, **found.groupdict())
+    return message
 
 
 class UsageError(Exception):
@@ -103,7 +141,7 @@ class CommandParser(argparse.ArgumentParser):
         self.add_argument("-h", "--help", action="help", default=argparse.SUPPRESS, help=say(SHOW_HELP))
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(USAGE_EXIT_STATUS, f"{PROG}: error: {message} {say(SEE_HELP, prog=self.prog)}\n")
+        self.exit(USAGE_EXIT_STATUS, f"{PROG}: error: {in_language(message)} {say(SEE_HELP, prog=self.prog)}\n")
 
 
 def add_lang_option(parser: argparse.ArgumentParser) -> None:
