@@ -10,7 +10,8 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_decisions
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
+from nanovllm_teach.exercises.postprocess.workloads import FINISH_REASONS, MODEL_LEN
+from nanovllm_teach.exercises.workloads import SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 30  # the course's order (``nanovllm-teach exercises``): the end of the scheduler's step
