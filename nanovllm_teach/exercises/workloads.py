@@ -43,13 +43,6 @@ def ignore_eos(max_tokens: list[int]) -> list[SamplingParams]:
     return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in max_tokens]
 
 
-def grading_recorder(path: Path) -> TraceRecorder:
-    """A recorder that writes every event with every tensor value: slot mappings are what some exercises
-    are about."""
-    return TraceRecorder(path, keep_in_memory=False, detail_decode_steps=sys.maxsize,
-                         detail_max_elements=sys.maxsize)
-
-
 TIGHT_CACHE = Workload(
     "tight_cache",
     Text(en="6 requests share 24 KV blocks of 4 tokens: blocks run out and sequences are preempted",
@@ -135,7 +128,9 @@ GradedWorkload = Workload | TimedWorkload
 def record_graded(workload: GradedWorkload, path: Path, model: str | Path | None = None,
                   max_steps: int | None = None) -> None:
     """Run ``workload`` on the engine as it is now, writing its whole trace to ``path``."""
-    recorder = grading_recorder(path)
+    # Every event with every tensor value: slot mappings are what some exercises are about.
+    recorder = TraceRecorder(path, keep_in_memory=False, detail_decode_steps=sys.maxsize,
+                             detail_max_elements=sys.maxsize)
     if isinstance(workload, TimedWorkload):
         workload.record(recorder)  # simulated: the model is the workload's own shape
     else:
