@@ -243,7 +243,7 @@ class Confined:
             raise
 
     def start(self, command: list[str], **popen: Any) -> subprocess.Popen:
-        """``command`` (which drops to the slot's user itself: ``isolation.worker_command``) started inside the
+        """``command`` (which drops to the slot's user itself: ``isolation.launch``) started inside the
         cgroup before it runs."""
         gate_r, gate_w = os.pipe()
         try:
