@@ -8,6 +8,9 @@ readings differ.
 
 Prompts are token-id lists, plain strings, or ``Chat`` messages, which are written out with the model's own
 chat template when the run starts (so a workload does not need the tokenizer to be written down).
+
+A ``TimedWorkload`` is the other kind: requests arriving in seconds, served by ``LLM.run_workload`` (on the
+simulated engine, the same numbers on every machine).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from nanovllm_teach.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from nanovllm_teach.trace.recorder import Recorder
+    from nanovllm_teach.workload.requests import Request
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,27 @@ class Workload:
         """The prompts as ``generate()`` takes them: ``Chat`` messages written out with ``tokenizer``'s
         chat template, the others as they are."""
         return [p.render(tokenizer) if isinstance(p, Chat) else p for p in self.prompts]
+
+
+@dataclass(frozen=True)
+class TimedWorkload:
+    """Requests with arrival times in seconds, served by ``LLM.run_workload`` on ``model`` with ``settings``."""
+
+    name: str
+    description: Text  # in both languages: a verdict says it
+    requests: list[Request]
+    model: str
+    settings: dict[str, Any]
+
+    def record(self, recorder: Recorder) -> None:
+        """Serve the workload on the engine as it is now, recording every event."""
+        from nanovllm_teach.llm import LLM
+
+        llm = LLM(self.model, trace=recorder, trace_metadata={"workload": self.name}, **self.settings)
+        try:
+            llm.run_workload(self.requests)
+        finally:
+            llm.close()
 
 
 class StepLimitExceeded(RuntimeError):

@@ -12,7 +12,7 @@ import pytest
 
 from nanovllm_teach.exercises import EXERCISES, check, grade
 from nanovllm_teach.exercises.scheduling_policy.grading import MAX_TTFT_RATIO, MEAN_TTFT_RATIO, measure
-from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
+from nanovllm_teach.exercises.scheduling_policy.workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.references import reference_trace
 
 

@@ -16,10 +16,10 @@ import pytest
 from nanovllm_teach.cli import main
 from nanovllm_teach.engine import scheduler
 from nanovllm_teach.exercises import EXERCISES, references
-from nanovllm_teach.exercises.policy_workloads import LONG_PROMPTS_FIRST
+from nanovllm_teach.exercises.scheduling_policy.workloads import LONG_PROMPTS_FIRST
 from nanovllm_teach.exercises.provenance import replaced_definitions
-from nanovllm_teach.exercises.references import PendingReferences, reference_trace
-from nanovllm_teach.exercises.workloads import GRADED, TIGHT_CACHE
+from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace
+from nanovllm_teach.exercises.workloads import TIGHT_CACHE
 from nanovllm_teach.trace import diff_traces
 
 
@@ -62,12 +62,13 @@ def test_the_cli_records_its_references_in_its_own_process(no_references, monkey
 
 
 def test_a_patched_process_gets_the_shipped_engines_references_from_one_interpreter(no_references, monkeypatch):
-    here = {name: reference_trace(GRADED[name]) for name in ("tight_cache", LONG_PROMPTS_FIRST.name)}
+    graded = graded_workloads()
+    here = {name: reference_trace(graded[name]) for name in ("tight_cache", LONG_PROMPTS_FIRST.name)}
     references._recorded.clear()
     monkeypatch.setattr(scheduler, "choose_next", _last_come_first_served)  # as a notebook cell might
     there = reference_trace(LONG_PROMPTS_FIRST)
     assert there is not here[LONG_PROMPTS_FIRST.name] and diff_traces(there, here[LONG_PROMPTS_FIRST.name]) is None
-    assert set(name for name, _ in references._recorded) == set(GRADED)  # every one, from that interpreter
+    assert set(name for name, _ in references._recorded) == set(graded)  # every one, from that interpreter
     assert diff_traces(reference_trace(TIGHT_CACHE), here["tight_cache"]) is None
     _no_interpreter(monkeypatch)
-    assert set(PendingReferences(tuple(GRADED.values())).traces()) == set(GRADED)
+    assert set(PendingReferences(tuple(graded.values())).traces()) == set(graded)

@@ -114,6 +114,27 @@ def test_a_hostile_answer_is_refused_with_its_reason_and_the_engine_is_left_as_i
     assert _state(scheduler) == before
 
 
+class StatusForgingWorker(InProcessWorker):
+    """A worker whose answer (the frames are the learner's process's to write) gives a sequence a status the
+    engine has no name for."""
+
+    def call(self, function, args, types, adapter=None):
+        answer = super().call(function, args, types, adapter)
+        answer["state"]["seqs"][0]["status"] = "DONE"
+        return answer
+
+
+def test_an_answer_with_a_status_the_engine_does_not_have_is_refused():
+    scheduler = _busy_scheduler()
+    before = copy.deepcopy(_state(scheduler))
+    with pytest.raises(RemoteFailure) as raised:
+        StateWire("scheduler").call(StatusForgingWorker(Scheduler.schedule_decode), "schedule_decode", (scheduler,))
+    assert raised.value.failure.refused is True
+    assert raised.value.failure.message.startswith("answered with something that is not the engine's state")
+    assert "'DONE'" in raised.value.failure.message
+    assert _state(scheduler) == before
+
+
 def test_a_schedule_decode_handing_out_a_block_it_does_not_own_fails_in_bubblewrap(tmp_path):
     path = tmp_path / "thief.py"
     path.write_text(textwrap.dedent("""

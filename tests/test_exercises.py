@@ -25,7 +25,10 @@ from nanovllm_teach.cli import main
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import resolve
 from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
-from nanovllm_teach.exercises.workloads import MAX_STEPS, MEMORY_BOUND, SHARED_PREFIXES, TIGHT_CACHE, WORKLOADS
+from nanovllm_teach.exercises.kv_cache_blocks.workloads import MEMORY_BOUND
+from nanovllm_teach.exercises.references import graded_workloads
+from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, MAX_STEPS, SHARED_PREFIXES, TIGHT_CACHE
+from nanovllm_teach.runs import Workload
 
 NAMES = list(EXERCISES)
 # The reference functions' annotations name engine classes, and may_append returns a decision record.
@@ -176,7 +179,7 @@ def test_key_lengths_that_forget_the_cached_prefix(tmp_path):
     source = EXERCISES["prepare_prefill"].solution_path.read_text()
     result = grade("prepare_prefill", _solution(tmp_path, "keys", source.replace("cu_seqlens_k[-1] + end)",
                                                                                   "cu_seqlens_k[-1] + new)")))
-    first = next(e for e in reference_trace(WORKLOADS["cached_under_budget"]).events
+    first = next(e for e in reference_trace(CACHED_UNDER_BUDGET).events
                  if e.event == "PREPARE_PREFILL_TENSORS" and e.stats["max_seqlen_k"] > e.stats["max_seqlen_q"])
     assert not result.passed and result.workload == "cached_under_budget"
     assert f"in step {first.step} (PREPARE_PREFILL_TENSORS)" in result.message, result.message
@@ -462,7 +465,8 @@ def test_a_scheduler_that_never_finishes_is_stopped_after_max_steps(tmp_path):
             return [first]
         """))
     assert not result.passed
-    assert all(4 * len(reference_trace(w).steps) < MAX_STEPS for w in WORKLOADS.values())
+    steps = [w for w in graded_workloads().values() if isinstance(w, Workload)]
+    assert all(4 * len(reference_trace(w).steps) < MAX_STEPS for w in steps)
 
 
 # ---- hints, templates and the engine's exercise points ------------------------------------------------

@@ -30,13 +30,14 @@ from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.decisions import Finished
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade, pieces
-from nanovllm_teach.exercises import policy_workloads, references, remote, solution_files, verdict, workloads
+from nanovllm_teach.exercises import references, remote, solution_files, verdict, workloads
 from nanovllm_teach.exercises import load_solution
 from nanovllm_teach.exercises.scheduling_policy import grading as policy_grading
+from nanovllm_teach.exercises.scheduling_policy import workloads as policy_workloads
 from nanovllm_teach.exercises.scheduling_policy.grading import PolicyMetrics, WorkloadScore, leaderboard, measure
-from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
-from nanovllm_teach.exercises.references import reference_trace
-from nanovllm_teach.exercises.workloads import TIGHT_CACHE, WORKLOADS
+from nanovllm_teach.exercises.scheduling_policy.workloads import POLICY_WORKLOADS
+from nanovllm_teach.exercises.references import graded_workloads, reference_trace
+from nanovllm_teach.exercises.workloads import TIGHT_CACHE
 from nanovllm_teach.i18n import Text, speaking
 from nanovllm_teach.i18n.notebooks import pair_problems
 from nanovllm_teach.sampling_params import SamplingParams
@@ -434,8 +435,7 @@ def _all_texts() -> list[tuple[str, Text]]:
              for pair in _texts(value, f"{module.__name__}.{name}")]
     for cls in (Payload, *PAYLOADS.values()):
         found += [pair for name, value in vars(cls).items() for pair in _texts(value, f"{cls.__name__}.{name}")]
-    described = list(WORKLOADS.values()) + list(POLICY_WORKLOADS.values())
-    found += [(f"workload {w.name}", w.description) for w in described]
+    found += [(f"workload {w.name}", w.description) for w in graded_workloads().values()]
     return found
 
 
@@ -451,7 +451,7 @@ def test_every_text_keeps_to_the_glossary():
         problems += [p for p in pair_problems(text.en, text.zh, where, set()) if "in brackets" not in p]
     assert problems == []
     # Every workload a verdict names is described in both languages.
-    assert all(isinstance(w.description, Text) for w in [*WORKLOADS.values(), *POLICY_WORKLOADS.values()])
+    assert all(isinstance(w.description, Text) for w in graded_workloads().values())
 
 
 # ---- what each exercise's checks say about a result --------------------------------------------------------

@@ -70,14 +70,6 @@ class Limits:
 LIMITS = Limits()
 
 
-def _has_account(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
-
-
 class Slot:
     """A job slot's user id, held (a lock file) until ``release``; one whose user has an account is skipped."""
 
@@ -85,9 +77,10 @@ class Slot:
         _LOCKS.mkdir(mode=0o700, exist_ok=True)
         if _LOCKS.stat().st_uid != os.geteuid():  # made by someone else on a shared /tmp: not ours to trust
             raise RuntimeError(f"{_LOCKS} belongs to another user: remove it")
+        accounts = {entry.pw_uid for entry in pwd.getpwall()}
         for number in range(SLOTS):
             uid = FIRST_UID + number
-            if _has_account(uid):
+            if uid in accounts:
                 continue
             lock = os.open(_LOCKS / f"slot-{number}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
@@ -250,7 +243,7 @@ class Confined:
             raise
 
     def start(self, command: list[str], **popen: Any) -> subprocess.Popen:
-        """``command`` (which drops to the slot's user itself: ``isolation.worker_command``) started inside the
+        """``command`` (which drops to the slot's user itself: ``isolation.launch``) started inside the
         cgroup before it runs."""
         gate_r, gate_w = os.pipe()
         try:

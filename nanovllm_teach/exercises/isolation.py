@@ -2,7 +2,7 @@
 
 Role: grading, the sandbox's walls. Emits no events.
 
-``worker_command`` is the command line of one sandboxed worker (``worker``). Inside bubblewrap:
+``launch`` starts one sandboxed process (a submission's ``worker``, a chapter's check). Inside bubblewrap:
 
 - the interpreter, its libraries and the grading copy of the package are read-only; nothing else of the
   machine is there (no ``/etc``, no home, no repository, no other learner's folder, no kernel cache);
@@ -45,10 +45,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from nanovllm_teach.exercises import confinement
 from nanovllm_teach.exercises.base import SOLUTION_FILE, visible
-from nanovllm_teach.exercises.confinement import LIMITS, Limits
 from nanovllm_teach.i18n import Text, resolve_lang, say
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -253,24 +253,32 @@ def _walls(uid: int | None) -> list[str]:
 
 
 def sandboxed_command(program: list[str], isolated: bool, uid: int | None, binds: tuple[str, ...] = ()) -> list[str]:
-    """``program`` as a worker's is started: in bubblewrap where ``isolated`` (with ``binds`` besides the
-    interpreter's), dropped by setpriv to ``uid`` (a slot's user id, where the grader is root) before it runs.
-    The build track's chapter checks (``track/sandbox.py``) start theirs so too."""
+    """``program`` in bubblewrap where ``isolated`` (with ``binds`` besides the interpreter's), dropped by setpriv
+    to ``uid`` (a slot's user id, where the grader is root) before it runs."""
     drop = [] if uid is None else [setpriv() or "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
                                    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     return ["env", "-i", *_walls(uid), *binds, "--", *drop, *program] if isolated else [*drop, *program]
 
 
-def worker_command(solution: Path, functions: tuple[str, ...], points: tuple[str, ...], fds: tuple[int, int],
-                   tag: str, isolated: bool, uid: int | None, limits: Limits = LIMITS) -> list[str]:
-    """The command line of a worker serving ``functions`` from ``solution``, on ``fds`` (calls in, answers
-    out), on the grading copy where ``points`` raise; ``tag`` marks its processes (tests look for them);
-    ``isolated``: inside bubblewrap; ``uid``: the slot's user id it drops to (None: it keeps the grader's)."""
+def launch(confined: confinement.Confined, isolated: bool, script: str, points: tuple[str, ...],
+           files: tuple[tuple[str, Path], ...], arguments: list[str], fds: tuple[int, int],
+           output: Any) -> subprocess.Popen:
+    """Start ``script`` (a path in the package) of the grading copy where ``points`` raise, as ``confined``'s
+    process: in bubblewrap where ``isolated``, as the slot's user id where it has one, on ``fds``, printing to
+    ``output``. Its arguments: the copy's root and each of ``files`` (a path inside, the host's file, bound
+    read-only there) as it sees them, then ``arguments``. A submission's worker and a chapter's check
+    (``track/sandbox.py``) both start so."""
     root = grading_root(resolve_lang(), points)
-    inside = f"{INSIDE_SUBMISSION}/{solution.name}"
-    where = (INSIDE_ROOT, inside) if isolated else (str(root), str(solution))
-    binds = ("--ro-bind", str(root), INSIDE_ROOT, "--dir", INSIDE_SUBMISSION,  # 0755: see _read_only_binds
-             "--ro-bind", str(solution), inside)
-    program = [sys.executable, "-E", "-s", "-u", f"{where[0]}/nanovllm_teach/exercises/worker.py", *where,
-               ",".join(functions), limits.argument(), f"{fds[0]},{fds[1]}", tag]
-    return sandboxed_command(program, isolated, uid, binds if isolated else ())
+    if isolated:
+        seen = [INSIDE_ROOT, *(inside for inside, _ in files)]
+        binds = ["--ro-bind", str(root), INSIDE_ROOT, "--dir", INSIDE_SUBMISSION]  # 0755: see _read_only_binds
+        for inside, host in files:
+            binds += ["--ro-bind", str(host), inside]
+    else:
+        seen, binds = [str(root), *(str(host) for _, host in files)], []
+    program = [sys.executable, "-E", "-s", "-u", f"{seen[0]}/nanovllm_teach/{script}", *seen, *arguments]
+    uid = None if confined.slot is None else confined.slot.uid
+    # The grader's environment stays out: only a learner's own self-check, as that learner, keeps it.
+    plain = not isolated and uid is None
+    return confined.start(sandboxed_command(program, isolated, uid, tuple(binds)), stdout=output,
+                          stderr=subprocess.STDOUT, pass_fds=fds, env=None if plain else LAUNCH_ENVIRONMENT)

@@ -97,19 +97,6 @@ NOT_SCHEDULED_AND_DECISIONS = Text(
        "more; what it decided is what it returns",
     zh="返回了 {type} {value}：它要返回两样东西，(被调度的序列, 途中做出的决策)，决策即 allocate、may_append 和 "
        "preempt 返回的记录。调度器不再把决策记进日志；它决定了什么，就返回什么")
-NOT_DECISIONS = Text(
-    en="returned {type} {value}: it returns the decisions it took, a list of records (what finish returns: "
-       "Finished, then Freed), not the batch's sequences. The scheduler keeps no log of its decisions any more; "
-       "what it decided is what it returns",
-    zh="返回了 {type} {value}：它要返回自己做出的决策，即一个由记录组成的 list（finish 返回的 Finished 和 "
-       "Freed），而不是这一批的序列。调度器不再把决策记进日志；它决定了什么，就返回什么")
-
-
-def not_decisions(result: Any) -> str | None:
-    """What is wrong with a result that must be a list of decision records (None: nothing)."""
-    if not isinstance(result, list) or not all(isinstance(d, DECISION_TYPES) for d in result):
-        return say(NOT_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
-    return None
 
 
 def not_scheduled_and_decisions(result: Any) -> str | None:

@@ -9,7 +9,8 @@ is recorded:
   happens before the student's code is forked off, so that code never shares a process with it;
 - else in a fresh interpreter (``references.main``), which shares nothing with this process. It is started
   before the student's code runs, so the two proceed side by side, and it records *every* graded workload
-  not known yet (a fraction of a second each): one interpreter start-up, whichever exercise comes next.
+  not known yet (``graded_workloads``; a fraction of a second each): one interpreter start-up, whichever
+  exercise comes next. The workloads go to it pickled in a file of the grader's own (no student's data).
 
 It is recorded on the learner's own machine, so that the few fields that depend on the machine's
 arithmetic agree with the student's run. ``PendingReferences(workloads)`` starts the recording;
@@ -20,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from nanovllm_teach.exercises.provenance import replaced_definitions
-from nanovllm_teach.exercises.workloads import GRADED, GradedWorkload, record_graded
+from nanovllm_teach.exercises.workloads import GradedWorkload, record_graded
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.reader import Trace, load_trace
 
@@ -40,22 +42,31 @@ NAME_SEPARATOR = Text(en=", ", zh="、")
 
 _recorded: dict[tuple[str, str], Trace] = {}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS_FILE = "workloads.pickle"
 
 
-def _record_here(names: list[str], model: str) -> None:
+def graded_workloads() -> dict[str, GradedWorkload]:
+    """Every workload an exercise is graded on, by name, found in the exercises' folders."""
+    from nanovllm_teach.exercises import EXERCISES  # not at import: the exercises' folders import this module
+
+    # An exercise graded otherwise (the quiz, the shards) has no workloads of its own.
+    return {w.name: w for exercise in EXERCISES.values() for w in getattr(exercise, "workloads", ())}
+
+
+def _record_here(workloads: list[GradedWorkload], model: str) -> None:
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the model is tiny; and a child forked later must not inherit a thread pool
     try:
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as folder:
-            for name in names:
-                path = Path(folder) / f"{name}.jsonl"
+            for workload in workloads:
+                path = Path(folder) / f"{workload.name}.jsonl"
                 try:
-                    record_graded(GRADED[name], path, model or None)
+                    record_graded(workload, path, model or None)
                 except Exception as error:
-                    raise RuntimeError(say(REFERENCE_FAILED, names=name, message=error)) from error
-                _recorded[(name, model)] = load_trace(path)
+                    raise RuntimeError(say(REFERENCE_FAILED, names=workload.name, message=error)) from error
+                _recorded[(workload.name, model)] = load_trace(path)
     finally:
         torch.set_num_threads(threads)
 
@@ -72,15 +83,18 @@ class PendingReferences:
         if all((name, self.model) in _recorded for name in self.names):
             return
         if not replaced_definitions():
-            _record_here([n for n in self.names if (n, self.model) not in _recorded], self.model)
+            _record_here([w for w in workloads if (w.name, self.model) not in _recorded], self.model)
             return
-        self._missing = [name for name in GRADED if (name, self.model) not in _recorded]
+        wanted = {**graded_workloads(), **{w.name: w for w in workloads}}
+        self._missing = [name for name in wanted if (name, self.model) not in _recorded]
         self._folder = tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_")
+        with open(Path(self._folder.name) / WORKLOADS_FILE, "wb") as file:
+            pickle.dump([wanted[name] for name in self._missing], file)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         command = [sys.executable, "-c", "import sys; from nanovllm_teach.exercises.references import main; "
                    "sys.exit(main())", "--out", self._folder.name,
-                   *(["--model", self.model] if self.model else []), *self._missing]
+                   *(["--model", self.model] if self.model else [])]
         self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def cancel(self) -> None:
@@ -117,13 +131,14 @@ def reference_trace(workload: GradedWorkload, model: str | Path | None = None) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="record reference traces of graded workloads")
-    parser.add_argument("names", nargs="+", choices=sorted(GRADED))
-    parser.add_argument("--out", required=True, help="folder for NAME.jsonl")
+    parser.add_argument("--out", required=True, help=f"folder holding {WORKLOADS_FILE}, for NAME.jsonl")
     parser.add_argument("--model", default=None)
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)  # the model is tiny; the other core runs the student's code meanwhile
-    for name in args.names:
-        record_graded(GRADED[name], Path(args.out) / f"{name}.jsonl", args.model)
+    with open(Path(args.out) / WORKLOADS_FILE, "rb") as file:
+        workloads = pickle.load(file)
+    for workload in workloads:
+        record_graded(workload, Path(args.out) / f"{workload.name}.jsonl", args.model)
     return 0

@@ -158,14 +158,13 @@ class Worker:
         try:
             if isinstance(solution, Path):
                 self.confined = confinement.Confined(solution, self.tag, isolation.uid_drop())
-                slot = self.confined.slot
-                command = isolation.worker_command(self.confined.submission, functions, points, (calls_r, answers_w),
-                                                   self.tag, self.isolated, None if slot is None else slot.uid)
-                # The grader's environment stays out: only a learner's own self-check, as that learner, keeps it.
-                plain = not self.isolated and self.confined.slot is None
-                self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
-                                                     pass_fds=(calls_r, answers_w),
-                                                     env=None if plain else isolation.LAUNCH_ENVIRONMENT)
+                inside = f"{isolation.INSIDE_SUBMISSION}/{solution.name}"
+                # worker.py ROOT SOLUTION FUNCTIONS LIMITS FDS TAG (the tag marks its processes: tests look for them)
+                self._process = isolation.launch(
+                    self.confined, self.isolated, "exercises/worker.py", points,
+                    ((inside, self.confined.submission),),
+                    [",".join(functions), confinement.LIMITS.argument(), f"{calls_r},{answers_w}", self.tag],
+                    (calls_r, answers_w), self._output)
             else:
                 self._forked = fork(_serve_forked, solution, calls_r, answers_w)
         except BaseException:

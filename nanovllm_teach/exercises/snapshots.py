@@ -53,9 +53,11 @@ class BlockRecord(msgspec.Struct, array_like=True):
     token_ids: list[int]
 
 
+# The engine's own fields, by their own names: the records are converted from the live objects and back
+# generically (``msgspec``, ``from_attributes``), and an answer is checked against these types as it is read.
 class SeqRecord(msgspec.Struct):
     seq_id: int
-    status: str
+    status: SequenceStatus
     token_ids: list[int]
     num_prompt_tokens: int
     num_cached_tokens: int
@@ -110,13 +112,6 @@ class Answer(msgspec.Struct):
 
 # ---- both sides: objects to records, and records into objects ----
 
-def _seq_record(seq: Sequence) -> SeqRecord:
-    return SeqRecord(seq.seq_id, seq.status.value, list(seq.token_ids), seq.num_prompt_tokens,
-                     seq.num_cached_tokens, seq.num_scheduled_tokens, list(seq.block_table), seq.temperature,
-                     seq.max_tokens, seq.ignore_eos, seq.seed, seq.skip_special_tokens, seq.finish_reason,
-                     seq.num_preemptions)
-
-
 def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None) -> Snapshot:
     """The records of ``bm``, ``seqs`` and (a scheduler method's) ``scheduler``."""
     queues = None
@@ -126,9 +121,9 @@ def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None
                                  [s.seq_id for s in scheduler.waiting], [s.seq_id for s in scheduler.running],
                                  list(scheduler.accepted))
     return Snapshot(bm.block_size, bm.enable_prefix_caching,
-                    [BlockRecord(b.ref_count, b.hash, list(b.token_ids)) for b in bm.blocks],
+                    msgspec.convert(bm.blocks, list[BlockRecord], from_attributes=True),
                     list(bm.free_block_ids), sorted(bm.used_block_ids), list(bm.hash_to_block_id.items()),
-                    [_seq_record(s) for s in seqs], queues)
+                    msgspec.convert(seqs, list[SeqRecord], from_attributes=True), queues)
 
 
 def restore(after: Snapshot, bm: BlockManager, seqs: dict[int, Sequence], scheduler: Scheduler | None) -> None:
@@ -146,7 +141,7 @@ def restore(after: Snapshot, bm: BlockManager, seqs: dict[int, Sequence], schedu
         seq = seqs[record.seq_id]
         for token in record.token_ids[seq.num_tokens:]:
             seq.append_token(token)
-        seq.status = SequenceStatus(record.status)
+        seq.status = record.status
         seq.num_cached_tokens, seq.num_scheduled_tokens = record.num_cached_tokens, record.num_scheduled_tokens
         seq.block_table = list(record.block_table)
         seq.finish_reason, seq.num_preemptions = record.finish_reason, record.num_preemptions
@@ -166,7 +161,6 @@ def _rebuild_seq(record: SeqRecord, block_size: int) -> Sequence:
     seq = Sequence.__new__(Sequence)
     for name in SeqRecord.__struct_fields__:
         setattr(seq, name, getattr(record, name))
-    seq.status = SequenceStatus(record.status)
     seq.block_size = block_size
     seq.num_tokens = len(record.token_ids)
     seq.last_token = record.token_ids[-1]
@@ -284,8 +278,6 @@ def _check_seqs(before: Snapshot, after: Snapshot, appended: dict[int, int]) -> 
         grown = new.token_ids[len(old.token_ids):]
         if new.token_ids[:len(old.token_ids)] != old.token_ids or grown not in ([], [appended.get(old.seq_id)]):
             raise Refused(say(TOKENS, seq=old.seq_id))
-        if new.status not in SequenceStatus._value2member_map_:
-            raise Refused(say(NOT_STATE, error=f"seq {old.seq_id} has status {new.status!r}"))
         if min(new.num_cached_tokens, new.num_scheduled_tokens) < 0 \
                 or new.num_cached_tokens + new.num_scheduled_tokens > len(new.token_ids):
             raise Refused(say(COUNTS, seq=old.seq_id, cached=new.num_cached_tokens,

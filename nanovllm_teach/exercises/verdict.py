@@ -33,7 +33,7 @@ from nanovllm_teach.trace.reader import Trace, load_trace
 from nanovllm_teach.trace.state import EngineState, read_settings, walk
 
 if TYPE_CHECKING:
-    from nanovllm_teach.exercises.policy_workloads import TimedWorkload
+    from nanovllm_teach.runs import TimedWorkload
 
 
 SEQ_HAD = Text(en="at the start of step {step}, seq {seq} had the K/V of {tokens} tokens cached in {count} blocks "

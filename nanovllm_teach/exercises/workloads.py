@@ -1,4 +1,8 @@
-"""The fixed workloads the graders run, each built so that the behaviour an exercise is about happens.
+"""The step workloads several exercises are graded on, and how any graded workload is recorded.
+
+Each workload is built so that the behaviour an exercise is about happens; one that only one exercise runs
+lives in that exercise's folder (``<name>/workloads.py``), built with ``BASE``, ``random_prompts`` and
+``ignore_eos`` from here.
 
 All of them use token-id prompts (ids 10–199, plain tokens in any tokenizer this package ships), greedy
 sampling and ``ignore_eos``: every request runs to its ``max_tokens``, so *when* things happen (which step
@@ -14,9 +18,8 @@ import random
 import sys
 from pathlib import Path
 
-from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS, TimedWorkload
 from nanovllm_teach.i18n import Text
-from nanovllm_teach.runs import Workload, record_run
+from nanovllm_teach.runs import TimedWorkload, Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import TraceRecorder
 
@@ -31,20 +34,13 @@ BASE = dict(device="cpu", enforce_eager=True, max_model_len=128, max_num_batched
 MAX_STEPS = 400
 
 
-def _random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
+def random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
     rng = random.Random(seed)
     return [[rng.randrange(10, 200) for _ in range(n)] for n in lengths]
 
 
-def _ignore_eos(max_tokens: list[int]) -> list[SamplingParams]:
+def ignore_eos(max_tokens: list[int]) -> list[SamplingParams]:
     return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in max_tokens]
-
-
-def grading_recorder(path: Path) -> TraceRecorder:
-    """A recorder that writes every event with every tensor value: slot mappings are what some exercises
-    are about."""
-    return TraceRecorder(path, keep_in_memory=False, detail_decode_steps=sys.maxsize,
-                         detail_max_elements=sys.maxsize)
 
 
 TIGHT_CACHE = Workload(
@@ -52,21 +48,14 @@ TIGHT_CACHE = Workload(
     Text(en="6 requests share 24 KV blocks of 4 tokens: blocks run out and sequences are preempted",
          zh="6 个请求共用 24 个 KV 块，每块 4 个 token：块不够用，序列被抢占"),
     dict(BASE, num_kvcache_blocks=24, max_num_seqs=8),
-    _random_prompts(0, [9, 5, 14, 7, 12, 6]), _ignore_eos([16, 20, 12, 18, 14, 22]))
-
-SEQ_CAP = Workload(
-    "seq_cap",
-    Text(en="7 requests, at most 3 sequences per step: more sequences run than one decode step may take",
-         zh="7 个请求，每步最多 3 条序列：运行中的序列比一个解码步能容纳的多"),
-    dict(BASE, num_kvcache_blocks=96, max_num_seqs=3),
-    _random_prompts(1, [6, 11, 4, 9, 13, 5, 8]), _ignore_eos([10, 6, 12, 8, 5, 9, 7]))
+    random_prompts(0, [9, 5, 14, 7, 12, 6]), ignore_eos([16, 20, 12, 18, 14, 22]))
 
 LATE_ARRIVALS = Workload(
     "late_arrivals",
     Text(en="8 requests arriving over 12 steps into 20 blocks: preemption while others join",
          zh="8 个请求在 12 步内陆续到达，共用 20 个块：有请求加入的同时发生抢占"),
     dict(BASE, num_kvcache_blocks=20, max_num_seqs=4),
-    _random_prompts(2, [7, 10, 3, 12, 8, 5, 9, 6]), _ignore_eos([14, 9, 17, 6, 12, 15, 8, 11]),
+    random_prompts(2, [7, 10, 3, 12, 8, 5, 9, 6]), ignore_eos([14, 9, 17, 6, 12, 15, 8, 11]),
     arrival_steps=[0, 0, 2, 3, 5, 7, 9, 12])
 
 
@@ -86,7 +75,7 @@ SHARED_PREFIXES = Workload(
     Text(en="5 requests whose prompts share 4-token blocks, some under different prefixes",
          zh="5 个请求的 prompt 共享 4 个 token 的块，其中一些块跟在不同的前缀之后"),
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
-    _shared_prefix_prompts(), _ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
+    _shared_prefix_prompts(), ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
 def _prefix_reuse_prompts() -> list[list[int]]:
     """Blocks shared by up to three sequences at once, and blocks found again after everyone let go.
@@ -106,12 +95,7 @@ PREFIX_REUSE = Workload(
             "finished",
          zh="5 个请求：一个块同时被 3 条序列持有，已缓存的块在持有者都结束之后又被找回"),
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
-    _prefix_reuse_prompts(), _ignore_eos([4, 12, 10, 5, 5]), arrival_steps=[0, 1, 1, 30, 30])
-
-
-# Prefill admission and finishing (schedule_prefill, postprocess).
-def _eos_or_not(max_tokens: list[int], ignore_eos: list[bool]) -> list[SamplingParams]:
-    return [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=flag) for n, flag in zip(max_tokens, ignore_eos)]
+    _prefix_reuse_prompts(), ignore_eos([4, 12, 10, 5, 5]), arrival_steps=[0, 1, 1, 30, 30])
 
 
 SMALL_BUDGET = Workload(
@@ -119,7 +103,7 @@ SMALL_BUDGET = Workload(
     Text(en="4 prompts of 5-30 tokens, 16 tokens per step: long prompts are chunked, others wait",
          zh="4 个 5-30 个 token 的 prompt，每步 16 个 token：长 prompt 被分块，其余的等待"),
     dict(BASE, num_kvcache_blocks=96, max_num_seqs=8, max_num_batched_tokens=16),
-    _random_prompts(11, [30, 9, 22, 5]), _ignore_eos([6, 8, 5, 7]), arrival_steps=[0, 0, 1, 4])
+    random_prompts(11, [30, 9, 22, 5]), ignore_eos([6, 8, 5, 7]), arrival_steps=[0, 0, 1, 4])
 
 
 def _common_prefix_prompts() -> list[list[int]]:
@@ -133,71 +117,20 @@ CACHED_UNDER_BUDGET = Workload(
     Text(en="prompts sharing a 12-token prefix, 10 tokens per step: only uncached tokens count",
          zh="prompt 共享 12 个 token 的前缀，每步 10 个 token：只有未缓存的 token 计入预算"),
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8, max_num_batched_tokens=10),
-    _common_prefix_prompts(), _ignore_eos([5, 5, 5, 5]), arrival_steps=[0, 3, 3, 4])
+    _common_prefix_prompts(), ignore_eos([5, 5, 5, 5]), arrival_steps=[0, 3, 3, 4])
 
-
-def _finish_prompts() -> list[list[int]]:
-    """Prompts on which the shipped model samples EOS after a few to a few dozen tokens, greedily."""
-    rng = random.Random(7)
-    drawn = [[rng.randrange(10, 200) for _ in range(rng.randrange(4, 20))] for _ in range(13)]
-    return [drawn[4], drawn[6], drawn[7], drawn[8], drawn[12], drawn[6], drawn[7]]
-
-
-FINISH_REASONS = Workload(
-    "finish_reasons",
-    Text(en="7 requests ending on EOS, on max_tokens, and with ignore_eos going past an EOS",
-         zh="7 个请求：有的因 EOS 结束，有的因 max_tokens 结束，有的带 ignore_eos 越过 EOS 继续生成"),
-    dict(BASE, num_kvcache_blocks=96, max_num_seqs=8),
-    _finish_prompts(), _eos_or_not([40, 40, 40, 10, 12, 24, 40], [False] * 5 + [True] * 2))
-
-MODEL_LEN = Workload(
-    "model_len",
-    Text(en="3 requests that outgrow max_model_len=32 before their max_tokens, one prompt in chunks",
-         zh="3 个请求在达到 max_tokens 之前就超出了 max_model_len=32，其中一个 prompt 分块计算"),
-    dict(BASE, max_model_len=32, num_kvcache_blocks=64, max_num_seqs=8, max_num_batched_tokens=20),
-    _random_prompts(13, [24, 28, 9]), _ignore_eos([20, 20, 30]))
-
-
-# The KV-budget workloads replace the machine's memory reading with a fixed one (bytes), so the number of
-# blocks comes out the same everywhere: a few hundred of the shipped model's 12 KiB blocks, a few MB.
-_READING = dict(device="cpu", total=20_000_000, free=12_000_000, used=8_000_000, peak=4_200_000,
-                current=3_000_000)
-
-MEMORY_BOUND = Workload(
-    "memory_bound",
-    Text(en="KV cache sized from a fixed memory reading at utilization 0.9 (the memory is the limit)",
-         zh="按一份固定的内存读数、利用率 0.9 来确定 KV 缓存的大小：限制来自内存"),
-    dict(BASE, gpu_memory_utilization=0.9, cpu_kvcache_gib=1.0, max_num_seqs=8),
-    _random_prompts(3, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
-
-CPU_CAPPED = Workload(
-    "cpu_capped",
-    Text(en="the same reading, but the CPU cap (cpu_kvcache_gib) is smaller than what memory allows",
-         zh="同一份读数，但 CPU 上限 cpu_kvcache_gib 比内存所允许的小"),
-    dict(BASE, gpu_memory_utilization=0.9, cpu_kvcache_gib=3_000_000 / 2**30, max_num_seqs=8),
-    _random_prompts(4, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
-
-LOW_UTILIZATION = Workload(
-    "low_utilization",
-    Text(en="the same reading at utilization 0.6: a smaller share of the memory for the cache",
-         zh="同一份读数，利用率 0.6：留给缓存的内存份额更小"),
-    dict(BASE, gpu_memory_utilization=0.6, cpu_kvcache_gib=1.0, max_num_seqs=8),
-    _random_prompts(5, [8, 13, 6, 10]), _ignore_eos([12, 10, 14, 9]), memory=_READING)
-
-WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    TIGHT_CACHE, SEQ_CAP, LATE_ARRIVALS, SHARED_PREFIXES, PREFIX_REUSE, SMALL_BUDGET, CACHED_UNDER_BUDGET,
-    FINISH_REASONS, MODEL_LEN, MEMORY_BOUND, CPU_CAPPED, LOW_UTILIZATION]}
 
 # A graded workload is either kind: steps on the shipped model (trace equality), or requests in time on the
 # simulated engine (the scheduling policy, graded by its metrics).
 GradedWorkload = Workload | TimedWorkload
-GRADED: dict[str, GradedWorkload] = {**WORKLOADS, **POLICY_WORKLOADS}
 
 
 def record_graded(workload: GradedWorkload, path: Path, model: str | Path | None = None,
                   max_steps: int | None = None) -> None:
     """Run ``workload`` on the engine as it is now, writing its whole trace to ``path``."""
-    recorder = grading_recorder(path)
+    # Every event with every tensor value: slot mappings are what some exercises are about.
+    recorder = TraceRecorder(path, keep_in_memory=False, detail_decode_steps=sys.maxsize,
+                             detail_max_elements=sys.maxsize)
     if isinstance(workload, TimedWorkload):
         workload.record(recorder)  # simulated: the model is the workload's own shape
     else:

@@ -2,7 +2,7 @@
 
 Role: teaching (the track), inside the grading sandbox (``sandbox`` starts it). Emits no events.
 
-It runs as a script (``python inside.py ROOT PACKAGE CHAPTER MODEL LIMITS FDS LANG GRADED``; CHAPTER
+It runs as a script (``python inside.py ROOT PACKAGE MODEL CHAPTER LIMITS FDS LANG GRADED``; CHAPTER
 ``final``: ``final_inside.run_final`` answers once instead) on the grading
 copy of the package (``isolation.grading_root``), in bubblewrap as a job slot's user id where the machine gives them, with
 the grader's limits set before the learner's files are read. ``PACKAGE`` is a zip of the learner's package
@@ -187,7 +187,7 @@ def _checked_beside(seam: Any, function: Callable[..., Any]) -> Any:
 
 def main() -> None:
     """The arguments are the module docstring's; the last one (a tag marking the process) is not read."""
-    root, archive, chapter_name, model_path, limits, fds, lang, graded = sys.argv[1:9]
+    root, archive, model_path, chapter_name, limits, fds, lang, graded = sys.argv[1:9]
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded, not this script's folder
     from nanovllm_teach.exercises.worker import set_limits

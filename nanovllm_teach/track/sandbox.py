@@ -4,9 +4,9 @@ sandbox, and its functions as proxies the checks call.
 Role: teaching (the track), the checks' side of the sandbox's edge (``inside`` is the far side). Emits no events.
 
 ``ChapterSandbox(folder, part, time_limit)`` zips the learner's package (its ``.py`` files only, bounded),
-and starts ``inside`` on it exactly as the exercises' grader starts a worker (``exercises/confinement``: a job
-slot's own user id, a cgroup, the gate; ``exercises/isolation``: bubblewrap, the grading copy of the package,
-``env -i``, a bounded ``/dev/shm``), with the shipped checkpoint bound read-only at ``INSIDE_MODEL``.
+and starts ``inside`` on it as the exercises' grader starts a worker, by the same ``isolation.launch``
+(``exercises/confinement``: a job slot's own user id, a cgroup, the gate; ``exercises/isolation``: bubblewrap,
+the grading copy of the package, ``env -i``, a bounded ``/dev/shm``), with the shipped checkpoint bound read-only at ``INSIDE_MODEL``.
 ``pieces`` says which of the chapter's functions are there and written; ``proxy(seam)`` is a function the
 checks call in place of the learner's: it sends the arguments (``wire``), waits at most ``time_limit``
 seconds, and returns what came back, or raises what the learner's function raised (a ``LearnerRaised`` named
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -108,21 +107,11 @@ class ChapterSandbox:
         calls_r, self._calls_w = os.pipe()
         self._answers_r, answers_w = os.pipe()
         try:
-            root = isolation.grading_root(resolve_lang(), ())
-            where = (isolation.INSIDE_ROOT, INSIDE_PACKAGE, INSIDE_MODEL) if self.isolated else (
-                str(root), str(self.confined.submission), str(self._model))
-            program = [sys.executable, "-E", "-s", "-u", f"{where[0]}/nanovllm_teach/track/inside.py", *where[:2],
-                       part, where[2], LIMITS.argument(), f"{calls_r},{answers_w}", resolve_lang(),
-                       "graded" if graded else "own", tag]
-            binds = ("--ro-bind", str(root), isolation.INSIDE_ROOT, "--dir", isolation.INSIDE_SUBMISSION,
-                     "--ro-bind", str(self.confined.submission), INSIDE_PACKAGE, "--ro-bind", str(self._model),
-                     INSIDE_MODEL) if self.isolated else ()
-            slot = self.confined.slot
-            command = isolation.sandboxed_command(program, self.isolated, None if slot is None else slot.uid, binds)
-            plain = not self.isolated and slot is None  # a learner's own check, as that learner: their environment
-            self._process = self.confined.start(command, stdout=self._output, stderr=subprocess.STDOUT,
-                                                pass_fds=(calls_r, answers_w),
-                                                env=None if plain else isolation.LAUNCH_ENVIRONMENT)
+            self._process = isolation.launch(
+                self.confined, self.isolated, "track/inside.py", (),
+                ((INSIDE_PACKAGE, self.confined.submission), (INSIDE_MODEL, Path(self._model))),
+                [part, LIMITS.argument(), f"{calls_r},{answers_w}", resolve_lang(), "graded" if graded else "own", tag],
+                (calls_r, answers_w), self._output)
         except BaseException:
             self.close()
             raise

@@ -5,30 +5,38 @@ Beside this definition: ``template.py`` to start from, ``solution.py`` the refer
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece, not_decisions
+from nanovllm_teach.exercises.pieces import DECISION_TYPES, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.exercises.workloads import FINISH_REASONS, MODEL_LEN, SMALL_BUDGET, TIGHT_CACHE
+from nanovllm_teach.exercises.postprocess.workloads import FINISH_REASONS, MODEL_LEN
+from nanovllm_teach.exercises.workloads import SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 30  # the course's order (``nanovllm-teach exercises``): the end of the scheduler's step
 
 
 # What the check says, after "your postprocess " / "你的 postprocess " in the verdict.
+NOT_DECISIONS = Text(
+    en="returned {type} {value}: it returns the decisions it took, a list of records (what finish returns: "
+       "Finished, then Freed), not the batch's sequences. The scheduler keeps no log of its decisions any more; "
+       "what it decided is what it returns",
+    zh="返回了 {type} {value}：它要返回自己做出的决策，即一个由记录组成的 list（finish 返回的 Finished 和 "
+       "Freed），而不是这一批的序列。调度器不再把决策记进日志；它决定了什么，就返回什么")
 NOT_IN_BATCH = Text(en="returned a decision about seq {seq}, which is not in the batch {batch}",
                     zh="返回了关于序列 {seq} 的决策，但它不在这一批 {batch} 中")
 
 
 def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
     _scheduler, batch, _token_ids = args
-    problem = not_decisions(result)
-    if problem is None:
-        stranger = next((d.seq_id for d in result if d.seq_id not in batch.seq_ids), None)
-        if stranger is not None:
-            return say(NOT_IN_BATCH, seq=stranger, batch=batch.seq_ids)
-    return problem
+    if not isinstance(result, list) or not all(isinstance(d, DECISION_TYPES) for d in result):
+        return say(NOT_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
+    stranger = next((d.seq_id for d in result if d.seq_id not in batch.seq_ids), None)
+    if stranger is not None:
+        return say(NOT_IN_BATCH, seq=stranger, batch=batch.seq_ids)
+    return None
 
 
 TITLE = Text(en='Taking in the sampled tokens: caching, appending, finishing',

@@ -10,7 +10,8 @@ from typing import Any
 from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises.pieces import Piece, not_scheduled_and_decisions
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, SEQ_CAP, TIGHT_CACHE
+from nanovllm_teach.exercises.schedule_decode.workloads import SEQ_CAP
+from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 20  # the course's order (``nanovllm-teach exercises``): after the prefill's schedule

@@ -9,7 +9,7 @@ from typing import Any
 
 from nanovllm_teach.exercises.pieces import Piece, is_int
 from nanovllm_teach.exercises.scheduling_policy.grading import PolicyExercise
-from nanovllm_teach.exercises.policy_workloads import POLICY_WORKLOADS
+from nanovllm_teach.exercises.scheduling_policy.workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.scheduling_policy.wire import WaitingSeq
 from nanovllm_teach.i18n import Text, say
 

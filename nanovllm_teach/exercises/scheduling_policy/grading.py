@@ -2,7 +2,7 @@
 
 The student's ``choose_next`` replaces the engine's (exercise point ``choose_next``) in a grading child,
 exactly as the other engine exercises are run (``engine_grading``), on the timed workloads of
-``policy_workloads``; the reference is the untouched engine, whose policy is first come, first served
+``workloads.py`` beside it; the reference is the untouched engine, whose policy is first come, first served
 (FCFS). Every number is read off the two traces (``measure``). On every workload, both must hold:
 
 - **faster**: the mean time to first token (TTFT) is at least 20% below FCFS's (``MEAN_TTFT_RATIO``);
@@ -25,7 +25,7 @@ from statistics import mean
 
 from nanovllm_teach.exercises.base import GradeResult, not_implemented
 from nanovllm_teach.exercises.engine_grading import EngineExercise, run_failure
-from nanovllm_teach.exercises.policy_workloads import TimedWorkload
+from nanovllm_teach.runs import TimedWorkload
 from nanovllm_teach.exercises.remote import ChildEnd, Outcome
 from nanovllm_teach.exercises.verdict import failure_sentence, in_context, load_run, where_it_stopped
 from nanovllm_teach.i18n import Text, say

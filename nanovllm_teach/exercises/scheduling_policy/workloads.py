@@ -1,4 +1,4 @@
-"""The workloads the scheduling-policy exercise is graded on: requests arriving in (simulated) time.
+"""The workloads ``scheduling_policy`` is graded on: requests arriving in (simulated) time.
 
 They run on the simulated engine (``runner="simulated"``): the real scheduler and block manager make every
 decision, and the model's step times are predicted for Qwen3-0.6B on an NVIDIA L4 (the shipped shape and
@@ -21,37 +21,15 @@ Emits no events (the engine it runs does).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import Any
 
 from nanovllm_teach.i18n import Text
+from nanovllm_teach.runs import TimedWorkload
 from nanovllm_teach.workload.requests import Request
-from nanovllm_teach.trace.recorder import Recorder
 
 MODEL = "qwen3-0.6b"
 HARDWARE = "l4"
 SETTINGS = dict(runner="simulated", hardware=HARDWARE, max_num_batched_tokens=2048, max_num_seqs=64,
                 kvcache_block_size=256, max_model_len=4096)
-
-
-@dataclass(frozen=True)
-class TimedWorkload:
-    """Requests with arrival times in seconds, served by ``LLM.run_workload`` on the simulated engine."""
-
-    name: str
-    description: Text  # in both languages: the verdict says it
-    requests: list[Request]
-    settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS))
-
-    def record(self, recorder: Recorder) -> None:
-        """Serve the workload on the engine as it is now (the policy in place), recording every event."""
-        from nanovllm_teach.llm import LLM
-
-        llm = LLM(MODEL, trace=recorder, trace_metadata={"workload": self.name}, **self.settings)
-        try:
-            llm.run_workload(self.requests)
-        finally:
-            llm.close()
 
 
 def _requests(seed: int, arrivals: list[float], prompt_lens: list[int], output_lens: tuple[int, int]) -> list[Request]:
@@ -70,7 +48,7 @@ def _long_prompts_first() -> TimedWorkload:
                          Text(en="one burst of 12 requests, the 4 long prompts (1200-1800 tokens) in front of 8 short "
                                  "ones",
                               zh="一波突发的 12 个请求，4 个 1200-1800 个 token 的长 prompt 排在 8 个短 prompt 前面"),
-                         _requests(1, [0.0] * len(lens), lens, (20, 60)))
+                         _requests(1, [0.0] * len(lens), lens, (20, 60)), MODEL, dict(SETTINGS))
 
 
 def _mixed_bursts() -> TimedWorkload:
@@ -85,7 +63,7 @@ def _mixed_bursts() -> TimedWorkload:
                          Text(en="3 bursts of 13 requests, 0.25 s apart, each with long prompts at its start, middle "
                                  "and end",
                               zh="3 波突发，每波 13 个请求，相隔 0.25 秒，每波的开头、中间和末尾都有长 prompt"),
-                         _requests(2, arrivals, lens, (20, 60)))
+                         _requests(2, arrivals, lens, (20, 60)), MODEL, dict(SETTINGS))
 
 
 def _steady_stream() -> TimedWorkload:
@@ -95,7 +73,7 @@ def _steady_stream() -> TimedWorkload:
     return TimedWorkload("steady_stream",
                          Text(en="a burst of 16 (4 long prompts first), then a short prompt every 4 ms for 0.3 s",
                               zh="先是一波 16 个请求，4 个长 prompt 在最前；然后 0.3 秒内每 4 ms 来一个短 prompt"),
-                         _requests(3, arrivals, lens, (10, 30)))
+                         _requests(3, arrivals, lens, (10, 30)), MODEL, dict(SETTINGS))
 
 
 LONG_PROMPTS_FIRST = _long_prompts_first()
