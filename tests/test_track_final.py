@@ -72,6 +72,11 @@ def test_solutions_pass_the_finish_line(solutions: Path) -> None:
     assert "0 decisions differ" in text and "preemptions" in text
     assert (solutions / "traces/final_yours.jsonl").is_file() and (solutions / "traces/final_reference.jsonl").is_file()
     assert f"nanovllm-teach compare {solutions / 'traces/final_yours.jsonl'}" in text
+    # The two headers name the same model (inside, the checkpoint sits in a folder of its own name), so a plain
+    # diff of the traces starts at what differs, not at where the sandbox keeps the model.
+    from nanovllm_teach.trace import load_trace
+    yours, reference = (load_trace(solutions / f"traces/final_{who}.jsonl").header for who in ("yours", "reference"))
+    assert yours["model"]["name"] == reference["model"]["name"] == "qwen3-tiny", (yours["model"], reference["model"])
 
 
 def test_a_fresh_folder_names_what_is_not_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,8 @@ Role: teaching (the track), the checks' side of the sandbox's edge (``inside`` i
 ``ChapterSandbox(folder, part, time_limit)`` zips the learner's package (its ``.py`` files only, bounded),
 and starts ``inside`` on it as the exercises' grader starts a worker, by the same ``isolation.launch``
 (``exercises/confinement``: a job slot's own user id, a cgroup, the gate; ``exercises/isolation``: bubblewrap,
-the grading copy of the package, ``env -i``, a bounded ``/dev/shm``), with the shipped checkpoint bound read-only at ``INSIDE_MODEL``.
+the grading copy of the package, ``env -i``, a bounded ``/dev/shm``), with the shipped checkpoint bound read-only at
+the root under its own folder's name (``/qwen3-tiny``: a trace's header names the model by it, as outside).
 ``pieces`` says which of the chapter's functions are there and written; ``proxy(seam)`` is a function the
 checks call in place of the learner's: it sends the arguments (``wire``), waits at most ``time_limit``
 seconds, and returns what came back, or raises what the learner's function raised (a ``LearnerRaised`` named
@@ -35,7 +36,6 @@ from nanovllm_teach.track.wire import (CHECK_BESIDE, Frame, FrameError, Packer, 
                                        write_frame)
 
 INSIDE_PACKAGE = f"{isolation.INSIDE_SUBMISSION}/package.zip"
-INSIDE_MODEL = "/model"
 # A chapter imports torch and transformers and runs the shipped model: more than an exercise's worker needs (its
 # 1 GiB of address space), and the model's chapters pass within 3 GiB.
 LIMITS = confinement.Limits(address_space=3 << 30, cpu_s=300, file_size=1 << 20, processes=32, open_files=128,
@@ -109,7 +109,8 @@ class ChapterSandbox:
         try:
             self._process = isolation.launch(
                 self.confined, self.isolated, "track/inside.py", (),
-                ((INSIDE_PACKAGE, self.confined.submission), (INSIDE_MODEL, Path(self._model))),
+                ((INSIDE_PACKAGE, self.confined.submission),
+                 (f"/{Path(self._model).name}", Path(self._model))),
                 [part, LIMITS.argument(), f"{calls_r},{answers_w}", resolve_lang(), "graded" if graded else "own", tag],
                 (calls_r, answers_w), self._output)
         except BaseException:
