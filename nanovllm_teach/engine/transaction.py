@@ -35,8 +35,8 @@ from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 # What one step may change in a sequence: status, num_tokens, num_cached_tokens, its block table (the list
 # itself) and that table's length, finish_reason, num_preemptions. A plain tuple rather than a NamedTuple:
-# one is built per accepted sequence per step, and a NamedTuple's constructor costs about three times as much
-# (benchmarks/bench_step_overhead.py).
+# one is built per accepted sequence per step, and a NamedTuple's constructor (a Python function) costs
+# about 2.5 times a tuple display (0.43 against 0.16 µs a sequence, measured with timeit).
 _SequenceState = tuple[SequenceStatus, int, int, list[int], int, str | None, int]
 
 
