@@ -91,8 +91,9 @@ def child(name: str) -> None:
 
 def _run_child(package_root: Path, name: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(package_root), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{name} with the package in {package_root} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -107,12 +108,14 @@ def main() -> None:
         child(args.child)
         return
     names = args.workloads.split(",")
-    if args.against is None or not set(names) <= set(WORKLOADS):
-        parser.error(f"--against REV is needed, and --workloads takes some of {','.join(WORKLOADS)}")
+    if args.against is None or not set(names) <= set(WORKLOADS) or args.rounds < 1:
+        parser.error(f"--against REV is needed, --rounds at least 1, and --workloads takes some of "
+                     f"{','.join(WORKLOADS)}")
+    archived = subprocess.run(["git", "-C", str(ROOT), "archive", args.against, "nanovllm_teach"], capture_output=True)
+    if archived.returncode:
+        parser.error(f"git archive {args.against} failed: {archived.stderr.decode().strip()}")
     with tempfile.TemporaryDirectory() as old_root:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.against, "nanovllm_teach"],
-                                 capture_output=True, check=True).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archived.stdout)) as tar:
             tar.extractall(old_root, filter="data")
         roots = {"old": Path(old_root), "new": ROOT}
         same = True
