@@ -24,7 +24,11 @@ if TYPE_CHECKING:
     from nanovllm_teach.engine.sequence import Sequence
 
 
-class ScheduledSeq(msgspec.Struct, frozen=True):
+# gc=False (msgspec): the cyclic garbage collector does not track these. One is built per sequence per step
+# (512 at saturation), and each tracked allocation brings the next collection nearer: untracked, a saturated
+# simulation runs half the collections (benchmarks/bench_step_overhead.py). It holds only numbers and lists
+# of numbers, so it can never be part of a reference cycle, which is what gc=False asks.
+class ScheduledSeq(msgspec.Struct, frozen=True, gc=False):
     """One sequence's share of a step."""
 
     seq_id: int

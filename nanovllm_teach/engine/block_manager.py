@@ -10,9 +10,11 @@ sequence whose leading blocks hash to known blocks reuses them (reference count 
 tokens really match. A freed block keeps its hash and content until it is handed out again.
 
 Every hand-out and release is returned to the caller as a record (``engine/decisions.py``). A
-``block_table`` changes in one assignment and is detached *before* its references are dropped, so an
-interrupt can leak a block, never leave a count below 0; ``rebuild`` repairs whatever an interrupted step
-left half-done, from the block tables of the sequences still alive.
+``block_table`` is only appended to (``may_append``) or replaced whole (``allocate``, ``deallocate``), never
+shortened or rewritten in place, so a list held before a step still starts with the blocks it had (the
+step's checkpoint relies on it). It is detached *before* its references are dropped, so an interrupt can
+leak a block, never leave a count below 0; ``rebuild`` repairs whatever an interrupted step left half-done,
+from the block tables of the sequences still alive.
 
 Emits no events (the orchestration layer reports its records).
 """

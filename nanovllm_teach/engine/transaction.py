@@ -13,6 +13,12 @@ from those, and the block manager rebuilds its reference counts and free list fr
 tables (``BlockManager.rebuild``). A sequence preempted during the step whose blocks another one took may
 have had its K/V overwritten: it goes back as preempted instead, waiting, to be recomputed.
 
+The checkpoint is taken every step for every accepted sequence (512 running, and a queue behind them, at
+saturation), so it copies no block table: it keeps the list itself and its length. That is enough because
+a block table is only ever appended to (``BlockManager.may_append``) or replaced by another list
+(``allocate``, ``deallocate``, an abort, a rollback), never shortened or rewritten in place: the list the
+checkpoint holds still starts with the blocks the sequence had then (``_block_table`` checks its length).
+
 Emits no events.
 """
 
@@ -21,22 +27,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from nanovllm_teach.engine.decisions import Aborted, Allocated, Decision, Freed
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 
 
-class _SequenceState(NamedTuple):
-    """What one step may change in a sequence (a NamedTuple: one is taken per sequence per step)."""
-
-    status: SequenceStatus
-    num_tokens: int
-    num_cached_tokens: int
-    block_table: tuple[int, ...]
-    finish_reason: str | None
-    num_preemptions: int
+# What one step may change in a sequence: status, num_tokens, num_cached_tokens, its block table (the list
+# itself) and that table's length, finish_reason, num_preemptions. A plain tuple rather than a NamedTuple:
+# one is built per accepted sequence per step, and a NamedTuple's constructor (a Python function) costs
+# about 2.5 times a tuple display (0.43 against 0.16 µs a sequence, measured with timeit).
+_SequenceState = tuple[SequenceStatus, int, int, list[int], int, str | None, int]
 
 
 @dataclass(frozen=True)
@@ -51,29 +52,38 @@ class Checkpoint:
 def checkpoint(scheduler: Scheduler) -> Checkpoint:
     """The scheduler before a step."""
     return Checkpoint(tuple(scheduler.waiting), tuple(scheduler.running),
-                      {seq: _SequenceState(seq.status, seq.num_tokens, seq.num_cached_tokens, tuple(seq.block_table),
-                                           seq.finish_reason, seq.num_preemptions)
+                      {seq: (seq.status, seq.num_tokens, seq.num_cached_tokens, seq.block_table,
+                             len(seq.block_table), seq.finish_reason, seq.num_preemptions)
                        for seq in scheduler.accepted.values()})
+
+
+def _block_table(state: _SequenceState) -> list[int]:
+    """The block table the sequence had at the checkpoint, as a new list."""
+    _, _, _, table, num_blocks, _, _ = state
+    assert len(table) >= num_blocks, f"a block table was shortened in place: {table}, {num_blocks} blocks before"
+    return table[:num_blocks]
 
 
 def _restore(seq: Sequence, state: _SequenceState) -> None:
     """Back to ``state``: tokens appended since are dropped, nothing is scheduled."""
-    del seq.token_ids[state.num_tokens:]
-    seq.num_tokens = state.num_tokens
+    status, num_tokens, num_cached_tokens, _, _, finish_reason, num_preemptions = state
+    del seq.token_ids[num_tokens:]
+    seq.num_tokens = num_tokens
     seq.last_token = seq.token_ids[-1]
-    seq.status = state.status
-    seq.num_cached_tokens = state.num_cached_tokens
+    seq.status = status
+    seq.num_cached_tokens = num_cached_tokens
     seq.num_scheduled_tokens = 0
-    seq.block_table = list(state.block_table)
-    seq.finish_reason = state.finish_reason
-    seq.num_preemptions = state.num_preemptions
+    # A new list: the one kept may also be in a record (Freed) handed out during the step.
+    seq.block_table = _block_table(state)
+    seq.finish_reason = finish_reason
+    seq.num_preemptions = num_preemptions
 
 
 def rollback(scheduler: Scheduler, checkpoint: Checkpoint) -> list[Decision]:
     """Undo a step that raised: its sequences, queues and blocks go back to ``checkpoint``. Returns the
     blocks that changed hands (``Freed`` then ``Allocated``, each with the free count after it)."""
     held = {seq: list(seq.block_table) for seq in checkpoint.states}  # at the moment of the failure
-    before = {seq: state.block_table for seq, state in checkpoint.states.items()}
+    before = {seq: _block_table(state) for seq, state in checkpoint.states.items()}
     # A block its holder gave up during the step (a preemption) and another sequence took may hold that
     # one's K/V by now. (A block taken by an allocation the interrupt cut short is in no table, but then the
     # model never ran: nothing was written over it.)
