@@ -90,11 +90,13 @@ ENGINE_CHAPTERS: tuple[Chapter, ...] = (
                        "离开空闲列表），其余用 self.take_free_block() 取新块。设置 seq.num_cached_tokens。返回 "
                        "Allocated(seq_id, 新块 id, 共享块 id, num_cached_tokens, 之后的空闲块数)。")),
                 Seam("nanovllm_teach.engine.block_manager:BlockManager.deallocate", Text(
-                    en="seq lets go of its blocks (its block_table emptied first), last block first: each "
+                    en="seq lets go of its blocks (seq.block_table replaced by a new empty list first, never "
+                       "cleared in place: the step's checkpoint keeps the old list), last block first: each "
                        "ref_count - 1, and a block nobody holds any more goes to the end of the free list, its "
                        "hash kept. Return Freed(seq_id, its whole block table, the freed ids, free blocks after).",
-                    zh="seq 放下它的块（先清空它的 block_table），从最后一块开始：每块 ref_count 减一，没人再持有的块放到"
-                       "空闲列表末尾，保留它的哈希。返回 Freed(seq_id, 它整个块表, 被释放的块 id, 之后的空闲块数)。")),
+                    zh="seq 放下它的块（先把 seq.block_table 换成一个新的空列表，不要原地清空：这一步的检查点还留着"
+                       "旧列表），从最后一块开始：每块 ref_count 减一，没人再持有的块放到空闲列表末尾，保留它的哈希。"
+                       "返回 Freed(seq_id, 它整个块表, 被释放的块 id, 之后的空闲块数)。")),
                 Seam("nanovllm_teach.engine.block_manager:BlockManager.may_append", Text(
                     en="Before a decode step: when seq's newest token starts a new block (seq.num_blocks > "
                        "len(seq.block_table)), append a fresh block and return Allocated(seq_id, [it], [], 0, free "
