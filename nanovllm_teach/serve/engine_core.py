@@ -31,6 +31,7 @@ Emits nothing itself (the engine emits its events into its recorder, with real a
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -270,6 +271,11 @@ def main(spec_json: str) -> int:
             send(outputs, Failed(str(error), usage=True))
             return 2
         commit_kv_cache(engine)
+        # What exists now (the model, torch's and transformers' modules) lives as long as the process: out of the
+        # cyclic collector's sight, so that its collections walk only what the steps make, as vLLM's engine core
+        # does after start-up (not in a notebook's LLM, where it would keep whatever the notebook held for good).
+        gc.collect()
+        gc.freeze()
         config = engine.config
         send(outputs, Ready(str(config.model), config.max_model_len, config.max_num_seqs, config.num_kvcache_blocks,
                             config.kvcache_block_size, config.enable_prefix_caching, config.hf_config.vocab_size, None if recorder is None else dict(recorder.header),
