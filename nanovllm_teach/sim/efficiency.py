@@ -3,7 +3,8 @@ factors each device gets.
 
 ``Efficiency`` holds them: the shares of peak compute, bandwidth and interconnect a real kernel reaches, the
 costs of launching kernels and graphs, the host's per-step and per-sequence work, waking up after an idle wait,
-and a served request's latency outside the engine (``sim/cost_model.py`` says how each enters a step's time).
+and a served request's time in the API server before it reaches the engine (``sim/cost_model.py`` says how
+each enters a step's time, ``workload/arrivals.py`` how the server's delays a request).
 ``Efficiency.for_device`` gives a GPU the factors fitted on published measurements (``DEVICE_EFFICIENCY``, each
 fit named beside it), ``this-cpu`` the shipped calibration of this engine on a CPU (``THIS_CPU_FACTORS``), any
 other device the defaults; ``from_json`` reads a calibration run's saved factors.
@@ -55,7 +56,11 @@ class Efficiency:
     step_overhead_s: float = 1e-3  # host work every step: schedule, build inputs, sample, postprocess
     seq_overhead_s: float = 10e-6  # host work per sequence in the batch
     wake_s: float = 0.0  # the first step after the engine sat idle: cold caches, a core woken up
-    frontend_s: float = 0.0  # a served request's latency outside the engine (not a step cost: sim/cost_model.py)
+    # A served request's time outside the engine (no step cost: workload/arrivals.py's ApiServer): a latency no
+    # request waits in line for, then the API server's work, one request at a time, per request and per prompt token.
+    frontend_s: float = 0.0
+    frontend_request_s: float = 0.0
+    frontend_token_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
