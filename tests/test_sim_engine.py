@@ -178,7 +178,8 @@ def test_bad_simulation_settings_are_named(settings, error, match):
 
 def test_fitted_factors_come_from_a_json_file(tmp_path):
     slow = tmp_path / "slow.json"
-    slow.write_text(json.dumps({"memory": 0.2}))
+    from nanovllm_teach.sim.efficiency import Efficiency
+    slow.write_text(json.dumps(Efficiency.for_device("h100-sxm").to_dict() | {"memory": 0.2}))  # the same API server
     workload = make_workload(20, AtOnce(), Fixed(100), Fixed(50), vocab_size=SHAPE.vocab_size)
     durations = {f: _engine(sim_factors=f).run_workload(workload).duration_s for f in (None, str(slow))}
     assert durations[str(slow)] > 1.5 * durations[None]

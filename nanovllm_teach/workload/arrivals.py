@@ -14,13 +14,15 @@ until the next step whose number is a multiple of K (at once if the engine is id
 wait. Only the admission is modelled, not the tokens a multi-step run streams K at a time; use it to
 reproduce a measurement of an engine that had it, never to tune the efficiency factors.
 
-``server`` (off: none) is the API server in front of the engine (``ApiServer``): before a request joins, one
-server process works on it, one request at a time, as vLLM's API server parses, tokenizes and hands each
-request over (``per_request_s`` plus ``per_prompt_token_s`` for each prompt token); a burst of requests sent
-at once therefore waits in line, the last one behind all the others. Then ``latency_s``, what no request
-waits in line for (the client's send, the first token's way back as an SSE chunk). Its times still count
+``server`` (off: none) is the API server in front of the engine (``ApiServer``). Its work on each request
+(parsing, tokenizing, handing it over: ``per_request_s`` plus ``per_prompt_token_s`` per prompt token) runs
+in the engine's own loop, as vLLM's API server drove its engine from one event loop: between two steps it
+takes in every request that arrived meanwhile, one after the other, and the next step waits for it. A burst
+sent at once is therefore all taken in before the first step, and each step of a busy engine is followed by
+the work on what arrived during it. Then each request meets ``latency_s``, which it waits for alone, the
+engine stepping on (the client's send, the first token's way back as an SSE chunk). Its times still count
 from its arrival (closed loop: when its client sent it), so its TTFT and end-to-end latency include all of
-it. The factors are the simulator's (``sim/efficiency.py``: fitted on published cases, or measured by the
+it. The costs are the simulator's (``sim/efficiency.py``: fitted on published cases, or measured by the
 served calibration); a real engine served by ``run_workload`` has no server in front of it.
 
 ``until`` (off: None) ends a run early: after every step it is told the requests that step finished and the
@@ -38,7 +40,6 @@ Emits nothing itself (the engine emits its events).
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -56,8 +57,8 @@ from nanovllm_teach.workload.requests import Request
 
 @dataclass(frozen=True)
 class ApiServer:
-    """A server in front of the engine, in seconds (see the module's docstring): its work per request and per
-    prompt token, done one request at a time, and a latency that no request waits in line for."""
+    """An API server in front of the engine, in seconds (see the module's docstring): its work per request and
+    per prompt token, done in the engine's loop between steps, and a latency each request waits for alone."""
 
     latency_s: float = 0.0
     per_request_s: float = 0.0
@@ -131,35 +132,41 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
 def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, bar: tqdm,
                      admit_every: int, server: ApiServer,
                      until: Callable[[list[RequestTimes], float], bool] | None) -> WorkloadResult:
-    pending = list(reversed(arrivals))  # closed loop: the next request to send last, popped in order
-    in_server: deque[tuple[float, float, Sequence]] = deque()  # (joins the engine at, arrival, seq), in order
-    arrived: list[tuple[Sequence, float]] = []  # through the server, not yet admitted: they wait for a scheduling step
+    pending = list(reversed(arrivals))  # the next arrival last: popped in order
+    at_server: list[tuple[Sequence, float]] = []  # arrived, the server not yet done with them
+    on_the_way: deque[tuple[float, float, Sequence]] = deque()  # through the server: (joins at, arrival, seq)
+    arrived: list[tuple[Sequence, float]] = []  # reached the engine, not yet admitted: they wait for a scheduling step
     result = WorkloadResult()
     clock = engine.clock
     t0 = clock.now_s()
-    server_free_s = -math.inf  # when the server is done with the requests it has been sent
     in_flight = 0  # closed loop: the clients waiting for an answer
     steps_at, wall_at = 0, time.monotonic()
 
-    def send(seq: Sequence, arrival_s: float) -> None:
-        nonlocal server_free_s
-        server_free_s = max(arrival_s, server_free_s) + server.service_s(seq.num_prompt_tokens)
-        in_server.append((server_free_s + server.latency_s, arrival_s, seq))
-
-    if concurrency is None:  # open loop: every request arrives when it arrives, however busy the engine is
-        while pending:
-            request, seq = pending.pop()
-            send(seq, t0 + request.arrival_s)
-    while pending or in_server or arrived or not engine.is_finished():
+    while pending or at_server or on_the_way or arrived or not engine.is_finished():
+        now = clock.now_s()
         if concurrency is not None:  # every client without an answer to wait for sends its next request now
             while pending and in_flight < concurrency:
-                send(pending.pop()[1], clock.now_s())
+                at_server.append((pending.pop()[1], now))
                 in_flight += 1
+        else:
+            while pending and t0 + pending[-1][0].arrival_s <= now:
+                request, seq = pending.pop()
+                at_server.append((seq, t0 + request.arrival_s))
+        if at_server:  # the server takes them in, one after the other, before the engine's next step
+            work_s = sum(server.service_s(seq.num_prompt_tokens) for seq, _ in at_server)
+            if work_s > 0:
+                clock.wait_until(now + work_s)
+            done = clock.now_s()
+            on_the_way.extend((done + server.latency_s, arrival_s, seq) for seq, arrival_s in at_server)
+            at_server.clear()
         if engine.is_finished() and not arrived:  # idle until the next request reaches the engine
-            clock.wait_until(in_server[0][0])
+            if not on_the_way:  # open loop: nothing is sent yet; the next arrival first goes through the server
+                clock.wait_until(t0 + pending[-1][0].arrival_s)
+                continue
+            clock.wait_until(on_the_way[0][0])
         now = clock.now_s()
-        while in_server and in_server[0][0] <= now:
-            _, arrival_s, seq = in_server.popleft()
+        while on_the_way and on_the_way[0][0] <= now:
+            _, arrival_s, seq = on_the_way.popleft()
             arrived.append((seq, arrival_s))
         if engine.is_finished() or result.num_steps % admit_every == 0:  # the scheduler runs: all who wait join
             for seq, arrival_s in arrived:
