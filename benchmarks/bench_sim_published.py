@@ -40,7 +40,7 @@ from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, m
 # What a fit may move, and where it searches: one GPU's memory efficiency (a decode reads every weight, so
 # one-GPU cases depend on it most) and, from cases on several GPUs of that model, a collective's fixed cost.
 FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6), "frontend_request_s": (0.0, 20e-3)}
-# The API server's work per prompt token is searched on this grid (tokenizing: microseconds a token).
+# The API server's work per prompt token is searched on this grid: what tokenizing a prompt costs, up to 10 us a token.
 SERVER_TOKEN_GRID = (0.0, 2.5e-6, 5e-6, 1e-5)
 
 

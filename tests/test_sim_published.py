@@ -28,8 +28,8 @@ def test_cases_are_cited_split_and_recorded():
     assert 2 * len(fitted) <= len(CASES) and len(judged) >= 4
     for case in judged:
         assert set(case.recorded_error) == set(case.judged), case.id
-        for name, error in case.recorded_error.items():  # the quality bar: 15%, TTFT 30%
-            assert abs(error) <= (0.30 if name == "ttft_p50_ms" else 0.15), (case.id, name)
+        for name, error in case.recorded_error.items():  # the quality bar: 10%, TTFT 25%
+            assert abs(error) <= (0.25 if name == "ttft_p50_ms" else 0.10), (case.id, name)
     for case in CASES:
         assert case.source.startswith("https://") and case.quote and case.not_judged_why
 
