@@ -154,8 +154,10 @@ def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, 
                 at_server.append((seq, t0 + request.arrival_s))
         if at_server:  # the server takes them in, one after the other, before the engine's next step
             work_s = sum(server.service_s(seq.num_prompt_tokens) for seq, _ in at_server)
-            if work_s > 0:
+            if work_s > 0 and engine.is_finished():  # an idle engine goes on waiting
                 clock.wait_until(now + work_s)
+            elif work_s > 0:  # a busy one is held up between two steps, not idle
+                clock.advance(work_s)
             done = clock.now_s()
             on_the_way.extend((done + server.latency_s, arrival_s, seq) for seq, arrival_s in at_server)
             at_server.clear()
