@@ -256,7 +256,7 @@ def versus_simulator(args, url: str, app, tmp: Path) -> None:
 
 def _predicted(args, workload) -> tuple[float, float, float]:
     """The simulator's TTFT and TPOT medians (ms) on this machine, for the engine as its server runs it (the
-    served calibration, whose ``frontend_s`` each request meets outside the engine), and that frontend (ms)."""
+    served calibration, whose latency ``frontend_s`` each request meets outside the engine), and that frontend (ms)."""
     from nanovllm_teach import LLM
     from nanovllm_teach.assets import default_model_path
     from nanovllm_teach.sim.efficiency import THIS_CPU_SERVED_FACTORS
@@ -265,7 +265,7 @@ def _predicted(args, workload) -> tuple[float, float, float]:
     predicted = sim.run_workload(workload, ignore_eos=True)
     sim.close()
     return (statistics.median(t.ttft_s for t in predicted.requests.values()) * 1e3,
-            statistics.median(t.tpot_s for t in predicted.requests.values()) * 1e3, sim.frontend_s * 1e3)
+            statistics.median(t.tpot_s for t in predicted.requests.values()) * 1e3, sim.server.latency_s * 1e3)
 
 
 def main() -> int:

@@ -7,7 +7,9 @@ one and the error; figures the source does not let us reproduce are printed and 
 
 ``--fit``: for each GPU with fitted cases, the memory efficiency that makes its fitted one-GPU cases match on
 average (their first judged figure), then the collective's fixed cost for its fitted tensor-parallel cases
-(bisection), printed for ``DEVICE_EFFICIENCY`` in ``nanovllm_teach/sim/efficiency.py``. ``--record``: write
+(bisection), then the API server's work per request and per prompt token on every fitted case that gives a
+TTFT (``fit_server``), printed for ``DEVICE_EFFICIENCY`` and ``GPU_API_SERVER`` in
+``nanovllm_teach/sim/efficiency.py``. ``--record``: write
 each judged case's errors into ``published.json`` as ``recorded_error`` (what ``tests/test_sim_published.py``
 holds it to).
 
@@ -37,7 +39,9 @@ from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, m
 
 # What a fit may move, and where it searches: one GPU's memory efficiency (a decode reads every weight, so
 # one-GPU cases depend on it most) and, from cases on several GPUs of that model, a collective's fixed cost.
-FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6)}
+FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6), "frontend_request_s": (0.0, 20e-3)}
+# The API server's work per prompt token is searched on this grid: what tokenizing a prompt costs, up to 10 us a token.
+SERVER_TOKEN_GRID = (0.0, 2.5e-6, 5e-6, 1e-5)
 
 
 def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int = 0) -> dict[str, float]:
@@ -57,7 +61,7 @@ def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int =
     llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
               **case.engine_settings)
     result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
-                            admit_every=w.admit_every)
+                            admit_every=w.admit_every, server=llm.server)
     llm.close()
     tpot = [r.tpot_s for r in result.requests.values() if r.tpot_s is not None]
     ttft = [r.ttft_s for r in result.requests.values() if r.ttft_s is not None]
@@ -98,7 +102,43 @@ def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
             factors[name] = float(f"{(lo + hi) / 2:.3g}")
             fitted.setdefault(hardware, {})[name] = factors[name]
             print(f"fitted {hardware}: {name} {factors[name]} on {', '.join(c.id for c in group)}")
+    fit_server(cases, fitted)
     return fitted
+
+
+def fit_server(cases: list, fitted: dict[str, dict[str, float]], iterations: int = 8) -> dict[str, float]:
+    """The API server's work per request and per prompt token (``frontend_request_s``, ``frontend_token_s``:
+    ``GPU_API_SERVER``, one pair for every GPU, the host's work), on the fitted cases that give a TTFT, each
+    with its GPU's other factors as ``fitted`` leaves them: for each per-token cost of
+    ``SERVER_TOKEN_GRID``, the per-request cost whose mean signed TTFT error is 0 (bisection), and of those the
+    pair with the least mean absolute TTFT error."""
+    group = [c for c in cases if c.role == "fitted" and "ttft_p50_ms" in c.judged]
+    best: tuple[float, float, float] | None = None  # (mean absolute error, per request, per token)
+    with tempfile.TemporaryDirectory() as folder:
+        def ttft_errors(request_s: float, token_s: float) -> list[float]:
+            errors = []
+            for case in group:
+                path = Path(folder) / f"{case.hardware}.json"
+                factors = Efficiency.for_device(case.hardware).to_dict() | fitted.get(case.hardware, {})
+                path.write_text(json.dumps(factors | {"frontend_request_s": request_s, "frontend_token_s": token_s}))
+                errors.append(case_errors(case, simulate_case(case, path))["ttft_p50_ms"])
+            return errors
+
+        for token_s in SERVER_TOKEN_GRID:
+            lo, hi = FIT_RANGES["frontend_request_s"]
+            for _ in range(iterations):  # first tokens come later as the server's work grows
+                lo, hi = (lo, (lo + hi) / 2) if statistics.mean(ttft_errors((lo + hi) / 2, token_s)) > 0 else (
+                    (lo + hi) / 2, hi)
+            request_s = float(f"{(lo + hi) / 2:.3g}")
+            error = statistics.mean(abs(e) for e in ttft_errors(request_s, token_s))
+            print(f"  server: {request_s * 1e3:.3g} ms a request, {token_s * 1e6:.3g} us a prompt token: "
+                  f"mean |TTFT error| {error:.1%}")
+            if best is None or error < best[0]:
+                best = (error, request_s, token_s)
+    _, request_s, token_s = best
+    print(f"fitted the API server: frontend_request_s {request_s}, frontend_token_s {token_s} on "
+          f"{', '.join(c.id for c in group)}")
+    return {"frontend_request_s": request_s, "frontend_token_s": token_s}
 
 
 def main() -> None:

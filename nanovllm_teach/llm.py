@@ -41,7 +41,7 @@ from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.engine import SimulatedParts, simulated_parts
 from nanovllm_teach.trace.recorder import Recorder, make_recorder
-from nanovllm_teach.workload.arrivals import serve_workload
+from nanovllm_teach.workload.arrivals import ApiServer, serve_workload
 from nanovllm_teach.workload.metrics import WorkloadResult
 from nanovllm_teach.workload.requests import Request
 
@@ -56,7 +56,7 @@ class LLM(Frontend):
         parts = simulated_parts(name, asked) if asked.simulated else real_parts(name, asked)
         simulated = parts if isinstance(parts, SimulatedParts) else None
         self.answers = simulated.answers if simulated else None  # a simulated model is told its answers' lengths
-        self.frontend_s = simulated.frontend_s if simulated else 0.0
+        self.server = simulated.server if simulated else ApiServer()  # what a simulated request meets before the engine
         super().__init__(parts.config, recorder=make_recorder(trace),
                          trace_header=parts.config.trace_header(trace_metadata or {},
                                                                 simulated.description if simulated else None),
@@ -110,9 +110,10 @@ class LLM(Frontend):
         """Serve ``workload`` (see ``workload/arrivals.py``): each request joins ``arrival_s`` seconds after the
         call, simulated or by the wall clock. ``ignore_eos`` (simulated): every request runs to its
         ``max_tokens`` (nano-vllm's benchmark). Refuses and aborts as ``generate`` does, and like it holds the
-        engine for the whole call (another thread's call waits). A simulated engine whose factors carry a
-        server's latency (``frontend_s``, the served calibration's) lets each request join that much later."""
-        return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers, frontend_s=self.frontend_s)
+        engine for the whole call (another thread's call waits). A simulated engine whose factors carry an
+        API server's costs (``frontend_*``: fitted on published cases, or the served calibration's) lets each
+        request go through that server first."""
+        return serve_workload(self, workload, ignore_eos=ignore_eos, answers=self.answers, server=self.server)
 
 
 def real_parts(model: str, asked: Settings) -> EngineParts:

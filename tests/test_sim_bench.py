@@ -87,11 +87,18 @@ def test_trace_steps_rebuild_chunks_preemptions_and_native_decodes(tmp_path):
 
 def test_trace_steps_tell_an_idle_wait_from_an_arrival_during_a_step(tmp_path):
     """A step after an idle wait is one whose request arrived after the queues emptied; a request that came
-    during the step that emptied them is taken at once (no wait)."""
+    during the step that emptied them is taken at once (no wait). The engine has no API server's work in its
+    loop here (a GPU's fitted one would make the emptied engine wait for it after that step)."""
+    import json
+
+    from nanovllm_teach.sim.efficiency import Efficiency
     from nanovllm_teach.workload.requests import Poisson, Uniform, make_workload
 
+    factors = tmp_path / "l4.json"
+    factors.write_text(json.dumps(Efficiency.for_device("l4").to_dict() | {"frontend_request_s": 0.0,
+                                                                          "frontend_token_s": 0.0}))
     workload = make_workload(40, Poisson(100), Uniform(16, 64), Uniform(4, 24), vocab_size=600, seed=0)
-    works, trace, steps = _rebuilt_against_runner(tmp_path, "l4", workload)
+    works, trace, steps = _rebuilt_against_runner(tmp_path, "l4", workload, sim_factors=str(factors))
     ends = [e.stats for e in trace.events if e.event == "STEP_DONE"][:-1]
     idle_waits = sum(w.after_idle for w in works[1:])
     assert idle_waits > 1 and sum(not (s.running_len or s.waiting_len) for s in ends) > idle_waits

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, load_shape, shape_names
-from nanovllm_teach.sim.efficiency import Efficiency
+from nanovllm_teach.sim.efficiency import GPU_API_SERVER, Efficiency
 from nanovllm_teach.sim.hardware import DEVICES, Device, get_device
 
 TINY = ModelShape(name="tiny", hidden_size=8, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
@@ -151,7 +151,7 @@ def test_this_cpu_uses_the_shipped_calibration_and_every_factor_is_named():
         f.name for f in dataclasses.fields(Efficiency)}  # a refit writes every factor
     assert Efficiency.for_device("this-cpu") == Efficiency.from_dict(shipped)
     assert Efficiency.for_device("this-cpu") != Efficiency()
-    assert Efficiency.for_device("a100-40gb") == Efficiency()
+    assert Efficiency.for_device("a100-40gb") == Efficiency(**GPU_API_SERVER)  # no fitted case: the defaults
     # The served calibration refits the host terms alone: the same device, the same shares of its peaks.
     assert [getattr(served, name) for name in ("matmul", "attention", "memory")] == [
         shipped[name] for name in ("matmul", "attention", "memory")]

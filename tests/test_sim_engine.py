@@ -178,7 +178,8 @@ def test_bad_simulation_settings_are_named(settings, error, match):
 
 def test_fitted_factors_come_from_a_json_file(tmp_path):
     slow = tmp_path / "slow.json"
-    slow.write_text(json.dumps({"memory": 0.2}))
+    from nanovllm_teach.sim.efficiency import Efficiency
+    slow.write_text(json.dumps(Efficiency.for_device("h100-sxm").to_dict() | {"memory": 0.2}))  # the same API server
     workload = make_workload(20, AtOnce(), Fixed(100), Fixed(50), vocab_size=SHAPE.vocab_size)
     durations = {f: _engine(sim_factors=f).run_workload(workload).duration_s for f in (None, str(slow))}
     assert durations[str(slow)] > 1.5 * durations[None]
@@ -191,7 +192,7 @@ def test_fitted_factors_come_from_a_json_file(tmp_path):
 def test_a_served_frontend_delays_each_request_and_counts_in_its_ttft(tmp_path):
     """Factors with ``frontend_s`` (the served calibration's): each request joins the engine that much after it
     arrives; its TTFT and end-to-end latency grow by exactly that when the engine is otherwise idle, its TPOT
-    not at all. Closed loop, each request is stamped as sent that much before it joined."""
+    not at all. Closed loop, each request is stamped as sent when its client sent it."""
     served = tmp_path / "served.json"
     from nanovllm_teach.sim.efficiency import Efficiency
     served.write_text(json.dumps(Efficiency.for_device("h100-sxm").to_dict() | {"frontend_s": 0.004}))
@@ -202,9 +203,9 @@ def test_a_served_frontend_delays_each_request_and_counts_in_its_ttft(tmp_path):
         assert b.arrival_s == pytest.approx(a.arrival_s)
         assert b.ttft_s == pytest.approx(a.ttft_s + 0.004) and b.tpot_s == pytest.approx(a.tpot_s)
     closed = _engine(sim_factors=str(served))
-    from nanovllm_teach.workload.arrivals import serve_workload
-    result = serve_workload(closed, workload, concurrency=1, answers=closed.answers, frontend_s=0.004)
+    from nanovllm_teach.workload.arrivals import ApiServer, serve_workload
+    result = serve_workload(closed, workload, concurrency=1, answers=closed.answers, server=closed.server)
     assert min(t.ttft_s for t in result.requests.values()) > 0.004
     for bad in (-0.001, float("nan"), True, "4 ms"):
-        with pytest.raises(ValueError, match="frontend_s"):
-            serve_workload(closed, workload, frontend_s=bad)
+        with pytest.raises(ValueError, match="latency_s"):
+            ApiServer(latency_s=bad)

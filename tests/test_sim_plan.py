@@ -46,8 +46,9 @@ def test_a_probe_passes_below_what_the_engine_sustains_and_fails_above():
     low = probe(L4, SMALL, SLO, 0.1 * saturated.requests_per_s)
     high = probe(L4, SMALL, SLO, 1.2 * saturated.requests_per_s)
     assert low.passed and low.ttft_p99_ms <= SLO.ttft_ms
-    # The running batch piles up, its tokens ever slower: the probe stops once too many finished over the limit.
-    assert not high.passed and high.decided_early and high.tpot_p99_ms > SLO.tpot_ms
+    # Requests pile up before the engine (this small model's steps are quicker than the API server's work on a
+    # request): the probe stops once its verdict cannot change.
+    assert not high.passed and high.decided_early and high.in_system_last > high.in_system_first
     assert probe(L4, SMALL, SLO, low.rate) == low  # the same probe, the same figures
 
 
@@ -141,9 +142,9 @@ def test_a_rows_simulate_command_reproduces_its_probe(capsys):
 
     from nanovllm_teach.plan.results import simulate_command
 
-    measured = probe(L4, SMALL, SLO, 40.0)  # a row's rate is one that passed: its probe ran to the end
+    measured = probe(L4, SMALL, SLO, 20.0)  # a row's rate is one that passed: its probe ran to the end
     assert measured.passed and not measured.decided_early
-    command = shlex.split(simulate_command(L4, SMALL, 40.0))
+    command = shlex.split(simulate_command(L4, SMALL, 20.0))
     assert command[:2] == ["nanovllm-teach", "simulate"] and main(command[1:]) == 0
     assert f"{measured.output_tokens_per_s:.0f} tok/s" in capsys.readouterr().out
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nanovllm_teach import LLM
-from nanovllm_teach.sim.efficiency import DEVICE_EFFICIENCY, Efficiency
+from nanovllm_teach.sim.efficiency import DEVICE_EFFICIENCY, GPU_API_SERVER, Efficiency
 from nanovllm_teach.sim.published import CASES_FILE, case_errors, dump_cases, load_cases
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,8 @@ def test_cases_are_cited_split_and_recorded():
     assert 2 * len(fitted) <= len(CASES) and len(judged) >= 4
     for case in judged:
         assert set(case.recorded_error) == set(case.judged), case.id
-        for name, error in case.recorded_error.items():  # the quality bar: 15%, TTFT 30%
-            assert abs(error) <= (0.30 if name == "ttft_p50_ms" else 0.15), (case.id, name)
+        for name, error in case.recorded_error.items():  # the quality bar: 10%, TTFT 25%
+            assert abs(error) <= (0.25 if name == "ttft_p50_ms" else 0.10), (case.id, name)
     for case in CASES:
         assert case.source.startswith("https://") and case.quote and case.not_judged_why
 
@@ -54,8 +54,8 @@ def test_fitted_cases_are_the_only_ones_behind_a_gpus_factors():
     fitted_gpus = {c.hardware for c in CASES if c.role == "fitted"}
     assert set(DEVICE_EFFICIENCY) <= fitted_gpus
     assert Efficiency.for_device("h100-sxm").memory == DEVICE_EFFICIENCY["h100-sxm"]["memory"]
-    # nano-vllm's README benchmark runs on this GPU with the defaults: its -8.5% does not move
-    assert Efficiency.for_device("rtx-4070-laptop") == Efficiency()
+    # nano-vllm's README benchmark runs on this GPU with the defaults (offline: no API server): its -8.5% does not move
+    assert Efficiency.for_device("rtx-4070-laptop") == Efficiency(**GPU_API_SERVER)
     llm = LLM("qwen3-0.6b", runner="simulated", hardware="h100-sxm", max_model_len=1024)
     assert llm.model_runner.cost_model.eff == Efficiency.for_device("h100-sxm")
     llm.close()

@@ -13,8 +13,8 @@ from nanovllm_teach import LLM
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.trace.reader import Trace, load_trace
 from nanovllm_teach.trace.recorder import TraceRecorder
-from nanovllm_teach.workload.arrivals import serve_workload
-from nanovllm_teach.workload.requests import Poisson, Uniform, make_workload
+from nanovllm_teach.workload.arrivals import ApiServer, serve_workload
+from nanovllm_teach.workload.requests import Poisson, Request, Uniform, make_workload
 
 SHAPE = load_shape("qwen3-0.6b")
 SHIPPED = Path(__file__).resolve().parents[1] / "traces"
@@ -26,7 +26,7 @@ def _served(**serve_options):
     llm = LLM("qwen3-0.6b", runner="simulated", hardware="l4", trace=rec)
     workload = make_workload(60, Poisson(40.0), Uniform(50, 800), Uniform(2, 60), vocab_size=SHAPE.vocab_size,
                              seed=5)
-    result = serve_workload(llm, workload, answers=llm.answers, frontend_s=0.003, **serve_options)
+    result = serve_workload(llm, workload, answers=llm.answers, server=ApiServer(latency_s=0.003), **serve_options)
     return result, Trace.from_recorder(rec)
 
 
@@ -57,3 +57,31 @@ def test_generate_records_no_wait_before_the_enqueue():
     llm = LLM("qwen3-0.6b", runner="simulated", hardware="l4", trace=rec)
     llm.generate([[1, 2, 3]] * 2)
     assert all("since_arrival_ms" not in e.to_dict()["stats"] for e in rec.events if e.event == "REQUEST_ENQUEUE")
+
+
+def _burst(server: ApiServer):
+    """Eight requests sent at once to an engine behind ``server``, with prompts of 100 to 800 tokens."""
+    llm = LLM("qwen3-0.6b", runner="simulated", hardware="l4")
+    workload = [Request(0.0, [1] * (100 * (k + 1)), 4) for k in range(8)]
+    result = serve_workload(llm, workload, answers=llm.answers, server=server)
+    llm.close()
+    return [result.requests[seq_id] for seq_id in sorted(result.requests)]
+
+
+def test_a_burst_waits_in_line_at_the_api_server():
+    """The server takes in a burst one request after the other, in the engine's loop, before the engine's first
+    step: every first token comes after the server's work on all eight and one latency; the latency is paid once
+    per request, not in line."""
+    server = ApiServer(latency_s=0.002, per_request_s=0.005, per_prompt_token_s=1e-5)
+    served, plain = _burst(server), _burst(ApiServer())
+    in_line = sum(server.service_s(100 * (k + 1)) for k in range(8))
+    for times, alone in zip(served, plain):
+        assert times.arrival_s == alone.arrival_s == 0.0
+        assert times.ttft_s == pytest.approx(alone.ttft_s + in_line + server.latency_s)
+
+
+@pytest.mark.parametrize("bad", [{"per_request_s": -1e-3}, {"per_prompt_token_s": float("nan")},
+                                 {"latency_s": True}, {"per_request_s": 60.0}])
+def test_the_api_server_refuses_impossible_costs(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        ApiServer(**bad)

@@ -7,9 +7,10 @@ Before anything is built or drawn it checks the settings, estimates the KV cache
 memory this machine will need (``sim/budget.py``), and refuses what cannot fit. Then it draws the workload
 (``workload/requests.py``: arrivals or ``--concurrency`` clients, prompt and output lengths, by default
 ShareGPT's as vLLM's benchmark sends them, shared prefixes, one seed), builds ``LLM(model, runner="simulated",
-hardware=...)`` with the engine settings given, serves the workload (``serve_workload``, with a progress bar)
-and prints what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how many steps each bound
-decided. ``--out`` streams the trace, which ``replay``, ``compare`` and ``diff`` read like any other.
+hardware=...)`` with the engine settings given, serves the workload (``serve_workload``, with a progress bar,
+through the device's fitted API server where its factors have one: ``workload/arrivals.py``) and prints
+what a serving benchmark prints: throughput, TTFT p50/p99, TPOT p50, and how many steps each bound decided.
+``--out`` streams the trace, which ``replay``, ``compare`` and ``diff`` read like any other.
 A mistake raises ValueError (one line, exit status 2, from ``cli.main``).
 
 Nothing here imports torch until the engine is built, except to measure this machine's memory for
@@ -235,7 +236,8 @@ def _simulate(args: argparse.Namespace) -> int:
         raise ValueError(f"cannot write --out {args.out}: {error.strerror or error}") from None
     try:
         result = serve_workload(llm, workload, ignore_eos=args.ignore_eos, answers=llm.answers,
-                                concurrency=args.concurrency, progress=True, admit_every=args.admit_every)
+                                concurrency=args.concurrency, progress=True, admit_every=args.admit_every,
+                                server=llm.server)
     finally:
         llm.close()
     print(f"{args.requests} requests of {Path(llm.config.model).name} on {args.hardware} "

@@ -80,6 +80,9 @@ class Clock(Protocol):
     def wait_until(self, t_s: float) -> None:
         """Let time pass until ``now_s() >= t_s`` (an idle engine waiting for its next arrival)."""
 
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass on work that holds up a busy engine's loop (an API server's, between steps)."""
+
 
 class WallClock:
     """The host's monotonic clock: a real engine's steps take the time they take."""
@@ -92,6 +95,9 @@ class WallClock:
 
     def wait_until(self, t_s: float) -> None:
         time.sleep(max(0.0, t_s - time.perf_counter()))
+
+    def advance(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 @dataclass(frozen=True)

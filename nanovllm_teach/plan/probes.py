@@ -196,7 +196,7 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
     requests = workload.requests(rate)
     watch = None if rate is None else FailureWatch.of(requests, workload.warmup_requests, objective, llm.clock.now_s())
     try:
-        result = serve_workload(llm, requests, answers=llm.answers, frontend_s=llm.frontend_s, until=watch)
+        result = serve_workload(llm, requests, answers=llm.answers, server=llm.server, until=watch)
     finally:
         llm.close()
     if watch is not None and watch.failed:

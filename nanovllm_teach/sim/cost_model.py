@@ -31,11 +31,14 @@ Then the parts a roofline leaves out:
   on a shared or power-saving machine, its core given away or slowed down): ``wake_s``, 0 unless fitted.
   On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its
   first token more slowly than the same prefill run back to back.
-- serving, outside the steps: a request sent to a server meets latency the engine never sees (the client's
-  send, HTTP parsing and routing, the hand-over to the engine-core process, the first token's way back as an SSE
-  chunk): ``frontend_s``, 0 unless fitted (the served calibration measures it). It is no step cost: the
-  simulated engine's ``run_workload`` lets each request join that much after it arrives
-  (``workload/arrivals.py``), so a served request's TTFT and end-to-end latency include it.
+- serving, outside the steps: a request sent to a server meets costs the engine never sees. The API server
+  parses, tokenizes and hands over one request at a time: ``frontend_request_s`` per request and
+  ``frontend_token_s`` per prompt token, so a burst of requests waits in line there; then a latency no request
+  waits in line for (the client's send, the first token's way back as an SSE chunk): ``frontend_s``. All are 0
+  unless fitted (published cases fit the server's work, the served calibration measures the latency). They
+  are no step cost: the simulated engine's ``run_workload`` sends each request through that server
+  (``workload/arrivals.py``'s ``ApiServer``) before it joins, and its TTFT and end-to-end latency count from
+  its arrival, so they include it.
 
 ``StepCost.bound`` says what decided: ``"compute"``, ``"memory"`` or ``"launch"``.
 

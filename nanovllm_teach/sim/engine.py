@@ -29,6 +29,7 @@ from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_na
 from nanovllm_teach.sim.published import fitted_cases
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
 from nanovllm_teach.trace.recorder import Recorder
+from nanovllm_teach.workload.arrivals import ApiServer
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class SimulatedParts(EngineParts):
 
     description: dict[str, Any] | None = None  # the trace header's description of the simulated device
     answers: AnswerLengths | None = None  # where a workload's answer lengths go: the model follows them
-    frontend_s: float = 0.0  # a simulated server's latency outside the engine, which run_workload adds
+    server: ApiServer = ApiServer()  # the simulated API server in front of the engine, which run_workload adds
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
@@ -87,4 +88,5 @@ def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
                  "fitted_cases": (fitted_cases(device.name) if device.name in DEVICES and asked.sim_factors is None
                                   else None)}
     return SimulatedParts(config, make_runner, clock, None, shape.eos_token_id, simulated, answers,
-                          efficiency.frontend_s)
+                          ApiServer(efficiency.frontend_s, efficiency.frontend_request_s,
+                                    efficiency.frontend_token_s))

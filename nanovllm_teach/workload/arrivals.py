@@ -14,11 +14,16 @@ until the next step whose number is a multiple of K (at once if the engine is id
 wait. Only the admission is modelled, not the tokens a multi-step run streams K at a time; use it to
 reproduce a measurement of an engine that had it, never to tune the efficiency factors.
 
-``frontend_s`` (off: 0) is a server's own latency per request, outside the engine (the client's send, HTTP
-parsing, the hand-over to the engine-core process, the first token's way back): each request joins the engine that
-much after it arrives (closed loop: after its client sent it), and its times still count from its arrival,
-so its TTFT and end-to-end latency include it. The simulator's served calibration measures it
-(``sim/cost_model.py``); a real engine served by ``run_workload`` has no server in front of it.
+``server`` (off: none) is the API server in front of the engine (``ApiServer``). Its work on each request
+(parsing, tokenizing, handing it over: ``per_request_s`` plus ``per_prompt_token_s`` per prompt token) runs
+in the engine's own loop, as vLLM's API server drove its engine from one event loop: between two steps it
+takes in every request that arrived meanwhile, one after the other, and the next step waits for it. A burst
+sent at once is therefore all taken in before the first step, and each step of a busy engine is followed by
+the work on what arrived during it. Then each request meets ``latency_s``, which it waits for alone, the
+engine stepping on (the client's send, the first token's way back as an SSE chunk). Its times still count
+from its arrival (closed loop: when its client sent it), so its TTFT and end-to-end latency include all of
+it. The costs are the simulator's (``sim/efficiency.py``: fitted on published cases, or measured by the
+served calibration); a real engine served by ``run_workload`` has no server in front of it.
 
 ``until`` (off: None) ends a run early: after every step it is told the requests that step finished and the
 clock, and once it answers True the requests not yet finished are aborted and the run ends there, their times
@@ -36,7 +41,9 @@ Emits nothing itself (the engine emits its events).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from typing import Protocol, Sequence as SequenceOf
 
 from tqdm.auto import tqdm
@@ -46,6 +53,26 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
 from nanovllm_teach.workload.requests import Request
+
+
+@dataclass(frozen=True)
+class ApiServer:
+    """An API server in front of the engine, in seconds (see the module's docstring): its work per request and
+    per prompt token, done in the engine's loop between steps, and a latency each request waits for alone."""
+
+    latency_s: float = 0.0
+    per_request_s: float = 0.0
+    per_prompt_token_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 60:
+                raise ValueError(f"API server {f.name} must be a number of seconds in [0, 60), got {value!r}")
+
+    def service_s(self, num_prompt_tokens: int) -> float:
+        """How long the server works on one request before handing it to the engine."""
+        return self.per_request_s + self.per_prompt_token_s * num_prompt_tokens
 
 
 class AnswerLengths(Protocol):
@@ -58,22 +85,22 @@ class AnswerLengths(Protocol):
 
 def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eos: bool = False,
                    answers: AnswerLengths | None = None, concurrency: int | None = None,
-                   progress: bool = False, admit_every: int = 1, frontend_s: float = 0.0,
+                   progress: bool = False, admit_every: int = 1, server: ApiServer = ApiServer(),
                    until: Callable[[list[RequestTimes], float], bool] | None = None) -> WorkloadResult:
     """Serve ``workload`` and measure it. Every request is validated before the first joins; it refuses
     and aborts as ``generate`` does. ``concurrency``: closed-loop load, that many clients each sending
     its next request (in the workload's order, arrival times ignored) when its last one finishes;
     ``progress``: a tqdm bar of requests done, with the engine's clock and steps per second; ``admit_every``:
     arrived requests join only every that many steps (vLLM's multi-step scheduling; 1: every step);
-    ``frontend_s``: a server's latency per request before it joins; ``until``: told each step's finished requests
+    ``server``: the API server each request goes through before it joins; ``until``: told each step's finished requests
     and the clock, True ends the run (both: see the module's docstring)."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
         raise ValueError(f"concurrency must be an int >= 1 (clients) or None (open loop), got {concurrency!r}")
     if isinstance(admit_every, bool) or not isinstance(admit_every, int) or not 1 <= admit_every <= 1024:
         raise ValueError(f"admit_every must be an int in 1..1024 (steps between admissions), got {admit_every!r}")
-    if isinstance(frontend_s, bool) or not isinstance(frontend_s, (int, float)) or not 0 <= frontend_s < 60:
-        raise ValueError(f"frontend_s must be a number of seconds in [0, 60), got {frontend_s!r}")
+    if not isinstance(server, ApiServer):
+        raise TypeError(f"server must be an ApiServer, got {type(server).__name__}")
     seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
     if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
         for seq, request in zip(seqs, workload):
@@ -84,7 +111,7 @@ def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eo
             pairs.sort(key=lambda pair: pair[0].arrival_s)
         with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
                                                           desc="serving") as bar:
-            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, frontend_s, until)
+            result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, server, until)
             unfinished = [seq.seq_id for seq in seqs if not seq.is_finished]  # only where ``until`` ended it
             if unfinished:
                 engine.abort(unfinished)
@@ -103,28 +130,46 @@ def _params(request: Request, ignore_eos: bool, follows_lengths: bool) -> Sampli
 
 
 def _arrive_and_step(engine: Frontend, arrivals: list, concurrency: int | None, bar: tqdm,
-                     admit_every: int, frontend_s: float,
+                     admit_every: int, server: ApiServer,
                      until: Callable[[list[RequestTimes], float], bool] | None) -> WorkloadResult:
     pending = list(reversed(arrivals))  # the next arrival last: popped in order
-    arrived: list[tuple[Sequence, float]] = []  # sent, not yet admitted: they wait for a scheduling step
+    at_server: list[tuple[Sequence, float]] = []  # arrived, the server not yet done with them
+    on_the_way: deque[tuple[float, float, Sequence]] = deque()  # through the server: (joins at, arrival, seq)
+    arrived: list[tuple[Sequence, float]] = []  # reached the engine, not yet admitted: they wait for a scheduling step
     result = WorkloadResult()
     clock = engine.clock
     t0 = clock.now_s()
     in_flight = 0  # closed loop: the clients waiting for an answer
     steps_at, wall_at = 0, time.monotonic()
 
-    while pending or arrived or not engine.is_finished():
+    while pending or at_server or on_the_way or arrived or not engine.is_finished():
+        now = clock.now_s()
         if concurrency is not None:  # every client without an answer to wait for sends its next request now
             while pending and in_flight < concurrency:
-                arrived.append((pending.pop()[1], clock.now_s() - frontend_s))  # sent that long before it joins
+                at_server.append((pending.pop()[1], now))
                 in_flight += 1
         else:
-            if engine.is_finished() and not arrived:  # idle until the next arrival reaches the engine
-                clock.wait_until(t0 + pending[-1][0].arrival_s + frontend_s)
-            now = clock.now_s()
-            while pending and t0 + pending[-1][0].arrival_s + frontend_s <= now:
+            while pending and t0 + pending[-1][0].arrival_s <= now:
                 request, seq = pending.pop()
-                arrived.append((seq, t0 + request.arrival_s))
+                at_server.append((seq, t0 + request.arrival_s))
+        if at_server:  # the server takes them in, one after the other, before the engine's next step
+            work_s = sum(server.service_s(seq.num_prompt_tokens) for seq, _ in at_server)
+            if work_s > 0 and engine.is_finished():  # an idle engine goes on waiting
+                clock.wait_until(now + work_s)
+            elif work_s > 0:  # a busy one is held up between two steps, not idle
+                clock.advance(work_s)
+            done = clock.now_s()
+            on_the_way.extend((done + server.latency_s, arrival_s, seq) for seq, arrival_s in at_server)
+            at_server.clear()
+        if engine.is_finished() and not arrived:  # idle until the next request reaches the engine
+            if not on_the_way:  # open loop: nothing is sent yet; the next arrival first goes through the server
+                clock.wait_until(t0 + pending[-1][0].arrival_s)
+                continue
+            clock.wait_until(on_the_way[0][0])
+        now = clock.now_s()
+        while on_the_way and on_the_way[0][0] <= now:
+            _, arrival_s, seq = on_the_way.popleft()
+            arrived.append((seq, arrival_s))
         if engine.is_finished() or result.num_steps % admit_every == 0:  # the scheduler runs: all who wait join
             for seq, arrival_s in arrived:
                 seq.arrival_time = arrival_s  # the trace records how long it waited before joining
