@@ -79,7 +79,9 @@ class Workload:
 
 @dataclass(frozen=True)
 class TimedWorkload:
-    """Requests with arrival times in seconds, served by ``LLM.run_workload`` on ``model`` with ``settings``."""
+    """Requests with arrival times in seconds, served on ``model`` with ``settings`` by the engine alone
+    (``serve_workload`` with no API server in front: what such a run measures is the scheduler's order, not
+    the simulated server's work that ``LLM.run_workload`` adds on a simulated GPU)."""
 
     name: str
     description: Text  # in both languages: a verdict says it
@@ -90,10 +92,11 @@ class TimedWorkload:
     def record(self, recorder: Recorder) -> None:
         """Serve the workload on the engine as it is now, recording every event."""
         from nanovllm_teach.llm import LLM
+        from nanovllm_teach.workload.arrivals import serve_workload
 
         llm = LLM(self.model, trace=recorder, trace_metadata={"workload": self.name}, **self.settings)
         try:
-            llm.run_workload(self.requests)
+            serve_workload(llm, self.requests, answers=llm.answers)
         finally:
             llm.close()
 
