@@ -284,6 +284,9 @@ def main(spec_json: str) -> int:
         try:
             serve(core, inputs, parent_pid)
         finally:
+            # Back in the collector's sight: the interpreter's exit then frees them as usual (frozen, the cycles
+            # among them outlive it, and nanobind warns of leaked objects on stderr).
+            gc.unfreeze()
             engine.close()  # the trace file complete
         return 0
     except BaseException as error:  # the engine is in an unknown state: no request may wait on it any more
