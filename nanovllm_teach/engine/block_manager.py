@@ -12,9 +12,9 @@ tokens really match. A freed block keeps its hash and content until it is handed
 Every hand-out and release is returned to the caller as a record (``engine/decisions.py``). A
 ``block_table`` is only appended to (``may_append``) or replaced whole (``allocate``, ``deallocate``), never
 shortened or rewritten in place: a list held from earlier still starts with the blocks it had then. It is
-detached *before* its references are dropped, so an interrupt can
-leak a block, never leave a count below 0; ``rebuild`` repairs whatever an interrupted step left half-done,
-from the block tables of the sequences still alive.
+detached *before* its references are dropped, so an interrupt can leak a block, never leave a count below 0;
+``rebuild`` repairs whatever an interrupted step left half-done, from the block tables of the sequences still
+alive.
 
 Emits no events (the orchestration layer reports its records).
 """
