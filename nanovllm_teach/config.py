@@ -48,6 +48,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoConfig, PretrainedConfig  # noqa: E402
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.layers.attention_cpp import cpp_unusable_reason
 from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
@@ -60,6 +61,29 @@ from nanovllm_teach.utils.memory import auto_cpu_kv_cap, kv_block_bytes, read_me
 _SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors")
 # A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
+
+NO_TOKENIZER_FILES = Text(en="model folder {path} has no tokenizer files: expected {expected}",
+                          zh="模型文件夹 {path} 里没有 tokenizer 文件：应当有 {expected}")
+BAD_DEVICE = Text(en="device must be auto, cpu or cuda[:N], got {name!r}",
+                  zh="device 必须是 auto、cpu 或 cuda[:N]，收到的是 {name!r}")
+NO_CUDA = Text(en="device {name!r} requested but CUDA is not available",
+               zh="要求的 device 是 {name!r}，但这台机器上没有可用的 CUDA")
+ATTENTION_BACKEND_UNUSABLE = Text(en="attention_backend={name!r} cannot run here: {problem}",
+                                  zh="attention_backend={name!r} 在这里无法运行：{problem}")
+ONEDNN_UNUSABLE = Text(en="linear_backend='onednn' cannot run here: {problem}",
+                       zh="linear_backend='onednn' 在这里无法运行：{problem}")
+NO_CHECKPOINT_FOLDER = Text(en="model must be a local checkpoint directory with a config.json, got {asked!r}",
+                            zh="model 必须是一个含 config.json 的本地 checkpoint 目录，收到的是 {asked!r}")
+NOT_QWEN3 = Text(en="the engine runs only Qwen3 checkpoints, {path} is {model_type!r} (the simulator, "
+                    "runner='simulated' or nanovllm-teach simulate, takes any dense decoder's config.json)",
+                 zh="引擎只能运行 Qwen3 的 checkpoint，{path} 是 {model_type!r}（模拟器，即 runner='simulated' 或 "
+                    "nanovllm-teach simulate，可以读取任何稠密解码器模型的 config.json）")
+SHARDS_UNEVEN = Text(en="tensor_parallel_size={tp} must divide the model's {name}={value}",
+                     zh="tensor_parallel_size={tp} 必须能整除模型的 {name}={value}")
+TOO_FEW_GPUS = Text(en="tensor_parallel_size={tp} needs one GPU per rank, this machine has {available}",
+                    zh="tensor_parallel_size={tp} 要求每个 rank 各占一块 GPU，这台机器只有 {available} 块")
+TOO_FEW_CORES = Text(en="tensor_parallel_size={tp} needs one CPU core per rank, this machine has {available}",
+                     zh="tensor_parallel_size={tp} 要求每个 rank 各占一个 CPU 核，这台机器只有 {available} 个")
 
 
 @dataclass(frozen=True)
@@ -84,7 +108,7 @@ class Config(Settings):
         hf_config = read_model_config(path, model)
         if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_FILES):
             expected = ", or ".join(" and ".join(names) for names in TOKENIZER_FILES)
-            raise ValueError(f"model folder {path} has no tokenizer files: expected {expected}")
+            raise ValueError(say(NO_TOKENIZER_FILES, path=path, expected=expected))
         check_shards(asked.tensor_parallel_size, hf_config)
         device = _resolve_device(asked.device)
         _check_ranks_fit(asked.tensor_parallel_size, device)
@@ -174,11 +198,11 @@ def _resolve_device(name: str) -> str:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be auto, cpu or cuda[:N], got {name!r}") from exc
+        raise ValueError(say(BAD_DEVICE, name=name)) from exc
     if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda[:N], got {name!r}")
+        raise ValueError(say(BAD_DEVICE, name=name))
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
+        raise ValueError(say(NO_CUDA, name=name))
     return str(device)
 
 
@@ -219,7 +243,7 @@ def resolve_attention_backend(name: str, device: torch.device, block_size: int =
     else:
         return name  # torch (Settings has rejected every other name)
     if problem is not None:
-        raise ValueError(f"attention_backend={name!r} cannot run here: {problem}")
+        raise ValueError(say(ATTENTION_BACKEND_UNUSABLE, name=name, problem=problem))
     return name
 
 
@@ -229,18 +253,17 @@ def resolve_linear_backend(name: str, device: torch.device, dtype: torch.dtype) 
     if name == "auto":
         return auto_linear_backend(device, dtype)
     if name == "onednn" and (problem := onednn_unusable_reason(device, dtype)) is not None:
-        raise ValueError(f"linear_backend='onednn' cannot run here: {problem}")
+        raise ValueError(say(ONEDNN_UNUSABLE, problem=problem))
     return name
 
 
 def read_model_config(path: Path, asked: str) -> PretrainedConfig:
     """The Hugging Face ``config.json`` of the folder ``path`` (``asked``: as the user named it)."""
     if not path.is_dir() or not (path / "config.json").is_file():
-        raise ValueError(f"model must be a local checkpoint directory with a config.json, got {asked!r}")
+        raise ValueError(say(NO_CHECKPOINT_FOLDER, asked=asked))
     hf_config = AutoConfig.from_pretrained(str(path))
     if hf_config.model_type != "qwen3":
-        raise ValueError(f"the engine runs only Qwen3 checkpoints, {path} is {hf_config.model_type!r} (the simulator, "
-                         f"runner='simulated' or nanovllm-teach simulate, takes any dense decoder's config.json)")
+        raise ValueError(say(NOT_QWEN3, path=path, model_type=hf_config.model_type))
     return hf_config
 
 
@@ -249,14 +272,14 @@ def check_shards(tp: int, hf_config: PretrainedConfig) -> None:
     for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
         value = getattr(hf_config, name)
         if value % tp != 0:
-            raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={value}")
+            raise ValueError(say(SHARDS_UNEVEN, tp=tp, name=name, value=value))
 
 
 def _check_ranks_fit(tp: int, device: str) -> None:
     """Before any worker is spawned: every rank needs a device of its own."""
     if device.startswith("cuda"):
-        available, unit = torch.cuda.device_count(), "GPU"
+        available, refusal = torch.cuda.device_count(), TOO_FEW_GPUS
     else:
-        available, unit = os.cpu_count() or 1, "CPU core"
+        available, refusal = os.cpu_count() or 1, TOO_FEW_CORES
     if tp > available:
-        raise ValueError(f"tensor_parallel_size={tp} needs one {unit} per rank, this machine has {available}")
+        raise ValueError(say(refusal, tp=tp, available=available))

@@ -35,6 +35,7 @@ from nanovllm_teach.engine.runner import EngineParts, Runner, WallClock
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.serialized import serialized
 from nanovllm_teach.engine.tp_workers import TensorParallelRunner
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.models.loader import check_checkpoint
 from nanovllm_teach.outputs import RequestOutput, request_output
 from nanovllm_teach.sampling_params import SamplingParams
@@ -44,6 +45,17 @@ from nanovllm_teach.trace.recorder import Recorder, make_recorder
 from nanovllm_teach.workload.arrivals import ApiServer, serve_workload
 from nanovllm_teach.workload.metrics import WorkloadResult
 from nanovllm_teach.workload.requests import Request
+
+NOT_PROMPTS = Text(en="prompts must be a prompt (a str or a list of token ids) or a list of prompts, got {kind}",
+                   zh="prompts 必须是一个 prompt（str 或 token id 的列表）或 prompt 的列表，收到的是 {kind}")
+PARAMS_PER_PROMPT = Text(en="got {count} SamplingParams for {prompts} prompts",
+                         zh="{prompts} 个 prompt 却给了 {count} 个 SamplingParams")
+ARRIVALS_PER_PROMPT = Text(en="got {count} arrival_steps for {prompts} prompts",
+                           zh="{prompts} 个 prompt 却给了 {count} 个 arrival_steps")
+BAD_ARRIVAL_STEPS = Text(en="arrival_steps must be ints >= 0, got {arrivals}",
+                         zh="arrival_steps 必须是 >= 0 的 int，收到的是 {arrivals}")
+NO_EOS = Text(en="the tokenizer in {model} defines no EOS token: generation could never stop",
+              zh="{model} 里的 tokenizer 没有定义 EOS token：生成将永远无法停止")
 
 
 class LLM(Frontend):
@@ -81,19 +93,18 @@ class LLM(Frontend):
         if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and is_token_ids(prompts)):
             prompts = [prompts]  # one prompt: text, or token ids
         if not isinstance(prompts, (list, tuple)):
-            raise TypeError(f"prompts must be a prompt (a str or a list of token ids) or a list of prompts, got "
-                            f"{type(prompts).__name__}")
+            raise TypeError(say(NOT_PROMPTS, kind=type(prompts).__name__))
         if isinstance(sampling_params, list):
             if len(sampling_params) != len(prompts):
-                raise ValueError(f"got {len(sampling_params)} SamplingParams for {len(prompts)} prompts")
+                raise ValueError(say(PARAMS_PER_PROMPT, count=len(sampling_params), prompts=len(prompts)))
             params = sampling_params
         else:
             params = [sampling_params or SamplingParams()] * len(prompts)
         arrivals = list(arrival_steps) if arrival_steps is not None else [0] * len(prompts)
         if len(arrivals) != len(prompts):
-            raise ValueError(f"got {len(arrivals)} arrival_steps for {len(prompts)} prompts")
+            raise ValueError(say(ARRIVALS_PER_PROMPT, count=len(arrivals), prompts=len(prompts)))
         if any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in arrivals):
-            raise ValueError(f"arrival_steps must be ints >= 0, got {arrivals}")
+            raise ValueError(say(BAD_ARRIVAL_STEPS, arrivals=arrivals))
         requests = [self.make_request(p, sp) for p, sp in zip(prompts, params)]
         self.run_requests(requests, arrivals, use_tqdm, "generate()")
         return [request_output(samples, p if isinstance(p, str) else None, self.tokenizer)
@@ -121,7 +132,7 @@ def real_parts(model: str, asked: Settings) -> EngineParts:
     config = Config.resolve(model, asked)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     if tokenizer.eos_token_id is None:
-        raise ValueError(f"the tokenizer in {config.model} defines no EOS token: generation could never stop")
+        raise ValueError(say(NO_EOS, model=config.model))
     check_checkpoint(config.model, config.hf_config)
     return EngineParts(config, model_runner, WallClock(), tokenizer, tokenizer.eos_token_id)
 

@@ -17,11 +17,31 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from nanovllm_teach.i18n import Text, say
+
 POLICIES = ("continuous", "static")
 ATTENTION_BACKENDS = ("auto", "torch", "cpp", "triton", "flash_attn")
 LINEAR_BACKENDS = ("auto", "torch", "onednn")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 RUNNERS = ("real", "simulated")
+
+NOT_POSITIVE = Text(en="{name} must be a positive int, got {value!r}", zh="{name} 必须是正整数，收到的是 {value!r}")
+NOT_POSITIVE_OR_NONE = Text(en="{name} must be a positive int or None, got {value!r}",
+                            zh="{name} 必须是正整数或 None，收到的是 {value!r}")
+MEMORY_FRACTION_RANGE = Text(en="gpu_memory_utilization must be in (0, 1], got {value!r}",
+                             zh="gpu_memory_utilization 必须在 (0, 1] 区间内，收到的是 {value!r}")
+CPU_KV_NOT_POSITIVE = Text(en="cpu_kvcache_gib must be > 0, got {value!r}", zh="cpu_kvcache_gib 必须 > 0，收到的是 {value!r}")
+NOT_A_CHOICE = Text(en="{name} must be one of {choices}, got {value!r}", zh="{name} 必须是 {choices} 之一，收到的是 {value!r}")
+NOT_A_BOOL = Text(en="{name} must be True or False, got {value!r}", zh="{name} 必须是 True 或 False，收到的是 {value!r}")
+NOT_A_NUMBER = Text(en="{name} must be a number, got {value!r}", zh="{name} 必须是数字，收到的是 {value!r}")
+NOT_A_STR = Text(en="{name} must be a str, got {value!r}", zh="{name} 必须是 str，收到的是 {value!r}")
+NEEDS_SIMULATED = Text(en="{name}={value!r} needs runner='simulated'", zh="{name}={value!r} 需要 runner='simulated'")
+HARDWARE_TYPE = Text(en="hardware must be a device name (a str), got {value!r}",
+                     zh="hardware 必须是设备名（str），收到的是 {value!r}")
+SIM_FACTORS_TYPE = Text(en="sim_factors must be the path of a JSON file, got {value!r}",
+                        zh="sim_factors 必须是一个 JSON 文件的路径，收到的是 {value!r}")
+UNKNOWN_SETTINGS = Text(en="unknown engine setting(s): {names}; known: {known}",
+                        zh="未知的引擎设置：{names}；可用的设置：{known}")
 
 
 @dataclass(frozen=True)
@@ -64,31 +84,31 @@ class Settings:
             _check_positive(name, getattr(self, name))
         for name in ("max_num_batched_tokens", "num_kvcache_blocks", "cpu_threads"):
             if getattr(self, name) is not None:
-                _check_positive(name, getattr(self, name), " or None")
+                _check_positive(name, getattr(self, name), NOT_POSITIVE_OR_NONE)
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+            raise ValueError(say(MEMORY_FRACTION_RANGE, value=self.gpu_memory_utilization))
         if self.cpu_kvcache_gib is not None and not self.cpu_kvcache_gib > 0:
-            raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
+            raise ValueError(say(CPU_KV_NOT_POSITIVE, value=self.cpu_kvcache_gib))
         for name, choices in (("scheduling_policy", POLICIES), ("attention_backend", ATTENTION_BACKENDS),
                               ("linear_backend", LINEAR_BACKENDS), ("dtype", DTYPES), ("runner", RUNNERS)):
             if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+                raise ValueError(say(NOT_A_CHOICE, name=name, choices=choices, value=getattr(self, name)))
         self._check_simulation()
 
     def _check_types(self) -> None:
         """Settings of the wrong type: ``"false"`` would be a true bool, ``"0.9"`` would fail far away."""
         for name in ("enforce_eager", "enable_prefix_caching"):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise TypeError(say(NOT_A_BOOL, name=name, value=getattr(self, name)))
         for name in ("gpu_memory_utilization", "cpu_kvcache_gib"):
             value = getattr(self, name)
             if name == "cpu_kvcache_gib" and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, got {value!r}")
+                raise TypeError(say(NOT_A_NUMBER, name=name, value=value))
         for name in ("scheduling_policy", "attention_backend", "linear_backend", "device", "dtype", "runner"):
             if not isinstance(getattr(self, name), str):
-                raise TypeError(f"{name} must be a str, got {getattr(self, name)!r}")
+                raise TypeError(say(NOT_A_STR, name=name, value=getattr(self, name)))
 
     def _check_simulation(self) -> None:
         """The simulation's own settings need the simulated runner; which devices and factor files exist is
@@ -96,12 +116,12 @@ class Settings:
         if not self.simulated:
             for name in ("hardware", "sim_factors"):
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name}={getattr(self, name)!r} needs runner='simulated'")
+                    raise ValueError(say(NEEDS_SIMULATED, name=name, value=getattr(self, name)))
             return
         if self.hardware is not None and not isinstance(self.hardware, str):
-            raise TypeError(f"hardware must be a device name (a str), got {self.hardware!r}")
+            raise TypeError(say(HARDWARE_TYPE, value=self.hardware))
         if self.sim_factors is not None and not isinstance(self.sim_factors, (str, os.PathLike)):
-            raise TypeError(f"sim_factors must be the path of a JSON file, got {self.sim_factors!r}")
+            raise TypeError(say(SIM_FACTORS_TYPE, value=self.sim_factors))
 
     @property
     def simulated(self) -> bool:
@@ -113,13 +133,13 @@ class Settings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(kwargs) - known)
         if unknown:
-            raise TypeError(f"unknown engine setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise TypeError(say(UNKNOWN_SETTINGS, names=", ".join(unknown), known=", ".join(sorted(known))))
         return cls(**kwargs)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _check_positive(name: str, value: Any, alternative: str = "") -> None:
+def _check_positive(name: str, value: Any, refusal: Text = NOT_POSITIVE) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int{alternative}, got {value!r}")
+        raise ValueError(say(refusal, name=name, value=value))

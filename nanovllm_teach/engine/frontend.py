@@ -36,10 +36,20 @@ from nanovllm_teach.engine.llm_engine import LLMEngine
 from nanovllm_teach.engine.request_checks import checked_token_ids
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.engine.serialized import serialized
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sampling_params import SamplingParams
 
 Prompt = str | list[int]
 SIBLING_SEED_STRIDE = 0x9E3779B97F4A7C15  # sample i > 0 of a seeded request draws with seed + i * this
+
+ONE_SAMPLE_PER_REQUEST = Text(en="add_request takes n=1 (one sequence per request), got n={n}: generate() runs n "
+                                 "samples per prompt",
+                              zh="add_request 只接受 n=1（每个请求一个序列），收到的是 n={n}：每个 prompt 采样 n 次请用 "
+                                 "generate()")
+REQUESTS_UNFINISHED = Text(en="{caller} cannot start while requests added with add_request are unfinished (seq_ids "
+                              "{seq_ids}): finish them with step() or abort_request() them first",
+                           zh="用 add_request 加入的请求尚未完成（seq_ids {seq_ids}），{caller} 不能开始：请先用 step() "
+                              "跑完它们，或用 abort_request() 中止它们")
 
 
 def sibling_params(params: SamplingParams, index: int) -> SamplingParams:
@@ -103,8 +113,7 @@ class Frontend(LLMEngine):
         per request (``n`` 1): ``generate`` fans out ``n``."""
         params = sampling_params or SamplingParams()
         if isinstance(params, SamplingParams) and params.n != 1:
-            raise ValueError(f"add_request takes n=1 (one sequence per request), got n={params.n}: generate() "
-                             f"runs n samples per prompt")
+            raise ValueError(say(ONE_SAMPLE_PER_REQUEST, n=params.n))
         seq = self.make_sequence(prompt, params)
         try:
             self.add_sequence(seq)
@@ -201,9 +210,7 @@ class Frontend(LLMEngine):
         aborted first. It refuses (``ValueError``) to start while requests queued with ``add_request`` are
         unfinished, since it returns its own requests' outputs."""
         if not self.is_finished():
-            raise ValueError(
-                f"{caller} cannot start while requests added with add_request are unfinished (seq_ids "
-                f"{sorted(self.scheduler.accepted)}): finish them with step() or abort_request() them first")
+            raise ValueError(say(REQUESTS_UNFINISHED, caller=caller, seq_ids=sorted(self.scheduler.accepted)))
         try:
             with self.generating(len(seqs)):
                 yield

@@ -38,10 +38,13 @@ from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import should_stop
 from nanovllm_teach.engine.teaching import Teaching
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.events import GenerateFinish, GenerateStart
 from nanovllm_teach.trace.recorder import Recorder
 
+NOTHING_TO_STEP = Text(en="step() called with no request waiting or running",
+                       zh="调用了 step()，但没有等待中或运行中的请求")
 
 class StepResult(NamedTuple):
     """One step's outcome (``num_tokens``: nano-vllm's statistic, see ``LLMEngine.step``)."""
@@ -125,7 +128,7 @@ class LLMEngine:
         token), negative for a decode (minus its batch size); the rest is in ``last_step``. If it raises, the
         step is undone, and calling it again resumes."""
         if self.scheduler.is_finished():
-            raise RuntimeError("step() called with no request waiting or running")
+            raise RuntimeError(say(NOTHING_TO_STEP))
         checkpoint = transaction.checkpoint(self.scheduler)
         self.num_steps += 1
         try:

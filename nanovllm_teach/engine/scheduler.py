@@ -30,7 +30,11 @@ from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.block_manager import BlockManager
 from nanovllm_teach.engine.decisions import Allocated, Decision, Finished, Preempted
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
+from nanovllm_teach.i18n import Text, say
 
+# A learner's policy (the scheduling-policy exercise) returns what it returns: it is checked, not trusted.
+BAD_CHOICE = Text(en="choose_next must return an index into the {count} waiting sequences, got {index!r}",
+                  zh="choose_next 必须返回 {count} 个等待中序列之一的下标，收到的是 {index!r}")
 
 def choose_next(waiting: deque[Sequence]) -> int:
     """Which waiting sequence is admitted next, as its index in ``waiting`` (which it must not change).
@@ -119,8 +123,7 @@ class Scheduler:
         if not self.waiting[0].block_table:
             index = choose_next(self.waiting)
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.waiting):
-                raise ValueError(f"choose_next must return an index into the {len(self.waiting)} waiting "
-                                 f"sequences, got {index!r}")
+                raise ValueError(say(BAD_CHOICE, count=len(self.waiting), index=index))
             if index:
                 seq = self.waiting[index]
                 del self.waiting[index]

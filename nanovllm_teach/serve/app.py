@@ -51,8 +51,11 @@ from nanovllm_teach.serve.http import RequireApiKey, add_client_gone_handler, re
 from nanovllm_teach.serve.limits import ServeLimits
 from nanovllm_teach.serve.messages import Submit, Update
 from nanovllm_teach.serve.metrics import ServerMetrics
-from nanovllm_teach.serve.protocol import (ApiError, ChatRequest, CompletionRequest, Shape, chat_logprobs,
-                                           chat_prompt_ids, completion_logprobs, parse, prompt_ids, usage)
+from nanovllm_teach.i18n import say
+from nanovllm_teach.serve.protocol import (MAX_TOKENS_TOO_LARGE, MODEL_NOT_FOUND, MORE_THAN_CAPACITY, QUEUE_FULL,
+                                           TOO_MANY_CHOICES, ApiError, ChatRequest, CompletionRequest, Shape,
+                                           chat_logprobs, chat_prompt_ids, completion_logprobs, parse, prompt_ids,
+                                           usage)
 
 COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat's is what the context has left
 _ENCODE = msgspec.json.Encoder().encode
@@ -80,8 +83,8 @@ class Server:
 
     def check_model(self, model: str) -> None:
         if model != self.model_name:
-            raise ApiError(404, f"the model {model!r} does not exist: this server serves {self.model_name!r}",
-                           param="model", code="model_not_found")
+            raise ApiError(404, say(MODEL_NOT_FOUND, model=model, served=self.model_name), param="model",
+                           code="model_not_found")
 
     def params(self, req: CompletionRequest | ChatRequest, num_prompt_tokens: int,
                default_max_tokens: int | None) -> SamplingParams:
@@ -94,10 +97,8 @@ class Server:
         if max_tokens is None:
             max_tokens = max(1, room if default_max_tokens is None else min(default_max_tokens, room))
         elif max_tokens > room >= 0:  # (a prompt longer than the context is the engine's 400, which names it)
-            raise ApiError(400, f"max_tokens is too large: {max_tokens}. This model's maximum context length is "
-                                f"max_model_len={self.max_model_len} tokens and your request has {num_prompt_tokens} "
-                                f"input tokens ({max_tokens} > {self.max_model_len} - {num_prompt_tokens})",
-                           param="max_tokens")
+            raise ApiError(400, say(MAX_TOKENS_TOO_LARGE, max_tokens=max_tokens, max_model_len=self.max_model_len,
+                                    prompt_tokens=num_prompt_tokens), param="max_tokens")
         values = {"temperature": 1.0 if req.temperature is None else req.temperature,
                   "max_tokens": max_tokens,
                   "seed": req.seed, "ignore_eos": req.ignore_eos, "top_p": 1.0 if req.top_p is None else req.top_p,
@@ -106,7 +107,8 @@ class Server:
         try:
             return SamplingParams(**values)
         except (TypeError, ValueError) as error:
-            # The message begins with the field's name, or says it in words ("every stop token id must ...").
+            # The message begins with the field's name (in both languages), or says it in words ("every stop token
+            # id must ...").
             message = str(error).removeprefix("every ")
             field = next((name for name in sorted(values, key=len, reverse=True)
                           if message.startswith((name, name.replace("_", " ").removesuffix("s")))), None)
@@ -116,18 +118,15 @@ class Server:
                   params: SamplingParams, chat: bool) -> Response:
         """Serve ``prompts`` (one engine request each, all with ``params``) as one response."""
         if len(prompts) * params.n > MAX_N:
-            raise ApiError(400, f"the request asks for {len(prompts)} prompts x n={params.n} choices, more than "
-                                f"{MAX_N}", param="n")
+            raise ApiError(400, say(TOO_MANY_CHOICES, prompts=len(prompts), n=params.n, limit=MAX_N), param="n")
         if self.core.failure is not None:  # fail fast: nothing would ever answer
             raise ApiError(503, self.core.failure)
         num_seqs = len(prompts) * params.n  # what the queue holds: each choice of each prompt is a sequence
         if num_seqs > self.capacity:  # no retry would ever fit it: the client's mistake, not a busy server
-            raise ApiError(400, f"the request asks for {num_seqs} sequences (prompts x n), more than this server "
-                                f"holds at once ({self.capacity})", param="n")
+            raise ApiError(400, say(MORE_THAN_CAPACITY, count=num_seqs, capacity=self.capacity), param="n")
         if self.in_flight + num_seqs > self.capacity:
             self.metrics.refused_queue_full()
-            raise ApiError(503, f"the waiting queue is full ({self.limits.max_waiting} sequences beyond the "
-                                f"running batch; this request is {num_seqs}): retry later",
+            raise ApiError(503, say(QUEUE_FULL, waiting=self.limits.max_waiting, count=num_seqs),
                            headers={"Retry-After": "1"})
         flight = _Flight(self, [next(self._ids) for _ in prompts], num_seqs)
         try:

@@ -19,10 +19,14 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.serve.app import create_app
 from nanovllm_teach.serve.core_client import EngineCoreClient
 from nanovllm_teach.serve.http import uvicorn_config
 from nanovllm_teach.serve.limits import ServeLimits
+
+NOT_LISTENING = Text(en="the server did not start on {host}:{port} within {timeout_s} s",
+                     zh="服务器没有在 {timeout_s} 秒内在 {host}:{port} 上启动")
 
 
 def build_server(model: str | Path | None = None, *, trace: str | Path | None = None,
@@ -71,7 +75,7 @@ class BackgroundServer:
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self._server.should_exit = True
-                raise RuntimeError(f"the server did not start on {host}:{port} within {start_timeout_s} s")
+                raise RuntimeError(say(NOT_LISTENING, host=host, port=port, timeout_s=start_timeout_s))
             time.sleep(0.02)
         bound_host, bound_port = self._server.servers[0].sockets[0].getsockname()[:2]
         self.url = f"http://{bound_host}:{bound_port}"

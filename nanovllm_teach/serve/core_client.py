@@ -39,6 +39,7 @@ import zmq
 import zmq.asyncio
 
 import nanovllm_teach
+from nanovllm_teach.i18n import ENV_VAR, Text, resolve_lang, say
 from nanovllm_teach.serve.messages import (Abort, CoreSpec, Failed, FromCore, Ready, Shutdown, StepOutput, Submit,
                                            ToCore, Update)
 from nanovllm_teach.serve.metrics import ServerMetrics
@@ -46,6 +47,10 @@ from nanovllm_teach.serve.metrics import ServerMetrics
 START_TIMEOUT_S = 300.0  # loading torch and the model on a busy laptop takes tens of seconds
 STOP_TIMEOUT_S = 30.0  # the core closes its engine and trace within this long of Shutdown, or is killed
 WATCH_S = 0.5  # how often the reader looks whether the core process is still alive when no output comes
+
+CORE_EXITED = Text(en="the engine core exited with status {status} before it was ready",
+                   zh="引擎核心进程在就绪之前就退出了，退出状态 {status}")
+CORE_NOT_READY = Text(en="the engine core was not ready within {timeout_s} s", zh="引擎核心进程没有在 {timeout_s} 秒内就绪")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(FromCore)
@@ -83,6 +88,8 @@ class EngineCoreClient:
         spec = CoreSpec(inputs, outputs, None if model is None else str(model), settings,
                         None if trace is None else str(trace), live)
         env = dict(os.environ)
+        # The core refuses a request (a prompt too long, a bad token id) in its own words: the server's language.
+        env[ENV_VAR] = resolve_lang()
         # The core imports this very package, wherever it was imported from here (a worktree, a notebook's path).
         root = str(Path(nanovllm_teach.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -230,8 +237,8 @@ def _first_message(from_core: Any, process: subprocess.Popen) -> Ready:
             if isinstance(message, Failed):
                 raise ValueError(message.reason) if message.usage else RuntimeError(message.reason)
         elif process.poll() is not None:
-            raise RuntimeError(f"the engine core exited with status {process.returncode} before it was ready")
-    raise RuntimeError(f"the engine core was not ready within {START_TIMEOUT_S} s")
+            raise RuntimeError(say(CORE_EXITED, status=process.returncode))
+    raise RuntimeError(say(CORE_NOT_READY, timeout_s=START_TIMEOUT_S))
 
 
 def _end(process: subprocess.Popen) -> None:

@@ -37,7 +37,8 @@ from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from nanovllm_teach.serve.limits import ServeLimits
-from nanovllm_teach.serve.protocol import ApiError
+from nanovllm_teach.i18n import say
+from nanovllm_teach.serve.protocol import BODY_OVER_LIMIT, BODY_TOO_LARGE, BODY_TOO_SLOW, ApiError
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +102,17 @@ async def read_body(request: Request, limits: ServeLimits) -> bytes:
     declared = request.headers.get("content-length")
     size_limit = limits.max_body_bytes
     if declared is not None and declared.isdigit() and int(declared) > size_limit:
-        raise ApiError(413, f"the body has {declared} bytes, more than this server takes ({size_limit})")
+        raise ApiError(413, say(BODY_TOO_LARGE, size=declared, limit=size_limit))
     chunks, size = [], 0
     try:
         async with asyncio.timeout(limits.body_timeout_s):
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > size_limit:
-                    raise ApiError(413, f"the body has more than {size_limit} bytes, more than this server takes")
+                    raise ApiError(413, say(BODY_OVER_LIMIT, limit=size_limit))
                 chunks.append(chunk)
     except TimeoutError:
-        raise ApiError(408, f"the body did not arrive within {limits.body_timeout_s} s",
-                       headers={"Connection": "close"}) from None
+        raise ApiError(408, say(BODY_TOO_SLOW, timeout_s=limits.body_timeout_s), headers={"Connection": "close"}) from None
     except ClientDisconnect:
         raise ClientGone(f"{request.client}: left after {size} bytes of its body") from None
     return b"".join(chunks)

@@ -33,8 +33,8 @@ import msgspec
 from fastapi import FastAPI, Query
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from nanovllm_teach.i18n import LANGS, resolve_lang
-from nanovllm_teach.serve.protocol import ApiError
+from nanovllm_teach.i18n import LANGS, resolve_lang, say
+from nanovllm_teach.serve.protocol import TOO_MANY_FOLLOWERS, ApiError
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.viz.page import replay_page
@@ -123,7 +123,7 @@ class LiveFeed:
         @app.get("/live/events")
         async def live_events() -> Response:
             if self.subscribers >= self.max_subscribers:
-                error = ApiError(503, f"{self.max_subscribers} clients follow the live events already: retry later")
+                error = ApiError(503, say(TOO_MANY_FOLLOWERS, count=self.max_subscribers))
                 return JSONResponse(error.body(), status_code=503, headers={"Retry-After": "5"})
             return _Subscription(self)
 

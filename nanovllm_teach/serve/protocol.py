@@ -35,6 +35,7 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.logprobs import TokenLogprobs
 
 _ENCODE = msgspec.json.Encoder().encode
@@ -45,6 +46,40 @@ NEUTRAL = {
     "suffix": (None, ""), "tools": (None, []), "tool_choice": (None, "none", "auto"), "response_format": (None,),
     "repetition_penalty": (None, 1, 1.0),
 }
+
+# The server's refusals, in the server's language (its --lang), here beside ``ApiError`` for every route's
+# use. Where vLLM has words for the same refusal, the English is vLLM's. Pydantic's own descriptions of a
+# bad field (``{field}: Input should be ...``) stay pydantic's.
+MODEL_NOT_FOUND = Text(en="the model {model!r} does not exist: this server serves {served!r}",
+                       zh="模型 {model!r} 不存在：这个服务器提供的是 {served!r}")
+MAX_TOKENS_TOO_LARGE = Text(
+    en="max_tokens is too large: {max_tokens}. This model's maximum context length is max_model_len={max_model_len} "
+       "tokens and your request has {prompt_tokens} input tokens ({max_tokens} > {max_model_len} - {prompt_tokens})",
+    zh="max_tokens 太大：{max_tokens}。这个模型的最大上下文长度是 max_model_len={max_model_len} 个 token，而你的请求"
+       "已有 {prompt_tokens} 个输入 token（{max_tokens} > {max_model_len} - {prompt_tokens}）")
+TOO_MANY_CHOICES = Text(en="the request asks for {prompts} prompts x n={n} choices, more than {limit}",
+                        zh="这个请求要求 {prompts} 个 prompt x n={n} 个 choice，超过了上限 {limit}")
+MORE_THAN_CAPACITY = Text(en="the request asks for {count} sequences (prompts x n), more than this server holds at once "
+                             "({capacity})",
+                          zh="这个请求要求 {count} 个序列（prompt 数 x n），超过了这个服务器同时能容纳的数量（{capacity}）")
+QUEUE_FULL = Text(en="the waiting queue is full ({waiting} sequences beyond the running batch; this request is "
+                     "{count}): retry later",
+                  zh="等待队列已满（正在运行的 batch 之外已有 {waiting} 个序列；这个请求有 {count} 个）：请稍后重试")
+BODY_TOO_LARGE = Text(en="the body has {size} bytes, more than this server takes ({limit})",
+                      zh="请求体有 {size} 字节，超过了这个服务器接受的上限（{limit}）")
+BODY_OVER_LIMIT = Text(en="the body has more than {limit} bytes, more than this server takes",
+                       zh="请求体超过了 {limit} 字节，超过了这个服务器接受的上限")
+BODY_TOO_SLOW = Text(en="the body did not arrive within {timeout_s} s", zh="请求体没有在 {timeout_s} 秒内到达")
+TOO_MANY_FOLLOWERS = Text(en="{count} clients follow the live events already: retry later",
+                          zh="已有 {count} 个客户端在跟踪实时事件：请稍后重试")
+TOP_LOGPROBS_ALONE = Text(en="top_logprobs needs logprobs: true", zh="top_logprobs 需要 logprobs: true")
+NOT_JSON = Text(en="the body is not valid JSON: {why}", zh="请求体不是合法的 JSON：{why}")
+NOT_FINITE = Text(en="must be a finite number, got {value!r}", zh="必须是有限数，收到的是 {value!r}")
+NOT_SUPPORTED = Text(en="{name} is not supported by this server yet (got {value!r})",
+                     zh="这个服务器暂不支持 {name}（收到的是 {value!r}）")
+TEMPLATE_REFUSED = Text(en="messages: the chat template refused them: {why}", zh="messages：chat 模板拒绝了它们：{why}")
+EMPTY_PROMPT = Text(en="prompt is empty: at least one token is needed", zh="prompt 为空：至少需要一个 token")
+LONE_SURROGATE = Text(en="prompt is not valid Unicode (a lone surrogate)", zh="prompt 不是合法的 Unicode（含有单独的代理项）")
 
 
 class ApiError(Exception):
@@ -120,7 +155,7 @@ class ChatRequest(_Common):
 
     def num_logprobs(self) -> int | None:
         if self.top_logprobs is not None and not self.logprobs:
-            raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+            raise ApiError(400, say(TOP_LOGPROBS_ALONE), param="top_logprobs")
         return (self.top_logprobs or 0) if self.logprobs else None
 
 
@@ -131,15 +166,15 @@ def parse(kind: type[_Common], body: bytes) -> _Common:
     except ValidationError as error:
         first = error.errors()[0]
         if first["type"] == "json_invalid":
-            raise ApiError(400, f"the body is not valid JSON: {first['msg']}") from None
+            raise ApiError(400, say(NOT_JSON, why=first["msg"])) from None
         field = ".".join(str(part) for part in first["loc"]) or None
         message = first["msg"]
         if first["type"] == "finite_number":  # vLLM's words
-            message = f"must be a finite number, got {first['input']!r}"
+            message = say(NOT_FINITE, value=first["input"])
         raise ApiError(400, f"{field}: {message}" if field else message, param=field) from None
     for name, value in (request.model_extra or {}).items():
         if name in NEUTRAL and value not in NEUTRAL[name]:
-            raise ApiError(400, f"{name} is not supported by this server yet (got {value!r})", param=name)
+            raise ApiError(400, say(NOT_SUPPORTED, name=name, value=value), param=name)
     return request
 
 
@@ -236,7 +271,7 @@ def chat_prompt_ids(tokenizer: Any, req: ChatRequest) -> list[int]:
     try:
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except Exception as error:  # the template's own checks (a jinja exception): the messages are at fault
-        raise ApiError(400, f"messages: the chat template refused them: {error}", param="messages") from None
+        raise ApiError(400, say(TEMPLATE_REFUSED, why=error), param="messages") from None
     return tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -245,9 +280,9 @@ def prompt_ids(tokenizer: Any, prompt: str | list[int]) -> list[int]:
     if isinstance(prompt, list):
         return prompt
     if not prompt:
-        raise ApiError(400, "prompt is empty: at least one token is needed", param="prompt")
+        raise ApiError(400, say(EMPTY_PROMPT), param="prompt")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError:
-        raise ApiError(400, "prompt is not valid Unicode (a lone surrogate)", param="prompt") from None
+        raise ApiError(400, say(LONE_SURROGATE), param="prompt") from None
     return tokenizer.encode(prompt, add_special_tokens=False)

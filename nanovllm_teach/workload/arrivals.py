@@ -50,9 +50,18 @@ from tqdm.auto import tqdm
 
 from nanovllm_teach.engine.frontend import Frontend
 from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
 from nanovllm_teach.workload.requests import Request
+
+SERVER_SECONDS = Text(en="API server {name} must be a number of seconds in [0, 60), got {value!r}",
+                      zh="API server 的 {name} 必须是 [0, 60) 区间内的秒数，收到的是 {value!r}")
+BAD_CONCURRENCY = Text(en="concurrency must be an int >= 1 (clients) or None (open loop), got {value!r}",
+                       zh="concurrency 必须是 >= 1 的 int（客户端数），或 None（开环），收到的是 {value!r}")
+BAD_ADMIT_EVERY = Text(en="admit_every must be an int in 1..1024 (steps between admissions), got {value!r}",
+                       zh="admit_every 必须是 1..1024 之间的 int（两次接纳之间的步数），收到的是 {value!r}")
+NOT_A_SERVER = Text(en="server must be an ApiServer, got {kind}", zh="server 必须是 ApiServer，收到的是 {kind}")
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ class ApiServer:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 60:
-                raise ValueError(f"API server {f.name} must be a number of seconds in [0, 60), got {value!r}")
+                raise ValueError(say(SERVER_SECONDS, name=f.name, value=value))
 
     def service_s(self, num_prompt_tokens: int) -> float:
         """How long the server works on one request before handing it to the engine."""
@@ -96,11 +105,11 @@ def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eo
     and the clock, True ends the run (both: see the module's docstring)."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
-        raise ValueError(f"concurrency must be an int >= 1 (clients) or None (open loop), got {concurrency!r}")
+        raise ValueError(say(BAD_CONCURRENCY, value=concurrency))
     if isinstance(admit_every, bool) or not isinstance(admit_every, int) or not 1 <= admit_every <= 1024:
-        raise ValueError(f"admit_every must be an int in 1..1024 (steps between admissions), got {admit_every!r}")
+        raise ValueError(say(BAD_ADMIT_EVERY, value=admit_every))
     if not isinstance(server, ApiServer):
-        raise TypeError(f"server must be an ApiServer, got {type(server).__name__}")
+        raise TypeError(say(NOT_A_SERVER, kind=type(server).__name__))
     seqs = [engine.make_sequence(r.prompt_token_ids, _params(r, ignore_eos, answers is not None)) for r in workload]
     if answers is not None and not ignore_eos:  # only once every request is valid: a refusal changes nothing
         for seq, request in zip(seqs, workload):

@@ -19,6 +19,13 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nanovllm_teach.i18n import Text, say
+
+SLO_LIMIT = Text(en="Slo.{name} must be a positive, finite number of milliseconds, got {value!r}",
+                 zh="Slo.{name} 必须是正的有限毫秒数，收到的是 {value!r}")
+NOT_AN_SLO = Text(en="slo must be an Slo, got {kind}", zh="slo 必须是 Slo，收到的是 {kind}")
+NO_VALUES = Text(en="percentile of no values", zh="没有数值，无法求百分位数")
+
 
 @dataclass(frozen=True)
 class Slo:
@@ -32,7 +39,7 @@ class Slo:
         for name in ("ttft_ms", "tpot_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"Slo.{name} must be a positive, finite number of milliseconds, got {value!r}")
+                raise ValueError(say(SLO_LIMIT, name=name, value=value))
 
     def meets(self, ttft_ms: float | None, tpot_ms: float | None, finished: bool) -> bool:
         """Whether a request met both limits. An unfinished request has not met them (its TPOT is not known
@@ -105,7 +112,7 @@ class WorkloadResult:
     def goodput(self, slo: Slo) -> float:
         """Requests per second that met ``slo``, over the run's duration (0.0 for a run of no duration)."""
         if not isinstance(slo, Slo):
-            raise TypeError(f"slo must be an Slo, got {type(slo).__name__}")
+            raise TypeError(say(NOT_AN_SLO, kind=type(slo).__name__))
         met = sum(times.meets(slo) for times in self.requests.values())
         return met / self.duration_s if self.duration_s > 0 else 0.0
 
@@ -127,6 +134,6 @@ def percentile(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1): the sorted values' entry at index ``int(q * n)`` (the largest for q = 1), so
     always a value that occurred; for a median of an even count, the upper of the middle two."""
     if not values:
-        raise ValueError("percentile of no values")
+        raise ValueError(say(NO_VALUES))
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

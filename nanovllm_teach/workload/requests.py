@@ -29,7 +29,32 @@ from array import array
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
+
+NOT_POSITIVE = Text(en="{name} must be an int >= 1, got {value!r}", zh="{name} 必须是 >= 1 的 int，收到的是 {value!r}")
+LO_ABOVE_HI = Text(en="{kind} needs lo <= hi, got lo={lo}, hi={hi}", zh="{kind} 要求 lo <= hi，收到的是 lo={lo}, hi={hi}")
+LOGNORMAL_SHAPE = Text(en="LogNormal needs median > 0 and sigma >= 0, got {median!r}, {sigma!r}",
+                       zh="LogNormal 要求 median > 0 且 sigma >= 0，收到的是 {median!r}, {sigma!r}")
+LOGNORMAL_FIT = Text(en="fitting a LogNormal needs p90 > median > 0, got median={median}, p90={p90}",
+                     zh="拟合 LogNormal 要求 p90 > median > 0，收到的是 median={median}, p90={p90}")
+POISSON_RATE = Text(en="Poisson rate must be a number > 0 (requests per second), got {rate!r}",
+                    zh="Poisson 的 rate 必须是 > 0 的数（每秒请求数），收到的是 {rate!r}")
+BURST_EVERY = Text(en="Burst every_s must be a finite number >= 0, got {every_s!r}",
+                   zh="Burst 的 every_s 必须是 >= 0 的有限数，收到的是 {every_s!r}")
+REPLAY_ORDER = Text(en="Replay arrival times must be >= 0 and in increasing order",
+                    zh="Replay 的到达时间必须 >= 0，并且按递增顺序排列")
+REPLAY_COUNT = Text(en="Replay holds {held} arrival times, the workload asks for {asked}",
+                    zh="Replay 里有 {held} 个到达时间，工作负载却要 {asked} 个")
+SPAN_TOO_LONG = Text(en="{count} requests arriving as {arrivals} would take {span:.3g} s to arrive, more than the "
+                        "{limit:.0e} s (116 days) a workload may span",
+                     zh="{count} 个请求按 {arrivals} 到达需要 {span:.3g} 秒，超过了一个工作负载最多可跨越的 "
+                        "{limit:.0e} 秒（116 天）")
+LENGTH_SPEC_NOT_A_NUMBER = Text(en="length spec {spec!r} has a part that is not a number; use {forms}",
+                                zh="长度规格 {spec!r} 中有一部分不是数字；可用的写法：{forms}")
+ARRIVAL_SPEC_NOT_A_NUMBER = Text(en="arrival spec {spec!r} has a part that is not a number; use {forms}",
+                                 zh="到达规格 {spec!r} 中有一部分不是数字；可用的写法：{forms}")
+UNKNOWN_LENGTH_SPEC = Text(en="unknown length spec {spec!r}; use {forms}", zh="未知的长度规格 {spec!r}；可用的写法：{forms}")
+UNKNOWN_ARRIVAL_SPEC = Text(en="unknown arrival spec {spec!r}; use {forms}", zh="未知的到达规格 {spec!r}；可用的写法：{forms}")
 
 
 @dataclass(frozen=True)
@@ -57,7 +82,7 @@ class Lengths(Protocol):
 
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        raise ValueError(say(NOT_POSITIVE, name=name, value=value))
     return value
 
 
@@ -89,7 +114,7 @@ class Uniform:
     def __post_init__(self) -> None:
         _positive_int("Uniform lo", self.lo)
         if _positive_int("Uniform hi", self.hi) < self.lo:
-            raise ValueError(f"Uniform needs lo <= hi, got lo={self.lo}, hi={self.hi}")
+            raise ValueError(say(LO_ABOVE_HI, kind="Uniform", lo=self.lo, hi=self.hi))
 
     def sample(self, rng: random.Random) -> int:
         return rng.randint(self.lo, self.hi)
@@ -118,15 +143,15 @@ class LogNormal:
 
     def __post_init__(self) -> None:
         if not self.median > 0 or not self.sigma >= 0:
-            raise ValueError(f"LogNormal needs median > 0 and sigma >= 0, got {self.median!r}, {self.sigma!r}")
+            raise ValueError(say(LOGNORMAL_SHAPE, median=self.median, sigma=self.sigma))
         if _positive_int("LogNormal hi", self.hi) < _positive_int("LogNormal lo", self.lo):
-            raise ValueError(f"LogNormal needs lo <= hi, got lo={self.lo}, hi={self.hi}")
+            raise ValueError(say(LO_ABOVE_HI, kind="LogNormal", lo=self.lo, hi=self.hi))
 
     @classmethod
     def fit(cls, median: float, p90: float, lo: int = 1, hi: int = 1_000_000) -> "LogNormal":
         """The log-normal with this median and 90th percentile."""
         if not p90 > median > 0:
-            raise ValueError(f"fitting a LogNormal needs p90 > median > 0, got median={median}, p90={p90}")
+            raise ValueError(say(LOGNORMAL_FIT, median=median, p90=p90))
         return cls(median, math.log(p90 / median) / Z90, lo, hi)
 
     def sample(self, rng: random.Random) -> int:
@@ -185,7 +210,7 @@ class Poisson:
 
     def __post_init__(self) -> None:
         if isinstance(self.rate, bool) or not isinstance(self.rate, (int, float)) or not 0 < self.rate < math.inf:
-            raise ValueError(f"Poisson rate must be a number > 0 (requests per second), got {self.rate!r}")
+            raise ValueError(say(POISSON_RATE, rate=self.rate))
 
     def times(self, n: int, rng: random.Random) -> list[float]:
         t, out = 0.0, []
@@ -206,7 +231,7 @@ class Burst:
     def __post_init__(self) -> None:
         _positive_int("Burst size", self.size)
         if not 0 <= self.every_s < math.inf:
-            raise ValueError(f"Burst every_s must be a finite number >= 0, got {self.every_s!r}")
+            raise ValueError(say(BURST_EVERY, every_s=self.every_s))
 
     def times(self, n: int, rng: random.Random) -> list[float]:
         return [(i // self.size) * self.every_s for i in range(n)]
@@ -233,11 +258,11 @@ class Replay:
     def __post_init__(self) -> None:
         times = list(self.arrival_s)
         if any(not t >= 0 for t in times) or times != sorted(times):
-            raise ValueError("Replay arrival times must be >= 0 and in increasing order")
+            raise ValueError(say(REPLAY_ORDER))
 
     def times(self, n: int, rng: random.Random) -> list[float]:
         if n != len(self.arrival_s):
-            raise ValueError(f"Replay holds {len(self.arrival_s)} arrival times, the workload asks for {n}")
+            raise ValueError(say(REPLAY_COUNT, held=len(self.arrival_s), asked=n))
         return list(self.arrival_s)
 
     def span_s(self, n: int) -> float:
@@ -273,8 +298,7 @@ def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, o
     _positive_int("vocab_size", vocab_size)
     span = arrivals.span_s(num_requests)
     if not span <= MAX_SPAN_S:
-        raise ValueError(f"{num_requests} requests arriving as {arrivals} would take {span:.3g} s to arrive, more "
-                         f"than the {MAX_SPAN_S:.0e} s (116 days) a workload may span")
+        raise ValueError(say(SPAN_TOO_LONG, count=num_requests, arrivals=arrivals, span=span, limit=MAX_SPAN_S))
     rng = random.Random(seed)
     pool = list(range(vocab_size))
     prefixes = ([_token_ids(rng, pool, shared_prefix.prefix_len) for _ in range(shared_prefix.num_groups)]
@@ -287,38 +311,38 @@ def make_workload(num_requests: int, arrivals: Arrivals, prompt_lens: Lengths, o
     return requests
 
 
-_LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, sharegpt-prompt or sharegpt-output"
-_ARRIVAL_SPECS = "poisson:RATE, burst:SIZE:EVERY_S or at-once"
+_LENGTH_SPECS = "fixed:N, uniform:LO:HI, lognormal:MEDIAN:P90, sharegpt-prompt, sharegpt-output"
+_ARRIVAL_SPECS = "poisson:RATE, burst:SIZE:EVERY_S, at-once"  # forms, not words: both languages show them as they are
 
 
-def _numbers(spec: str, kind: str, forms: str, cast: type) -> tuple[str, list]:
+def _numbers(spec: str, refusal: Text, forms: str, cast: type) -> tuple[str, list]:
     name, *args = spec.split(":")
     try:
         return name, [cast(a) for a in args]
     except ValueError:
-        raise ValueError(f"{kind} spec {spec!r} has a part that is not a number; use {forms}") from None
+        raise ValueError(say(refusal, spec=spec, forms=forms)) from None
 
 
 def parse_lengths(spec: str, hi: int = 1_000_000) -> Lengths:
     """A length distribution from a command-line spec (``uniform:100:1024``; forms in ``_LENGTH_SPECS``).
     ``hi`` clips the log-normals' long tails (a chat prompt of 50,000 tokens fits no ``max_model_len``)."""
-    name, numbers = _numbers(spec, "length", _LENGTH_SPECS, int)
+    name, numbers = _numbers(spec, LENGTH_SPEC_NOT_A_NUMBER, _LENGTH_SPECS, int)
     makers = {("fixed", 1): Fixed, ("uniform", 2): Uniform, ("lognormal", 2): lambda m, p: LogNormal.fit(m, p, hi=hi),
               ("sharegpt-prompt", 0): lambda: sharegpt_prompt_lengths(hi=min(1024, hi)),
               ("sharegpt-output", 0): lambda: sharegpt_output_lengths(hi=min(1024, hi))}
     maker = makers.get((name, len(numbers)))
     if maker is None:
-        raise ValueError(f"unknown length spec {spec!r}; use {_LENGTH_SPECS}")
+        raise ValueError(say(UNKNOWN_LENGTH_SPEC, spec=spec, forms=_LENGTH_SPECS))
     return maker(*numbers)
 
 
 def parse_arrivals(spec: str) -> Arrivals:
     """Arrivals from a command-line spec (``poisson:8``; forms in ``_ARRIVAL_SPECS``)."""
-    name, numbers = _numbers(spec, "arrival", _ARRIVAL_SPECS, float)
+    name, numbers = _numbers(spec, ARRIVAL_SPEC_NOT_A_NUMBER, _ARRIVAL_SPECS, float)
     if name == "poisson" and len(numbers) == 1:
         return Poisson(numbers[0])
     if name == "burst" and len(numbers) == 2 and numbers[0].is_integer():
         return Burst(int(numbers[0]), numbers[1])
     if name == "at-once" and not numbers:
         return AtOnce()
-    raise ValueError(f"unknown arrival spec {spec!r}; use {_ARRIVAL_SPECS}")
+    raise ValueError(say(UNKNOWN_ARRIVAL_SPEC, spec=spec, forms=_ARRIVAL_SPECS))
