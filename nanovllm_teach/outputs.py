@@ -20,11 +20,16 @@ from typing import Any
 
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import completion_text, first_stop
+from nanovllm_teach.i18n import Text, say
 
 # The engine's finish reason -> vLLM's.
 API_FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "max_model_len": "length",
                       "aborted": "abort"}
 DICT_KEYS = ("seq_id", "text", "token_ids", "finish_reason")
+NOT_A_DICT_KEY = Text(en="{key!r}: an output answers {keys} as a dict, and the rest as attributes (request_id, prompt, "
+                         "prompt_token_ids, outputs, finished, metrics)",
+                      zh="{key!r}：输出只有 {keys} 可以像 dict 那样取，其余的请作为属性读取（request_id、prompt、"
+                         "prompt_token_ids、outputs、finished、metrics）")
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,7 @@ class RequestOutput:
         values = {"seq_id": first.seq_id, "text": first.text, "token_ids": first.token_ids,
                   "finish_reason": first.engine_finish_reason}
         if key not in values:
-            raise KeyError(f"{key!r}: an output answers {', '.join(DICT_KEYS)} as a dict, and the rest as "
-                           f"attributes (request_id, prompt, prompt_token_ids, outputs, finished, metrics)")
+            raise KeyError(say(NOT_A_DICT_KEY, key=key, keys=", ".join(DICT_KEYS)))
         return values[key]
 
     def keys(self) -> tuple[str, ...]:

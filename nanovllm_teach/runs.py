@@ -21,12 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from unittest import mock
 
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from nanovllm_teach.trace.recorder import Recorder
     from nanovllm_teach.workload.requests import Request
+
+PARAMS_PER_PROMPT = Text(en="workload {name!r}: {count} SamplingParams for {prompts} prompts",
+                         zh="工作负载 {name!r}：{prompts} 个 prompt 却给了 {count} 个 SamplingParams")
+STILL_GOING = Text(en="the run was still going after {max_steps} steps: stopped", zh="运行到第 {max_steps} 步仍未结束：已停止")
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,7 @@ class Workload:
 
     def __post_init__(self) -> None:
         if len(self.params) != len(self.prompts):
-            raise ValueError(f"workload {self.name!r}: {len(self.params)} SamplingParams for "
-                             f"{len(self.prompts)} prompts")
+            raise ValueError(say(PARAMS_PER_PROMPT, name=self.name, count=len(self.params), prompts=len(self.prompts)))
 
     def prompts_for(self, tokenizer: Any) -> list[str | list[int]]:
         """The prompts as ``generate()`` takes them: ``Chat`` messages written out with ``tokenizer``'s
@@ -135,7 +138,7 @@ def _step_limited(llm: Any, max_steps: int) -> Callable[[], Any]:
     def limited() -> Any:
         nonlocal steps
         if steps >= max_steps:
-            raise StepLimitExceeded(f"the run was still going after {max_steps} steps: stopped")
+            raise StepLimitExceeded(say(STILL_GOING, max_steps=max_steps))
         steps += 1
         return step()
     return limited

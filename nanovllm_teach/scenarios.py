@@ -22,6 +22,8 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Chat, Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 
+UNKNOWN_SCENARIO = Text(en="unknown scenario {name!r}; choose from: {names}", zh="没有场景 {name!r}；可选：{names}")
+
 # The walkthrough's two prompts, as in the reference nano-vllm run (Qwen3-0.6B on a GPU). The shipped model
 # answers the first in about 26 tokens and the second in about 85: at 64 tokens, one request finishes on
 # EOS and the other is cut at max_tokens, so the batch falls from 2 to 1 and then the run ends on the cut.
@@ -114,7 +116,7 @@ LESSONS: dict[str, Text] = {
 def lesson(name: str, lang: str | None = None) -> str:
     """Scenario ``name``'s lesson in ``lang`` (None: the chosen language)."""
     if name not in LESSONS:
-        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(LESSONS)}")
+        raise ValueError(say(UNKNOWN_SCENARIO, lang, name=name, names=", ".join(LESSONS)))
     return say(LESSONS[name], lang)
 
 
@@ -165,7 +167,7 @@ def record(name: str, path: str | Path, model: str | Path | None = None, console
     from nanovllm_teach.trace.recorder import TraceRecorder
 
     if name not in SCENARIOS:
-        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS)}")
+        raise ValueError(say(UNKNOWN_SCENARIO, name=name, names=", ".join(SCENARIOS)))
     scenario = SCENARIOS[name]
     recorder = TraceRecorder(path, keep_in_memory=False, sinks=[console] if console else None)
     return record_run(scenario, recorder, model, metadata={"scenario": name, "lesson": scenario.description})

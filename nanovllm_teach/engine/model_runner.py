@@ -46,6 +46,7 @@ from nanovllm_teach.engine.decode_inputs import StaticDecodeInputs, as_tensor, p
 from nanovllm_teach.engine.decode_paths import DecodePaths, filters_rows
 from nanovllm_teach.engine.runner import RunOutput, RunReport
 from nanovllm_teach.engine.tp_group import all_ranks, join
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.layers.attention import Attention, make_attention_backend
 from nanovllm_teach.layers.onednn_linear import pack_linear_weights
 from nanovllm_teach.layers.sampler import SampleInputs, Sampled, Sampler, SamplingFilters
@@ -59,6 +60,18 @@ from nanovllm_teach.utils.threads import apply_thread_rule
 from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_memory, reset_peak, size_kv_cache,
                                          zeros_committed_on_write)
 
+TP_ALREADY_RUNNING = Text(en="a tensor-parallel engine is already running in this process: close() it first",
+                          zh="这个进程里已经有一个张量并行（tensor-parallel）引擎在运行：请先 close() 它")
+BLOCKS_DO_NOT_FIT = Text(
+    en="num_kvcache_blocks={blocks} asks for {asked_gib:.2f} GiB ({block_bytes} bytes per block), but only {room_gib:.2f} "
+       "GiB are left for the KV cache on {device} at gpu_memory_utilization={utilization}: at most {fit} blocks fit",
+    zh="num_kvcache_blocks={blocks} 需要 {asked_gib:.2f} GiB（每块 {block_bytes} 字节），但在 gpu_memory_utilization="
+       "{utilization} 下，{device} 上留给 KV 缓存的只有 {room_gib:.2f} GiB：最多放得下 {fit} 块")
+NO_ROOM_FOR_KV = Text(en="no memory left for the KV cache: budget {budget} bytes, one block needs {block_bytes}; lower "
+                         "max_num_batched_tokens or raise gpu_memory_utilization",
+                      zh="没有内存留给 KV 缓存了：预算 {budget} 字节，而一块就需要 {block_bytes} 字节；请调低 "
+                         "max_num_batched_tokens 或调高 gpu_memory_utilization")
+
 def decode_slot(seq: ScheduledSeq, block_size: int) -> int:
     """The cache slot a decode step stores ``seq``'s newest token's K/V in: in its last block, after the others."""
     return token_slot(seq.block_table, seq.num_tokens - 1, block_size)
@@ -69,7 +82,7 @@ class ModelRunner:
         """``dist_init``: the ``tcp://host:port`` where the ranks of a tensor-parallel group meet (chosen by
         rank 0, see ``engine/tp_workers.py``); unused when ``tensor_parallel_size`` is 1."""
         if dist.is_initialized():  # the layers take their shard from the process-wide default group
-            raise RuntimeError("a tensor-parallel engine is already running in this process: close() it first")
+            raise RuntimeError(say(TP_ALREADY_RUNNING))
         self.config = config
         self.rank = rank
         self.world_size = config.tensor_parallel_size
@@ -183,13 +196,11 @@ class ModelRunner:
         num_blocks_by_rank = [blocks for blocks, _ in by_rank]
         num_blocks, room = min(num_blocks_by_rank), min(room for _, room in by_rank)
         if sizing.explicit is not None and sizing.explicit * block_bytes > room:
-            raise ValueError(f"num_kvcache_blocks={sizing.explicit} asks for {sizing.explicit * block_bytes / 2**30:.2f} "
-                             f"GiB ({block_bytes} bytes per block), but only {max(room, 0) / 2**30:.2f} GiB are left "
-                             f"for the KV cache on {self.device} at gpu_memory_utilization={sizing.utilization}: at "
-                             f"most {max(room, 0) // block_bytes} blocks fit")
+            raise ValueError(say(BLOCKS_DO_NOT_FIT, blocks=sizing.explicit, asked_gib=sizing.explicit * block_bytes / 2**30,
+                                 block_bytes=block_bytes, room_gib=max(room, 0) / 2**30, device=self.device,
+                                 utilization=sizing.utilization, fit=max(room, 0) // block_bytes))
         if num_blocks < 1:
-            raise RuntimeError(f"no memory left for the KV cache: budget {sizing.budget} bytes, one block needs "
-                               f"{block_bytes}; lower max_num_batched_tokens or raise gpu_memory_utilization")
+            raise RuntimeError(say(NO_ROOM_FOR_KV, budget=sizing.budget, block_bytes=block_bytes))
         shape = (2, num_layers, num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)
         self._bind_kv_cache(zeros_committed_on_write(shape, self.dtype) if self.device.type == "cpu" else
                             torch.zeros(shape, dtype=self.dtype, device=self.device))

@@ -22,8 +22,8 @@ TP_TIMEOUT = timedelta(seconds=60)
 
 def join(device: torch.device, dist_init: str | None, world_size: int, rank: int) -> str:
     """Join the group that meets at ``dist_init`` (``tcp://host:port``); returns its backend."""
-    if dist_init is None:
-        raise ValueError("tensor_parallel_size > 1 needs dist_init, the tcp:// address the ranks meet at")
+    # Rank 0 chooses the address and hands it to every rank (engine/tp_workers.py): none is only a bug.
+    assert dist_init is not None, "tensor_parallel_size > 1 needs dist_init, the tcp:// address the ranks meet at"
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend, init_method=dist_init, world_size=world_size, rank=rank, timeout=TP_TIMEOUT)
     return backend

@@ -69,9 +69,10 @@ import torch.distributed as dist
 
 from nanovllm_teach.config import Config
 from nanovllm_teach.engine.batch import ScheduledBatch
-from nanovllm_teach.engine.model_runner import ModelRunner
+from nanovllm_teach.engine.model_runner import TP_ALREADY_RUNNING, ModelRunner
 from nanovllm_teach.engine.tp_group import TP_TIMEOUT
 from nanovllm_teach.engine.runner import RunOutput
+from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 
 HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
@@ -270,8 +271,8 @@ class TensorParallelRunner:
 
     def __init__(self, config: Config, recorder: Recorder) -> None:
         if dist.is_initialized():
-            raise RuntimeError("a tensor-parallel engine is already running in this process: close() it first "
-                               "(the layers take their shard from the process-wide default group)")
+            # The layers take their shard from the process-wide default group: one group per process.
+            raise RuntimeError(say(TP_ALREADY_RUNNING))
         self.pool = WorkerPool(config)
         # Garbage collection or interpreter exit stops the workers even without close(). The finalizer holds
         # the pool, never self, so it does not keep this runner alive.

@@ -11,6 +11,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from nanovllm_teach.i18n import Text, say
+
+# Read from a checkpoint's config.json, which is the user's.
+UNSUPPORTED_ROPE = Text(en="unsupported rope type {rope_type!r} / rope_scaling={scaling!r}: only default RoPE",
+                        zh="不支持的 rope 类型 {rope_type!r} / rope_scaling={scaling!r}：只支持默认的 RoPE")
+NO_ROPE_THETA = Text(en="the model config has no rope_theta", zh="模型的 config 里没有 rope_theta")
+
 
 def rope_theta_of(hf_config) -> float:
     """RoPE base from a Hugging Face config, old style (``rope_theta``) or new (``rope_parameters``)."""
@@ -18,10 +25,10 @@ def rope_theta_of(hf_config) -> float:
     rope_type = params.get("rope_type", params.get("type", "default"))
     scaling = getattr(hf_config, "rope_scaling", None)
     if rope_type != "default" or (scaling and scaling.get("rope_type", scaling.get("type")) != "default"):
-        raise ValueError(f"unsupported rope type {rope_type!r} / rope_scaling={scaling!r}: only default RoPE")
+        raise ValueError(say(UNSUPPORTED_ROPE, rope_type=rope_type, scaling=scaling))
     theta = params.get("rope_theta", getattr(hf_config, "rope_theta", None))
     if theta is None:
-        raise ValueError("the model config has no rope_theta")
+        raise ValueError(say(NO_ROPE_THETA))
     return float(theta)
 
 

@@ -19,7 +19,18 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from transformers import PretrainedConfig
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.models.qwen3 import checkpoint_shapes
+
+# A checkpoint folder is the user's, and may be damaged: each refusal names the file and the tensor.
+NO_SAFETENSORS = Text(en="no *.safetensors files in {path}", zh="{path} 里没有 *.safetensors 文件")
+UNREADABLE_FILE = Text(en="{file} is not a readable safetensors file (truncated or corrupt?): {why}",
+                       zh="{file} 不是可读的 safetensors 文件（被截断或已损坏？）：{why}")
+SHAPE_DISAGREES = Text(en="{file}: tensor {key!r} has shape {shape}, but {config} implies {expected}",
+                       zh="{file}：张量 {key!r} 的形状是 {shape}，但 {config} 给出的形状是 {expected}")
+UNKNOWN_TENSOR = Text(en="checkpoint tensor {key!r} in {file} has no parameter in the model",
+                      zh="{file} 中的 checkpoint 张量 {key!r} 在模型里没有对应的参数")
+MISSING_WEIGHTS = Text(en="checkpoint in {path} lacks weights for: {names}", zh="{path} 中的 checkpoint 缺少这些权重：{names}")
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ def _default_weight_loader(param: nn.Parameter, loaded_weight: torch.Tensor) -> 
 def _safetensors_files(path: str | Path) -> list[Path]:
     files = sorted(Path(path).glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no *.safetensors files in {path}")
+        raise FileNotFoundError(say(NO_SAFETENSORS, path=path))
     return files
 
 
@@ -52,11 +63,11 @@ def check_checkpoint(path: str | Path, hf_config: PretrainedConfig) -> None:
             with safe_open(str(file), framework="pt") as f:
                 shapes = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
         except SafetensorError as exc:
-            raise ValueError(f"{file} is not a readable safetensors file (truncated or corrupt?): {exc}") from exc
+            raise ValueError(say(UNREADABLE_FILE, file=file, why=exc)) from exc
         for key, shape in shapes.items():
             if key in expected and shape != expected[key]:
-                raise ValueError(f"{file.name}: tensor {key!r} has shape {list(shape)}, but "
-                                 f"{Path(path) / 'config.json'} implies {list(expected[key])}")
+                raise ValueError(say(SHAPE_DISAGREES, file=file.name, key=key, shape=list(shape),
+                                     config=Path(path) / "config.json", expected=list(expected[key])))
 
 
 def load_model(model: nn.Module, path: str | Path) -> LoadReport:
@@ -82,7 +93,7 @@ def load_model(model: nn.Module, path: str | Path) -> LoadReport:
                 if target not in params:
                     if key == "lm_head.weight" and "lm_head.weight" not in params:
                         continue  # tied embeddings: the LM head *is* the embedding matrix
-                    raise ValueError(f"checkpoint tensor {key!r} in {file.name} has no parameter in the model")
+                    raise ValueError(say(UNKNOWN_TENSOR, key=key, file=file.name))
                 param = params[target]
                 loader = getattr(param, "weight_loader", _default_weight_loader)
                 tensor = f.get_tensor(key).to(param.dtype)
@@ -93,8 +104,8 @@ def load_model(model: nn.Module, path: str | Path) -> LoadReport:
                 filled.add(target)
     missing = sorted(set(params) - filled)
     if missing:
-        raise ValueError(f"checkpoint in {path} lacks weights for: {', '.join(missing[:8])}"
-                         + (" ..." if len(missing) > 8 else ""))
+        names = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+        raise ValueError(say(MISSING_WEIGHTS, path=path, names=names))
     dtypes = {str(p.dtype).removeprefix("torch.") for p in params.values()}
     return LoadReport(num_files=len(files), num_keys=num_keys,
                       num_params=sum(p.numel() for p in params.values()), dtype=",".join(sorted(dtypes)))

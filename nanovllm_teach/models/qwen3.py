@@ -14,12 +14,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.layers.activation import SiluAndMul
 from nanovllm_teach.layers.attention import Attention
 from nanovllm_teach.layers.embed_head import ParallelLMHead, VocabParallelEmbedding
 from nanovllm_teach.layers.layernorm import RMSNorm, rms_norm_heads
 from nanovllm_teach.layers.linear import MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear
 from nanovllm_teach.layers.rotary_embedding import RotaryEmbedding, apply_rotary, rope_theta_of
+
+# A checkpoint's config.json is the user's: the model says which activation it cannot run.
+UNSUPPORTED_ACTIVATION = Text(en="unsupported hidden_act {hidden_act!r}: Qwen3 uses 'silu'",
+                              zh="不支持的 hidden_act {hidden_act!r}：Qwen3 用的是 'silu'")
 
 
 def head_dim_of(config) -> int:
@@ -62,7 +67,7 @@ class Qwen3MLP(nn.Module):
     def __init__(self, config) -> None:
         super().__init__()
         if config.hidden_act != "silu":
-            raise ValueError(f"unsupported hidden_act {config.hidden_act!r}: Qwen3 uses 'silu'")
+            raise ValueError(say(UNSUPPORTED_ACTIVATION, hidden_act=config.hidden_act))
         self.gate_up_proj = MergedColumnParallelLinear(config.hidden_size, [config.intermediate_size] * 2)
         self.down_proj = RowParallelLinear(config.intermediate_size, config.hidden_size)
         self.act_fn = SiluAndMul()

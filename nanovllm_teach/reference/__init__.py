@@ -21,9 +21,18 @@ from typing import Any
 
 import msgspec
 
-from nanovllm_teach.i18n import Text, resolve_lang
+from nanovllm_teach.i18n import Text, resolve_lang, say
 
 REFERENCE_FILE = Path(__file__).resolve().parent / "nano_vllm_qwen3_0_6b.json"
+
+NO_SUCH_STEP = Text(en="step {number} is not among the reference steps {kept}",
+                    zh="第 {number} 步不在参考运行保留的步里：{kept}")
+NOT_BILINGUAL = Text(en="{file}: {where} must be {shape}, got {found}", zh="{file}：{where} 必须是 {shape}，收到的是 {found}")
+BAD_BILINGUAL = Text(en="{file}: {where} must be {shape} ({why})", zh="{file}：{where} 必须是 {shape}（{why}）")
+NOT_JSON = Text(en="{file}: not JSON ({why})", zh="{file}：不是 JSON（{why}）")
+NO_STEPS = Text(en="{file}: expected an object with a list of steps", zh="{file}：应当是一个含 steps 列表的对象")
+STEP_NOT_OBJECT = Text(en="{file}: steps[{index}] must be an object", zh="{file}：steps[{index}] 必须是一个对象")
+BAD_FIELD = Text(en="{file}: {why}", zh="{file}：{why}")  # msgspec's words, which name the field
 
 
 @dataclass(frozen=True)
@@ -115,23 +124,24 @@ class ReferenceRun:
         for row in self.steps:
             if row.step == number:
                 return row
-        raise KeyError(f"step {number} is not among the reference steps {[row.step for row in self.steps]}")
+        raise KeyError(say(NO_SUCH_STEP, number=number, kept=[row.step for row in self.steps]))
 
 
 class ReferenceFormatError(ValueError):
     """The reference file is damaged: the message names the file and the bad field."""
 
 
-def _bilingual(value: Any, where: str, path: Path) -> Text:
+def _bilingual(value: Any, where: str, path: Path, lang: str) -> Text:
     """``value`` as a ``Text``: an object with a string ``en`` and a string ``zh`` and nothing else."""
     shape = '{"en": "...", "zh": "..."}'
     if not isinstance(value, dict) or set(value) != {"en", "zh"}:
         found = sorted(value) if isinstance(value, dict) else type(value).__name__
-        raise ReferenceFormatError(f"{path.name}: {where} must be {shape}, got {found}")
+        raise ReferenceFormatError(say(NOT_BILINGUAL, lang, file=path.name, where=where, shape=shape, found=found))
     try:
         return msgspec.convert(value, Text)
     except (msgspec.ValidationError, ValueError) as error:  # not a string, or the two use other fields
-        raise ReferenceFormatError(f"{path.name}: {where} must be {shape} ({error})") from None
+        raise ReferenceFormatError(say(BAD_BILINGUAL, lang, file=path.name, where=where, shape=shape,
+                                       why=error)) from None
 
 
 def read_reference_run(path: Path = REFERENCE_FILE, lang: str | None = None) -> ReferenceRun:
@@ -141,22 +151,22 @@ def read_reference_run(path: Path = REFERENCE_FILE, lang: str | None = None) -> 
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise ReferenceFormatError(f"{Path(path).name}: not JSON ({error})") from None
+        raise ReferenceFormatError(say(NOT_JSON, lang, file=Path(path).name, why=error)) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
-        raise ReferenceFormatError(f"{Path(path).name}: expected an object with a list of steps")
-    description = _bilingual(raw.get("description"), "description", Path(path))
+        raise ReferenceFormatError(say(NO_STEPS, lang, file=Path(path).name))
+    description = _bilingual(raw.get("description"), "description", Path(path), lang)
     steps = []
     for i, step in enumerate(raw["steps"]):
         if not isinstance(step, dict):
-            raise ReferenceFormatError(f"{Path(path).name}: steps[{i}] must be an object")
-        note = _bilingual(step.get("note"), f"steps[{i}].note", Path(path))
+            raise ReferenceFormatError(say(STEP_NOT_OBJECT, lang, file=Path(path).name, index=i))
+        note = _bilingual(step.get("note"), f"steps[{i}].note", Path(path), lang)
         steps.append({**step, "note": note.in_lang(lang), "note_text": step["note"]})
     chosen = {**raw, "description": description.in_lang(lang), "description_text": raw["description"],
               "steps": steps}
     try:
         return msgspec.convert(chosen, ReferenceRun)
     except msgspec.ValidationError as error:  # it names the field: "... - at `$.steps[0].latency_ms`"
-        raise ReferenceFormatError(f"{Path(path).name}: {error}") from None
+        raise ReferenceFormatError(say(BAD_FIELD, lang, file=Path(path).name, why=error)) from None
 
 
 def load_reference_run(lang: str | None = None) -> ReferenceRun:

@@ -72,6 +72,7 @@ BODY_OVER_LIMIT = Text(en="the body has more than {limit} bytes, more than this 
 BODY_TOO_SLOW = Text(en="the body did not arrive within {timeout_s} s", zh="请求体没有在 {timeout_s} 秒内到达")
 TOO_MANY_FOLLOWERS = Text(en="{count} clients follow the live events already: retry later",
                           zh="已有 {count} 个客户端在跟踪实时事件：请稍后重试")
+FIELD_PROBLEM = Text(en="{field}: {problem}", zh="{field}：{problem}")
 TOP_LOGPROBS_ALONE = Text(en="top_logprobs needs logprobs: true", zh="top_logprobs 需要 logprobs: true")
 NOT_JSON = Text(en="the body is not valid JSON: {why}", zh="请求体不是合法的 JSON：{why}")
 NOT_FINITE = Text(en="must be a finite number, got {value!r}", zh="必须是有限数，收到的是 {value!r}")
@@ -171,7 +172,8 @@ def parse(kind: type[_Common], body: bytes) -> _Common:
         message = first["msg"]
         if first["type"] == "finite_number":  # vLLM's words
             message = say(NOT_FINITE, value=first["input"])
-        raise ApiError(400, f"{field}: {message}" if field else message, param=field) from None
+        raise ApiError(400, say(FIELD_PROBLEM, field=field, problem=message) if field else message,
+                       param=field) from None
     for name, value in (request.model_extra or {}).items():
         if name in NEUTRAL and value not in NEUTRAL[name]:
             raise ApiError(400, say(NOT_SUPPORTED, name=name, value=value), param=name)

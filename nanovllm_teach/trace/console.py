@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from nanovllm_teach.trace.reader import Trace
 
 VERBOSITIES = ("quiet", "normal", "detail", "all")
+BAD_VERBOSITY = Text(en="verbosity must be one of {choices}, got {verbosity!r}",
+                     zh="verbosity 必须是 {choices} 之一，收到的是 {verbosity!r}")
 
 
 def shown_from(event: str) -> str:
@@ -142,7 +144,7 @@ class ConsoleRenderer:
     def __init__(self, lang: str | None = None, stream: IO[str] | None = None, verbosity: str = "normal",
                  decode_details: int = 3) -> None:
         if verbosity not in VERBOSITIES:
-            raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
+            raise ValueError(say(BAD_VERBOSITY, choices=VERBOSITIES, verbosity=verbosity))
         self.lang = resolve_lang(lang)
         self.verbosity = verbosity
         self.decode_details = decode_details

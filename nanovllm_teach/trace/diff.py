@@ -65,6 +65,8 @@ GRADER_WORDS: dict[str, Text] = {
     "a_alone": Text(en="yours", zh="你的 trace"), "b_it": Text(en="it", zh="它"),
 }
 # Two runs by name: "A", "A's trace".
+VOICE_HALF_NAMED = Text(en="a voice names both traces or neither, got a={a!r}, b={b!r}",
+                        zh="Voice 要么给两个 trace 都起名，要么都不起名，收到的是 a={a!r}, b={b!r}")
 NAMED_TRACE = Text(en="{name}'s trace", zh="{name} 的 trace")
 NAMED_ALONE = Text(en="{name}", zh="{name} 的 trace")
 
@@ -112,7 +114,7 @@ class Voice:
 
     def __post_init__(self) -> None:
         if (self.a is None) != (self.b is None):
-            raise ValueError(f"a voice names both traces or neither, got a={self.a!r}, b={self.b!r}")
+            raise ValueError(say(VOICE_HALF_NAMED, a=self.a, b=self.b))
 
     @classmethod
     def named(cls, a: str, b: str) -> "Voice":

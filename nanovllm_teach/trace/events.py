@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.events_execution import (
     CudagraphReplay, PrepareDecodeTensors, PreparePrefillTensors, RunModel, Sample,
 )
@@ -47,6 +48,8 @@ from nanovllm_teach.trace.events_startup import (
     Warmup,
 )
 from nanovllm_teach.trace.payload import ContractError, Payload, explain_error, field_meta
+
+NOT_AN_EVENT = Text(en="unknown event (the events are {names})", zh="未知的事件（已有的事件：{names}）")
 
 # Every event, in the order a run emits them, with its payload type.
 PAYLOADS: dict[str, type[Payload]] = {
@@ -75,7 +78,7 @@ def check_payload(event: str, stats: dict[str, Any]) -> Payload:
     that is missing, unknown or of the wrong type."""
     cls = PAYLOADS.get(event)
     if cls is None:
-        raise ContractError(event, None, f"unknown event (the events are {', '.join(EVENTS)})")
+        raise ContractError(event, None, say(NOT_AN_EVENT, names=", ".join(EVENTS)))
     try:
         return msgspec.convert(stats, cls)
     except msgspec.ValidationError as error:

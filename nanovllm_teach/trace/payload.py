@@ -80,7 +80,7 @@ class Payload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     def __setitem__(self, key: str, value: Any) -> None:
         if key not in self.__struct_encode_fields__:
-            raise KeyError(f"{self.event} has no field {key!r}")
+            raise KeyError(say(NO_SUCH_FIELD, event=self.event, key=key))
         setattr(self, _ATTR.get(key, key), value)
 
     def __delitem__(self, key: str) -> None:
@@ -145,6 +145,7 @@ def printable(text: str, keep: str = "") -> str:
 
 # Field names that are Python keywords: the attribute gets a trailing underscore, the file keeps the name.
 _ATTR = {"from": "from_"}
+NO_SUCH_FIELD = Text(en="{event} has no field {key!r}", zh="{event} 没有字段 {key!r}")
 
 class ContractError(ValueError):
     """An event that breaks this contract. ``event`` and ``field`` (None: the whole event) say where."""

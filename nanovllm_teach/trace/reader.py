@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Union
 
 import msgspec
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.events import PAYLOADS, check_payload
 from nanovllm_teach.trace.payload import ContractError, Count, Payload, explain_error
 from nanovllm_teach.trace.schema import READABLE_VERSIONS, SCHEMA_NAME, SCHEMA_VERSION, Phase, TraceEvent
@@ -37,6 +38,44 @@ from nanovllm_teach.trace.tables import Tables, derive_tables
 if TYPE_CHECKING:
     from nanovllm_teach.trace.recorder import TraceRecorder
     from nanovllm_teach.trace.tables import RequestRow, RequestSpan, StepRow
+
+# A trace file may come from anyone: each refusal says where (the file and the line) and what is wrong.
+AT_LINE = Text(en="{path}, line {line}: {problem}", zh="{path} 第 {line} 行：{problem}")
+IS_A_FOLDER = Text(en="is a folder, not a trace file", zh="是文件夹，不是 trace 文件")
+EMPTY_FILE = Text(en="empty file: expected a trace header line", zh="空文件：应当以 trace 头部行开头")
+TOO_DEEP = Text(en="nested too deeply to be a trace line (the JSON decoder gave up before reaching its end)",
+                zh="嵌套太深，不可能是 trace 行（JSON 解码器没读到结尾就放弃了）")
+NOT_A_LINE = Text(en="not a trace line ({why})", zh="不是 trace 行（{why}）")
+TRUNCATED = Text(en="truncated last line (the run probably stopped while writing it)",
+                 zh="最后一行被截断（运行很可能是在写这一行时停止的）")
+NOT_JSON = Text(en="not valid JSON ({why})", zh="不是合法的 JSON（{why}）")
+HEADER_NOT_OBJECT = Text(en="expected a header object, got {kind}", zh="应当是头部对象，收到的是 {kind}")
+HEADER_TOO_DEEP = Text(en="the header nests {depth} levels deep; a trace header nests at most {limit}",
+                       zh="头部嵌套了 {depth} 层；trace 头部最多嵌套 {limit} 层")
+NO_HEADER = Text(en="missing header: the first line is an event; a trace file starts with its header line",
+                 zh="缺少头部：第一行是事件；trace 文件应以头部行开头")
+UNKNOWN_SCHEMA = Text(en="unknown schema {schema!r}: expected {expected!r}", zh="未知的 schema {schema!r}：应当是 {expected!r}")
+BAD_VERSION = Text(en="header version must be a positive int, got {version!r}",
+                   zh="头部的 version 必须是正整数，收到的是 {version!r}")
+NEWER_VERSION = Text(en="schema version {version} is newer than this reader understands ({known}); upgrade "
+                        "nanovllm_teach to replay it",
+                     zh="schema 版本 {version} 比这个读取器能理解的版本（{known}）更新；请升级 nanovllm_teach 再回放它")
+OLD_VERSION = Text(en="schema version {version} is no longer read; re-record the trace (nanovllm-teach record --all "
+                      "--out-dir traces re-records the shipped ones)",
+                   zh="schema 版本 {version} 已不再支持读取；请重新录制这个 trace（nanovllm-teach record --all "
+                      "--out-dir traces 会重新录制自带的 trace）")
+UNKNOWN_EVENT = Text(en="unknown event {name!r}", zh="未知的事件 {name!r}")
+LINE_FIELD = Text(en="{name} event, line field {field!r}: {why}", zh="{name} 事件的行字段 {field!r}：{why}")
+BAD_INDEX = Text(en="event index i={i}, expected {expected} (events are numbered densely from 0)",
+                 zh="事件序号 i={i}，应当是 {expected}（事件从 0 开始连续编号）")
+SKIPPED_ONE = Text(en="{first}; skipped that line, keeping the {before} events before it and the {after} after it",
+                   zh="{first}；已跳过这一行，保留了它之前的 {before} 个事件和之后的 {after} 个")
+SKIPPED_MANY = Text(en="{first}; skipped that line and {more} more, keeping the {before} events before it and the "
+                       "{after} after it",
+                    zh="{first}；已跳过这一行和另外 {more} 行，保留了第一处之前的 {before} 个事件和之后的 {after} 个")
+NOT_IN_MEMORY = Text(en="this recorder does not keep events in memory (keep_in_memory=False); load its file with "
+                        "load_trace() instead",
+                     zh="这个 recorder 不在内存中保留事件（keep_in_memory=False）；请改用 load_trace() 读取它的文件")
 
 
 class TraceFormatError(ValueError):
@@ -50,7 +89,7 @@ class TraceFormatError(ValueError):
         self.problem = problem
         self.event = event
         self.field = field
-        super().__init__(f"{self.path}, line {line}: {problem}")
+        super().__init__(say(AT_LINE, path=self.path, line=line, problem=problem))
 
 
 class _Line(msgspec.Struct, tag_field="event"):
@@ -102,8 +141,7 @@ class Trace:
     def from_recorder(cls, recorder: "TraceRecorder") -> "Trace":
         """The trace a live ``TraceRecorder`` holds in memory (a copy: recording may go on)."""
         if not recorder.keep_in_memory:
-            raise ValueError("this recorder does not keep events in memory (keep_in_memory=False); "
-                             "load its file with load_trace() instead")
+            raise ValueError(say(NOT_IN_MEMORY))
         events = [TraceEvent(e.i, e.t_ns, e.event, e.phase, e.step, e.reason, e.stats) for e in recorder.events]
         return cls(dict(recorder.header or {}), events, recorder.path)
 
@@ -162,7 +200,7 @@ def load_trace(path: str | Path, *, strict: bool = True) -> Trace:
     """
     path = Path(path)
     if path.is_dir():
-        raise TraceFormatError(path, 1, "is a folder, not a trace file")
+        raise TraceFormatError(path, 1, say(IS_A_FOLDER))
     with path.open("rb") as f:
         data = f.read()
     # A file that ends with a newline has no line after it.
@@ -170,7 +208,7 @@ def load_trace(path: str | Path, *, strict: bool = True) -> Trace:
     if ends_with_newline:
         data = data[:-1]
     if not data and not ends_with_newline:
-        raise TraceFormatError(path, 1, "empty file: expected a trace header line")
+        raise TraceFormatError(path, 1, say(EMPTY_FILE))
     header_end = data.find(b"\n")
     header_line, body = (data, b"") if header_end < 0 else (data[:header_end], data[header_end + 1:])
     header = _parse_header(path, header_line, is_last=header_end < 0 and not ends_with_newline)
@@ -241,16 +279,17 @@ def _parse_line_by_line(path: Path, body: bytes, ends_with_newline: bool, strict
                 kept_before = len(lines)
             skipped.append(error)
     if skipped:
-        more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
-        warnings.warn(f"{skipped[0]}; skipped that line{more}, keeping the {kept_before} events before it "
-                      f"and the {len(lines) - kept_before} after it", stacklevel=3)
+        counts = {"first": skipped[0], "before": kept_before, "after": len(lines) - kept_before}
+        if len(skipped) > 1:
+            warnings.warn(say(SKIPPED_MANY, more=len(skipped) - 1, **counts), stacklevel=3)
+        else:
+            warnings.warn(say(SKIPPED_ONE, **counts), stacklevel=3)
     return lines
 
 
 # How deeply a header may nest (the recorder writes 2 levels): a hand-made trace nested thousands of levels
 # deep would make every recursive reader after this one (diff, the page, the report) fail.
 MAX_HEADER_DEPTH = 16
-_TOO_DEEP = "nested too deeply to be a trace line (the JSON decoder gave up before reaching its end)"
 
 
 def _depth(value: Any) -> int:
@@ -268,46 +307,42 @@ def _decode(path: Path, line_no: int, raw: bytes, truncated: bool, type: Any = A
     try:
         return msgspec.json.decode(raw, type=type)
     except RecursionError:  # msgspec's own depth limit, raised in C before Python's stack is at risk
-        raise TraceFormatError(path, line_no, _TOO_DEEP) from None
+        raise TraceFormatError(path, line_no, say(TOO_DEEP)) from None
     except msgspec.ValidationError as error:  # valid JSON, but not an object (or a number out of range)
-        raise TraceFormatError(path, line_no, f"not a trace line ({error})") from None
+        raise TraceFormatError(path, line_no, say(NOT_A_LINE, why=error)) from None
     except msgspec.DecodeError as error:
         if truncated:
-            problem = "truncated last line (the run probably stopped while writing it)"
+            problem = say(TRUNCATED)
         else:
-            problem = f"not valid JSON ({error})"
+            problem = say(NOT_JSON, why=error)
         raise TraceFormatError(path, line_no, problem) from None
 
 
 def _parse_header(path: Path, raw: bytes, is_last: bool) -> dict[str, Any]:
     header = _decode(path, 1, raw, truncated=is_last)
     if not isinstance(header, dict):
-        raise TraceFormatError(path, 1, f"expected a header object, got {type(header).__name__}")
+        raise TraceFormatError(path, 1, say(HEADER_NOT_OBJECT, kind=type(header).__name__))
     if _depth(header) > MAX_HEADER_DEPTH:
-        raise TraceFormatError(path, 1, f"the header nests {_depth(header)} levels deep; a trace header "
-                                        f"nests at most {MAX_HEADER_DEPTH}")
+        raise TraceFormatError(path, 1, say(HEADER_TOO_DEEP, depth=_depth(header), limit=MAX_HEADER_DEPTH))
     if "event" in header and "schema" not in header:
-        raise TraceFormatError(path, 1, "missing header: the first line is an event; "
-                                        "a trace file starts with its header line")
+        raise TraceFormatError(path, 1, say(NO_HEADER))
     schema = header.get("schema")
     if schema != SCHEMA_NAME:
-        raise TraceFormatError(path, 1, f"unknown schema {schema!r}: expected {SCHEMA_NAME!r}")
+        raise TraceFormatError(path, 1, say(UNKNOWN_SCHEMA, schema=schema, expected=SCHEMA_NAME))
     version = header.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise TraceFormatError(path, 1, f"header version must be a positive int, got {version!r}")
+        raise TraceFormatError(path, 1, say(BAD_VERSION, version=version))
     if version > SCHEMA_VERSION:
-        raise TraceFormatError(path, 1, f"schema version {version} is newer than this reader understands "
-                                        f"({SCHEMA_VERSION}); upgrade nanovllm_teach to replay it")
+        raise TraceFormatError(path, 1, say(NEWER_VERSION, version=version, known=SCHEMA_VERSION))
     if version not in READABLE_VERSIONS:
-        raise TraceFormatError(path, 1, f"schema version {version} is no longer read; re-record the trace "
-                                        "(nanovllm-teach record --all --out-dir traces re-records the shipped ones)")
+        raise TraceFormatError(path, 1, say(OLD_VERSION, version=version))
     return header
 
 
 def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncated: bool) -> _Line:
     name = _decode(path, line_no, raw, truncated, type=_Name).event
     if not isinstance(name, str) or name not in PAYLOADS:
-        raise TraceFormatError(path, line_no, f"unknown event {name!r}", event=str(name), field=None)
+        raise TraceFormatError(path, line_no, say(UNKNOWN_EVENT, name=name), event=str(name), field=None)
     try:
         # Keys added beside the event's fields by newer writers of the same version are not kept.
         line = _LINE_DECODER.decode(raw)
@@ -317,13 +352,12 @@ def _parse_event(path: Path, line_no: int, raw: bytes, expected_i: int, truncate
         if field == "stats" or field.startswith(("stats.", "stats[")):  # a payload field: EVENT.field
             problem = ContractError(name, field[len("stats."):] or None, problem.problem)
             raise TraceFormatError(path, line_no, str(problem), event=name, field=problem.field) from None
-        raise TraceFormatError(path, line_no, f"{name} event, line field {field!r}: {problem.problem}",
+        raise TraceFormatError(path, line_no, say(LINE_FIELD, name=name, field=field, why=problem.problem),
                                event=name, field=field) from None
     except msgspec.DecodeError as error:  # bad bytes inside a value the name check skipped over
-        raise TraceFormatError(path, line_no, f"not valid JSON ({error})", event=name) from None
+        raise TraceFormatError(path, line_no, say(NOT_JSON, why=error), event=name) from None
     except RecursionError:
-        raise TraceFormatError(path, line_no, _TOO_DEEP, event=name) from None
+        raise TraceFormatError(path, line_no, say(TOO_DEEP), event=name) from None
     if line.i != expected_i:
-        raise TraceFormatError(path, line_no, f"event index i={line.i}, expected {expected_i} "
-                                              "(events are numbered densely from 0)", event=name, field="i")
+        raise TraceFormatError(path, line_no, say(BAD_INDEX, i=line.i, expected=expected_i), event=name, field="i")
     return line

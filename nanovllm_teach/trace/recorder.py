@@ -51,6 +51,7 @@ from typing import IO, Any, Callable, Iterator
 import msgspec
 from msgspec import UNSET
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.events import check_payload
 from nanovllm_teach.trace.payload import Payload
 from nanovllm_teach.trace.schema import EVENTS, PHASES, TENSOR_EVENTS, TraceEvent
@@ -58,6 +59,14 @@ from nanovllm_teach.trace.schema import EVENTS, PHASES, TENSOR_EVENTS, TraceEven
 _KNOWN_EVENTS = frozenset(EVENTS)
 _KNOWN_PHASES = frozenset(PHASES)
 _ENCODER = msgspec.json.Encoder()
+UNKNOWN_EVENT = Text(en="unknown event {event!r} or phase {phase!r}", zh="未知的事件 {event!r} 或阶段 {phase!r}")
+STOPPED_KEEPS_FILE = Text(en="recording stopped at event {i}: {kind}: {error}; {path} keeps the events written before "
+                             "it. The engine carries on without recording.",
+                          zh="记录在第 {i} 个事件处停止：{kind}: {error}；{path} 保留了此前写下的事件。引擎继续运行，但不再记录。")
+STOPPED = Text(en="recording stopped at event {i}: {kind}: {error}. The engine carries on without recording.",
+               zh="记录在第 {i} 个事件处停止：{kind}: {error}。引擎继续运行，但不再记录。")
+NOT_A_TRACE = Text(en="trace must be a path, a Recorder or None, not {kind}",
+                   zh="trace 必须是路径、Recorder 或 None，而不是 {kind}")
 FLUSH_SECONDS = 0.1  # how stale the file on disk may be while generate() runs its steps
 # Big enough that the writer does not flush on its own between two of ours (a step of 256 sequences on a
 # GPU writes ~15 KB, and FLUSH_SECONDS holds some tens of steps).
@@ -200,7 +209,7 @@ class TraceRecorder(Recorder):
             return
         event = payload.event
         if event not in _KNOWN_EVENTS or phase not in _KNOWN_PHASES:
-            raise ValueError(f"unknown event {event!r} or phase {phase!r}")
+            raise ValueError(say(UNKNOWN_EVENT, event=event, phase=phase))
         if event in TENSOR_EVENTS:
             plain = self._tensor_stats(event, payload)
         else:
@@ -309,9 +318,9 @@ class TraceRecorder(Recorder):
     def _stop(self, error: Exception) -> None:
         self.enabled = False
         self.stopped_by = error
-        where = f"; {self.path} keeps the events written before it" if self.path is not None else ""
-        warnings.warn(f"recording stopped at event {self._next_i - 1}: {type(error).__name__}: {error}"
-                      f"{where}. The engine carries on without recording.", RecordingStopped, stacklevel=3)
+        said = {"i": self._next_i - 1, "kind": type(error).__name__, "error": error}
+        message = say(STOPPED, **said) if self.path is None else say(STOPPED_KEEPS_FILE, path=self.path, **said)
+        warnings.warn(message, RecordingStopped, stacklevel=3)
         try:
             self.close()
         except OSError:
@@ -346,4 +355,4 @@ def make_recorder(trace: "str | Path | Recorder | None") -> Recorder:
         return trace
     if isinstance(trace, (str, Path)):
         return TraceRecorder(trace)
-    raise TypeError(f"trace must be a path, a Recorder or None, not {type(trace).__name__}")
+    raise TypeError(say(NOT_A_TRACE, kind=type(trace).__name__))

@@ -10,9 +10,14 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.state import STATE_EVENTS, EngineState
 from nanovllm_teach.trace.steps import cut_steps, step_ends
+
+NO_SUCH_STEP = Text(en="step {step} has no STEP_DONE in this trace (steps {first}..{last})",
+                    zh="这个 trace 里第 {step} 步没有 STEP_DONE（已有的步：{first}..{last}）")
+NO_STEP_DONE = Text(en="this trace has no completed step", zh="这个 trace 里没有已完成的步")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +82,8 @@ class EngineReplay:
     def state_at(self, step: int) -> EngineState:
         """The state at the end of ``step`` (a fresh copy the caller may change)."""
         if step not in self._done_at:
-            raise KeyError(f"step {step} has no STEP_DONE in this trace (steps {self.steps[0]}.."
-                           f"{self.steps[-1]})" if self.steps else "this trace has no completed step")
+            raise KeyError(say(NO_SUCH_STEP, step=step, first=self.steps[0], last=self.steps[-1]) if self.steps
+                           else say(NO_STEP_DONE))
         k = bisect.bisect_right(self._keyframe_steps, step) - 1
         state, pos = self._keyframes[k]
         state = state.copy()
