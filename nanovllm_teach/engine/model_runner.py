@@ -63,8 +63,9 @@ from nanovllm_teach.utils.memory import (MemoryReading, kv_block_bytes, read_mem
 TP_ALREADY_RUNNING = Text(en="a tensor-parallel engine is already running in this process: close() it first",
                           zh="这个进程里已经有一个张量并行（tensor-parallel）引擎在运行：请先 close() 它")
 BLOCKS_DO_NOT_FIT = Text(
-    en="num_kvcache_blocks={blocks} asks for {asked_gib:.2f} GiB ({block_bytes} bytes per block), but only {room_gib:.2f} "
-       "GiB are left for the KV cache on {device} at gpu_memory_utilization={utilization}: at most {fit} blocks fit",
+    en="num_kvcache_blocks={blocks} asks for {asked_gib:.2f} GiB ({block_bytes} bytes per block), but only "
+       "{room_gib:.2f} GiB are left for the KV cache on {device} at gpu_memory_utilization={utilization}: at most "
+       "{fit} blocks fit",
     zh="num_kvcache_blocks={blocks} 需要 {asked_gib:.2f} GiB（每块 {block_bytes} 字节），但在 gpu_memory_utilization="
        "{utilization} 下，{device} 上留给 KV 缓存的只有 {room_gib:.2f} GiB：最多放得下 {fit} 块")
 NO_ROOM_FOR_KV = Text(en="no memory left for the KV cache: budget {budget} bytes, one block needs {block_bytes}; lower "
@@ -196,9 +197,9 @@ class ModelRunner:
         num_blocks_by_rank = [blocks for blocks, _ in by_rank]
         num_blocks, room = min(num_blocks_by_rank), min(room for _, room in by_rank)
         if sizing.explicit is not None and sizing.explicit * block_bytes > room:
-            raise ValueError(say(BLOCKS_DO_NOT_FIT, blocks=sizing.explicit, asked_gib=sizing.explicit * block_bytes / 2**30,
-                                 block_bytes=block_bytes, room_gib=max(room, 0) / 2**30, device=self.device,
-                                 utilization=sizing.utilization, fit=max(room, 0) // block_bytes))
+            raise ValueError(say(BLOCKS_DO_NOT_FIT, blocks=sizing.explicit, block_bytes=block_bytes,
+                                 asked_gib=sizing.explicit * block_bytes / 2**30, room_gib=max(room, 0) / 2**30,
+                                 device=self.device, utilization=sizing.utilization, fit=max(room, 0) // block_bytes))
         if num_blocks < 1:
             raise RuntimeError(say(NO_ROOM_FOR_KV, budget=sizing.budget, block_bytes=block_bytes))
         shape = (2, num_layers, num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)

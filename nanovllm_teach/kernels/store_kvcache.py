@@ -61,7 +61,8 @@ def store_kvcache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cac
     k, v = last_dim_contiguous(k), last_dim_contiguous(v)
     num_tokens, num_kv_heads, head_dim = k.shape
     # The model runner builds both the slot mapping and the caches: a mismatch is its bug, not a user's.
-    assert slot_mapping.numel() == num_tokens, f"slot_mapping has {slot_mapping.numel()} entries for {num_tokens} tokens"
+    assert slot_mapping.numel() == num_tokens, \
+        f"slot_mapping has {slot_mapping.numel()} entries for {num_tokens} tokens"
     # Viewing the cache as (slots, kv_heads, head_dim) needs each block's slots to follow the previous
     # block's, which holds for every cache the model runner allocates (a slice of one contiguous tensor).
     assert (k_cache.stride(0) == k_cache.size(1) * k_cache.stride(1) and k_cache.stride(-1) == 1

@@ -112,7 +112,8 @@ async def read_body(request: Request, limits: ServeLimits) -> bytes:
                     raise ApiError(413, say(BODY_OVER_LIMIT, limit=size_limit))
                 chunks.append(chunk)
     except TimeoutError:
-        raise ApiError(408, say(BODY_TOO_SLOW, timeout_s=limits.body_timeout_s), headers={"Connection": "close"}) from None
+        raise ApiError(408, say(BODY_TOO_SLOW, timeout_s=limits.body_timeout_s),
+                       headers={"Connection": "close"}) from None
     except ClientDisconnect:
         raise ClientGone(f"{request.client}: left after {size} bytes of its body") from None
     return b"".join(chunks)

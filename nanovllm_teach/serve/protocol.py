@@ -59,8 +59,8 @@ MAX_TOKENS_TOO_LARGE = Text(
        "已有 {prompt_tokens} 个输入 token（{max_tokens} > {max_model_len} - {prompt_tokens}）")
 TOO_MANY_CHOICES = Text(en="the request asks for {prompts} prompts x n={n} choices, more than {limit}",
                         zh="这个请求要求 {prompts} 个 prompt x n={n} 个 choice，超过了上限 {limit}")
-MORE_THAN_CAPACITY = Text(en="the request asks for {count} sequences (prompts x n), more than this server holds at once "
-                             "({capacity})",
+MORE_THAN_CAPACITY = Text(en="the request asks for {count} sequences (prompts x n), more than this server holds at "
+                             "once ({capacity})",
                           zh="这个请求要求 {count} 个序列（prompt 数 x n），超过了这个服务器同时能容纳的数量（{capacity}）")
 QUEUE_FULL = Text(en="the waiting queue is full ({waiting} sequences beyond the running batch; this request is "
                      "{count}): retry later",

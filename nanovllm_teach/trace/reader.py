@@ -54,7 +54,8 @@ HEADER_TOO_DEEP = Text(en="the header nests {depth} levels deep; a trace header 
                        zh="头部嵌套了 {depth} 层；trace 头部最多嵌套 {limit} 层")
 NO_HEADER = Text(en="missing header: the first line is an event; a trace file starts with its header line",
                  zh="缺少头部：第一行是事件；trace 文件应以头部行开头")
-UNKNOWN_SCHEMA = Text(en="unknown schema {schema!r}: expected {expected!r}", zh="未知的 schema {schema!r}：应当是 {expected!r}")
+UNKNOWN_SCHEMA = Text(en="unknown schema {schema!r}: expected {expected!r}",
+                      zh="未知的 schema {schema!r}：应当是 {expected!r}")
 BAD_VERSION = Text(en="header version must be a positive int, got {version!r}",
                    zh="头部的 version 必须是正整数，收到的是 {version!r}")
 NEWER_VERSION = Text(en="schema version {version} is newer than this reader understands ({known}); upgrade "
