@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the config imports torch; the checks only read its numbers
 
 NOT_UNICODE = Text(en="prompt is not valid Unicode: character {index} is {char!r}, a lone surrogate (was the text "
                       "decoded with the wrong codec?)",
-                   zh="prompt 不是合法的 Unicode：第 {index} 个字符 {char!r} 是单独的代理项（surrogate）"
-                      "（文本是否用错了编码来解码？）")
+                   zh="prompt 不是合法的 Unicode：第 {index} 个字符 {char!r} 是孤立的代理项（lone surrogate）；"
+                      "这段文本是不是用错了编码来解码？")
 NOT_SAMPLING_PARAMS = Text(en="sampling_params must be a SamplingParams, got {kind}",
                            zh="sampling_params 必须是 SamplingParams，收到的是 {kind}")
 NO_TOKENIZER = Text(en="this engine has no tokenizer (a simulated model has no vocabulary): give token id lists or "

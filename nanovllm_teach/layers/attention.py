@@ -20,7 +20,11 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.utils.context import Context, get_context
+
+UNKNOWN_BACKEND = Text(en="unknown attention_backend {name!r}; choose from: torch, cpp, triton, flash_attn",
+                       zh="没有 attention_backend {name!r}；可选：torch, cpp, triton, flash_attn")
 
 
 class AttentionBackend(Protocol):
@@ -48,10 +52,10 @@ def make_attention_backend(name: str) -> AttentionBackend:
     if name == "triton":
         from nanovllm_teach.layers.attention_triton import TritonAttentionBackend
         return TritonAttentionBackend()
-    # Settings refused every other name, and the config resolved "auto": only a bug gets here otherwise.
-    assert name == "flash_attn", f"unknown attention_backend {name!r}"
-    from nanovllm_teach.layers.attention_flash import FlashAttentionBackend
-    return FlashAttentionBackend()
+    if name == "flash_attn":
+        from nanovllm_teach.layers.attention_flash import FlashAttentionBackend
+        return FlashAttentionBackend()
+    raise ValueError(say(UNKNOWN_BACKEND, name=name))
 
 
 class Attention(nn.Module):

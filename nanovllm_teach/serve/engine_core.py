@@ -49,12 +49,18 @@ from nanovllm_teach.engine.decisions import Allocated, Preempted
 from nanovllm_teach.engine.model_runner import ModelRunner
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.engine.stopping import completion_text
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.outputs import api_finish
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.serve.messages import (Abort, CoreSpec, Failed, Finished, FromCore, Ready, Shutdown, StepOutput,
                                            StepStats, Submit, ToCore, Update)
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.schema import TraceEvent
+
+# What the clients of requests under way are told, in the server's language (the API process sets it).
+ENGINE_FAILED = Text(en="the engine failed: {kind}: {error}", zh="引擎出错：{kind}: {error}")
+ENGINE_STOPPED = Text(en="the engine stopped: {kind}: {error}", zh="引擎已停止：{kind}: {error}")
+SHUTTING_DOWN = Text(en="the server is shutting down", zh="服务器正在关闭")
 
 IDLE_POLL_MS = 200  # an idle core looks up this often to see whether its parent is still there
 
@@ -119,7 +125,7 @@ class EngineCore:
         except Exception as error:  # the step was rolled back: its requests cannot go on
             print(f"engine core: a step failed, aborting every request: {type(error).__name__}: {error}",
                   file=sys.stderr, flush=True)
-            self.abort_all(f"the engine failed: {type(error).__name__}: {error}")
+            self.abort_all(say(ENGINE_FAILED, kind=type(error).__name__, error=error))
             return
         step = self.engine.last_step
         now = self.engine.clock.now_s()
@@ -245,7 +251,7 @@ def serve(core: EngineCore, inputs: Any, parent_pid: int) -> None:
         if not core.stopping and not engine.is_finished():
             core.step()
         core.flush()
-    core.abort_all("the server is shutting down")
+    core.abort_all(say(SHUTTING_DOWN))
     core.flush()
 
 
@@ -290,7 +296,7 @@ def main(spec_json: str) -> int:
             engine.close()  # the trace file complete
         return 0
     except BaseException as error:  # the engine is in an unknown state: no request may wait on it any more
-        send(outputs, Failed(f"the engine stopped: {type(error).__name__}: {error}"))
+        send(outputs, Failed(say(ENGINE_STOPPED, kind=type(error).__name__, error=error)))
         raise
     finally:
         inputs.close(linger=0)

@@ -80,7 +80,7 @@ NOT_SUPPORTED = Text(en="{name} is not supported by this server yet (got {value!
                      zh="这个服务器暂不支持 {name}（收到的是 {value!r}）")
 TEMPLATE_REFUSED = Text(en="messages: the chat template refused them: {why}", zh="messages：chat 模板拒绝了它们：{why}")
 EMPTY_PROMPT = Text(en="prompt is empty: at least one token is needed", zh="prompt 为空：至少需要一个 token")
-LONE_SURROGATE = Text(en="prompt is not valid Unicode (a lone surrogate)", zh="prompt 不是合法的 Unicode（含有单独的代理项）")
+LONE_SURROGATE = Text(en="prompt is not valid Unicode (a lone surrogate)", zh="prompt 不是合法的 Unicode（含有孤立的代理项）")
 
 
 class ApiError(Exception):
