@@ -40,7 +40,7 @@ NOT_A_DATASHEET_GPU = Text(en="plan needs a datasheet GPU ({gpus}), got {hardwar
 TRACE_UNREADABLE = Text(en="--workload-trace {path}: cannot be read ({why})", zh="--workload-trace {path}：无法读取（{why}）")
 TRACE_TOO_LARGE = Text(en="--workload-trace {path}: {size} bytes, more than the {most} a workload's trace may have",
                        zh="--workload-trace {path}：{size} 字节，超过了工作负载 trace 允许的 {most} 字节")
-TRACE_DAMAGED = Text(en="--workload-trace: {why}", zh="--workload-trace：{why}")
+TRACE_DAMAGED = Text(en="--workload-trace: {why}", zh="--workload-trace 无法使用：{why}")
 TRACE_NOT_A_RUN = Text(en="--workload-trace {path}: its events do not make a run ({kind})",
                        zh="--workload-trace {path}：其中的事件构不成一次运行（{kind}）")
 TRACE_TOO_FEW_REQUESTS = Text(en="--workload-trace {path}: {count} finished request(s); a workload needs at least 2",
