@@ -14,7 +14,7 @@ BAD_SHARED_PREFIX = Text(en="--shared-prefix must be GROUPS:LEN (two ints), got 
                          zh="--shared-prefix 的格式必须是 GROUPS:LEN（两个整数），收到的是 {spec!r}")
 TOO_MANY_PREFIX_GROUPS = Text(en="--shared-prefix {spec}: {groups} groups for {num_requests} requests "
                                  "(at most one each)",
-                              zh="--shared-prefix {spec}：{num_requests} 个请求分成了 {groups} 组（每个请求最多自成一组）")
+                              zh="--shared-prefix {spec}：{num_requests} 个请求要分成 {groups} 组（组数不能超过请求数）")
 PREFIX_TOO_LONG = Text(en="--shared-prefix {spec}: a prefix of {length} tokens leaves no room for a prompt and an "
                           "answer in max_model_len={max_model_len}",
                        zh="--shared-prefix {spec}：{length} 个 token 的前缀占满了 max_model_len={max_model_len}，"

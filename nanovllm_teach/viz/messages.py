@@ -53,7 +53,7 @@ TP_TOO_SMALL = Text(en="tp_size must be an int >= 2 (one rank splits nothing), g
 TP_DOES_NOT_DIVIDE = Text(en="tp_size={tp_size} does not divide {name}={value}",
                           zh="tp_size={tp_size} 不能整除 {name}={value}")
 STEP_NOT_IN_TRACE = Text(en="step {step!r} is not in the trace (its steps: {span})",
-                         zh="trace 中没有第 {step!r} 步（它的步：{span}）")
+                         zh="trace 中没有第 {step!r} 步（其中的步：{span}）")
 NO_STEPS = Text(en="none", zh="无")
 STEP_WITHOUT_TRACE = Text(en="step={step!r} was given without a trace to take its events from",
                           zh="给了 step={step!r}，却没有给出提供事件的 trace")
