@@ -171,9 +171,9 @@ def test_help_follows_the_environment_then_the_locale_and_lang_goes_anywhere(mon
     assert parser.parse_args(["--lang", "zh", "hint", "x"]).lang == "zh"
     assert parser.parse_args(["--lang", "zh", "hint", "x", "--lang", "en"]).lang == "en"  # the last one said
     assert parser.parse_args(["hint", "x"]).lang is None
-    monkeypatch.setenv(i18n.ENV_VAR, "fr")  # a bad language is named, in one line, before any help
-    assert _run(["plan", "--help"]) == 2
-    assert capsys.readouterr().err == "nanovllm-teach: error: NANOVLLM_TEACH_LANG must be one of en, zh, got 'fr'\n"
+    monkeypatch.setenv(i18n.ENV_VAR, "fr")  # a bad language is named, in one line, before any help,
+    assert _run(["plan", "--help"]) == 2  # in the locale's language (LANG=zh_CN): the variable is the mistake
+    assert capsys.readouterr().err == "nanovllm-teach: error: NANOVLLM_TEACH_LANG 必须是 en, zh 之一，收到的是 'fr'\n"
 
 
 @pytest.mark.parametrize(("argv", "says"), [(["demo", "--lang"], "expected one argument"),

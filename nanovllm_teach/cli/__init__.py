@@ -15,14 +15,14 @@
 - ``serve`` (``serve.py``): the engine behind an OpenAI-compatible HTTP API.
 
 Each module adds its commands with ``add_<command>_parser(subparsers)``. A mistake in what was asked ends with
-one line, ``nanovllm-teach: error: ...``, and exit status 2 (``arguments.py``); outputs are checked before
-any work starts.
+one line, ``nanovllm-teach: error: ...``, and exit status 2 (``arguments.py``; ``simulate``'s and ``plan``'s
+own refusals are ``messages.py``'s); outputs are checked before any work starts.
 
 What a command prints for a learner is in the chosen language (``--lang``, else ``NANOVLLM_TEACH_LANG``,
 else the locale): ``Text`` constants in each module. Its ``--help`` too: ``main`` reads ``--lang`` first and
-builds the parser in that language, each help text a ``Text`` beside its option. argparse's own messages
-about a mistake on the command line stay English. What a trace or a model wrote is shown with its control
-characters escaped, never obeyed by the terminal.
+builds the parser in that language, each help text a ``Text`` beside its option; argparse's own messages
+about a mistake on the command line are said in it too (``arguments.ARGPARSE_MESSAGES``). What a trace or a
+model wrote is shown with its control characters escaped, never obeyed by the terminal.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.cli.arguments import positive_int, writable_file
+from nanovllm_teach.cli.messages import (BAD_TARGET_RATE, GPU_WITHOUT_PRICE, NOT_DISTINCT_INTS, NOT_INTS,
+                                         PLAN_OUT_SUFFIX, UNKNOWN_GPU)
 from nanovllm_teach.cli.simulate import UNFITTED
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.cost_model import load_shape
@@ -139,9 +141,9 @@ def _ints(spec: str, option: str) -> list[int]:
     try:
         values = [int(x) for x in spec.split(",")]
     except ValueError:
-        raise ValueError(f"{option} must be comma-separated ints, got {spec!r}") from None
+        raise ValueError(say(NOT_INTS, option=option, spec=spec)) from None
     if not values or min(values) < 1 or len(set(values)) != len(values):
-        raise ValueError(f"{option} must list distinct ints >= 1, got {spec!r}")
+        raise ValueError(say(NOT_DISTINCT_INTS, option=option, spec=spec))
     return values
 
 
@@ -149,10 +151,9 @@ def _space(args: argparse.Namespace, prices: dict[str, float]) -> list[Candidate
     gpus = args.gpus.split(",") if args.gpus else [name for name in DEVICES if name in prices]
     for gpu in gpus:
         if gpu not in DEVICES:
-            raise ValueError(f"--gpus: unknown GPU {gpu!r}; choose from {', '.join(DEVICES)}")
+            raise ValueError(say(UNKNOWN_GPU, gpu=gpu, gpus=", ".join(DEVICES)))
         if gpu not in prices:
-            raise ValueError(f"--gpus: {gpu} has no price per hour (it is not rented by the hour): give one with "
-                             f"--price {gpu}=USD")
+            raise ValueError(say(GPU_WITHOUT_PRICE, gpu=gpu))
     return [Candidate(gpu, tp, seqs, tokens) for gpu in gpus for tp in _ints(args.tp, "--tp")
             for seqs in _ints(args.max_num_seqs, "--max-num-seqs")
             for tokens in _ints(args.max_num_batched_tokens, "--max-num-batched-tokens")]
@@ -180,7 +181,7 @@ def _plan(args: argparse.Namespace) -> int:
     overrides |= dict(parse_price(spec) for spec in args.price)
     prices = gpu_prices(overrides)
     if not args.rate > 0:
-        raise ValueError(f"--rate must be a target rate > 0 (requests per second), got {args.rate}")
+        raise ValueError(say(BAD_TARGET_RATE, value=args.rate))
     shape = load_shape(args.model)
     recorded = read_recorded_requests(args.workload_trace) if args.workload_trace else None
     workload = PlanWorkload(args.model, args.prompt_lens, args.output_lens,
@@ -192,7 +193,7 @@ def _plan(args: argparse.Namespace) -> int:
     candidates = _space(args, prices)
     out = writable_file(args.out, "--out") if args.out else None
     if out is not None and out.suffix.lower() not in (".json", ".csv"):
-        raise ValueError(f"--out {args.out}: the format follows the suffix; use .json or .csv")
+        raise ValueError(say(PLAN_OUT_SUFFIX, path=args.out))
     picture = writable_file(args.picture, "--picture", picture=True) if args.picture else None
     log = writable_file(args.log, "--log") if args.log else (
         (out.parent if out else Path(".")) / "plan-log.jsonl")

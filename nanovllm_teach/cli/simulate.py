@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.cli.arguments import ENGINE_SETTINGS
+from nanovllm_teach.cli.messages import (BAD_ADMIT_EVERY, BAD_CONCURRENCY, BAD_SHARED_PREFIX, LENGTHS_TOO_LONG,
+                                         ONE_ARRIVAL_OPTION, OUT_CANNOT_BE_WRITTEN, OUT_IS_A_FOLDER, PREFIX_TOO_LONG,
+                                         TOO_MANY_PREFIX_GROUPS)
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes,
@@ -138,13 +141,12 @@ def _shared_prefix(spec: str | None, num_requests: int, max_model_len: int) -> S
     try:
         groups, length = (int(x) for x in spec.split(":"))
     except ValueError:
-        raise ValueError(f"--shared-prefix must be GROUPS:LEN (two ints), got {spec!r}") from None
+        raise ValueError(say(BAD_SHARED_PREFIX, spec=spec)) from None
     shared = SharedPrefix(groups, length)
     if groups > num_requests:
-        raise ValueError(f"--shared-prefix {spec}: {groups} groups for {num_requests} requests (at most one each)")
+        raise ValueError(say(TOO_MANY_PREFIX_GROUPS, spec=spec, groups=groups, num_requests=num_requests))
     if length + 2 > max_model_len:
-        raise ValueError(f"--shared-prefix {spec}: a prefix of {length} tokens leaves no room for a prompt and an "
-                         f"answer in max_model_len={max_model_len}")
+        raise ValueError(say(PREFIX_TOO_LONG, spec=spec, length=length, max_model_len=max_model_len))
     return shared
 
 
@@ -152,19 +154,18 @@ def _lengths(spec: str, option: str, clip: int, most: int) -> Lengths:
     """``clip``: where the log-normals' tails are cut; ``most``: the longest a drawn length may be."""
     lengths = parse_lengths(spec, hi=clip)
     if lengths.longest > most:
-        raise ValueError(f"{option} {spec} reaches {lengths.longest} tokens, more than the {most} that fit "
-                         f"max_model_len")
+        raise ValueError(say(LENGTHS_TOO_LONG, option=option, spec=spec, longest=lengths.longest, most=most))
     return lengths
 
 
 def _workload(args: argparse.Namespace, vocab_size: int, max_model_len: int, num_blocks: int) -> list:
     """The workload, drawn once everything it will hold is known to fit in this machine's memory."""
     if sum(x is not None for x in (args.rate, args.arrivals, args.concurrency)) > 1:
-        raise ValueError("give one of --rate, --arrivals or --concurrency")
+        raise ValueError(say(ONE_ARRIVAL_OPTION))
     if args.concurrency is not None and args.concurrency < 1:
-        raise ValueError(f"--concurrency must be >= 1 (clients), got {args.concurrency}")
+        raise ValueError(say(BAD_CONCURRENCY, value=args.concurrency))
     if not 1 <= args.admit_every <= 1024:
-        raise ValueError(f"--admit-every must be in 1..1024 (steps between admissions), got {args.admit_every}")
+        raise ValueError(say(BAD_ADMIT_EVERY, value=args.admit_every))
     # A closed loop's requests arrive when the clients send them: drawn all at once, sent in order.
     arrivals = parse_arrivals("at-once" if args.concurrency is not None else
                               args.arrivals or f"poisson:{args.rate if args.rate is not None else 4}")
@@ -220,7 +221,7 @@ def _simulate(args: argparse.Namespace) -> int:
                     enable_prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager)
     Settings.from_kwargs(settings)  # every setting's own check, before any is used
     if args.out and Path(args.out).is_dir():
-        raise ValueError(f"--out {args.out} is a folder: give the trace's file name (e.g. sim.jsonl)")
+        raise ValueError(say(OUT_IS_A_FOLDER, path=args.out))
     wall = time.perf_counter()
     # Everything is checked and the workload drawn before a file is opened or the engine built.
     shape = load_shape(args.model)
@@ -233,7 +234,7 @@ def _simulate(args: argparse.Namespace) -> int:
         # The trace streams to its file only: a long run's events are not kept in memory too.
         llm = LLM(args.model, trace=TraceRecorder(args.out, keep_in_memory=False) if args.out else None, **settings)
     except OSError as error:  # the trace file: a folder, no permission, ...
-        raise ValueError(f"cannot write --out {args.out}: {error.strerror or error}") from None
+        raise ValueError(say(OUT_CANNOT_BE_WRITTEN, path=args.out, why=error.strerror or error)) from None
     try:
         result = serve_workload(llm, workload, ignore_eos=args.ignore_eos, answers=llm.answers,
                                 concurrency=args.concurrency, progress=True, admit_every=args.admit_every,

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, HERE, NO_SOLUTION_FILE, Exercise, GradeResult
+from nanovllm_teach.exercises.messages import TOO_MANY_FUNCTIONS, UNKNOWN_EXERCISE
 from nanovllm_teach.i18n import say
 
 @functools.cache
@@ -56,8 +57,7 @@ def _discover() -> dict[str, Exercise]:
     found = {}
     for name in sorted(names, key=lambda n: (modules[n].ORDER, n)):
         exercise = modules[name].EXERCISE
-        if exercise.name != name:
-            raise RuntimeError(f"exercise folder {name}/ defines an exercise named {exercise.name!r}")
+        assert exercise.name == name, f"exercise folder {name}/ defines an exercise named {exercise.name!r}"
         found[name] = exercise
     return found
 
@@ -78,7 +78,7 @@ def __getattr__(name: str) -> Any:
 def get_exercise(name: str) -> Exercise:
     exercises = _discover()
     if name not in exercises:
-        raise KeyError(f"unknown exercise {name!r}; the exercises are: {', '.join(exercises)}")
+        raise KeyError(say(UNKNOWN_EXERCISE, name=name, names=", ".join(exercises)))
     return exercises[name]
 
 
@@ -114,7 +114,8 @@ def check(exercise: str, *functions: Any, model: str | Path | None = None,
     """
     ex = get_exercise(exercise)
     if len(functions) > len(ex.functions):
-        raise TypeError(f"{ex.name} takes {len(ex.functions)} function(s): {', '.join(ex.functions)}")
+        raise TypeError(say(TOO_MANY_FUNCTIONS, exercise=ex.name, count=len(ex.functions),
+                            names=", ".join(ex.functions)))
     solution = dict(zip(ex.functions, functions))
     solution.update(named)
     result = ex.grade(solution, model, time_limit)

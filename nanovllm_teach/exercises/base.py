@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from nanovllm_teach.exercises.messages import NO_SUCH_HINT
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import Divergence
 
@@ -108,7 +109,7 @@ class Exercise:
         """Hint number ``level`` (1 = the gentlest), in ``lang`` (None: the chosen language, ``i18n``); each
         one says a little more than the one before."""
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(self.hints):
-            raise ValueError(f"{self.name} has hints 1 to {len(self.hints)}, not {level!r}")
+            raise ValueError(say(NO_SUCH_HINT, exercise=self.name, count=len(self.hints), level=level))
         return say(self.hints[level - 1], lang)
 
     def fail(self, message: str, workload: str | None = None, divergence: Divergence | None = None) -> GradeResult:

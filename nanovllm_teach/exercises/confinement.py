@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.exercises.messages import CGROUP_NOT_REMOVED, LOCKS_NOT_OURS, NO_FREE_SLOT, PROCESSES_OUTLIVED
+from nanovllm_teach.i18n import say
+
 FIRST_UID = 60000
 SLOTS = 64
 _LOCKS = Path(tempfile.gettempdir()) / "nanovllm_teach_slots"
@@ -76,7 +79,7 @@ class Slot:
     def __init__(self) -> None:
         _LOCKS.mkdir(mode=0o700, exist_ok=True)
         if _LOCKS.stat().st_uid != os.geteuid():  # made by someone else on a shared /tmp: not ours to trust
-            raise RuntimeError(f"{_LOCKS} belongs to another user: remove it")
+            raise RuntimeError(say(LOCKS_NOT_OURS, path=_LOCKS))
         accounts = {entry.pw_uid for entry in pwd.getpwall()}
         for number in range(SLOTS):
             uid = FIRST_UID + number
@@ -91,7 +94,7 @@ class Slot:
             self.uid, self._lock = uid, lock
             end_user(uid)  # whatever a grader that crashed left running
             return
-        raise RuntimeError(f"all {SLOTS} job slots (user ids {FIRST_UID}-{FIRST_UID + SLOTS - 1}) are in use")
+        raise RuntimeError(say(NO_FREE_SLOT, slots=SLOTS, first=FIRST_UID, last=FIRST_UID + SLOTS - 1))
 
     def release(self) -> None:
         os.close(self._lock)
@@ -118,7 +121,7 @@ def end_user(uid: int) -> None:
     deadline = time.monotonic() + END_LIMIT_S
     while left := processes_of(uid):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"processes {left[:5]} of user id {uid} outlived the grade")
+            raise RuntimeError(say(PROCESSES_OUTLIVED, pids=left[:5], uid=uid))
         # kill(-1) as that user: every process it may signal, all at once (the shell itself is spared).
         subprocess.run([*_GATE[:2], "kill -KILL -1"], user=uid, group=uid, extra_groups=[], env={},
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -219,7 +222,7 @@ class Cgroup:
                     break
                 except OSError as error:
                     if error.errno != errno.EBUSY or time.monotonic() > deadline:
-                        raise RuntimeError(f"cannot remove the sandbox's cgroup {folder}: {error}") from None
+                        raise RuntimeError(say(CGROUP_NOT_REMOVED, path=folder, why=error)) from None
                     time.sleep(0.01)
 
 

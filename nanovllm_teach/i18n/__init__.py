@@ -53,9 +53,14 @@ def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
 
 
+# The one error of this module a learner can meet: a language asked for by a name this course does not speak.
+BAD_LANG = Text(en="{name} must be one of {choices}, got {value!r}",
+                zh="{name} 必须是 {choices} 之一，收到的是 {value!r}")
+
+
 def check_lang(lang: str) -> str:
     if lang not in LANGS:
-        raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+        raise ValueError(say(BAD_LANG, name="lang", choices=", ".join(LANGS), value=lang))
     return lang
 
 
@@ -87,8 +92,14 @@ def resolve_lang(lang: str | None = None) -> str:
     env = os.environ.get(ENV_VAR)
     if env:
         if env not in LANGS:
-            raise ValueError(f"{ENV_VAR} must be one of {', '.join(LANGS)}, got {env!r}")
+            # The variable that chooses the language is the mistake: the locale chooses the message's.
+            raise ValueError(say(BAD_LANG, _locale_lang(), name=ENV_VAR, choices=", ".join(LANGS), value=env))
         return env
+    return _locale_lang()
+
+
+def _locale_lang() -> str:
+    """The locale's language: ``zh`` where ``LC_ALL``, ``LC_MESSAGES`` or ``LANG`` begins with ``zh``."""
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = os.environ.get(name)
         if value:

@@ -7,5 +7,6 @@ the simulated engine (``LLM(..., runner="simulated")``). Orchestration, above th
 - ``rates``: the search over rates (the next probe's rate, the rate sustained), a pure function of the probes;
 - ``recorded``: a trace's finished requests as the workload (``plan --workload-trace``);
 - ``search``: every candidate's search, in this process or on Ray, logged to resume;
-- ``results``: the rows (candidate x replicas), their costs (``sim/prices.py``), the cheapest, JSON and CSV.
+- ``results``: the rows (candidate x replicas), their costs (``sim/prices.py``), the cheapest, JSON and CSV;
+- ``messages``: the errors a user reads, in English and Chinese.
 """

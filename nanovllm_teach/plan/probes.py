@@ -38,6 +38,8 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.plan.messages import (BAD_GOODPUT, BAD_QUANTILE, INT_TOO_SMALL, LENGTHS_DO_NOT_FIT,
+                                          NOT_A_DATASHEET_GPU, RECORDED_REQUEST_TOO_LONG, TOO_FEW_PROBE_REQUESTS)
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
@@ -84,15 +86,14 @@ class PlanWorkload:
         for name, least in (("max_model_len", 1), ("warmup_requests", 0), ("probe_requests", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+                raise ValueError(say(INT_TOO_SMALL, name=name, least=least, value=value))
         if self.probe_requests < MIN_PROBE_REQUESTS:
-            raise ValueError(f"a probe measures at least {MIN_PROBE_REQUESTS} requests (fewer give a p99 of a "
-                             f"handful), got {self.probe_requests}")
+            raise ValueError(say(TOO_FEW_PROBE_REQUESTS, least=MIN_PROBE_REQUESTS, value=self.probe_requests))
         if self.recorded is None:
             self.lengths()  # refuses a bad form now, naming it
         elif self.recorded.longest_request > self.max_model_len:
-            raise ValueError(f"{self.recorded.source} holds a request of {self.recorded.longest_request} tokens "
-                             f"(prompt and answer), more than max_model_len={self.max_model_len}")
+            raise ValueError(say(RECORDED_REQUEST_TOO_LONG, source=self.recorded.source,
+                                 longest=self.recorded.longest_request, max_model_len=self.max_model_len))
 
     @property
     def num_requests(self) -> int:
@@ -105,8 +106,8 @@ class PlanWorkload:
         prompts = parse_lengths(self.prompt_lens, hi=max(1, self.max_model_len - output_hi))
         outputs = parse_lengths(self.output_lens, hi=output_hi)
         if prompts.longest + outputs.longest > self.max_model_len:
-            raise ValueError(f"prompts of up to {prompts.longest} and answers of up to {outputs.longest} tokens do "
-                             f"not fit max_model_len={self.max_model_len}")
+            raise ValueError(say(LENGTHS_DO_NOT_FIT, prompt=prompts.longest, output=outputs.longest,
+                                 max_model_len=self.max_model_len))
         return prompts, outputs
 
     @property
@@ -141,9 +142,9 @@ class Objective:
         Slo(self.ttft_ms, self.tpot_ms)  # its own checks of the two limits
         for name in ("ttft_quantile", "tpot_quantile"):
             if getattr(self, name) not in QUANTILES:
-                raise ValueError(f"{name} must be one of {', '.join(QUANTILES)}, got {getattr(self, name)!r}")
+                raise ValueError(say(BAD_QUANTILE, name=name, choices=", ".join(QUANTILES), value=getattr(self, name)))
         if self.goodput is not None and not (isinstance(self.goodput, float) and 0 < self.goodput <= 1):
-            raise ValueError(f"goodput must be a share of requests in (0, 1], got {self.goodput!r}")
+            raise ValueError(say(BAD_GOODPUT, value=self.goodput))
 
     def describe(self) -> str:
         """The SLO in a line, in the learner's language."""
@@ -342,8 +343,7 @@ def memory_fit(candidate: Candidate, workload: PlanWorkload, block_size: int = 2
                gpu_memory_utilization: float = 0.9) -> MemoryFit:
     """The simulated runner's own sizing (``sim/budget.py``), before anything is built."""
     if candidate.hardware == CPU_DEVICE_NAME or candidate.hardware not in DEVICES:
-        raise ValueError(f"plan needs a datasheet GPU ({', '.join(DEVICES)}), got {candidate.hardware!r}: this-cpu "
-                         f"is measured, and would differ from one machine of a cluster to the next")
+        raise ValueError(say(NOT_A_DATASHEET_GPU, gpus=", ".join(DEVICES), hardware=candidate.hardware))
     shape = load_shape(workload.model)
     shape.check_tensor_parallel(candidate.tensor_parallel_size)
     cost_model = StepCostModel(shape, DEVICES[candidate.hardware], tensor_parallel_size=candidate.tensor_parallel_size)

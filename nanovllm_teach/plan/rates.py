@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from nanovllm_teach.i18n import say
+from nanovllm_teach.plan.messages import BAD_RESOLUTION
 from nanovllm_teach.plan.probes import Probe
 
 # The first bracket's top, as a multiple of the rate the engine completes with every request there at once:
@@ -51,5 +53,5 @@ def sustained_rate(probes: list[Probe]) -> float:
 def search_steps(resolution: float) -> int:
     """Bisections that narrow ``[0, HEADROOM x saturated rate]`` to ``resolution`` of the saturated rate."""
     if not 0 < resolution < 1:
-        raise ValueError(f"resolution must be a share of the saturated rate in (0, 1), got {resolution!r}")
+        raise ValueError(say(BAD_RESOLUTION, value=resolution))
     return max(1, math.ceil(math.log2(HEADROOM / resolution)))

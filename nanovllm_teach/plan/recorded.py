@@ -22,6 +22,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from nanovllm_teach.i18n import say
+from nanovllm_teach.plan.messages import (TRACE_DAMAGED, TRACE_NO_RATE, TRACE_NOT_A_RUN, TRACE_TOO_FEW_REQUESTS,
+                                          TRACE_TOO_LARGE, TRACE_UNREADABLE)
 from nanovllm_teach.workload.requests import Request
 
 MAX_TRACE_BYTES = 256 * 2**20  # a 10,000-request simulated run's trace is about 30 MiB
@@ -74,23 +77,21 @@ def read_recorded_requests(path: str | Path) -> RecordedRequests:
     try:
         size = path.stat().st_size
     except OSError as error:
-        raise ValueError(f"--workload-trace {path}: cannot be read ({error.strerror or error})") from None
+        raise ValueError(say(TRACE_UNREADABLE, path=path, why=error.strerror or error)) from None
     if size > MAX_TRACE_BYTES:
-        raise ValueError(f"--workload-trace {path}: {size} bytes, more than the {MAX_TRACE_BYTES} a workload's trace "
-                         f"may have")
+        raise ValueError(say(TRACE_TOO_LARGE, path=path, size=size, most=MAX_TRACE_BYTES))
     try:
         rows = load_trace(path).requests
     except ValueError as error:  # TraceFormatError, naming the line
-        raise ValueError(f"--workload-trace: {str(error).splitlines()[0]}") from None
+        raise ValueError(say(TRACE_DAMAGED, why=str(error).splitlines()[0])) from None
     except Exception as error:  # a file that parses yet whose events contradict each other
-        raise ValueError(f"--workload-trace {path}: its events do not make a run ({type(error).__name__})") from None
+        raise ValueError(say(TRACE_NOT_A_RUN, path=path, kind=type(error).__name__)) from None
     done = sorted((r for r in rows if r.finish_reason not in (None, "aborted") and r.num_completion_tokens >= 1
                    and r.prompt_len >= 1), key=lambda r: (r.arrival_t_ns, r.seq_id))
     if len(done) < 2:
-        raise ValueError(f"--workload-trace {path}: {len(done)} finished request(s); a workload needs at least 2")
+        raise ValueError(say(TRACE_TOO_FEW_REQUESTS, path=path, count=len(done)))
     gaps = tuple((b.arrival_t_ns - a.arrival_t_ns) / 1e9 for a, b in zip(done, done[1:]))
     if not sum(gaps) > 0:
-        raise ValueError(f"--workload-trace {path}: every request arrived at the same moment, which gives no rate "
-                         f"to scale; plan it with --prompt-lens/--output-lens instead")
+        raise ValueError(say(TRACE_NO_RATE, path=path))
     return RecordedRequests(path.name, gaps, tuple(r.prompt_len for r in done),
                             tuple(r.num_completion_tokens for r in done))

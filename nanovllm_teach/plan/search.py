@@ -26,6 +26,8 @@ from typing import Any, Callable
 from tqdm.auto import tqdm
 
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.plan.messages import (LOCAL_RAY_DID_NOT_START, LOG_NOT_A_PLAN, LOG_NOT_A_PROBE, LOG_OTHER_SETTINGS,
+                                          RAY_CLUSTER_DID_NOT_START)
 from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, probe
 from nanovllm_teach.plan.rates import next_rate
 
@@ -49,13 +51,11 @@ def read_log(log_path: Path, settings: dict[str, Any]) -> dict[str, list[Probe]]
         try:
             header = json.loads(next(lines))
         except (ValueError, StopIteration):
-            raise ValueError(f"{log_path} is not a plan's log (its first line is not JSON): give another "
-                             f"--log") from None
+            raise ValueError(say(LOG_NOT_A_PLAN, path=log_path)) from None
         if header.get("settings") != settings:
             theirs = header.get("settings") or {}
             differ = sorted(k for k in settings if theirs.get(k) != settings[k]) or ["all"]
-            raise ValueError(f"{log_path} holds a search with other settings ({', '.join(differ)} differ): give "
-                             f"another --log, or remove it to start again")
+            raise ValueError(say(LOG_OTHER_SETTINGS, path=log_path, differ=", ".join(differ)))
         for number, line in enumerate(lines, start=2):
             if not line.endswith("\n"):
                 break  # the last line of a search stopped while writing it: that probe runs again
@@ -63,8 +63,7 @@ def read_log(log_path: Path, settings: dict[str, Any]) -> dict[str, list[Probe]]
                 entry = json.loads(line)
                 done.setdefault(entry["candidate"], []).append(Probe(**entry["probe"]))
             except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{log_path}, line {number}: not a probe of this search; remove the log to start "
-                                 f"again") from None
+                raise ValueError(say(LOG_NOT_A_PROBE, path=log_path, number=number)) from None
     return done
 
 
@@ -126,11 +125,9 @@ def _on_ray(histories: dict[Candidate, list[Probe]], workload: PlanWorkload, obj
             # No dashboard, no worker logs on this terminal: the progress bar is the search's only output.
             ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
         except Exception as error:  # Ray raises a bare Exception when its processes time out at start-up
-            where = f"the Ray cluster at {address}" if address else "a local Ray"
-            raise ValueError(f"{where} did not start: {str(error).splitlines()[0] if str(error) else error!r} "
-                             f"(a local Ray gives its helper processes 15 s to start, which a machine this busy may "
-                             f"not meet); run with --serial, or start a cluster (ray start --head) and pass "
-                             f"--address") from None
+            why = str(error).splitlines()[0] if str(error) else repr(error)
+            raise ValueError(say(RAY_CLUSTER_DID_NOT_START, address=address, why=why) if address
+                             else say(LOCAL_RAY_DID_NOT_START, why=why)) from None
     remote_probe = ray.remote(num_cpus=1, max_retries=0)(probe)
     pending: dict[Any, Candidate] = {}
 

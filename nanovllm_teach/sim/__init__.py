@@ -15,7 +15,8 @@ computes no tensors and predicts each step's time on a device that is not there.
 - ``published``: published serving measurements of real engines, as checked data (``published.json``), and how
   many of them each GPU's factors were fitted on (fewer than two: the GPU is reported unfitted);
 - ``prices``: public on-demand prices per GPU-hour, each with its page and date (``prices.json``), for the
-  deployment planner (``nanovllm_teach/plan/``, ``nanovllm-teach plan``).
+  deployment planner (``nanovllm_teach/plan/``, ``nanovllm-teach plan``);
+- ``messages``: the errors a user reads, in English and Chinese.
 
 The ``simulate`` command is ``nanovllm_teach/cli/simulate.py``; ``benchmarks/bench_sim_published.py`` runs
 the published cases through the simulated engine.

@@ -24,8 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nanovllm_teach.engine.batch import warmup_batch
+from nanovllm_teach.i18n import say
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel
 from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.sim.messages import (HOST_MEMORY_EXCEEDED, HOST_PART_BLOCKS, HOST_PART_PREFIXES, HOST_PART_REQUESTS,
+                                         KV_BLOCKS_CANNOT_FIT, NO_ROOM_FOR_KV_CACHE)
 
 # What a GPU process holds before the model: the CUDA context, library workspaces and allocator slack. No
 # datasheet gives it; a fresh PyTorch process on a GPU shows a few hundred MiB in nvidia-smi.
@@ -58,9 +61,8 @@ def check_kv_blocks(shape: ModelShape, device: Device, tensor_parallel_size: int
     """Refuse a KV cache that the device's memory could not hold even empty of weights."""
     most = kv_blocks_that_fit(shape, device, tensor_parallel_size, block_size)
     if num_blocks > most:
-        raise ValueError(f"num_kvcache_blocks={num_blocks} cannot fit: {device.name} holds at most {most} KV blocks "
-                         f"of {block_size} tokens of {shape.name} per rank (tp={tensor_parallel_size}), even with "
-                         f"no weights")
+        raise ValueError(say(KV_BLOCKS_CANNOT_FIT, num_blocks=num_blocks, device=device.name, most=most,
+                             block_size=block_size, model=shape.name, tp=tensor_parallel_size))
 
 
 def weight_bytes(cost_model: StepCostModel) -> int:
@@ -80,11 +82,10 @@ def estimated_kv_blocks(cost_model: StepCostModel, utilization: float, max_model
     per_block = kv_block_bytes_per_rank(shape, cost_model.dtype_bytes, tp, block_size)
     room = int(device.memory_bytes * utilization - needed)
     if room < per_block:
-        raise ValueError(f"no memory left for the KV cache of {shape.name} on {device.name} (tp={tp}): the runtime, "
-                         f"weights and warm-up activations ({num_seqs} x {seq_len} tokens) take {needed / 2**30:.3g} "
-                         f"GiB of the {utilization * device.memory_bytes / 2**30:.3g} GiB allowed, one block of "
-                         f"{block_size} tokens needs {per_block / 2**30:.3g} GiB; raise gpu_memory_utilization or "
-                         f"tensor_parallel_size, or lower max_num_batched_tokens, max_model_len or the block size")
+        raise ValueError(say(NO_ROOM_FOR_KV_CACHE, model=shape.name, device=device.name, tp=tp, num_seqs=num_seqs,
+                             seq_len=seq_len, needed_gib=needed / 2**30,
+                             allowed_gib=utilization * device.memory_bytes / 2**30, block_size=block_size,
+                             block_gib=per_block / 2**30))
     return room // per_block
 
 
@@ -125,10 +126,8 @@ def check_host_memory(estimate: HostEstimate, available: int | None = None) -> N
     """Refuse a simulation whose estimate is more than ``HOST_SHARE`` of what this machine has available."""
     available = available_bytes() if available is None else available
     if estimate.total > HOST_SHARE * available:
-        parts = ", ".join(f"{name} {value / 2**30:.3g} GiB" for name, value in (
-            ("requests", estimate.requests), ("shared prefixes", estimate.prefixes),
-            ("KV block records", estimate.blocks)) if value)
-        raise ValueError(f"this simulation would need about {estimate.total / 2**30:.3g} GiB of this machine's "
-                         f"memory ({parts}), more than the {HOST_SHARE * available / 2**30:.3g} GiB it can take of "
-                         f"the {available / 2**30:.3g} GiB available: fewer requests, shorter lengths or fewer "
-                         f"KV blocks")
+        parts = ", ".join(f"{say(part)} {value / 2**30:.3g} GiB" for part, value in (
+            (HOST_PART_REQUESTS, estimate.requests), (HOST_PART_PREFIXES, estimate.prefixes),
+            (HOST_PART_BLOCKS, estimate.blocks)) if value)
+        raise ValueError(say(HOST_MEMORY_EXCEEDED, total_gib=estimate.total / 2**30, parts=parts,
+                             share_gib=HOST_SHARE * available / 2**30, available_gib=available / 2**30))

@@ -40,9 +40,11 @@ from typing import Sequence
 
 import torch
 
+from nanovllm_teach.i18n import say
 from nanovllm_teach.sim.cost_model import ModelShape, StepCostModel, StepWork
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.sim.messages import CALIBRATION_NEEDS_A_CPU, ONE_TIME_PER_STEP
 
 _SHARES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)
 _FEW_SEQS = 4  # a decode of at most this many sequences is "a few" (the error's kinds of step)
@@ -74,9 +76,9 @@ def fit_efficiency(shape: ModelShape, device: Device, steps: Sequence[StepWork],
     keep these factors' ``matmul``, ``attention`` and ``memory`` (the grid is that one point) and fit the
     host terms alone: the same device, with other host work (the engine inside its server)."""
     if len(steps) != len(measured_s) or not steps:
-        raise ValueError(f"need one measured time per step, got {len(steps)} steps, {len(measured_s)} times")
+        raise ValueError(say(ONE_TIME_PER_STEP, steps=len(steps), times=len(measured_s)))
     if device.kind != "cpu":
-        raise ValueError(f"the calibration fits a CPU's host costs, not a {device.kind}'s ({device.name})")
+        raise ValueError(say(CALIBRATION_NEEDS_A_CPU, kind=device.kind, name=device.name))
     model = StepCostModel(shape, device, Efficiency())
     counts = [model.counts(w.batch) for w in steps]
     # Each step's host terms: one per step, its sequences, the kernels it launches eagerly, an idle wait;

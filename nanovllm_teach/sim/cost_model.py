@@ -52,8 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
+from nanovllm_teach.i18n import say
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device
+from nanovllm_teach.sim.messages import (CONFIG_MISSES_INTS, CONFIG_NOT_AN_OBJECT, CONFIG_NOT_JSON, MIXTURE_OF_EXPERTS,
+                                         NO_SUCH_MODEL, NOT_A_DENSE_DECODER, TP_DOES_NOT_DIVIDE)
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # The sampler works on float32 logits: one write, one read per vocabulary entry and sequence.
@@ -96,16 +99,14 @@ class ModelShape:
         model_type = config.get("model_type")
         experts = [key for key in _EXPERT_KEYS if config.get(key)]
         if experts or "moe" in str(model_type):
-            raise ValueError(f"{name} is a mixture-of-experts model ({model_type!r}, {', '.join(experts) or 'moe'}): "
-                             f"each token runs through a few of its experts, chosen per token, which this cost model "
-                             f"(every weight in every token's path) does not describe; give a dense decoder "
-                             f"({', '.join(DENSE_DECODERS)})")
+            raise ValueError(say(MIXTURE_OF_EXPERTS, name=name, model_type=model_type,
+                                 experts=", ".join(experts) or "moe", dense=", ".join(DENSE_DECODERS)))
         if model_type not in DENSE_DECODERS:
-            raise ValueError(f"{name} is a {model_type!r} model; the simulator reads the shapes of dense decoders: "
-                             f"{', '.join(DENSE_DECODERS)}")
+            raise ValueError(say(NOT_A_DENSE_DECODER, name=name, model_type=model_type,
+                                 dense=", ".join(DENSE_DECODERS)))
         missing = [key for key in _REQUIRED if not isinstance(config.get(key), int) or config[key] < 1]
         if missing:
-            raise ValueError(f"{name}'s config.json has no positive int {', '.join(missing)}")
+            raise ValueError(say(CONFIG_MISSES_INTS, name=name, missing=", ".join(missing)))
         hidden, heads = config["hidden_size"], config["num_attention_heads"]
         eos = config.get("eos_token_id")
         return cls(name=name, hidden_size=hidden, num_layers=config["num_hidden_layers"], num_heads=heads,
@@ -147,7 +148,7 @@ class ModelShape:
         """Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and the MLP."""
         for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
             if getattr(self, name) % tp != 0:
-                raise ValueError(f"tensor_parallel_size={tp} must divide the model's {name}={getattr(self, name)}")
+                raise ValueError(say(TP_DOES_NOT_DIVIDE, tp=tp, name=name, value=getattr(self, name)))
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
@@ -165,8 +166,7 @@ def shape_dir(name_or_dir: str | Path) -> Path:
     shipped = SHAPES_DIR / str(name_or_dir).lower()
     if (shipped / "config.json").is_file():
         return shipped
-    raise ValueError(f"model {str(name_or_dir)!r} is neither a shipped shape ({', '.join(shape_names())}) "
-                     f"nor a folder with a config.json")
+    raise ValueError(say(NO_SUCH_MODEL, name=str(name_or_dir), shapes=", ".join(shape_names())))
 
 
 def load_shape(name_or_dir: str | Path) -> ModelShape:
@@ -175,9 +175,9 @@ def load_shape(name_or_dir: str | Path) -> ModelShape:
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ValueError(f"{folder / 'config.json'} cannot be read as JSON: {error}") from None
+        raise ValueError(say(CONFIG_NOT_JSON, path=folder / "config.json", why=error)) from None
     if not isinstance(config, dict):
-        raise ValueError(f"{folder / 'config.json'} is not a JSON object")
+        raise ValueError(say(CONFIG_NOT_AN_OBJECT, path=folder / "config.json"))
     return ModelShape.from_config(config, folder.name)
 
 

@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping
 
+from nanovllm_teach.i18n import say
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES
+from nanovllm_teach.sim.messages import FACTOR_NEGATIVE, FACTOR_NOT_A_SHARE, MEMORY_FACTOR_OUT_OF_RANGE, UNKNOWN_FACTORS
 
 # The factors of this engine on a CPU, fitted by ``python benchmarks/bench_sim.py --part calibrate --save`` on the
 # machine the project is built on; rerun it to fit them to yours (``this-cpu``'s peaks are measured anyway).
@@ -67,12 +69,12 @@ class Efficiency:
             value = getattr(self, f.name)
             if f.name in _FRACTIONS:
                 if not 0 < value <= 1:
-                    raise ValueError(f"efficiency factor {f.name} must be in (0, 1], got {value!r}")
+                    raise ValueError(say(FACTOR_NOT_A_SHARE, name=f.name, value=value))
             elif f.name == "memory":
                 if not 0 < value <= MAX_MEMORY_SHARE:
-                    raise ValueError(f"efficiency factor memory must be in (0, {MAX_MEMORY_SHARE:g}], got {value!r}")
+                    raise ValueError(say(MEMORY_FACTOR_OUT_OF_RANGE, most=MAX_MEMORY_SHARE, value=value))
             elif not value >= 0:
-                raise ValueError(f"efficiency factor {f.name} must be >= 0, got {value!r}")
+                raise ValueError(say(FACTOR_NEGATIVE, name=f.name, value=value))
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -93,7 +95,7 @@ class Efficiency:
     def from_dict(cls, values: Mapping[str, float]) -> "Efficiency":
         unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"unknown efficiency factor(s): {', '.join(unknown)}")
+            raise ValueError(say(UNKNOWN_FACTORS, names=", ".join(unknown)))
         return cls(**values)
 
     @classmethod

@@ -22,10 +22,12 @@ from transformers import AutoConfig
 
 from nanovllm_teach.config import Config, check_shards, resolve_linear_backend
 from nanovllm_teach.engine.runner import EngineParts
+from nanovllm_teach.i18n import say
 from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.cost_model import load_shape, shape_dir
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
+from nanovllm_teach.sim.messages import BAD_SIM_FACTORS, SIMULATED_NEEDS_HARDWARE, SIMULATED_NO_SUCH_HARDWARE
 from nanovllm_teach.sim.published import fitted_cases
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
 from nanovllm_teach.trace.recorder import Recorder
@@ -49,14 +51,14 @@ def efficiency_of(settings: Settings) -> Efficiency:
     try:
         return Efficiency.from_json(settings.sim_factors)
     except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
-        raise ValueError(f"sim_factors {str(settings.sim_factors)!r} is not a JSON file of efficiency factors: "
-                         f"{error}") from None
+        raise ValueError(say(BAD_SIM_FACTORS, path=str(settings.sim_factors), why=error)) from None
 
 
 def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
     if asked.hardware not in device_names():
-        problem = "needs hardware" if asked.hardware is None else f"has no hardware {asked.hardware!r}"
-        raise ValueError(f"runner='simulated' {problem}: choose from {', '.join(device_names())}")
+        known = ", ".join(device_names())
+        raise ValueError(say(SIMULATED_NEEDS_HARDWARE, known=known) if asked.hardware is None
+                         else say(SIMULATED_NO_SUCH_HARDWARE, name=asked.hardware, known=known))
     efficiency = efficiency_of(asked)  # a missing or bad file fails now, before anything is built
     path = shape_dir(model)
     shape = load_shape(path)  # first: it refuses what is not a dense decoder, saying why

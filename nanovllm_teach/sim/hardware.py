@@ -19,6 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from nanovllm_teach.i18n import say
+from nanovllm_teach.sim.messages import UNKNOWN_HARDWARE
+
 GIB = 2**30
 
 
@@ -100,7 +103,7 @@ def get_device(name: str) -> Device:
     if name == CPU_DEVICE_NAME:
         return measure_this_cpu()
     if name not in DEVICES:
-        raise ValueError(f"unknown hardware {name!r}; known: {', '.join(device_names())}")
+        raise ValueError(say(UNKNOWN_HARDWARE, name=name, known=", ".join(device_names())))
     return DEVICES[name]
 
 

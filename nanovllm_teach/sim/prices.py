@@ -15,13 +15,15 @@ import math
 from pathlib import Path
 from typing import Mapping
 
+from nanovllm_teach.i18n import say
+from nanovllm_teach.sim.messages import BAD_PRICE, BAD_PRICE_SPEC, PRICES_NOT_AN_OBJECT, PRICES_NOT_JSON
+
 PRICES_FILE = Path(__file__).resolve().parent / "prices.json"
 
 
 def _checked(name: str, value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{where}: the price of {name!r} must be a positive number of dollars per GPU-hour, "
-                         f"got {value!r}")
+        raise ValueError(say(BAD_PRICE, where=where, name=name, value=value))
     return float(value)
 
 
@@ -35,9 +37,9 @@ def read_prices_file(path: str | Path) -> dict[str, float]:
     try:
         values = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ValueError(f"--prices {path}: not a readable JSON file: {error}") from None
+        raise ValueError(say(PRICES_NOT_JSON, path=path, why=error)) from None
     if not isinstance(values, dict):
-        raise ValueError(f"--prices {path}: give a JSON object of GPU name -> dollars per GPU-hour")
+        raise ValueError(say(PRICES_NOT_AN_OBJECT, path=path))
     return {str(name): _checked(str(name), value, f"--prices {path}") for name, value in values.items()}
 
 
@@ -49,7 +51,7 @@ def parse_price(spec: str) -> tuple[str, float]:
     except ValueError:
         usd = math.nan
     if not sep or not name:
-        raise ValueError(f"--price must be GPU=USD (dollars per GPU-hour), got {spec!r}")
+        raise ValueError(say(BAD_PRICE_SPEC, spec=spec))
     return name, _checked(name, usd, "--price")
 
 

@@ -33,10 +33,12 @@ from msgspec import UNSET
 from nanovllm_teach.engine.cuda_graphs import choose_graph_batch_size, graph_batch_sizes
 from nanovllm_teach.engine.batch import ScheduledBatch, ScheduledSeq, warmup_batch
 from nanovllm_teach.engine.runner import ForwardPass, RunOutput, RunReport
+from nanovllm_teach.i18n import say
 from nanovllm_teach.sim.budget import GPU_RUNTIME_BYTES, check_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import ModelShape, StepCost, StepCostModel, StepWork
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device, attention_backend_on
+from nanovllm_teach.sim.messages import NO_BUDGET_FOR_KV_CACHE, SEQUENCE_TOO_SHORT
 from nanovllm_teach.trace.events import KvBudgetEstimate, Warmup
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
 from nanovllm_teach.utils.memory import MemoryReading, kv_block_bytes, size_kv_cache
@@ -75,7 +77,7 @@ class AnswerLengths:
     def expect(self, seq_id: int, num_tokens: int) -> None:
         """The token that makes ``seq_id`` ``num_tokens`` long is EOS."""
         if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 2:
-            raise ValueError(f"a sequence length must be an int >= 2 (a prompt and an answer), got {num_tokens!r}")
+            raise ValueError(say(SEQUENCE_TOO_SHORT, value=num_tokens))
         self._lengths[seq_id] = num_tokens
 
     def forget(self, seq_ids: Iterable[int]) -> None:
@@ -162,9 +164,8 @@ class SimulatedRunner:
         cap = int(cpu_kvcache_gib * 2**30) if dev.kind == "cpu" else None
         sizing = size_kv_cache(reading, utilization, block_bytes, cap, explicit_blocks)
         if sizing.num_blocks < 1:
-            raise ValueError(f"no memory left for the KV cache of {shape.name} on {dev.name}: budget {sizing.budget} "
-                             f"bytes, one block needs {block_bytes}; raise gpu_memory_utilization or "
-                             f"tensor_parallel_size, or lower max_num_batched_tokens")
+            raise ValueError(say(NO_BUDGET_FOR_KV_CACHE, model=shape.name, device=dev.name, budget=sizing.budget,
+                                 block_bytes=block_bytes))
         if self.rec.enabled:
             self.rec.record("init", sizing.reason, KvBudgetEstimate(
                 **sizing.stats(sizing.num_blocks), block_size=self.block_size, num_layers=shape.num_layers,

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.track.glue import glue_files, glue_modules, glue_name, is_blocked, signature
+from nanovllm_teach.track.messages import ALREADY_WRITTEN
 from nanovllm_teach.track.seams import PACKAGE, Chapter, Seam
 
 NOT_WRITTEN = Text(en="not written yet: {name} (chapter {number})", zh="还没有写：{name}（第 {number} 章）")
@@ -233,7 +234,7 @@ def replace_stub(folder: Path, chapter: Chapter, qualname: str, body: str) -> No
     node = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
     stub = node.body[-1]
     if is_written_node(node):
-        raise ValueError(f"{qualname} in {path} is written already: only a stub is replaced")
+        raise ValueError(say(ALREADY_WRITTEN, qualname=qualname, path=path))
     lines = text.splitlines()
     indent = " " * stub.col_offset
     lines[stub.lineno - 1:stub.end_lineno] = [indent + line if line else "" for line in body.strip("\n").splitlines()]

@@ -195,8 +195,9 @@ def main() -> None:
     set_limits(*(int(v) for v in limits.split(",")))
     import torch
 
-    from nanovllm_teach.i18n import set_lang
+    from nanovllm_teach.i18n import say, set_lang
     from nanovllm_teach.track.chapters import chapter_named
+    from nanovllm_teach.track.messages import RESULT_TOO_LARGE
     from nanovllm_teach.track.wire import CHECK_BESIDE, Frame, FrameError, read_frame, write_frame
 
     torch.set_num_threads(1)  # one CPU in the sandbox's cgroup
@@ -235,7 +236,7 @@ def main() -> None:
             else:
                 write_frame(answers_fd, _answer(functions[call.seam], call, unpacker))
         except FrameError as too_large:  # the learner's result: said as what their function did
-            too_large_error = {"type": "ValueError", "message": f"its result is too large: {too_large}"}
+            too_large_error = {"type": "ValueError", "message": say(RESULT_TOO_LARGE, why=too_large)}
             write_frame(answers_fd, Frame(error=too_large_error))
     sys.stdout.flush()
     os._exit(0)  # a thread the learner left running ends here, with the process

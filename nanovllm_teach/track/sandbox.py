@@ -31,6 +31,7 @@ from nanovllm_teach.exercises import confinement, isolation
 from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.remote import STARTUP_LIMIT_S, quoted
 from nanovllm_teach.i18n import Text, resolve_lang, say
+from nanovllm_teach.track.messages import NOT_A_FRESH_MODEL
 from nanovllm_teach.track.seams import PACKAGE, Seam
 from nanovllm_teach.track.wire import (CHECK_BESIDE, Frame, FrameError, Packer, read_frame, tensors_of, unpack_answer,
                                        write_frame)
@@ -246,7 +247,7 @@ def _fill(model: Any, params: dict[str, str], tensors: dict[str, Any]) -> None:
     from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 
     if not isinstance(model, Qwen3ForCausalLM) or not isinstance(params, dict):
-        raise ValueError("a model's state for what is not a fresh model")
+        raise ValueError(say(NOT_A_FRESH_MODEL))
     own = dict(model.named_parameters())
     for name, tensor_name in params.items():
         if name in own and tensor_name in tensors and tensors[tensor_name].shape == own[name].shape:

@@ -29,6 +29,10 @@ import msgspec
 import safetensors.torch
 import torch
 
+from nanovllm_teach.i18n import say
+from nanovllm_teach.track.messages import (CHANNEL_CLOSED, FRAME_TOO_LARGE, NOT_A_FRAME, NOT_A_VALUE,
+                                           TENSORS_DO_NOT_READ)
+
 MAX_FRAME = 64 << 20  # the largest answer: the shipped model's weights as the learner's loader filled them (8 MB)
 _HEADER = struct.Struct(">I")
 CHECK_BESIDE = "check"  # a call's tree asking for the seam's whole check inside (``Chapter.checked_beside``)
@@ -55,7 +59,7 @@ class FrameError(Exception):
 def write_frame(fd: int, frame: Frame) -> None:
     data = msgspec.msgpack.encode(frame)
     if len(data) > MAX_FRAME:
-        raise FrameError(f"a frame of {len(data)} bytes is larger than {MAX_FRAME}")
+        raise FrameError(say(FRAME_TOO_LARGE, size=len(data), most=MAX_FRAME))
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view):]
@@ -71,18 +75,18 @@ def read_frame(fd: int, deadline: float | None) -> Frame:
                 raise TimeoutError
             chunk = os.read(fd, min(left, 1 << 20))
             if not chunk:
-                raise FrameError("the channel closed")
+                raise FrameError(say(CHANNEL_CLOSED))
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
 
     (size,) = _HEADER.unpack(exactly(_HEADER.size))
     if size > MAX_FRAME:
-        raise FrameError(f"a frame of {size} bytes is larger than {MAX_FRAME}")
+        raise FrameError(say(FRAME_TOO_LARGE, size=size, most=MAX_FRAME))
     try:
         return msgspec.msgpack.decode(exactly(size), type=Frame)
     except msgspec.DecodeError as error:
-        raise FrameError(f"a frame that is not a Frame: {error}") from None
+        raise FrameError(say(NOT_A_FRAME, why=error)) from None
 
 
 def tensors_of(data: bytes) -> dict[str, torch.Tensor]:
@@ -92,7 +96,7 @@ def tensors_of(data: bytes) -> dict[str, torch.Tensor]:
     try:
         return safetensors.torch.load(data)
     except Exception as error:  # safetensors raises its own SafetensorError on damaged bytes
-        raise FrameError(f"tensors that do not read: {error}") from None
+        raise FrameError(say(TENSORS_DO_NOT_READ, why=error)) from None
 
 
 class Packer:
@@ -162,4 +166,4 @@ def unpack_answer(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return named_type(tree["other"], Other)()
     if isinstance(tree, dict) and set(tree) == {"record", "fields"}:  # the loader's LoadReport: a record, not a value
         return named_type(str(tree["record"]).rpartition(":")[2], Other)()
-    raise FrameError("an answer that is not a value")
+    raise FrameError(say(NOT_A_VALUE))

@@ -26,6 +26,7 @@ from nanovllm_teach.trace.console import pad, text_width
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import held_segments, request_segments
 from nanovllm_teach.viz.gantt import draw_gantt
+from nanovllm_teach.viz.messages import IN_MEMORY, NO_STEP_TO_SUMMARIZE
 from nanovllm_teach.viz.render import NotebookFigure, as_written
 from nanovllm_teach.viz.timeline import draw_batch_size, draw_kv_blocks, draw_queues, mark_preemptions, phase_legend
 from nanovllm_teach.viz.words import COMPARE_TITLE, POLICY_NAME, SUMMARY_ROW
@@ -111,7 +112,7 @@ def summarize(trace: Trace, label: str | None = None) -> TraceSummary:
     """The ``TraceSummary`` of one trace."""
     rows, requests = trace.steps, trace.requests
     if not rows:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to summarize")
+        raise ValueError(say(NO_STEP_TO_SUMMARIZE, path=trace.path or say(IN_MEMORY)))
     output_tokens = sum(r.num_completion_tokens for r in requests)
     wall_s = (rows[-1].t_end_ns - rows[0].t_start_ns) / 1e9
     ttft_ms = [r.ttft_ms for r in requests if r.ttft_ms is not None]

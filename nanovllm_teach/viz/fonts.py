@@ -14,14 +14,17 @@ import warnings
 
 from matplotlib import font_manager, rcParams
 
-from nanovllm_teach.i18n import resolve_lang
+from nanovllm_teach.i18n import Text, resolve_lang, say
 
 # Common CJK fonts, Linux's first (Debian's fonts-noto-cjk, WenQuanYi), then macOS's and Windows'.
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
              "WenQuanYi Micro Hei", "PingFang SC", "Heiti SC", "Microsoft YaHei", "SimHei")
-CJK_FONT_HINT = ("no CJK font found, so Chinese text is drawn as empty boxes: install one (Debian/Ubuntu: "
-                 "apt install fonts-noto-cjk; Fedora: dnf install google-noto-sans-cjk-fonts; macOS and "
-                 "Windows have one)")
+CJK_FONT_HINT = Text(en="no CJK font found, so Chinese text is drawn as empty boxes: install one (Debian/Ubuntu: "
+                        "apt install fonts-noto-cjk; Fedora: dnf install google-noto-sans-cjk-fonts; macOS and "
+                        "Windows have one)",
+                     zh="没有找到 CJK 字体，图中的中文会画成空白方框：请安装一个（Debian/Ubuntu："
+                        "apt install fonts-noto-cjk；Fedora：dnf install google-noto-sans-cjk-fonts；"
+                        "macOS 和 Windows 自带）")
 
 
 # Where those fonts' files are called so: matplotlib's font list is cached, and a font installed after the
@@ -51,7 +54,7 @@ def add_cjk_fallback() -> str | None:
     name = cjk_font()
     if name is None:
         if resolve_lang() == "zh":
-            warnings.warn(CJK_FONT_HINT, RuntimeWarning, stacklevel=2)
+            warnings.warn(say(CJK_FONT_HINT), RuntimeWarning, stacklevel=2)
     elif name not in rcParams["font.family"]:
         rcParams["font.family"] = [*rcParams["font.family"], name]
     return name

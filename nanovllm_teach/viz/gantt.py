@@ -28,6 +28,7 @@ from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.segments import Segment, held_segments, request_segments
 from nanovllm_teach.viz import words
+from nanovllm_teach.viz.messages import IN_MEMORY, NO_REQUEST_TO_DRAW
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.style import CURSOR_COLOR, FINISH_MARKERS, PREEMPT_COLOR, STATE_COLORS
@@ -120,7 +121,7 @@ def plot_gantt(trace: Trace, cursor_step: int | None = None,
                figure: Figure | SubFigure | None = None) -> Figure | SubFigure:
     """The Gantt chart of ``trace`` (into ``figure`` if given); an optional cursor marks one step."""
     if not trace.requests:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no request to draw")
+        raise ValueError(say(NO_REQUEST_TO_DRAW, path=trace.path or say(IN_MEMORY)))
     height = min(12.0, 1.4 + 0.28 * len(trace.requests))
     fig = figure if figure is not None else NotebookFigure(figsize=(11, height), layout="constrained")
     fig.clear()

@@ -59,7 +59,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from nanovllm_teach.i18n import LANGS, resolve_lang
+from nanovllm_teach.i18n import LANGS, resolve_lang, say
 from nanovllm_teach.scenarios import trace_lesson
 from nanovllm_teach.trace.console import VERBOSITIES, ConsoleRenderer
 from nanovllm_teach.trace.reader import Trace
@@ -69,6 +69,7 @@ from nanovllm_teach.trace.steps import cut_steps, step_ends
 # The grid's conventions are blockgrid's: the blocks freed at a step's end, in their holder's colour faded.
 from nanovllm_teach.viz.blockgrid import freed_at_step_end
 from nanovllm_teach.viz.compare import trace_label
+from nanovllm_teach.viz.messages import BAD_VERBOSITY, IN_MEMORY, NO_STEP_TO_REPLAY, NOT_A_REPLAY_PAGE
 from nanovllm_teach.viz.page_words import replay_words
 from nanovllm_teach.viz.style import (
     CACHED_COLOR, CURSOR_COLOR, FREE_COLOR, FREED_ALPHA, PHASE_COLORS, SEQ_PALETTE, STATE_COLORS,
@@ -235,9 +236,9 @@ def page_data(trace: Trace, verbosity: str = "normal", progress: bool = False,
     steps of index below it only (None: all)."""
     rows = trace.steps
     if not rows:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to replay")
+        raise ValueError(say(NO_STEP_TO_REPLAY, path=trace.path or say(IN_MEMORY)))
     if verbosity not in VERBOSITIES:
-        raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
+        raise ValueError(say(BAD_VERBOSITY, choices=VERBOSITIES, value=verbosity))
     steps = [r.step for r in rows]
     requests = trace.requests
     row_of = {r.seq_id: i for i, r in enumerate(requests)}
@@ -324,7 +325,7 @@ def read_page_data(page: str) -> dict[str, Any]:
     """The data inlined in a replay page (``viewer_data``'s dict), read back from its HTML."""
     match = re.search(r'<script type="application/gzip;base64" id="trace-data">([A-Za-z0-9+/=]*)</script>', page)
     if match is None:
-        raise ValueError("not a replay page: no trace-data script element")
+        raise ValueError(say(NOT_A_REPLAY_PAGE))
     return json.loads(gzip.decompress(base64.b64decode(match.group(1))))
 
 

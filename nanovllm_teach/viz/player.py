@@ -38,12 +38,14 @@ from typing import Any, Callable
 import anywidget
 import traitlets
 
-from nanovllm_teach.i18n import LANGS, resolve_lang
+from nanovllm_teach.i18n import LANGS, resolve_lang, say
 from nanovllm_teach.trace.console import VERBOSITIES
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.trace.replay import EngineReplay, KVSnapshot, Queues, kv_snapshot, queues
 from nanovllm_teach.trace.steps import cut_steps
+from nanovllm_teach.viz.messages import (BAD_LANG, BAD_SOURCE, BAD_VERBOSITY, IN_MEMORY, NO_STEP_IN_TIME, NO_STEP_TO_PLAY,
+                                         NOT_A_COMPLETED_STEP, RECORDER_NOT_IN_MEMORY, RUN_ENDED_WITHOUT_A_STEP)
 from nanovllm_teach.viz.page import packed_bytes, primed_renderers, step_lines_window, viewer_asset, viewer_data, \
     viewer_markup, viewer_script, viewer_style
 from nanovllm_teach.viz.render import figure_png
@@ -76,9 +78,9 @@ class Player(anywidget.AnyWidget):
 
     def __init__(self, trace: Trace, lang: str | None = None, verbosity: str = "normal") -> None:
         if not trace.steps:
-            raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to play")
+            raise ValueError(say(NO_STEP_TO_PLAY, path=trace.path or say(IN_MEMORY)))
         if verbosity not in VERBOSITIES:
-            raise ValueError(f"verbosity must be one of {VERBOSITIES}, got {verbosity!r}")
+            raise ValueError(say(BAD_VERBOSITY, choices=VERBOSITIES, value=verbosity))
         self._verbosity = verbosity
         self._follower: threading.Thread | None = None
         self._load(trace)
@@ -111,14 +113,13 @@ class Player(anywidget.AnyWidget):
     def _valid_step(self, proposal: dict[str, Any]) -> int:
         step = proposal["value"]
         if step not in self._completed:
-            raise traitlets.TraitError(f"step {step} is not a completed step of this trace "
-                                       f"(steps {self.steps[0]}..{self.steps[-1]})")
+            raise traitlets.TraitError(say(NOT_A_COMPLETED_STEP, step=step, first=self.steps[0], last=self.steps[-1]))
         return step
 
     @traitlets.validate("lang")
     def _valid_lang(self, proposal: dict[str, Any]) -> str:
         if proposal["value"] not in LANGS:
-            raise traitlets.TraitError(f"lang must be one of {LANGS}, got {proposal['value']!r}")
+            raise traitlets.TraitError(say(BAD_LANG, choices=LANGS, value=proposal["value"]))
         return proposal["value"]
 
     # --- following a run as it is recorded ------------------------------------------------------------
@@ -136,9 +137,9 @@ class Player(anywidget.AnyWidget):
         trace = snapshot()
         while not trace.steps:
             if not worker.is_alive() and not (trace := snapshot()).steps:
-                raise ValueError("the run ended without completing an engine step: nothing to play")
+                raise ValueError(say(RUN_ENDED_WITHOUT_A_STEP))
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no engine step was recorded within {timeout_s} s")
+                raise TimeoutError(say(NO_STEP_IN_TIME, timeout_s=timeout_s))
             time.sleep(0.1)
             trace = snapshot()
         player = cls(trace, lang, verbosity)
@@ -184,8 +185,7 @@ class Player(anywidget.AnyWidget):
     def set_step(self, step: int) -> None:
         """Show ``step`` (a step the trace completed); ``player.step = step`` does the same."""
         if step not in self._completed:
-            raise ValueError(f"step {step} is not a completed step of this trace "
-                             f"(steps {self.steps[0]}..{self.steps[-1]})")
+            raise ValueError(say(NOT_A_COMPLETED_STEP, step=step, first=self.steps[0], last=self.steps[-1]))
         self.step = step
 
     def step_by(self, offset: int) -> None:
@@ -241,8 +241,7 @@ def _snapshots(source: "TraceRecorder | Callable[[], Trace]") -> "Callable[[], T
     recorded right now is left for the next snapshot)."""
     if isinstance(source, TraceRecorder):
         if not source.keep_in_memory:
-            raise ValueError("the recorder does not keep its events in memory (keep_in_memory=False): "
-                             "a player cannot follow it")
+            raise ValueError(say(RECORDER_NOT_IN_MEMORY))
 
         def from_recorder() -> Trace:
             trace = Trace.from_recorder(source)
@@ -251,4 +250,4 @@ def _snapshots(source: "TraceRecorder | Callable[[], Trace]") -> "Callable[[], T
         return from_recorder
     if callable(source):
         return source
-    raise TypeError(f"source must be a TraceRecorder or a function returning a Trace, not {type(source).__name__}")
+    raise TypeError(say(BAD_SOURCE, kind=type(source).__name__))

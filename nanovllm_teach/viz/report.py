@@ -28,6 +28,7 @@ from nanovllm_teach.viz import words
 from nanovllm_teach.viz.blockgrid import plot_block_grid
 from nanovllm_teach.viz.compare import summarize, summary_rows, trace_label
 from nanovllm_teach.viz.gantt import draw_gantt
+from nanovllm_teach.viz.messages import IN_MEMORY, NO_STEP_OR_REQUEST_TO_DRAW, NO_STEP_TO_REPORT
 from nanovllm_teach.viz.render import NotebookFigure, figure_png
 from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.timeline import PANELS, draw_timelines, timeline_title
@@ -54,7 +55,7 @@ def plot_overview(trace: Trace, cursor_step: int | None = None, panel_height: fl
     optional cursor at one step in every panel. ``panel_height`` (inches per timeline) and
     ``max_gantt_height`` size it: the player asks for a compact one."""
     if not trace.steps or not trace.requests:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed step or no request to draw")
+        raise ValueError(say(NO_STEP_OR_REQUEST_TO_DRAW, path=trace.path or say(IN_MEMORY)))
     gantt_height = min(max_gantt_height, 1.4 + 0.28 * len(trace.requests))
     fig = NotebookFigure(figsize=(12, panel_height * len(PANELS) + gantt_height), layout="constrained")
     axes = fig.subplots(len(PANELS) + 1, 1, sharex=True,
@@ -129,7 +130,7 @@ def html_report(trace: Trace, max_step_rows: int = 2000, lang: str | None = None
 
     rows = trace.steps
     if not rows:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to report")
+        raise ValueError(say(NO_STEP_TO_REPORT, path=trace.path or say(IN_MEMORY)))
     lang = resolve_lang(lang)
     with speaking(lang):  # the pictures' words follow it too
         return _html_report(trace, max_step_rows, lang, trace_lesson(trace.header, lang))

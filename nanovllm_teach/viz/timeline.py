@@ -28,6 +28,7 @@ from nanovllm_teach.i18n import say
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.tables import StepRow
 from nanovllm_teach.viz import words
+from nanovllm_teach.viz.messages import IN_MEMORY, NO_STEP_TO_DRAW
 from nanovllm_teach.viz.render import NotebookFigure
 from nanovllm_teach.viz.render import as_written
 from nanovllm_teach.viz.style import BOUND_COLORS, CURSOR_COLOR, PHASE_COLORS, PREEMPT_COLOR
@@ -146,7 +147,7 @@ def plot_timelines(trace: Trace, cursor_step: int | None = None,
     """Draw the five timelines of ``trace`` (into ``figure`` if given, e.g. a widget's figure or a subfigure)."""
     rows = trace.steps
     if not rows:
-        raise ValueError(f"trace {trace.path or '(in memory)'} has no completed engine step to draw")
+        raise ValueError(say(NO_STEP_TO_DRAW, path=trace.path or say(IN_MEMORY)))
     fig = figure if figure is not None else NotebookFigure(figsize=(11, 9), layout="constrained")
     fig.clear()
     draw_timelines(list(fig.subplots(len(PANELS), 1, sharex=True)), trace, cursor_step)

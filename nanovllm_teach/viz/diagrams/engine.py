@@ -26,6 +26,8 @@ from nanovllm_teach.trace.payload import LAYERS
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import MUTED, arrow, box, canvas, label, titled_box
+from nanovllm_teach.viz.messages import (NO_STEPS, NOT_A_STATE_EDGE, STEP_NOT_IN_TRACE, STEP_WITHOUT_TRACE,
+                                         TRACE_WITHOUT_STEP)
 from nanovllm_teach.viz.style import PREEMPT_COLOR
 
 # One colour per layer, light enough for black text on it.
@@ -59,8 +61,8 @@ def _step_events(trace: Trace, step: int) -> dict[str, list[str]]:
     """Each actor's events in ``step``: "NAME ×count", in the order each name first appears."""
     steps = {row.step for row in trace.steps}
     if step not in steps:
-        span = f"{min(steps)}..{max(steps)}" if steps else "none"
-        raise ValueError(f"step {step!r} is not in the trace (its steps: {span})")
+        span = f"{min(steps)}..{max(steps)}" if steps else say(NO_STEPS)
+        raise ValueError(say(STEP_NOT_IN_TRACE, step=step, span=span))
     counts: dict[str, Counter[str]] = {actor: Counter() for actor in LAYERS}
     for event in trace.events_in_step(step):
         counts[type(event.stats).actor][event.event] += 1
@@ -71,9 +73,9 @@ def engine_layers(trace: Trace | None = None, step: int | None = None) -> Figure
     """The engine's three layers as stacked bands and one ``LLMEngine.step()`` through them; with ``trace``
     and ``step``, that step's events in the box of the class whose work each reports."""
     if trace is None and step is not None:
-        raise ValueError(f"step={step!r} was given without a trace to take its events from")
+        raise ValueError(say(STEP_WITHOUT_TRACE, step=step))
     if trace is not None and step is None:
-        raise ValueError("a trace was given without a step: say which step's events to list (step=...)")
+        raise ValueError(say(TRACE_WITHOUT_STEP))
     events = _step_events(trace, step) if trace is not None else None
 
     fig, ax = canvas(_WIDTH, _HEIGHT)
@@ -158,7 +160,7 @@ def _transition_counts(trace: Trace) -> Counter[tuple[str, str, str | None]]:
         stats = event.stats
         key = (stats.from_, stats.to, stats.get("finish_reason") if stats.to == "FINISHED" else None)
         if key not in EDGES:
-            raise ValueError(f"STATE_TRANSITION {key!r} (event {event.i}) is no edge of the state machine")
+            raise ValueError(say(NOT_A_STATE_EDGE, key=key, event=event.i))
         counts[key] += 1
     return counts
 

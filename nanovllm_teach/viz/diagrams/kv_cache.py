@@ -23,6 +23,8 @@ from nanovllm_teach.i18n import say
 from nanovllm_teach.utils.kv_slots import token_slot
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, cell, label
+from nanovllm_teach.viz.messages import (BAD_BLOCK_ID, BAD_POSITION, BAD_TOKEN_ID, NO_TOKEN_IDS, NOT_A_POSITIVE_INT,
+                                         TOO_FEW_BLOCKS, TOO_FEW_KV_BLOCKS)
 from nanovllm_teach.viz.style import FREE_COLOR
 
 FULL_COLOR = "#cfe3f3"
@@ -37,7 +39,7 @@ _SHOWN_CHARS = 26  # the most characters of token ids a block's box holds; longe
 
 def _check_block_size(block_size: int) -> None:
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+        raise ValueError(say(NOT_A_POSITIVE_INT, name="block_size", value=block_size))
 
 
 def short_hash(h: int) -> str:
@@ -70,10 +72,10 @@ def hash_chain(token_ids: list[int], block_size: int) -> Figure:
     has none."""
     _check_block_size(block_size)
     if not token_ids:
-        raise ValueError("token_ids is empty: a prompt has at least one token")
+        raise ValueError(say(NO_TOKEN_IDS))
     bad = next((t for t in token_ids if isinstance(t, bool) or not isinstance(t, int) or t < 0), None)
     if bad is not None:
-        raise ValueError(f"token ids must be ints >= 0, got {bad!r}")
+        raise ValueError(say(BAD_TOKEN_ID, value=bad))
     hashes = chain_hashes(token_ids, block_size)
     num_blocks = -(-len(token_ids) // block_size)
     rows = -(-num_blocks // _BLOCKS_PER_ROW)
@@ -132,21 +134,21 @@ def block_table_slots(block_table: list[int], num_tokens: int, block_size: int, 
     while table and table[-1] == -1:
         table.pop()
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
-        raise ValueError(f"num_tokens must be an int >= 1, got {num_tokens!r}")
+        raise ValueError(say(NOT_A_POSITIVE_INT, name="num_tokens", value=num_tokens))
     needed = -(-num_tokens // block_size)
     if len(table) < needed:
-        raise ValueError(f"block_table {block_table!r} has {len(table)} blocks; {num_tokens} tokens in blocks of "
-                         f"{block_size} need {needed}")
+        raise ValueError(say(TOO_FEW_BLOCKS, block_table=block_table, have=len(table), num_tokens=num_tokens,
+                             block_size=block_size, needed=needed))
     table = table[:needed]
     bad = next((b for b in table if isinstance(b, bool) or not isinstance(b, int) or b < 0), None)
     if bad is not None:
-        raise ValueError(f"block ids must be ints >= 0, got {bad!r} in {block_table!r}")
+        raise ValueError(say(BAD_BLOCK_ID, value=bad, block_table=block_table))
     position = num_tokens - 1 if position is None else position
     if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < num_tokens:
-        raise ValueError(f"position must be in [0, {num_tokens}), got {position!r}")
+        raise ValueError(say(BAD_POSITION, num_tokens=num_tokens, value=position))
     pool = max(table) + 1 if num_blocks is None else num_blocks
     if isinstance(pool, bool) or not isinstance(pool, int) or pool <= max(table):
-        raise ValueError(f"num_blocks={num_blocks!r} is too few for block id {max(table)} of the block table")
+        raise ValueError(say(TOO_FEW_KV_BLOCKS, num_blocks=num_blocks, largest=max(table)))
 
     j, offset = divmod(position, block_size)
     block, slot = table[j], token_slot(table, position, block_size)

@@ -23,6 +23,7 @@ from nanovllm_teach.i18n import say
 from nanovllm_teach.reference import ReferenceRun
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, label
+from nanovllm_teach.viz.messages import BAD_BLOCK_BYTES, NOT_BUDGET_STATS
 
 SEGMENT_COLORS = {"used": "#9e9e9e", "warmup": "#e6ab02", "available": "#66c2a5", "kept": "#ffffff"}
 DECIDED_COLOR = "#d95f02"
@@ -77,9 +78,9 @@ def budget_of(stats: Mapping[str, Any] | ReferenceRun) -> Budget:
                       head_dim=m.head_dim, dtype_bytes=m.dtype_bytes)
     missing = [name for name in _FIELDS if name not in stats]
     if missing:
-        raise ValueError(f"not a KV_BUDGET_ESTIMATE's stats: {', '.join(missing)} missing")
+        raise ValueError(say(NOT_BUDGET_STATS, missing=", ".join(missing)))
     if stats["block_bytes"] < 1:
-        raise ValueError(f"block_bytes must be >= 1, got {stats['block_bytes']!r}")
+        raise ValueError(say(BAD_BLOCK_BYTES, value=stats["block_bytes"]))
     cap = stats.get("cap_bytes")
     limited_by = stats.get("limited_by") or ("num_kvcache_blocks" if stats["explicit"] else "memory")
     return Budget(cap_bytes=cap, limited_by=limited_by, **{name: stats[name] for name in _FIELDS})

@@ -23,6 +23,7 @@ from matplotlib.patches import Rectangle
 from nanovllm_teach.i18n import say
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, label
+from nanovllm_teach.viz.messages import HEADS_NOT_A_MULTIPLE, NOT_A_POSITIVE_INT, TP_DOES_NOT_DIVIDE, TP_TOO_SMALL
 from nanovllm_teach.viz.style import SEQ_PALETTE
 
 ATTENTION_COLOR = "#dbe9f6"
@@ -54,12 +55,11 @@ def shape_of(config: Any) -> Shape:
                         ("vocab", "vocab_size"), ("layers", "num_hidden_layers")):
         value = getattr(config, attr, None)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"config.{attr} must be an int >= 1, got {value!r}")
+            raise ValueError(say(NOT_A_POSITIVE_INT, name=f"config.{attr}", value=value))
         values[field] = value
     head_dim = getattr(config, "head_dim", None) or values["hidden"] // values["heads"]
     if values["heads"] % values["kv_heads"]:
-        raise ValueError(f"num_attention_heads={values['heads']} is not a multiple of "
-                         f"num_key_value_heads={values['kv_heads']}")
+        raise ValueError(say(HEADS_NOT_A_MULTIPLE, heads=values["heads"], kv_heads=values["kv_heads"]))
     name = getattr(config, "name", None) or str(getattr(config, "_name_or_path", "") or "").rstrip("/").split("/")[-1]
     return Shape(name=name, head_dim=head_dim, **values)
 
@@ -79,7 +79,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
     with its tensor's shape. ``num_blocks`` and ``block_size`` (optional) give the cache's shape in numbers."""
     s = shape_of(config)
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
-        raise ValueError(f"num_tokens must be an int >= 1, got {num_tokens!r}")
+        raise ValueError(say(NOT_A_POSITIVE_INT, name="num_tokens", value=num_tokens))
     T, H, KV, D = num_tokens, s.heads, s.kv_heads, s.head_dim
     width, height = 14.4, 12.6
     fig, ax = canvas(width, height)
@@ -181,12 +181,12 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
 
 def _check_tp(s: Shape, tp_size: int) -> None:
     if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 2:
-        raise ValueError(f"tp_size must be an int >= 2 (one rank splits nothing), got {tp_size!r}")
+        raise ValueError(say(TP_TOO_SMALL, value=tp_size))
     # The same checks as the layers' ``divide`` (layers/parallel.py), named by the config's fields.
     for name, value in (("num_attention_heads", s.heads), ("num_key_value_heads", s.kv_heads),
                         ("intermediate_size", s.inter), ("vocab_size", s.vocab)):
         if value % tp_size:
-            raise ValueError(f"tp_size={tp_size} does not divide {name}={value}")
+            raise ValueError(say(TP_DOES_NOT_DIVIDE, tp_size=tp_size, name=name, value=value))
 
 
 def _matrix(ax: Any, x: float, y: float, w: float, h: float, tp: int, along: str,
