@@ -90,8 +90,9 @@ class CompiledDecode:
     bound."""
 
     def __init__(self, model: Qwen3ForCausalLM) -> None:
-        if (problem := _load()) is not None:
-            raise RuntimeError(f"the native decode step cannot run: {problem}")
+        # Built only where unusable_reason found nothing in the way (decode_paths.py), so the library loads.
+        problem = _load()
+        assert problem is None, f"the native decode step cannot run: {problem}"
         body = model.model
         layers = [m for m in model.modules() if isinstance(m, Attention)]
         assert all(layer.k_cache.numel() for layer in layers), "bind the KV cache first"

@@ -72,8 +72,26 @@ from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.model_runner import TP_ALREADY_RUNNING, ModelRunner
 from nanovllm_teach.engine.tp_group import TP_TIMEOUT
 from nanovllm_teach.engine.runner import RunOutput
-from nanovllm_teach.i18n import say
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.recorder import NullRecorder, Recorder
+
+# What went wrong, as the group's recorded failure (said when it happens) and as the error a caller reads.
+WORKERS_DIED = Text(en="worker {workers} died", zh="worker {workers} 已退出")
+A_WORKER_DIED = Text(en="a worker died", zh="有一个 worker 退出了")
+START_UP_FAILED = Text(en="start-up failed: {error}", zh="启动失败：{error}")
+CALL_FAILED = Text(en="a call failed: {error}", zh="一次调用失败：{error}")
+CLOSE_CALLED = Text(en="close() was called", zh="已调用 close()")
+NOT_STARTED_IN_TIME = Text(en="tensor-parallel workers did not start within {seconds:.0f} s",
+                           zh="张量并行 worker 没有在 {seconds:.0f} 秒内启动")
+NOT_STARTED = Text(en="tensor-parallel worker {workers} failed to start", zh="张量并行 worker {workers} 没能启动")
+FAILED_AT_START = Text(en="tensor-parallel {failure} during start-up", zh="张量并行：启动期间，{failure}")
+SHUT_DOWN = Text(en="the tensor-parallel workers are shut down ({failure}); create a new LLM",
+                 zh="张量并行 worker 已经关闭（{failure}）；请新建一个 LLM")
+FAILED_BETWEEN_STEPS = Text(en="tensor-parallel {failure} between steps; create a new LLM",
+                            zh="张量并行：两步之间，{failure}；请新建一个 LLM")
+FAILED_IN_STEP = Text(en="tensor-parallel {failure} during a {phase} step; create a new LLM",
+                      zh="张量并行：一个{phase}步中，{failure}；请新建一个 LLM")
+PHASES = {True: Text(en="prefill", zh="预填充"), False: Text(en="decode", zh="解码")}
 
 HEADER_BYTES = 4  # the little-endian length of the JSON call that follows it
 READY = b"ready\n"  # what a worker writes on its stdout just before it joins the process group
@@ -197,11 +215,10 @@ class WorkerPool:
         while pending:
             readable, _, _ = select.select(list(pending), [], [], max(0.0, deadline - time.monotonic()))
             if not readable:
-                raise RuntimeError(f"tensor-parallel workers did not start within {TP_TIMEOUT.total_seconds():.0f} s")
+                raise RuntimeError(say(NOT_STARTED_IN_TIME, seconds=TP_TIMEOUT.total_seconds()))
             for fd in readable:
                 if os.read(fd, len(READY)) != READY:
-                    raise RuntimeError(f"tensor-parallel worker {self.describe_dead(wait_s=JOIN_TIMEOUT_S)} "
-                                       f"failed to start")
+                    raise RuntimeError(say(NOT_STARTED, workers=self.describe_dead(wait_s=JOIN_TIMEOUT_S)))
                 del pending[fd]
 
     def send(self, call: Call) -> None:
@@ -284,8 +301,8 @@ class TensorParallelRunner:
             # A collective that lost its peer raises RuntimeError (a pipe to a dead worker, OSError); rank 0's
             # own errors (a bad checkpoint, Ctrl-C) are raised as they are, even when the workers died of the
             # same cause.
-            if self._stop(f"start-up failed: {exc!r}") and isinstance(exc, (RuntimeError, OSError)):
-                raise RuntimeError(f"tensor-parallel {self.failure} during start-up") from exc
+            if self._stop(say(START_UP_FAILED, error=repr(exc))) and isinstance(exc, (RuntimeError, OSError)):
+                raise RuntimeError(say(FAILED_AT_START, failure=self.failure)) from exc
             raise
         self.num_kvcache_blocks = self.runner.num_kvcache_blocks
 
@@ -293,17 +310,16 @@ class TensorParallelRunner:
         """Send the batch to every worker, run it here as rank 0, return rank 0's sampled token ids (rank 0
         samples, and reports what it did)."""
         if self.failure is not None:
-            raise RuntimeError(f"the tensor-parallel workers are shut down ({self.failure}); create a new LLM")
+            raise RuntimeError(say(SHUT_DOWN, failure=self.failure))
         if self.pool.dead_ranks():
-            self._stop("a worker died")
-            raise RuntimeError(f"tensor-parallel {self.failure} between steps; create a new LLM")
+            self._stop(say(A_WORKER_DIED))
+            raise RuntimeError(say(FAILED_BETWEEN_STEPS, failure=self.failure))
         try:
             self.pool.send(RunCall(batch))
             return self.runner.run(batch)
         except BaseException as exc:
-            if self._stop(f"a call failed: {exc!r}") and isinstance(exc, (RuntimeError, OSError)):
-                raise RuntimeError(f"tensor-parallel {self.failure} during a "
-                                   f"{'prefill' if batch.is_prefill else 'decode'} step; create a new LLM") from exc
+            if self._stop(say(CALL_FAILED, error=repr(exc))) and isinstance(exc, (RuntimeError, OSError)):
+                raise RuntimeError(say(FAILED_IN_STEP, failure=self.failure, phase=say(PHASES[batch.is_prefill]))) from exc
             raise
 
     def _stop(self, failure: str) -> list[str]:
@@ -311,14 +327,14 @@ class TensorParallelRunner:
         end of their error output, become the recorded ``failure``)."""
         self.pool.broken = True
         dead = self.pool.dead_ranks(wait_s=DEATH_WAIT_S)
-        self.failure = f"worker {self.pool.describe_dead()} died" if dead else failure
+        self.failure = say(WORKERS_DIED, workers=self.pool.describe_dead()) if dead else failure
         self._finalizer()
         return dead
 
     def close(self) -> None:
         """Stop the workers and leave the process group (the engine is done with them)."""
         if self.failure is None:
-            self.failure = "close() was called"
+            self.failure = say(CLOSE_CALLED)
         self._finalizer()
 
 

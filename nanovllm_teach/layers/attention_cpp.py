@@ -162,8 +162,9 @@ class CppAttentionBackend(TorchAttentionBackend):
 
     def __init__(self) -> None:
         super().__init__()
-        if (problem := _load()) is not None:
-            raise RuntimeError(f"attention_backend='cpp' cannot run: {problem}")
+        # Config.build refused attention_backend='cpp' where it cannot run, naming why.
+        problem = _load()
+        assert problem is None, f"attention_backend='cpp' cannot run: {problem}"
         self.kernel = torch.ops.nanovllm_teach_cpp.paged_decode_attention
 
     def decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
