@@ -28,12 +28,15 @@ Then the parts a roofline leaves out:
   over the interconnect, and the LM head's vocabulary shards are gathered onto rank 0.
 - the host: a fixed cost per step (schedule, build inputs, sample, postprocess) and a cost per sequence.
 - FP8 weights (``quantization="fp8"``: vLLM's ``--quantization fp8``, W8A8): the linear layers' weights take one
-  byte each and their matrix multiplies run at the device's FP8 peak (``Device.matmul_flops``); everything else
+  byte each and their matrix multiplies run at the device's FP8 peak (``Device.matmul_flops``), reaching their own
+  share of it (``fp8_matmul``: vLLM's FP8 GEMMs are not its 16-bit ones), and each layer pays the kernels that
+  quantize the linear layers' inputs (``fp8_layer_s``: small kernels, a fixed time, felt in a decode);
+  everything else
   stays 16-bit, as in vLLM's ``Fp8Config.get_quant_method``, which quantizes only ``LinearBase`` layers: the
   embedding and the LM head (vocabulary layers, not linear ones), the norms, the activations between layers,
   the all-reduces, and the KV cache (``kv_cache_dtype="auto"`` follows the activations), so attention runs at
-  the 16-bit peak. The activations' quantization before each FP8 GEMM is left out: a small kernel reading each
-  token's input once, next to the weights a decode reads and the FLOPs a prefill does.
+  the 16-bit peak. The bytes those quantizing kernels move (each token's input read once more) are left out,
+  next to the weights a decode reads and the FLOPs a prefill does.
 - waking up: a step that starts after the engine sat idle waiting for an arrival finds its caches cold (and
   on a shared or power-saving machine, its core given away or slowed down): ``wake_s``, 0 unless fitted.
   On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its
@@ -272,10 +275,11 @@ class StepCostModel:
         eff, dev = self.eff, self.device
         linear_flops, attention_flops, moved, rows, num_seqs, fp8_flops = self.counts(batch, graph_batch_size)
         compute_s = ((linear_flops - fp8_flops) / (dev.peak_flops * eff.matmul)
-                     + fp8_flops / (self.matmul_flops * eff.matmul)
+                     + fp8_flops / (self.matmul_flops * eff.fp8_matmul)
                      + attention_flops / (dev.peak_flops * eff.attention))
         memory_s = moved / (dev.memory_bandwidth * eff.memory)
-        device_s = max(compute_s, memory_s)
+        # FP8's quantizing kernels run between the GEMMs, on the device, whatever bounds the rest
+        device_s = max(compute_s, memory_s) + (self.shape.num_layers * eff.fp8_layer_s if self.quantization else 0.0)
         bound = "compute" if compute_s >= memory_s else "memory"
         comm_s = self._comm_s(rows, num_seqs)
         if graph_batch_size is not None or native:

@@ -10,7 +10,8 @@ workload, figures) and which role it plays: a *fitted* case chose its GPU's effi
 
 Figures: ``tpot_p50_ms`` (median time per output token after the first, as vLLM's benchmark prints it),
 ``ttft_p50_ms``, ``output_tok_s`` (output tokens over the run's duration), ``decode_tok_s`` (1000 / the
-median TPOT: one client's decode rate).
+median TPOT: one client's decode rate). A case's ``quantization`` (``"fp8"``, or absent: 16-bit weights) is the
+engine's, run by the simulator the same way.
 
 Plain data and checks: no engine, no torch. Emits no events.
 """
@@ -23,12 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.sim.cost_model import QUANTIZED_WEIGHT_BYTES, load_shape
 from nanovllm_teach.sim.hardware import DEVICES
 
 CASES_FILE = Path(__file__).resolve().parent / "published.json"
 FIGURES = ("tpot_p50_ms", "ttft_p50_ms", "output_tok_s", "decode_tok_s")
 ROLES = ("fitted", "judged")
+BAD_CASE_QUANTIZATION = Text(en="{where}: quantization must be absent or one of {choices}, got {value}",
+                             zh="{where}：quantization 要么不写，要么是 {choices} 之一，收到的是 {value}")
 
 
 # The engine settings a case may state (``LLM``'s names), bounded so a damaged file cannot ask for absurd runs.
@@ -68,6 +72,7 @@ class Case:
     judged: tuple[str, ...]
     not_judged_why: str
     recorded_error: dict[str, float]
+    quantization: str | None = None  # the engine's (vLLM's --quantization), None: 16-bit weights
 
 
 def _length(value: Any) -> bool:
@@ -138,9 +143,14 @@ def _case(raw: Any, index: int) -> Case:
     if not isinstance(recorded, dict) or not set(recorded) <= set(judged) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in recorded.values()):
         raise ValueError(f"{where}: recorded_error must map judged figures to numbers, got {recorded!r}")
+    quantization = raw.get("quantization")
+    if quantization is not None and quantization not in QUANTIZED_WEIGHT_BYTES:
+        raise ValueError(say(BAD_CASE_QUANTIZATION, where=where, choices=", ".join(QUANTIZED_WEIGHT_BYTES),
+                             value=repr(quantization)))
+    DEVICES[raw["hardware"]].matmul_flops(quantization)  # FP8 on a GPU without it is refused, naming it
     return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
                 raw["model"], workload, dict(settings), {k: float(v) for k, v in measured.items()}, tuple(judged),
-                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()})
+                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()}, quantization)
 
 
 def load_cases(path: str | Path = CASES_FILE) -> list[Case]:
