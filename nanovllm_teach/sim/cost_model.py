@@ -62,15 +62,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.i18n import say
+from nanovllm_teach.settings import BAD_QUANTIZATION, QUANTIZATIONS
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-# Bytes per linear-layer weight under each quantization (its per-tensor scales are a few floats per layer).
+# Bytes per linear-layer weight under each of the engine's quantizations (settings.QUANTIZATIONS; the per-tensor
+# scales are a few floats per layer).
 QUANTIZED_WEIGHT_BYTES = {"fp8": 1}
-BAD_QUANTIZATION = Text(en="quantization must be None or one of {choices}, got {value}",
-                        zh="quantization 只能是 None 或 {choices} 之一，收到的是 {value}")
 # The sampler works on float32 logits: one write, one read per vocabulary entry and sequence.
 LOGIT_BYTES = 4 * 2
 SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
@@ -243,8 +243,8 @@ class StepCostModel:
 
     def __init__(self, shape: ModelShape, device: Device, efficiency: Efficiency | None = None,
                  tensor_parallel_size: int = 1, quantization: str | None = None) -> None:
-        if quantization is not None and quantization not in QUANTIZED_WEIGHT_BYTES:
-            raise ValueError(say(BAD_QUANTIZATION, choices=", ".join(QUANTIZED_WEIGHT_BYTES), value=repr(quantization)))
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ValueError(say(BAD_QUANTIZATION, choices=", ".join(QUANTIZATIONS), value=repr(quantization)))
         self.shape = shape
         self.device = device
         self.eff = efficiency or Efficiency.for_device(device.name)

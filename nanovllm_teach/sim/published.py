@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.sim.cost_model import QUANTIZED_WEIGHT_BYTES, load_shape
+from nanovllm_teach.settings import QUANTIZATIONS
+from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
 
 CASES_FILE = Path(__file__).resolve().parent / "published.json"
@@ -144,8 +145,8 @@ def _case(raw: Any, index: int) -> Case:
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in recorded.values()):
         raise ValueError(f"{where}: recorded_error must map judged figures to numbers, got {recorded!r}")
     quantization = raw.get("quantization")
-    if quantization is not None and quantization not in QUANTIZED_WEIGHT_BYTES:
-        raise ValueError(say(BAD_CASE_QUANTIZATION, where=where, choices=", ".join(QUANTIZED_WEIGHT_BYTES),
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(say(BAD_CASE_QUANTIZATION, where=where, choices=", ".join(QUANTIZATIONS),
                              value=repr(quantization)))
     DEVICES[raw["hardware"]].matmul_flops(quantization)  # FP8 on a GPU without it is refused, naming it
     return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
