@@ -30,13 +30,12 @@ Then the parts a roofline leaves out:
 - FP8 weights (``quantization="fp8"``: vLLM's ``--quantization fp8``, W8A8): the linear layers' weights take one
   byte each and their matrix multiplies run at the device's FP8 peak (``Device.matmul_flops``), reaching their own
   share of it (``fp8_matmul``: vLLM's FP8 GEMMs are not its 16-bit ones), and each layer pays the kernels that
-  quantize the linear layers' inputs (``fp8_layer_s``: small kernels, a fixed time, felt in a decode);
-  everything else
-  stays 16-bit, as in vLLM's ``Fp8Config.get_quant_method``, which quantizes only ``LinearBase`` layers: the
-  embedding and the LM head (vocabulary layers, not linear ones), the norms, the activations between layers,
-  the all-reduces, and the KV cache (``kv_cache_dtype="auto"`` follows the activations), so attention runs at
-  the 16-bit peak. The bytes those quantizing kernels move (each token's input read once more) are left out,
-  next to the weights a decode reads and the FLOPs a prefill does.
+  quantize the linear layers' inputs (``fp8_layer_s``: small kernels, a fixed time, felt in a decode).
+  Everything else stays 16-bit, as in vLLM's ``Fp8Config.get_quant_method``, which quantizes only
+  ``LinearBase`` layers: the embedding and the LM head (vocabulary layers, not linear ones), the norms, the
+  activations between layers, the all-reduces, and the KV cache (``kv_cache_dtype="auto"`` follows the
+  activations), so attention runs at the 16-bit peak. The bytes those quantizing kernels move (each token's
+  input read once more) are left out, next to the weights a decode reads and the FLOPs a prefill does.
 - waking up: a step that starts after the engine sat idle waiting for an arrival finds its caches cold (and
   on a shared or power-saving machine, its core given away or slowed down): ``wake_s``, 0 unless fitted.
   On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its

@@ -147,7 +147,7 @@ def _case(raw: Any, index: int) -> Case:
     quantization = raw.get("quantization")
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(say(BAD_CASE_QUANTIZATION, where=where, choices=", ".join(QUANTIZATIONS),
-                             value=repr(quantization)))
+                             value=repr(quantization)[:80]))  # a damaged file may hold anything there
     DEVICES[raw["hardware"]].matmul_flops(quantization)  # FP8 on a GPU without it is refused, naming it
     return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
                 raw["model"], workload, dict(settings), {k: float(v) for k, v in measured.items()}, tuple(judged),
