@@ -7,11 +7,14 @@ one and the error; figures the source does not let us reproduce are printed and 
 
 ``--fit``: for each GPU with fitted cases, the memory efficiency that makes its fitted one-GPU cases match on
 average (their first judged figure), then the collective's fixed cost for its fitted tensor-parallel cases
-(bisection), then the API server's work per request and per prompt token on every fitted case that gives a
+(bisection), then its FP8 factors on its fitted FP8 cases (``fit``), then the API server's work per request and per prompt token on every fitted case that gives a
 TTFT (``fit_server``), printed for ``DEVICE_EFFICIENCY`` and ``GPU_API_SERVER`` in
 ``nanovllm_teach/sim/efficiency.py``. ``--record``: write
 each judged case's errors into ``published.json`` as ``recorded_error`` (what ``tests/test_sim_published.py``
 holds it to).
+
+Last, a line per kind of weights (16-bit, FP8) sums up the judged cases: their largest errors and how many
+figures miss the goal.
 
 Usage: ``python benchmarks/bench_sim_published.py [--fit] [--record]``.
 """
@@ -39,7 +42,8 @@ from nanovllm_teach.workload.requests import (AtOnce, Fixed, Poisson, Request, m
 
 # What a fit may move, and where it searches: one GPU's memory efficiency (a decode reads every weight, so
 # one-GPU cases depend on it most) and, from cases on several GPUs of that model, a collective's fixed cost.
-FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6), "frontend_request_s": (0.0, 20e-3)}
+FIT_RANGES = {"memory": (0.3, 1.0), "allreduce_latency_s": (0.0, 200e-6), "frontend_request_s": (0.0, 20e-3),
+              "fp8_layer_s": (0.0, 100e-6), "fp8_matmul": (0.1, 1.0)}
 # The API server's work per prompt token is searched on this grid: what tokenizing a prompt costs, up to 10 us a token.
 SERVER_TOKEN_GRID = (0.0, 2.5e-6, 5e-6, 1e-5)
 
@@ -59,7 +63,7 @@ def simulate_case(case: Case, sim_factors: str | Path | None = None, seed: int =
         arrivals = AtOnce() if w.rate is None else Poisson(w.rate)
         workload = make_workload(w.num_requests, arrivals, prompts, outputs, vocab_size=shape.vocab_size, seed=seed)
     llm = LLM(case.model, runner="simulated", hardware=case.hardware, sim_factors=sim_factors,
-              **case.engine_settings)
+              quantization=case.quantization, **case.engine_settings)
     result = serve_workload(llm, workload, ignore_eos=w.ignore_eos, answers=llm.answers, concurrency=w.concurrency,
                             admit_every=w.admit_every, server=llm.server)
     llm.close()
@@ -78,14 +82,20 @@ def _slowness(case, simulated: dict[str, float]) -> float:
 
 
 def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
-    """Per GPU: ``memory`` on its fitted one-GPU cases, then ``allreduce_latency_s`` on its fitted
-    tensor-parallel ones, each by bisection on their mean slowness."""
+    """Per GPU: ``memory`` on its fitted one-GPU 16-bit cases, then ``allreduce_latency_s`` on its fitted
+    tensor-parallel ones, then, on its fitted FP8 cases, ``fp8_layer_s`` on those whose first judged figure is a
+    TPOT (a decode, where the quantizing kernels weigh) and ``fp8_matmul`` on those whose first is a TTFT (a
+    prefill, where the FP8 GEMMs do), each by bisection on their mean slowness."""
     fitted: dict[str, dict[str, float]] = {}
     for hardware in sorted({c.hardware for c in cases if c.role == "fitted"}):
         factors = Efficiency.for_device(hardware).to_dict()
         mine = [c for c in cases if c.role == "fitted" and c.hardware == hardware]
-        plan = [("memory", [c for c in mine if c.engine_settings.get("tensor_parallel_size", 1) == 1]),
-                ("allreduce_latency_s", [c for c in mine if c.engine_settings.get("tensor_parallel_size", 1) > 1])]
+        sixteen_bit = [c for c in mine if c.quantization is None]
+        fp8 = [c for c in mine if c.quantization == "fp8"]
+        plan = [("memory", [c for c in sixteen_bit if c.engine_settings.get("tensor_parallel_size", 1) == 1]),
+                ("allreduce_latency_s", [c for c in sixteen_bit if c.engine_settings.get("tensor_parallel_size", 1) > 1]),
+                ("fp8_layer_s", [c for c in fp8 if c.judged[0] == "tpot_p50_ms"]),
+                ("fp8_matmul", [c for c in fp8 if c.judged[0] == "ttft_p50_ms"])]
         for name, group in plan:
             if not group:
                 continue
@@ -96,9 +106,10 @@ def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
                     factors[name] = (lo + hi) / 2
                     path.write_text(json.dumps(factors))
                     slow = sum(_slowness(c, simulate_case(c, path)) for c in group) / len(group)
-                    # slower than measured: more bandwidth, or a cheaper collective
-                    lo, hi = ((factors[name], hi) if name == "memory" else (lo, factors[name])) if slow > 0 else (
-                        (lo, factors[name]) if name == "memory" else (factors[name], hi))
+                    # slower than measured: a larger share (of bandwidth or peak), or a cheaper fixed cost
+                    share = name not in ("allreduce_latency_s", "fp8_layer_s")
+                    lo, hi = ((factors[name], hi) if share else (lo, factors[name])) if slow > 0 else (
+                        (lo, factors[name]) if share else (factors[name], hi))
             factors[name] = float(f"{(lo + hi) / 2:.3g}")
             fitted.setdefault(hardware, {})[name] = factors[name]
             print(f"fitted {hardware}: {name} {factors[name]} on {', '.join(c.id for c in group)}")
@@ -111,8 +122,10 @@ def fit_server(cases: list, fitted: dict[str, dict[str, float]], iterations: int
     ``GPU_API_SERVER``, one pair for every GPU, the host's work), on the fitted cases that give a TTFT, each
     with its GPU's other factors as ``fitted`` leaves them: for each per-token cost of
     ``SERVER_TOKEN_GRID``, the per-request cost whose mean signed TTFT error is 0 (bisection), and of those the
-    pair with the least mean absolute TTFT error."""
-    group = [c for c in cases if c.role == "fitted" and "ttft_p50_ms" in c.judged]
+    pair with the least mean absolute TTFT error. FP8 cases are left out: their TTFT fits ``fp8_matmul``."""
+    group = [c for c in cases if c.role == "fitted" and "ttft_p50_ms" in c.judged and c.quantization is None]
+    if not group:
+        return {}
     best: tuple[float, float, float] | None = None  # (mean absolute error, per request, per token)
     with tempfile.TemporaryDirectory() as folder:
         def ttft_errors(request_s: float, token_s: float) -> list[float]:
@@ -141,6 +154,25 @@ def fit_server(cases: list, fitted: dict[str, dict[str, float]], iterations: int
     return {"frontend_request_s": request_s, "frontend_token_s": token_s}
 
 
+# The goal for a judged figure: TTFT within 25%, every other within 10%.
+GOAL = {"ttft_p50_ms": 0.25}
+
+
+def summary(cases: list, recorded: dict[str, dict[str, float]], quantization: str | None) -> str:
+    """One line for the judged cases with these weights: how many, the largest |error| of each figure and how
+    many figures miss the goal (fitted cases are left out: they chose the factors)."""
+    judged = [c for c in cases if c.role == "judged" and c.quantization == quantization and c.id in recorded]
+    worst: dict[str, float] = {}
+    misses = 0
+    for case in judged:
+        for name, error in recorded[case.id].items():
+            worst[name] = max(worst.get(name, 0.0), abs(error))
+            misses += abs(error) > GOAL.get(name, 0.10)
+    figures = ", ".join(f"{name} {value:.1%}" for name, value in worst.items())
+    return (f"judged, {quantization or '16-bit'} weights: {len(judged)} cases, largest |error| {figures}; "
+            f"{misses} figure(s) outside the goal (TTFT 25%, others 10%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="fit each GPU's factors on its fitted cases")
@@ -155,7 +187,8 @@ def main() -> None:
     for case in cases:
         simulated = simulate_case(case)
         errors = case_errors(case, simulated)
-        print(f"{case.id} ({case.role}; {case.engine}, {case.gpu}, {case.model} on {case.hardware}, "
+        weights = f", {case.quantization} weights" if case.quantization else ""
+        print(f"{case.id} ({case.role}; {case.engine}, {case.gpu}, {case.model} on {case.hardware}{weights}, "
               f"{case.workload.concurrency} clients)")
         for name, value in case.measured.items():
             mark = "judged" if name in case.judged and case.role == "judged" else (
@@ -165,6 +198,8 @@ def main() -> None:
         if case.role == "judged":
             recorded[case.id] = {name: round(errors[name], 4) for name in case.judged}
     print(f"{len(cases)} cases simulated in {time.process_time() - start:.1f} s CPU")
+    for weights in (None, "fp8"):
+        print(summary(cases, recorded, weights))
     if args.record:
         data = json.loads(CASES_FILE.read_text(encoding="utf-8"))
         for raw in data["cases"]:

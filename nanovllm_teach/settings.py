@@ -3,7 +3,7 @@
 ``Settings`` is what was asked for, validated without torch, a model or a device: a name that is not a
 setting raises ``TypeError`` listing the known ones, a value of the wrong type ``TypeError``, a value out
 of range or not among the choices ``ValueError`` — each naming the setting and the value. The choices
-(``POLICIES``, ``ATTENTION_BACKENDS``, ``LINEAR_BACKENDS``, ``DTYPES``, ``RUNNERS``) are defined here and nowhere else.
+(``POLICIES``, ``ATTENTION_BACKENDS``, ``LINEAR_BACKENDS``, ``DTYPES``, ``RUNNERS``, ``QUANTIZATIONS``) are defined here and nowhere else.
 
 What the settings become on this machine and this model (``"auto"`` made concrete, the token budget
 chosen, ``max_model_len`` clamped to the model) is ``config.Config``, resolved once from these.
@@ -24,6 +24,11 @@ ATTENTION_BACKENDS = ("auto", "torch", "cpp", "triton", "flash_attn")
 LINEAR_BACKENDS = ("auto", "torch", "onednn")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 RUNNERS = ("real", "simulated")
+# Weights stored and multiplied in a lower precision, by vLLM's name for it; simulated only (this engine has no
+# FP8 kernels): "fp8", FP8 weights and activations in the linear layers.
+QUANTIZATIONS = ("fp8",)
+BAD_QUANTIZATION = Text(en="quantization must be None or one of {choices}, got {value}",
+                        zh="quantization 只能是 None 或 {choices} 之一，收到的是 {value}")
 
 NOT_POSITIVE = Text(en="{name} must be a positive int, got {value!r}", zh="{name} 必须是正整数，收到的是 {value!r}")
 NOT_POSITIVE_OR_NONE = Text(en="{name} must be a positive int or None, got {value!r}",
@@ -73,10 +78,12 @@ class Settings:
     device: str = "auto"
     dtype: str = "auto"
     # "simulated": the real scheduler and block manager on a predicted device (``hardware``, required then),
-    # with the efficiency factors of the JSON file ``sim_factors`` (None: the defaults).
+    # with the efficiency factors of the JSON file ``sim_factors`` (None: the defaults) and the weights'
+    # ``quantization`` (None: the device's dtype).
     runner: str = "real"
     hardware: str | None = None
     sim_factors: str | None = None
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -113,8 +120,10 @@ class Settings:
     def _check_simulation(self) -> None:
         """The simulation's own settings need the simulated runner; which devices and factor files exist is
         the simulator's to check (``sim/engine.py``), when it builds the engine."""
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise ValueError(say(BAD_QUANTIZATION, choices=", ".join(QUANTIZATIONS), value=repr(self.quantization)))
         if not self.simulated:
-            for name in ("hardware", "sim_factors"):
+            for name in ("hardware", "sim_factors", "quantization"):
                 if getattr(self, name) is not None:
                     raise ValueError(say(NEEDS_SIMULATED, name=name, value=getattr(self, name)))
             return

@@ -44,3 +44,7 @@ BAD_TARGET_RATE = Text(en="--rate must be a target rate > 0 (requests per second
                        zh="--rate 必须是 > 0 的目标速率（每秒请求数），收到的是 {value}")
 PLAN_OUT_SUFFIX = Text(en="--out {path}: the format follows the suffix; use .json or .csv",
                        zh="--out {path}：文件格式由后缀决定；请用 .json 或 .csv")
+NO_FP8_CANDIDATE = Text(en="--quantization {spec}: none of --gpus ({gpus}) has FP8 tensor cores; those that do: {fp8}",
+                        zh="--quantization {spec}：--gpus 中（{gpus}）没有一块有 FP8 Tensor Core；有的是：{fp8}")
+BAD_QUANTIZATIONS = Text(en="--quantization must list distinct values of {choices}, got {spec}",
+                         zh="--quantization 必须列出互不重复的取值，可选 {choices}，收到的是 {spec}")

@@ -1,9 +1,10 @@
 """Command line: ``plan``, the cheapest deployment that serves a workload at a target rate within a latency SLO.
 
     nanovllm-teach plan --model llama-3.1-8b --rate 20 --ttft-ms 1000 --tpot-ms 50 \\
-        --gpus h100-sxm,a100-80gb --tp 1,2 --max-num-seqs 128,256 --out plan.json --picture plan.png
+        --gpus h100-sxm,a100-80gb --tp 1,2 --max-num-seqs 128,256 --quantization none,fp8 --out plan.json
 
-For every candidate of the space (GPUs x TP x ``max_num_seqs`` x ``max_num_batched_tokens``) it prints what one
+For every candidate of the space (GPUs x TP x ``max_num_seqs`` x ``max_num_batched_tokens`` x the weights'
+``--quantization``: ``none``, 16-bit, or ``fp8``, on the GPUs with FP8 tensor cores) it prints what one
 GPU holds (``memory_fit``: weights, KV blocks, the longest request), searches the highest rate one replica
 sustains under the SLO (``plan/probes.py``; the probes run on Ray unless ``--serial``: ``plan/search.py``, with a
 progress bar and a log to resume from), then prints the cheapest configuration (candidate x replicas) that
@@ -23,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.cli.arguments import positive_int, writable_file
-from nanovllm_teach.cli.messages import (BAD_TARGET_RATE, GPU_WITHOUT_PRICE, NOT_DISTINCT_INTS, NOT_INTS,
-                                         PLAN_OUT_SUFFIX, UNKNOWN_GPU)
+from nanovllm_teach.cli.messages import (BAD_QUANTIZATIONS, BAD_TARGET_RATE, GPU_WITHOUT_PRICE, NO_FP8_CANDIDATE,
+                                         NOT_DISTINCT_INTS, NOT_INTS, PLAN_OUT_SUFFIX, UNKNOWN_GPU)
 from nanovllm_teach.cli.simulate import UNFITTED
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.cost_model import load_shape
+from nanovllm_teach.settings import QUANTIZATIONS
 from nanovllm_teach.sim.hardware import DEVICES
 from nanovllm_teach.plan.probes import QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit
 from nanovllm_teach.plan.rates import search_steps
@@ -59,6 +61,8 @@ REPRODUCE = Text(en="one replica of it at its sustained rate, simulated: {comman
 NO_COMMAND = Text(en="(a trace's workload: simulate cannot serve it, so no command reproduces a row)",
                  zh="（工作负载来自 trace：simulate 无法直接服务它，所以没有能复现某一行的命令）")
 WROTE = Text(en="{what}: {path}", zh="{what}：{path}")
+NO_FP8_SKIPPED = Text(en="--quantization fp8: skipped on {gpus}, which have no FP8 tensor cores",
+                      zh="--quantization fp8：已跳过 {gpus}，它们没有 FP8 Tensor Core")
 LOG_HINT = Text(en="probes logged in {path}: run the same command again to resume a stopped search",
                 zh="探测结果记录在 {path}：搜索中断后，再次运行同一命令即可继续")
 
@@ -107,6 +111,11 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                                           zh="副本数（1,2,3,4,6,8）")))
     space.add_argument("--max-num-seqs", default="128,256,512", help="(128,256,512)")
     space.add_argument("--max-num-batched-tokens", default="8192,16384", help="(8192,16384)")
+    space.add_argument("--quantization", default="none", help=say(Text(
+        en="the weights: none (16-bit) and/or fp8, as vLLM's --quantization fp8; fp8 is skipped on GPUs without "
+           "FP8 tensor cores (none)",
+        zh="权重：none（16 位）和/或 fp8，即 vLLM 的 --quantization fp8；没有 FP8 Tensor Core 的 GPU 会跳过 fp8"
+           "（默认：none）")))
     cost = plan.add_argument_group(say(Text(en="the cost", zh="成本")))
     cost.add_argument("--price", action="append", default=[], metavar="GPU=USD", help=say(Text(
         en="a GPU's price per hour", zh="一块 GPU 每小时的价格")))
@@ -154,9 +163,26 @@ def _space(args: argparse.Namespace, prices: dict[str, float]) -> list[Candidate
             raise ValueError(say(UNKNOWN_GPU, gpu=gpu, gpus=", ".join(DEVICES)))
         if gpu not in prices:
             raise ValueError(say(GPU_WITHOUT_PRICE, gpu=gpu))
-    return [Candidate(gpu, tp, seqs, tokens) for gpu in gpus for tp in _ints(args.tp, "--tp")
+    quantizations = _quantizations(args.quantization)
+    without_fp8 = [gpu for gpu in gpus if DEVICES[gpu].fp8_flops is None]
+    if quantizations == ["fp8"] and len(without_fp8) == len(gpus):
+        raise ValueError(say(NO_FP8_CANDIDATE, spec=args.quantization, gpus=", ".join(gpus),
+                             fp8=", ".join(name for name, device in DEVICES.items() if device.fp8_flops)))
+    if "fp8" in quantizations and without_fp8:
+        print(say(NO_FP8_SKIPPED, gpus=", ".join(without_fp8)))
+    return [Candidate(gpu, tp, seqs, tokens, q) for gpu in gpus for q in quantizations
+            if q is None or gpu not in without_fp8 for tp in _ints(args.tp, "--tp")
             for seqs in _ints(args.max_num_seqs, "--max-num-seqs")
             for tokens in _ints(args.max_num_batched_tokens, "--max-num-batched-tokens")]
+
+
+def _quantizations(spec: str) -> list[str | None]:
+    """``--quantization``'s list: ``none`` (16-bit weights) and the engine's quantizations, each once."""
+    names = spec.split(",")
+    choices = ("none", *QUANTIZATIONS)
+    if not names or len(set(names)) != len(names) or not set(names) <= set(choices):
+        raise ValueError(say(BAD_QUANTIZATIONS, choices=", ".join(choices), spec=repr(spec)))
+    return [None if name == "none" else name for name in names]
 
 
 def _fit_table(fits: dict[Candidate, MemoryFit]) -> str:
@@ -164,7 +190,8 @@ def _fit_table(fits: dict[Candidate, MemoryFit]) -> str:
              f"{'longest':>8}"]
     for c, fit in fits.items():
         tail = f"  {say(DOES_NOT_FIT, why=fit.problem)}" if fit.problem else ""
-        lines.append(f"  {c.hardware:16} {c.tensor_parallel_size:>3} {c.max_num_seqs:>5} {c.max_num_batched_tokens:>6} "
+        gpu = f"{c.hardware} {c.quantization}" if c.quantization else c.hardware
+        lines.append(f"  {gpu:16} {c.tensor_parallel_size:>3} {c.max_num_seqs:>5} {c.max_num_batched_tokens:>6} "
                      f"{fit.weights_gib:>8.1f} GiB {fit.kv_blocks:>9} {fit.longest_tokens:>8}{tail}")
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
 """Command line: ``simulate``, a workload through the real engine on a simulated device.
 
     nanovllm-teach simulate --model qwen3-8b --hardware h100-sxm --rate 8 --requests 2000 --out sim.jsonl
+    nanovllm-teach simulate --model llama-3.1-70b --hardware h100-sxm --quantization fp8 --rate 1
     nanovllm-teach simulate --list
 
 Before anything is built or drawn it checks the settings, estimates the KV cache the device will hold and the
@@ -29,7 +30,7 @@ from nanovllm_teach.cli.messages import (BAD_ADMIT_EVERY, BAD_CONCURRENCY, BAD_S
                                          ONE_ARRIVAL_OPTION, OUT_CANNOT_BE_WRITTEN, OUT_IS_A_FOLDER, PREFIX_TOO_LONG,
                                          TOO_MANY_PREFIX_GROUPS)
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.settings import Settings
+from nanovllm_teach.settings import QUANTIZATIONS, Settings
 from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes,
                                        kv_block_bytes_per_rank)
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel, load_shape, shape_names
@@ -100,6 +101,11 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     engine.add_argument("--num-kvcache-blocks", type=int, default=None)
     engine.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     engine.add_argument("--tensor-parallel-size", type=int, default=1)
+    engine.add_argument("--quantization", choices=QUANTIZATIONS, default=None, help=say(Text(
+        en="fp8: the linear layers' weights in FP8, as vLLM's --quantization fp8 (GPUs with FP8 tensor cores: "
+           "see --list); default: 16-bit weights",
+        zh="fp8：线性层的权重用 FP8，即 vLLM 的 --quantization fp8（需要有 FP8 Tensor Core 的 GPU，见 "
+           "--list）；默认：16 位权重")))
     engine.add_argument("--policy", default="continuous", help=say(Text(en="continuous or static",
                                                                           zh="continuous 或 static")))
     engine.add_argument("--no-prefix-caching", action="store_true")
@@ -128,7 +134,8 @@ def _list_choices() -> str:
     for device in DEVICES.values():
         n = fitted_cases(device.name, cases)
         fit = f"fitted on {n} cases" if n >= MIN_FITTED_CASES else f"unfitted ({n} fitted case{'s' * (n != 1)})"
-        lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, "
+        fp8 = f"{device.fp8_flops / 1e12:6.1f} fp8" if device.fp8_flops else "    no fp8"
+        lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, {fp8}, "
                      f"{device.memory_bandwidth / 1e9:6.0f} GB/s, {device.memory_bytes / GIB:4.0f} GiB, "
                      f"{device.interconnect}; {fit}")
     lines.append("  this-cpu         this machine's CPU, float32 (measured: about two seconds)")
@@ -200,11 +207,13 @@ def _most_kv_blocks(args: argparse.Namespace, shape: ModelShape) -> int:
                                  read_memory(torch.device("cpu")).free // tp)
         return cap // per_block
     device = get_device(args.hardware)  # a datasheet device: plain data
+    device.matmul_flops(args.quantization)  # FP8 weights on a GPU without FP8 are refused before anything is drawn
     if args.num_kvcache_blocks is not None:
         check_kv_blocks(shape, device, tp, block, args.num_kvcache_blocks)
         return args.num_kvcache_blocks
     batched = args.max_num_batched_tokens or (16384 if device.kind == "gpu" else 2048)
-    return estimated_kv_blocks(StepCostModel(shape, device, tensor_parallel_size=tp), args.gpu_memory_utilization,
+    cost_model = StepCostModel(shape, device, tensor_parallel_size=tp, quantization=args.quantization)
+    return estimated_kv_blocks(cost_model, args.gpu_memory_utilization,
                                min(args.max_model_len, shape.max_position_embeddings), batched, args.max_num_seqs,
                                block)
 
@@ -218,7 +227,8 @@ def _simulate(args: argparse.Namespace) -> int:
                     max_num_batched_tokens=args.max_num_batched_tokens, kvcache_block_size=args.block_size,
                     num_kvcache_blocks=args.num_kvcache_blocks, gpu_memory_utilization=args.gpu_memory_utilization,
                     tensor_parallel_size=args.tensor_parallel_size, scheduling_policy=args.policy,
-                    enable_prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager)
+                    enable_prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
+                    quantization=args.quantization)
     Settings.from_kwargs(settings)  # every setting's own check, before any is used
     if args.out and Path(args.out).is_dir():
         raise ValueError(say(OUT_IS_A_FOLDER, path=args.out))
@@ -242,7 +252,8 @@ def _simulate(args: argparse.Namespace) -> int:
     finally:
         llm.close()
     print(f"{args.requests} requests of {Path(llm.config.model).name} on {args.hardware} "
-          f"(tp={args.tensor_parallel_size}), {llm.model_runner.num_kvcache_blocks} KV blocks of {args.block_size} "
+          f"(tp={args.tensor_parallel_size}{', fp8 weights' if args.quantization else ''}), "
+          f"{llm.model_runner.num_kvcache_blocks} KV blocks of {args.block_size} "
           f"tokens; simulated in {time.perf_counter() - wall:.1f} s")
     print("simulated " + result.summary())
     if args.hardware in DEVICES and args.factors is None and not is_fitted(args.hardware):

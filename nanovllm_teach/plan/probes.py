@@ -6,7 +6,7 @@ Simulation Framework for LLM Inference", MLSys 2024: Vidur-Search) is the one ta
 configuration, a search over request rates finds the highest rate it *sustains*, each probe a simulated run.
 
 - ``Candidate``: the engine settings a search is run for (GPU, ``tensor_parallel_size``, ``max_num_seqs``,
-  ``max_num_batched_tokens``). Replicas need no search of their own: arrivals split at random over R identical
+  ``max_num_batched_tokens``, the weights' ``quantization``). Replicas need no search of their own: arrivals split at random over R identical
   replicas make each one a Poisson stream at rate/R (the splitting property of a Poisson process), so R
   replicas sustain R times what one does.
 - ``PlanWorkload``: what each probe serves: the model, prompt and output lengths, how many requests are a
@@ -61,11 +61,12 @@ class Candidate:
     tensor_parallel_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    quantization: str | None = None  # "fp8": FP8 weights (None: 16-bit)
 
     @property
     def key(self) -> str:
         return (f"{self.hardware}/tp{self.tensor_parallel_size}/seqs{self.max_num_seqs}/"
-                f"tokens{self.max_num_batched_tokens}")
+                f"tokens{self.max_num_batched_tokens}" + (f"/{self.quantization}" if self.quantization else ""))
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
 
     llm = LLM(workload.model, runner="simulated", hardware=candidate.hardware,
               tensor_parallel_size=candidate.tensor_parallel_size, max_num_seqs=candidate.max_num_seqs,
-              max_num_batched_tokens=candidate.max_num_batched_tokens, max_model_len=workload.max_model_len)
+              max_num_batched_tokens=candidate.max_num_batched_tokens, max_model_len=workload.max_model_len,
+              quantization=candidate.quantization)
     requests = workload.requests(rate)
     watch = None if rate is None else FailureWatch.of(requests, workload.warmup_requests, objective, llm.clock.now_s())
     try:
@@ -346,7 +348,8 @@ def memory_fit(candidate: Candidate, workload: PlanWorkload, block_size: int = 2
         raise ValueError(say(NOT_A_DATASHEET_GPU, gpus=", ".join(DEVICES), hardware=candidate.hardware))
     shape = load_shape(workload.model)
     shape.check_tensor_parallel(candidate.tensor_parallel_size)
-    cost_model = StepCostModel(shape, DEVICES[candidate.hardware], tensor_parallel_size=candidate.tensor_parallel_size)
+    cost_model = StepCostModel(shape, DEVICES[candidate.hardware], tensor_parallel_size=candidate.tensor_parallel_size,
+                               quantization=candidate.quantization)
     weights = weight_bytes(cost_model) / GIB
     max_len = min(workload.max_model_len, shape.max_position_embeddings)
     try:

@@ -41,7 +41,7 @@ class PlanRow:
     def label(self) -> str:
         c = self.candidate
         return (f"{self.replicas}x {c.hardware} tp{c.tensor_parallel_size} seqs{c.max_num_seqs} "
-                f"tokens{c.max_num_batched_tokens}")
+                f"tokens{c.max_num_batched_tokens}" + (f" {c.quantization}" if c.quantization else ""))
 
     def to_dict(self) -> dict:
         return {**asdict(self.candidate), **{k: v for k, v in asdict(self).items() if k != "candidate"}}
@@ -59,6 +59,8 @@ def simulate_command(candidate: Candidate, workload: PlanWorkload, rate: float) 
             "--max-model-len", str(workload.max_model_len), "--rate", f"{rate:g}",
             "--requests", str(workload.num_requests), "--prompt-lens", workload.prompt_lens,
             "--output-lens", workload.output_lens, "--seed", str(workload.seed)]
+    if candidate.quantization:
+        args += ["--quantization", candidate.quantization]
     return shlex.join(args)
 
 

@@ -1,7 +1,7 @@
 """The engine at scale, simulated: the real scheduler and block manager driving a model runner that
 computes no tensors and predicts each step's time on a device that is not there.
 
-- ``hardware``: devices as data (datasheet peaks with their sources) and this CPU, measured;
+- ``hardware``: devices as data (datasheet peaks, 16-bit and FP8, with their sources) and this CPU, measured;
 - ``cost_model``: model shapes (from any dense decoder's ``config.json``: Qwen3, Qwen2/2.5, Llama 2/3, Mistral;
   ``shapes/`` ships the public ones of six Qwen3 sizes, Llama-3.1-8B and -70B and Qwen2.5-7B) and the per-step
   roofline;

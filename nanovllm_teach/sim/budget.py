@@ -66,8 +66,12 @@ def check_kv_blocks(shape: ModelShape, device: Device, tensor_parallel_size: int
 
 
 def weight_bytes(cost_model: StepCostModel) -> int:
-    """One rank's weights in memory (tied embeddings stored once)."""
-    return cost_model.shape.num_params * cost_model.dtype_bytes // cost_model.tp
+    """One rank's weights in memory (tied embeddings stored once): the linear layers' at their quantized size
+    (``linear_weight_bytes``), the rest (embedding, LM head, norms) in the device's dtype."""
+    shape = cost_model.shape
+    linear = shape.num_layers * shape.linear_params_per_layer
+    return ((linear * cost_model.linear_weight_bytes + (shape.num_params - linear) * cost_model.dtype_bytes)
+            // cost_model.tp)
 
 
 def estimated_kv_blocks(cost_model: StepCostModel, utilization: float, max_model_len: int,

@@ -27,6 +27,15 @@ Then the parts a roofline leaves out:
   attention's output projection and after the MLP) plus one for the embedding send the step's hidden states
   over the interconnect, and the LM head's vocabulary shards are gathered onto rank 0.
 - the host: a fixed cost per step (schedule, build inputs, sample, postprocess) and a cost per sequence.
+- FP8 weights (``quantization="fp8"``: vLLM's ``--quantization fp8``, W8A8): the linear layers' weights take one
+  byte each and their matrix multiplies run at the device's FP8 peak (``Device.matmul_flops``), reaching their own
+  share of it (``fp8_matmul``: vLLM's FP8 GEMMs are not its 16-bit ones), and each layer pays the kernels that
+  quantize the linear layers' inputs (``fp8_layer_s``: small kernels, a fixed time, felt in a decode).
+  Everything else stays 16-bit, as in vLLM's ``Fp8Config.get_quant_method``, which quantizes only
+  ``LinearBase`` layers: the embedding and the LM head (vocabulary layers, not linear ones), the norms, the
+  activations between layers, the all-reduces, and the KV cache (``kv_cache_dtype="auto"`` follows the
+  activations), so attention runs at the 16-bit peak. The bytes those quantizing kernels move (each token's
+  input read once more) are left out, next to the weights a decode reads and the FLOPs a prefill does.
 - waking up: a step that starts after the engine sat idle waiting for an arrival finds its caches cold (and
   on a shared or power-saving machine, its core given away or slowed down): ``wake_s``, 0 unless fitted.
   On a CPU it can cost more than the prefill it delays; this is why a server at light load answers its
@@ -53,12 +62,16 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from nanovllm_teach.i18n import say
+from nanovllm_teach.settings import BAD_QUANTIZATION, QUANTIZATIONS
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device
 from nanovllm_teach.sim.messages import (CONFIG_MISSES_INTS, CONFIG_NOT_AN_OBJECT, CONFIG_NOT_JSON, MIXTURE_OF_EXPERTS,
                                          NO_SUCH_MODEL, NOT_A_DENSE_DECODER, TP_DOES_NOT_DIVIDE)
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# Bytes per linear-layer weight under each of the engine's quantizations (settings.QUANTIZATIONS; the per-tensor
+# scales are a few floats per layer).
+QUANTIZED_WEIGHT_BYTES = {"fp8": 1}
 # The sampler works on float32 logits: one write, one read per vocabulary entry and sequence.
 LOGIT_BYTES = 4 * 2
 SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
@@ -189,6 +202,7 @@ class StepCounts(NamedTuple):
     bytes: float
     rows: int  # token rows through the linear layers (a graph's padding included)
     num_seqs: int
+    fp8_flops: float = 0.0  # the part of ``linear_flops`` run in FP8 (the linear layers, with FP8 weights)
 
 
 @dataclass(frozen=True)
@@ -222,22 +236,29 @@ class StepCost:
 
 
 class StepCostModel:
-    """Predicts a step's time for one model on one device with ``tp`` ranks."""
+    """Predicts a step's time for one model on one device with ``tp`` ranks; ``quantization="fp8"``: with the
+    linear layers' weights in FP8 (None: every weight in the device's dtype)."""
 
     def __init__(self, shape: ModelShape, device: Device, efficiency: Efficiency | None = None,
-                 tensor_parallel_size: int = 1) -> None:
+                 tensor_parallel_size: int = 1, quantization: str | None = None) -> None:
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ValueError(say(BAD_QUANTIZATION, choices=", ".join(QUANTIZATIONS), value=repr(quantization)))
         self.shape = shape
         self.device = device
         self.eff = efficiency or Efficiency.for_device(device.name)
         self.tp = tensor_parallel_size
-        self.dtype_bytes = DTYPE_BYTES[device.dtype]
+        self.quantization = quantization
+        self.matmul_flops = device.matmul_flops(quantization)  # refuses FP8 on a device without it
+        self.dtype_bytes = DTYPE_BYTES[device.dtype]  # activations, KV cache, embedding, LM head
+        self.linear_weight_bytes = QUANTIZED_WEIGHT_BYTES[quantization] if quantization else self.dtype_bytes
         s, tp, b = shape, tensor_parallel_size, self.dtype_bytes
         # Per rank: every weight is sharded tp ways (the vocabulary too, for the embedding and the LM head).
         self.linear_flops_per_token = 2 * s.num_layers * s.linear_params_per_layer / tp
         self.attention_flops_per_position = 4 * s.num_layers * s.num_heads * s.head_dim / tp
         self.lm_head_flops_per_seq = 2 * s.hidden_size * s.vocab_size / tp
         lm_head_params = s.vocab_size * s.hidden_size  # tied or not, the LM head reads a vocab x hidden matrix
-        self.weight_bytes = (s.num_layers * s.linear_params_per_layer + lm_head_params) * b / tp
+        self.weight_bytes = (s.num_layers * s.linear_params_per_layer * self.linear_weight_bytes
+                             + lm_head_params * b) / tp
         self.kv_bytes_per_token = s.kv_bytes_per_token(b) / tp
         self.activation_bytes_per_token = (s.num_layers * s.activation_elements_per_token_layer / tp
                                            + s.hidden_size) * b  # + the embedding row each token gathers
@@ -250,11 +271,13 @@ class StepCostModel:
         ``native``: a CPU decode step run as one native call (priced as one launch, ``graph_launch_s``).
         ``after_idle``: the engine waited for an arrival before this step (it pays ``wake_s``)."""
         eff, dev = self.eff, self.device
-        linear_flops, attention_flops, moved, rows, num_seqs = self.counts(batch, graph_batch_size)
-        compute_s = (linear_flops / (dev.peak_flops * eff.matmul)
+        linear_flops, attention_flops, moved, rows, num_seqs, fp8_flops = self.counts(batch, graph_batch_size)
+        compute_s = ((linear_flops - fp8_flops) / (dev.peak_flops * eff.matmul)
+                     + fp8_flops / (self.matmul_flops * eff.fp8_matmul)
                      + attention_flops / (dev.peak_flops * eff.attention))
         memory_s = moved / (dev.memory_bandwidth * eff.memory)
-        device_s = max(compute_s, memory_s)
+        # FP8's quantizing kernels run between the GEMMs, on the device, whatever bounds the rest
+        device_s = max(compute_s, memory_s) + (self.shape.num_layers * eff.fp8_layer_s if self.quantization else 0.0)
         bound = "compute" if compute_s >= memory_s else "memory"
         comm_s = self._comm_s(rows, num_seqs)
         if graph_batch_size is not None or native:
@@ -285,11 +308,13 @@ class StepCostModel:
             attended += n * c + n * (n + 1) // 2
             context += c + n
         rows = graph_batch_size or num_new  # a graph computes its whole bucket, padding included
-        linear_flops = self.linear_flops_per_token * rows + self.lm_head_flops_per_seq * num_seqs
+        layers_flops = self.linear_flops_per_token * rows
+        linear_flops = layers_flops + self.lm_head_flops_per_seq * num_seqs
         attention_flops = self.attention_flops_per_position * attended
         moved = (self.weight_bytes + self.kv_bytes_per_token * (context + num_new)
                  + self.activation_bytes_per_token * rows + LOGIT_BYTES * s.vocab_size * num_seqs)
-        return StepCounts(linear_flops, attention_flops, moved, rows, num_seqs)
+        return StepCounts(linear_flops, attention_flops, moved, rows, num_seqs,
+                          layers_flops if self.quantization else 0.0)
 
     def _comm_s(self, rows: int, num_seqs: int) -> float:
         """Ring all-reduces of the hidden states (2 per layer + the embedding's), then the LM head's

@@ -30,7 +30,7 @@ THIS_CPU_FACTORS = Path(__file__).resolve().parent / "this_cpu_factors.json"
 # the cores, and Python's GIL, with the server's work for every token it streams, so they take longer. Pass it
 # as ``sim_factors`` to predict a served engine.
 THIS_CPU_SERVED_FACTORS = Path(__file__).resolve().parent / "this_cpu_served_factors.json"
-_FRACTIONS = frozenset({"matmul", "attention", "interconnect"})
+_FRACTIONS = frozenset({"matmul", "attention", "interconnect", "fp8_matmul"})
 # ``memory`` is a share of the measured or datasheet bandwidth, but may exceed 1 up to this: a CPU's bandwidth is
 # a copy far larger than its caches, and a model small enough to stay in the last-level cache between steps
 # (the shipped one: 7.7 MB) is read faster than that.
@@ -51,6 +51,12 @@ class Efficiency:
     attention: float = 0.5  # share of peak FLOP/s the attention kernel reaches
     memory: float = 0.8  # share of datasheet bandwidth a streaming read reaches (above 1: from a CPU's cache)
     interconnect: float = 0.7  # share of link bandwidth a ring all-reduce reaches
+    # With FP8 weights (quantization="fp8"): the share of the FP8 peak the linear layers' GEMMs reach (the default
+    # is the 16-bit one: a roofline's guess), and the GPU time per layer of what FP8 adds around them, which no
+    # roofline counts: a kernel quantizing each linear layer's input (before qkv, o, gate_up and down), a few
+    # microseconds each however few tokens it holds, so it weighs on a decode; 0 unless fitted.
+    fp8_matmul: float = 0.7
+    fp8_layer_s: float = 0.0
     kernel_launch_s: float = 8e-6  # one eager kernel launch, Python dispatch included
     kernels_per_layer: int = 14  # norms, qkv, q/k norms, rotary, store K/V, attention, o, norm, gate_up, act, down
     graph_launch_s: float = 30e-6  # replaying one captured CUDA graph
@@ -112,11 +118,17 @@ class Efficiency:
 #   (LambdaLabsML/vllm-benchmark, an older vLLM): the newer engine spends less host time per step, so this one
 #   factor sits between them (+8% and -8%); then allreduce_latency_s, so that Llama-3.1-70B on four H100s
 #   matches vLLM 0.6.0's median TPOT of 23.58 ms at 4 requests/s (sglang's benchmark_vllm_060 README).
+#   With FP8 weights, unfitted (the 16-bit shares, nothing per layer), one H100 ran Llama-3.1-8B-FP8's decode 19%
+#   faster than LambdaLabsML/vllm-benchmark measured (5.20 ms median TPOT, 10 prompts at once) and Llama-3.1-70B-
+#   FP8's prefill 36% faster (280.5 ms median TTFT): vLLM's FP8 GEMMs are not its 16-bit ones. So fp8_layer_s,
+#   so that the 8B decode matches (a fixed time per layer, not a share of the bandwidth: the 70B decode, 80
+#   layers of weights 9 times larger, then lands 3% fast; as a bandwidth share, 20% slow), then fp8_matmul, so
+#   that the 70B prefill matches.
 # - a100-80gb: memory, so that Llama-3.1-8B matches vLLM 0.6.0's median TPOT of 14.14 ms at 4 requests/s on one
 #   A100 80G (the same README).
 # GPUs with no fitted case (a100-40gb and the rest) keep the defaults.
 DEVICE_EFFICIENCY: dict[str, dict[str, float]] = {
-    "h100-sxm": {"memory": 0.773, "allreduce_latency_s": 3.56e-05},
+    "h100-sxm": {"memory": 0.773, "allreduce_latency_s": 3.56e-05, "fp8_layer_s": 3.11e-05, "fp8_matmul": 0.405},
     "a100-80gb": {"memory": 0.661},
 }
 # The API server in front of a served engine on any GPU: its work per request and per prompt token is the host's,

@@ -3,6 +3,7 @@
 ``simulated_parts(model, settings)`` is what ``LLM(model, runner="simulated", hardware=...)`` is built from:
 the model is only a shape (a shipped name such as ``qwen3-8b``, or any folder with the ``config.json`` of a
 dense decoder: Qwen3, Qwen2/2.5, Llama 2/3, Mistral; no tokenizer, no weights), ``hardware`` names the device (``sim/hardware.py``) and ``device`` becomes its name;
+``quantization="fp8"`` stores the linear layers' weights in FP8 (``sim/cost_model.py`` says what changes);
 the efficiency factors come from ``sim_factors``' file, or the device's own (``Efficiency.for_device``: a GPU's
 fitted ones or the defaults, ``this-cpu``'s shipped calibration). The engine itself is the same
 one, and does not know: this module imports the engine, never the other way round.
@@ -72,6 +73,7 @@ def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
     config = Config.build(asked, path, hf_config, device=asked.hardware, dtype=dtype, on_gpu=kind == "gpu",
                           attention_backend=attention_backend_on(kind), linear_backend=linear)
     device = get_device(config.hardware)
+    device.matmul_flops(config.quantization)  # FP8 weights on a device without FP8 are refused now, saying where
     clock, answers = SimClock(), AnswerLengths()
 
     def make_runner(config: Config, recorder: Recorder) -> SimulatedRunner:
@@ -81,7 +83,7 @@ def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
             gpu_memory_utilization=config.gpu_memory_utilization, cpu_kvcache_gib=config.cpu_kvcache_gib,
             num_kvcache_blocks=config.num_kvcache_blocks, tensor_parallel_size=config.tensor_parallel_size,
             enforce_eager=config.enforce_eager, efficiency=efficiency, recorder=recorder, clock=clock,
-            answers=answers)
+            answers=answers, quantization=config.quantization)
 
     simulated = {"hardware": device.describe(), "efficiency": efficiency.to_dict(),
                  "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name,

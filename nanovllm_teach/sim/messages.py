@@ -96,3 +96,10 @@ PRICES_NOT_AN_OBJECT = Text(en="--prices {path}: give a JSON object of GPU name 
                             zh="--prices {path}：请给出一个 JSON 对象，GPU 名称 -> 每 GPU 小时的美元价格")
 BAD_PRICE_SPEC = Text(en="--price must be GPU=USD (dollars per GPU-hour), got {spec!r}",
                       zh="--price 的格式必须是 GPU=USD（每 GPU 小时的美元价格），收到的是 {spec!r}")
+NO_FP8 = Text(
+    en="{device} has no FP8 tensor cores, which quantization='fp8' (FP8 weights and activations: vLLM's "
+       "--quantization fp8 on Ada Lovelace and Hopper) needs; choose one of {devices}. (vLLM runs FP8 weights on "
+       "older GPUs as weight-only W8A16 with Marlin kernels, which the simulator does not model.)",
+    zh="{device} 没有 FP8 Tensor Core，而 quantization='fp8'（权重和激活都用 FP8，即 vLLM 在 Ada Lovelace 和 Hopper "
+       "上的 --quantization fp8）需要它；请从 {devices} 中选择。（在更早的 GPU 上，vLLM 用 Marlin 内核把 FP8 权重"
+       "作为仅权重量化 W8A16 运行，模拟器没有对此建模。）")

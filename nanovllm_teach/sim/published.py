@@ -10,7 +10,8 @@ workload, figures) and which role it plays: a *fitted* case chose its GPU's effi
 
 Figures: ``tpot_p50_ms`` (median time per output token after the first, as vLLM's benchmark prints it),
 ``ttft_p50_ms``, ``output_tok_s`` (output tokens over the run's duration), ``decode_tok_s`` (1000 / the
-median TPOT: one client's decode rate).
+median TPOT: one client's decode rate). A case's ``quantization`` (``"fp8"``, or absent: 16-bit weights) is the
+engine's, run by the simulator the same way.
 
 Plain data and checks: no engine, no torch. Emits no events.
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nanovllm_teach.settings import QUANTIZATIONS
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
 
@@ -68,6 +70,7 @@ class Case:
     judged: tuple[str, ...]
     not_judged_why: str
     recorded_error: dict[str, float]
+    quantization: str | None = None  # the engine's (vLLM's --quantization), None: 16-bit weights
 
 
 def _length(value: Any) -> bool:
@@ -138,9 +141,14 @@ def _case(raw: Any, index: int) -> Case:
     if not isinstance(recorded, dict) or not set(recorded) <= set(judged) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in recorded.values()):
         raise ValueError(f"{where}: recorded_error must map judged figures to numbers, got {recorded!r}")
+    quantization = raw.get("quantization")
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(f"{where}: quantization must be absent or one of {', '.join(QUANTIZATIONS)}, "
+                         f"got {repr(quantization)[:80]}")  # a damaged file may hold anything there
+    DEVICES[raw["hardware"]].matmul_flops(quantization)  # FP8 on a GPU without it is refused, naming it
     return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
                 raw["model"], workload, dict(settings), {k: float(v) for k, v in measured.items()}, tuple(judged),
-                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()})
+                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()}, quantization)
 
 
 def load_cases(path: str | Path = CASES_FILE) -> list[Case]:

@@ -96,7 +96,8 @@ class SimulatedRunner:
                  gpu_memory_utilization: float = 0.9, cpu_kvcache_gib: float = 0.25,
                  num_kvcache_blocks: int | None = None, tensor_parallel_size: int = 1, enforce_eager: bool = False,
                  efficiency: Efficiency | None = None, recorder: Recorder | None = None,
-                 clock: SimClock | None = None, answers: AnswerLengths | None = None) -> None:
+                 clock: SimClock | None = None, answers: AnswerLengths | None = None,
+                 quantization: str | None = None) -> None:
         """The engine settings that matter to execution, with ``Config``'s names and defaults. ``clock``: the
         simulated clock to advance (an engine that stamps its events with it passes its own); ``answers``:
         the lengths a workload gives its answers."""
@@ -108,7 +109,7 @@ class SimulatedRunner:
         self.max_num_seqs = max_num_seqs
         self.max_model_len = min(max_model_len, shape.max_position_embeddings)
         self.max_num_batched_tokens = max_num_batched_tokens or (16384 if device.kind == "gpu" else 2048)
-        self.cost_model = StepCostModel(shape, device, efficiency, tensor_parallel_size)
+        self.cost_model = StepCostModel(shape, device, efficiency, tensor_parallel_size, quantization)
         self.clock = clock or SimClock()
         self.last_cost: StepCost | None = None
         self.last_work = StepWork([])
