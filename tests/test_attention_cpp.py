@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nanovllm_teach.config import resolve_attention_backend
+from nanovllm_teach.i18n import speaking
 from nanovllm_teach.layers import attention_cpp
 from nanovllm_teach.layers.attention_cpp import MAX_HEAD_DIM, MAX_HEADS, CppAttentionBackend, cpp_unusable_reason
 from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
@@ -137,11 +138,14 @@ def test_auto_picks_torch_for_a_model_the_kernel_cannot_hold():
 def test_without_a_compiler_auto_is_torch_and_the_reason_names_it(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", "no-such-compiler")
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))  # nothing built there yet
-    reason = attention_cpp._load.__wrapped__()  # the build step itself, past the per-process cache
-    assert reason is not None and "'no-such-compiler' is not on PATH" in reason
-    monkeypatch.setattr(attention_cpp, "_load", lambda: reason)
+    problem = attention_cpp._load.__wrapped__()  # the build step itself, past the per-process cache
+    assert "'no-such-compiler' is not on PATH" in attention_cpp.said(problem)
+    monkeypatch.setattr(attention_cpp, "_load", lambda: problem)
     assert resolve_attention_backend("auto", CPU, 256, torch.float32) == "torch"
     with pytest.raises(ValueError, match="cannot run here: no C\\+\\+ compiler found"):
+        resolve_attention_backend("cpp", CPU, 256, torch.float32)
+    # The outcome is kept for the process; the reason is said in the language asked for when it is shown.
+    with speaking("zh"), pytest.raises(ValueError, match="找不到 C\\+\\+ 编译器（PATH 上没有 'no-such-compiler'"):
         resolve_attention_backend("cpp", CPU, 256, torch.float32)
 
 

@@ -43,13 +43,15 @@ from pathlib import Path
 import torch
 
 from nanovllm_teach.layers.attention import Attention
-from nanovllm_teach.layers.attention_cpp import WIDTH_MULTIPLE, cpp_unusable_reason, load_native_library
+from nanovllm_teach.i18n import Text
+from nanovllm_teach.layers.attention_cpp import WIDTH_MULTIPLE, cpp_unusable_reason, load_native_library, said
 from nanovllm_teach.layers.onednn_linear import PACKED_MIN_ROWS
 from nanovllm_teach.models.qwen3 import Qwen3ForCausalLM
 from nanovllm_teach.utils.context import get_context
 
 SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "decode_step_cpu.cpp"
 LIBRARY_NAME = "nanovllm_teach_decode"
+NATIVE_STEP = Text(en="the native decode step", zh="原生解码步")
 
 
 @functools.cache
@@ -57,7 +59,7 @@ def _load() -> str | None:
     """Build (once per machine) and load the native decode step, and the attention kernel it calls first;
     None when both worked, else why not."""
     return cpp_unusable_reason(torch.device("cpu"), torch.float32) or \
-        load_native_library(SOURCE, LIBRARY_NAME, "the native decode step", python_module=True)
+        said(load_native_library(SOURCE, LIBRARY_NAME, NATIVE_STEP, python_module=True))
 
 
 def unusable_reason(device: torch.device, world_size: int, dtype: torch.dtype, attention_backend: str,

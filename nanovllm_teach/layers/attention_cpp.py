@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.layers.attention_torch import TorchAttentionBackend
 from nanovllm_teach.utils.context import Context
 
@@ -38,6 +39,33 @@ EXTENSION_NAME = "nanovllm_teach_cpp"
 # The kernel's working arrays are sized for these (kMaxHeads, kMaxHeadDim in the C++ file); every Qwen3 fits.
 MAX_HEADS = 64  # query heads (on one tensor-parallel rank)
 MAX_HEAD_DIM = 256
+
+KERNEL = Text(en="the C++ decode-attention kernel", zh="C++ 解码注意力内核")
+NOT_ON_CPU = Text(en="the C++ decode kernel runs on a CPU, not on {device}",
+                  zh="C++ 解码内核只在 CPU 上运行，不能在 {device} 上运行")
+NOT_FLOAT32 = Text(en="the C++ decode kernel computes in float32, not {dtype}",
+                   zh="C++ 解码内核用 float32 计算，不支持 {dtype}")
+HEAD_DIM_TOO_LARGE = Text(en="the C++ decode kernel handles head_dim up to {most}, not {head_dim}",
+                          zh="C++ 解码内核支持的 head_dim 最大为 {most}，这里是 {head_dim}")
+HEAD_DIM_NOT_MULTIPLE = Text(en="the C++ decode kernel needs a head_dim that is a multiple of {multiple}, not {head_dim}",
+                             zh="C++ 解码内核要求 head_dim 是 {multiple} 的倍数，这里是 {head_dim}")
+TOO_MANY_HEADS = Text(en="the C++ decode kernel handles up to {most} query heads, not {heads}",
+                      zh="C++ 解码内核最多支持 {most} 个 query 头，这里是 {heads}")
+NO_COMPILER = Text(en="no C++ compiler found ({compiler!r} is not on PATH; install one, or name it in CXX)",
+                   zh="找不到 C++ 编译器（PATH 上没有 {compiler!r}；请安装一个，或用 CXX 指定）")
+BUILD_FAILED = Text(en="building {source} failed: {first_line}", zh="构建 {source} 失败：{first_line}")
+BUILDING = Text(en="nanovllm_teach: building {what} (once per machine) from {source} ...",
+                zh="nanovllm_teach：正在从 {source} 构建{what}（每台机器只需一次）……")
+BUILT = Text(en="nanovllm_teach: built {what} in {seconds:.0f} s, cached in {folder}",
+             zh="nanovllm_teach：{what}已构建，用时 {seconds:.0f} 秒，缓存在 {folder}")
+# Why a native library could not be built or loaded: a Text and its values, said when shown (the outcome is
+# kept for the whole process, and the language may change in between).
+NativeProblem = tuple[Text, dict[str, object]]
+
+
+def said(problem: NativeProblem | None) -> str | None:
+    """``problem`` in the language now (None: there was none)."""
+    return None if problem is None else say(problem[0], **problem[1])
 # The C++ kernels work in whole vectors (4, 8 or 16 floats by processor): a width they loop over (head_dim,
 # and in the native decode step hidden_size and intermediate_size) must be a multiple of 16, as every Qwen3's is.
 WIDTH_MULTIPLE = 16
@@ -92,7 +120,7 @@ def _load_built(library: Path, name: str, python_module: bool) -> None:
     sys.modules[name] = module
 
 
-def load_native_library(source: Path, name: str, what: str, python_module: bool = False) -> str | None:
+def load_native_library(source: Path, name: str, what: Text, python_module: bool = False) -> NativeProblem | None:
     """Load the operators of the C++ file ``source`` into ``torch.ops`` as the library ``name``, building it
     first when this machine has not; None when it worked, else why not. ``what`` names it in the one line
     printed while it builds. ``python_module``: the file is a Python module (pybind11) instead, which is then
@@ -108,7 +136,7 @@ def load_native_library(source: Path, name: str, what: str, python_module: bool 
             library.unlink()  # half written by a build that was killed: build it again
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
-        return f"no C++ compiler found ({compiler!r} is not on PATH; install one, or name it in CXX)"
+        return NO_COMPILER, {"compiler": compiler}
     from torch.utils import cpp_extension
     folder.mkdir(parents=True, exist_ok=True)
     # The loader lets one process build while the others wait for its lock file to go. A process killed
@@ -117,26 +145,25 @@ def load_native_library(source: Path, name: str, what: str, python_module: bool 
     lock = folder / "lock"
     if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
         lock.unlink(missing_ok=True)
-    print(f"nanovllm_teach: building {what} (once per machine) from {source.name} ...", file=sys.stderr, flush=True)
+    print(say(BUILDING, what=say(what), source=source.name), file=sys.stderr, flush=True)
     start = time.perf_counter()
     try:
         module = cpp_extension.load(name=name, sources=[str(source)], extra_cflags=_compiler_flags(),
                                     build_directory=str(folder), is_python_module=python_module, verbose=False)
     except (RuntimeError, OSError, ImportError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"building {source.name} failed: {first_line}"
+        return BUILD_FAILED, {"source": source.name, "first_line": first_line}
     if python_module:
         sys.modules[name] = module
-    print(f"nanovllm_teach: built {what} in {time.perf_counter() - start:.0f} s, cached in {folder}",
-          file=sys.stderr, flush=True)
+    print(say(BUILT, what=say(what), seconds=time.perf_counter() - start, folder=folder), file=sys.stderr, flush=True)
     return None
 
 
 @functools.cache
-def _load() -> str | None:
+def _load() -> NativeProblem | None:
     """Load the kernel, building it first when this machine has not; None when it worked, else why not.
     Once per process."""
-    return load_native_library(SOURCE, EXTENSION_NAME, "the C++ decode-attention kernel")
+    return load_native_library(SOURCE, EXTENSION_NAME, KERNEL)
 
 
 def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int | None = None,
@@ -145,16 +172,16 @@ def cpp_unusable_reason(device: torch.device, dtype: torch.dtype, head_dim: int 
     many query ``heads`` when they are given. Builds the kernel on the first call that gets that
     far: that is the only way to know the compiler works."""
     if device.type != "cpu":
-        return f"the C++ decode kernel runs on a CPU, not on {device.type}"
+        return say(NOT_ON_CPU, device=device.type)
     if dtype != torch.float32:
-        return f"the C++ decode kernel computes in float32, not {str(dtype).removeprefix('torch.')}"
+        return say(NOT_FLOAT32, dtype=str(dtype).removeprefix("torch."))
     if head_dim is not None and head_dim > MAX_HEAD_DIM:
-        return f"the C++ decode kernel handles head_dim up to {MAX_HEAD_DIM}, not {head_dim}"
+        return say(HEAD_DIM_TOO_LARGE, most=MAX_HEAD_DIM, head_dim=head_dim)
     if head_dim is not None and head_dim % WIDTH_MULTIPLE:
-        return f"the C++ decode kernel needs a head_dim that is a multiple of {WIDTH_MULTIPLE}, not {head_dim}"
+        return say(HEAD_DIM_NOT_MULTIPLE, multiple=WIDTH_MULTIPLE, head_dim=head_dim)
     if heads is not None and heads > MAX_HEADS:
-        return f"the C++ decode kernel handles up to {MAX_HEADS} query heads, not {heads}"
-    return _load()
+        return say(TOO_MANY_HEADS, most=MAX_HEADS, heads=heads)
+    return said(_load())
 
 
 class CppAttentionBackend(TorchAttentionBackend):
@@ -163,7 +190,7 @@ class CppAttentionBackend(TorchAttentionBackend):
     def __init__(self) -> None:
         super().__init__()
         # Config.build refused attention_backend='cpp' where it cannot run, naming why.
-        problem = _load()
+        problem = said(_load())
         assert problem is None, f"attention_backend='cpp' cannot run: {problem}"
         self.kernel = torch.ops.nanovllm_teach_cpp.paged_decode_attention
 

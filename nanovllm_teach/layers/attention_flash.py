@@ -17,10 +17,19 @@ from __future__ import annotations
 
 import torch
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.utils.context import Context
 
 INSTALL_HINT = "pip install 'nanovllm_teach[gpu]'"
 PAGE_MULTIPLE = 256  # flash-attn 2: "Paged KV cache block size must be divisible by 256"
+NOT_IMPORTABLE = Text(en="flash_attn is not importable ({error}); install it with {hint}",
+                      zh="无法导入 flash_attn（{error}）；请用 {hint} 安装")
+NOT_ON_CUDA = Text(en="flash-attn runs on CUDA GPUs only, the device is {device}",
+                   zh="flash-attn 只在 CUDA GPU 上运行，这里的设备是 {device}")
+BLOCK_SIZE_NOT_MULTIPLE = Text(en="flash-attn needs kvcache_block_size to be a multiple of {multiple}, got {block_size}",
+                               zh="flash-attn 要求 kvcache_block_size 是 {multiple} 的倍数，收到的是 {block_size}")
+NOT_16_BIT = Text(en="flash-attn needs dtype float16 or bfloat16, got {dtype}",
+                  zh="flash-attn 要求 dtype 为 float16 或 bfloat16，收到的是 {dtype}")
 
 
 def flash_attn_unusable_reason(device: torch.device, block_size: int, dtype: torch.dtype) -> str | None:
@@ -28,13 +37,13 @@ def flash_attn_unusable_reason(device: torch.device, block_size: int, dtype: tor
     try:
         import flash_attn  # noqa: F401
     except ImportError as exc:
-        return f"flash_attn is not importable ({exc}); install it with {INSTALL_HINT}"
+        return say(NOT_IMPORTABLE, error=exc, hint=INSTALL_HINT)
     if device.type != "cuda":
-        return f"flash-attn runs on CUDA GPUs only, the device is {device}"
+        return say(NOT_ON_CUDA, device=device)
     if block_size % PAGE_MULTIPLE:
-        return f"flash-attn needs kvcache_block_size to be a multiple of {PAGE_MULTIPLE}, got {block_size}"
+        return say(BLOCK_SIZE_NOT_MULTIPLE, multiple=PAGE_MULTIPLE, block_size=block_size)
     if dtype not in (torch.float16, torch.bfloat16):
-        return f"flash-attn needs dtype float16 or bfloat16, got {dtype}"
+        return say(NOT_16_BIT, dtype=dtype)
     return None
 
 

@@ -18,9 +18,22 @@ from __future__ import annotations
 
 import torch
 
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.utils.context import Context
 
 INSTALL_HINT = "pip install 'nanovllm_teach[gpu]'"
+NOT_IMPORTABLE = Text(en="triton is not importable ({error}); install it with {hint}",
+                      zh="无法导入 triton（{error}）；请用 {hint} 安装")
+INTERPRET_CHANGED = Text(
+    en="TRITON_INTERPRET was changed after triton was imported (importing torch imports triton), so Triton's own "
+       "helpers and the kernels disagree on being interpreted: set TRITON_INTERPRET=1 in the environment before "
+       "starting Python",
+    zh="TRITON_INTERPRET 是在导入 triton 之后才改的（导入 torch 时就会导入 triton），于是 Triton 自己的辅助函数和"
+       "这些内核对是否解释执行看法不一：请在启动 Python 之前就在环境里设置 TRITON_INTERPRET=1")
+NEEDS_GPU_OR_INTERPRETER = Text(
+    en="the Triton kernels need a GPU, or the Triton interpreter on {device}: set TRITON_INTERPRET=1 in the "
+       "environment before starting Python",
+    zh="Triton 内核需要 GPU；在 {device} 上则需要 Triton 解释器：请在启动 Python 之前在环境里设置 TRITON_INTERPRET=1")
 
 
 def triton_unusable_reason(device: torch.device) -> str | None:
@@ -28,15 +41,12 @@ def triton_unusable_reason(device: torch.device) -> str | None:
     try:
         from nanovllm_teach import kernels
     except ImportError as exc:
-        return f"triton is not importable ({exc}); install it with {INSTALL_HINT}"
+        return say(NOT_IMPORTABLE, error=exc, hint=INSTALL_HINT)
     if kernels.INTERPRETED != kernels.TRITON_HELPERS_INTERPRETED:
-        return ("TRITON_INTERPRET was changed after triton was imported (importing torch imports triton), so "
-                "Triton's own helpers and the kernels disagree on being interpreted: set TRITON_INTERPRET=1 "
-                "in the environment before starting Python")
+        return say(INTERPRET_CHANGED)
     if device.type == "cuda" or kernels.INTERPRETED:
         return None
-    return (f"the Triton kernels need a GPU, or the Triton interpreter on {device.type}: set TRITON_INTERPRET=1 "
-            "in the environment before starting Python")
+    return say(NEEDS_GPU_OR_INTERPRETER, device=device.type)
 
 
 class TritonAttentionBackend:

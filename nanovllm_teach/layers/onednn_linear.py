@@ -37,17 +37,27 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import register_flop_formula
 
+from nanovllm_teach.i18n import Text, say
+
+NOT_ON_CPU = Text(en="oneDNN linears run on a CPU, not on {device}", zh="oneDNN 线性层只在 CPU 上运行，不能在 {device} 上运行")
+NOT_FLOAT32 = Text(en="oneDNN linears are used for float32 only, not {dtype}",
+                   zh="oneDNN 线性层只用于 float32，不用于 {dtype}")
+NO_ONEDNN = Text(en="this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)",
+                 zh="这个 PyTorch 构建没有 oneDNN（torch.backends.mkldnn.is_available() 为 False）")
+NO_LINEAR_OPS = Text(en="this PyTorch ({version}) lacks the oneDNN linear operators",
+                     zh="这个 PyTorch（{version}）缺少 oneDNN 的线性层算子")
+
 
 def onednn_unusable_reason(device: torch.device, dtype: torch.dtype) -> str | None:
     """Why the linear layers cannot run through oneDNN here (None when they can)."""
     if device.type != "cpu":
-        return f"oneDNN linears run on a CPU, not on {device.type}"
+        return say(NOT_ON_CPU, device=device.type)
     if dtype != torch.float32:
-        return f"oneDNN linears are used for float32 only, not {dtype}"
+        return say(NOT_FLOAT32, dtype=dtype)
     if not torch.backends.mkldnn.is_available():
-        return "this PyTorch build has no oneDNN (torch.backends.mkldnn.is_available() is False)"
+        return say(NO_ONEDNN)
     if not all(hasattr(torch.ops.mkldnn, op) for op in ("_reorder_linear_weight", "_linear_pointwise")):
-        return f"this PyTorch ({torch.__version__}) lacks the oneDNN linear operators"
+        return say(NO_LINEAR_OPS, version=torch.__version__)
     return None
 
 
