@@ -10,6 +10,7 @@ import math
 import pytest
 
 from nanovllm_teach.cli import main
+from nanovllm_teach.i18n import speaking
 from nanovllm_teach.plan import search as plan_search
 from nanovllm_teach.plan.probes import Candidate, Objective, PlanWorkload, Probe, memory_fit, probe
 from nanovllm_teach.plan.rates import HEADROOM, next_rate, search_steps, sustained_rate
@@ -58,7 +59,15 @@ def test_the_memory_fit_says_what_one_gpu_holds():
     assert 14 < fit.weights_gib < 16 and fit.kv_blocks > 0 and fit.longest_tokens == 8192 and fit.problem is None
     assert memory_fit(Candidate("h100-sxm", 2, 256, 8192), workload).weights_gib == pytest.approx(fit.weights_gib / 2)
     too_big = memory_fit(Candidate("l4", 1, 256, 8192), PlanWorkload("llama-3.1-70b"))
-    assert too_big.kv_blocks == 0 and "no memory left" in too_big.problem
+    assert too_big.kv_blocks == 0 and "no memory left" in too_big.problem and "raise" not in too_big.problem
+    with speaking("zh"):  # what is wrong, in the language read, without the remedies after the colon
+        zh = memory_fit(Candidate("l4", 1, 256, 8192), PlanWorkload("llama-3.1-70b")).problem
+        long_requests = PlanWorkload("llama-3.1-70b", prompt_lens="fixed:30000", output_lens="fixed:2000",
+                                     max_model_len=32768)
+        short = memory_fit(Candidate("h100-sxm", 2, 256, 8192), long_requests)
+    assert zh.startswith("l4（tp=1）上已没有内存留给") and "请调高" not in zh
+    assert short.problem == f"它能容纳的最长请求是 {short.longest_tokens} 个 token，而工作负载中最长的达到 32000 个"
+    assert 0 < short.longest_tokens < 32000
     with pytest.raises(ValueError, match="this-cpu is measured"):
         memory_fit(Candidate("this-cpu", 1, 8, 512), workload)
 

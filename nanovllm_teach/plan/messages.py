@@ -69,3 +69,5 @@ LOCAL_RAY_DID_NOT_START = Text(
        "busy may not meet); run with --serial, or start a cluster (ray start --head) and pass --address",
     zh="本地 Ray 没有启动：{why}（本地 Ray 给它的辅助进程 15 秒启动时间，机器这么忙时可能来不及）；"
        "请加 --serial 运行，或者先启动一个集群（ray start --head）再传入 --address")
+LONGEST_DOES_NOT_FIT = Text(en="its longest request fits {longest} tokens, the workload's reaches {reaches}",
+                            zh="它能容纳的最长请求是 {longest} 个 token，而工作负载中最长的达到 {reaches} 个")

@@ -34,12 +34,14 @@ Emits no events (the simulated engines it runs emit theirs, to no recorder).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.plan.messages import (BAD_GOODPUT, BAD_QUANTILE, INT_TOO_SMALL, LENGTHS_DO_NOT_FIT,
-                                          NOT_A_DATASHEET_GPU, RECORDED_REQUEST_TOO_LONG, TOO_FEW_PROBE_REQUESTS)
+                                          LONGEST_DOES_NOT_FIT, NOT_A_DATASHEET_GPU, RECORDED_REQUEST_TOO_LONG,
+                                          TOO_FEW_PROBE_REQUESTS)
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
@@ -356,8 +358,8 @@ def memory_fit(candidate: Candidate, workload: PlanWorkload, block_size: int = 2
         blocks = estimated_kv_blocks(cost_model, gpu_memory_utilization, max_len,
                                      candidate.max_num_batched_tokens, candidate.max_num_seqs, block_size)
     except ValueError as error:
-        return MemoryFit(weights, 0, 0, str(error).split(":")[0])
+        return MemoryFit(weights, 0, 0, re.split("[:：]", str(error))[0])  # what, not the remedies after it
     longest = min(max_len, blocks * block_size)
     problem = (None if longest >= workload.longest_request else
-               f"its longest request fits {longest} tokens, the workload's reaches {workload.longest_request}")
+               say(LONGEST_DOES_NOT_FIT, longest=longest, reaches=workload.longest_request))
     return MemoryFit(weights, blocks, longest, problem)
