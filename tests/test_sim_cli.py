@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 from nanovllm_teach.cli.simulate import add_simulate_parser
+from nanovllm_teach.i18n import speaking
 from nanovllm_teach.trace.reader import load_trace
 
 
@@ -97,3 +98,12 @@ def test_mistakes_are_one_line_value_errors(argv, match):
 def test_out_must_be_a_file(tmp_path):
     with pytest.raises(ValueError, match="is a folder"):
         _simulate("--requests", "5", "--out", str(tmp_path))
+
+
+def test_simulate_prints_its_figures_in_chinese(capsys):
+    with speaking("zh"):
+        assert _simulate("--model", "qwen3-0.6b", "--hardware", "l4", "--rate", "8", "--requests", "10",
+                         "--quantization", "fp8") == 0
+    printed = capsys.readouterr().out
+    assert "qwen3-0.6b 在 l4（tp=1，FP8 权重）上处理了 10 个请求" in printed
+    assert "模拟结果：" in printed and "首 token 延迟 TTFT（从到达算起）p50" in printed and "抢占 0 次" in printed

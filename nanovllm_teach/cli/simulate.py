@@ -45,6 +45,12 @@ TRACE_HINT = Text(
        "  the replay page: nanovllm-teach replay {path} --html {page}",
     zh="trace：{path}\n  摘要和前几步：nanovllm-teach replay {path}  （逐步列出：--all）\n"
        "  回放页：nanovllm-teach replay {path} --html {page}")
+RAN = Text(en="{requests} requests of {model} on {hardware} (tp={tp}{weights}), {blocks} KV blocks of {block_size} "
+              "tokens; simulated in {seconds:.1f} s",
+           zh="{model} 在 {hardware}（tp={tp}{weights}）上处理了 {requests} 个请求，{blocks} 个 KV 块，每块 {block_size} "
+              "个 token；模拟用时 {seconds:.1f} 秒")
+FP8_WEIGHTS = Text(en=", fp8 weights", zh="，FP8 权重")
+SIMULATED = Text(en="simulated {summary}", zh="模拟结果：{summary}")
 
 
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -251,11 +257,11 @@ def _simulate(args: argparse.Namespace) -> int:
                                 server=llm.server)
     finally:
         llm.close()
-    print(f"{args.requests} requests of {Path(llm.config.model).name} on {args.hardware} "
-          f"(tp={args.tensor_parallel_size}{', fp8 weights' if args.quantization else ''}), "
-          f"{llm.model_runner.num_kvcache_blocks} KV blocks of {args.block_size} "
-          f"tokens; simulated in {time.perf_counter() - wall:.1f} s")
-    print("simulated " + result.summary())
+    print(say(RAN, requests=args.requests, model=Path(llm.config.model).name, hardware=args.hardware,
+              tp=args.tensor_parallel_size, weights=say(FP8_WEIGHTS) if args.quantization else "",
+              blocks=llm.model_runner.num_kvcache_blocks, block_size=args.block_size,
+              seconds=time.perf_counter() - wall))
+    print(say(SIMULATED, summary=result.summary()))
     if args.hardware in DEVICES and args.factors is None and not is_fitted(args.hardware):
         print(say(UNFITTED, device=args.hardware, n=fitted_cases(args.hardware), least=MIN_FITTED_CASES))
     if args.out:

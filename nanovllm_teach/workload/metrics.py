@@ -25,6 +25,15 @@ SLO_LIMIT = Text(en="Slo.{name} must be a positive, finite number of millisecond
                  zh="Slo.{name} 必须是正的有限毫秒数，收到的是 {value!r}")
 NOT_AN_SLO = Text(en="slo must be an Slo, got {kind}", zh="slo 必须是 Slo，收到的是 {kind}")
 NO_VALUES = Text(en="percentile of no values", zh="没有数值，无法求百分位数")
+SUMMARY_STEPS = Text(en="{duration_s:.1f} s, {steps} steps ({prefill_steps} prefill; by bound: {bounds}), "
+                        "{preemptions} preemptions",
+                     zh="{duration_s:.1f} 秒，{steps} 步（其中预填充 {prefill_steps} 步；按瓶颈：{bounds}），"
+                        "抢占 {preemptions} 次")
+NOT_PREDICTED = Text(en="not predicted", zh="未预测")
+SUMMARY_OUTPUT = Text(en="output {tokens} tokens, {tok_s:.0f} tok/s", zh="输出 {tokens} 个 token，{tok_s:.0f} tok/s")
+SUMMARY_TTFT = Text(en="; TTFT (from arrival) p50 {p50_ms:.0f} ms, p99 {p99_ms:.0f} ms",
+                    zh="；首 token 延迟 TTFT（从到达算起）p50 {p50_ms:.0f} ms，p99 {p99_ms:.0f} ms")
+SUMMARY_TPOT = Text(en="; TPOT p50 {p50_ms:.1f} ms", zh="；每个输出 token 的时间 TPOT p50 {p50_ms:.1f} ms")
 
 
 @dataclass(frozen=True)
@@ -120,14 +129,15 @@ class WorkloadResult:
         """Two lines: duration, steps and bounds; throughput, TTFT p50/p99, TPOT p50."""
         ttft = [r.ttft_s for r in self.requests.values() if r.ttft_s is not None]
         tpot = [r.tpot_s for r in self.requests.values() if r.tpot_s is not None]
-        bounds = ", ".join(f"{k} {v}" for k, v in sorted(self.steps_by_bound.items())) or "not predicted"
-        line2 = f"output {self.output_tokens} tokens, {self.output_tokens_per_s:.0f} tok/s"
+        bounds = ", ".join(f"{k} {v}" for k, v in sorted(self.steps_by_bound.items())) or say(NOT_PREDICTED)
+        line2 = say(SUMMARY_OUTPUT, tokens=self.output_tokens, tok_s=self.output_tokens_per_s)
         if ttft:
-            line2 += (f"; TTFT (from arrival) p50 {percentile(ttft, 0.5) * 1e3:.0f} ms, p99 {percentile(ttft, 0.99) * 1e3:.0f} ms")
+            line2 += say(SUMMARY_TTFT, p50_ms=percentile(ttft, 0.5) * 1e3, p99_ms=percentile(ttft, 0.99) * 1e3)
         if tpot:
-            line2 += f"; TPOT p50 {statistics.median(tpot) * 1e3:.1f} ms"
-        return (f"{self.duration_s:.1f} s, {self.num_steps} steps ({self.num_prefill_steps} prefill; by bound: "
-                f"{bounds}), {self.num_preemptions} preemptions\n  {line2}")
+            line2 += say(SUMMARY_TPOT, p50_ms=statistics.median(tpot) * 1e3)
+        line1 = say(SUMMARY_STEPS, duration_s=self.duration_s, steps=self.num_steps,
+                    prefill_steps=self.num_prefill_steps, bounds=bounds, preemptions=self.num_preemptions)
+        return f"{line1}\n  {line2}"
 
 
 def percentile(values: list[float], q: float) -> float:
