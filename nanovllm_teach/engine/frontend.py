@@ -32,7 +32,7 @@ from typing import Any, Sequence as SequenceOf
 
 from tqdm.auto import tqdm
 
-from nanovllm_teach.engine.llm_engine import LLMEngine
+from nanovllm_teach.engine.llm_engine import GENERATING, LLMEngine
 from nanovllm_teach.engine.request_checks import checked_token_ids
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.engine.serialized import serialized
@@ -180,7 +180,7 @@ class Frontend(LLMEngine):
         # Arrival order: by arrival step, then request order (a stable sort keeps ties in order).
         pending = deque(sorted(zip(arrival_steps, requests), key=lambda pair: pair[0]))
         steps_run = 0
-        with self.serving(seqs, caller), tqdm(total=len(seqs), desc="Generating", dynamic_ncols=True,
+        with self.serving(seqs, caller), tqdm(total=len(seqs), desc=say(GENERATING), dynamic_ncols=True,
                                               disable=not use_tqdm) as bar:
             while True:
                 while pending and (pending[0][0] <= steps_run or self.is_finished()):

@@ -45,6 +45,7 @@ from nanovllm_teach.trace.recorder import Recorder
 
 NOTHING_TO_STEP = Text(en="step() called with no request waiting or running",
                        zh="调用了 step()，但没有等待中或运行中的请求")
+GENERATING = Text(en="Generating", zh="生成中")  # the progress bar's label
 
 class StepResult(NamedTuple):
     """One step's outcome (``num_tokens``: nano-vllm's statistic, see ``LLMEngine.step``)."""
@@ -187,7 +188,7 @@ class LLMEngine:
             sampling_params = [sampling_params] * len(prompts)
         seq_ids = [self.add_request(prompt, params) for prompt, params in zip(prompts, sampling_params)]
         seqs = [self.scheduler.accepted[seq_id] for seq_id in seq_ids]
-        with self.generating(len(seqs)), tqdm(total=len(seqs), desc="Generating", disable=not use_tqdm) as bar:
+        with self.generating(len(seqs)), tqdm(total=len(seqs), desc=say(GENERATING), disable=not use_tqdm) as bar:
             while not self.is_finished():
                 self.step()
                 bar.update(len(self.last_step.finished))

@@ -77,3 +77,6 @@ BAD_POSITION = Text(en="position must be in [0, {num_tokens}), got {value!r}",
                     zh="position 必须在 [0, {num_tokens}) 之内，收到的是 {value!r}")
 TOO_FEW_KV_BLOCKS = Text(en="num_blocks={num_blocks!r} is too few for block id {largest} of the block table",
                          zh="num_blocks={num_blocks!r} 太少，容纳不下块表中的块 id {largest}")
+# The replay page's progress bars, while it is built.
+PAGE_GRID_PROGRESS = Text(en="page: block grid and queues", zh="页面：块网格和队列")
+PAGE_LINES_PROGRESS = Text(en="page: TEACHING lines", zh="页面：TEACHING 行")

@@ -69,7 +69,8 @@ from nanovllm_teach.trace.steps import cut_steps, step_ends
 # The grid's conventions are blockgrid's: the blocks freed at a step's end, in their holder's colour faded.
 from nanovllm_teach.viz.blockgrid import freed_at_step_end
 from nanovllm_teach.viz.compare import trace_label
-from nanovllm_teach.viz.messages import BAD_VERBOSITY, IN_MEMORY, NO_STEP_TO_REPLAY, NOT_A_REPLAY_PAGE
+from nanovllm_teach.viz.messages import (BAD_VERBOSITY, IN_MEMORY, NO_STEP_TO_REPLAY, NOT_A_REPLAY_PAGE,
+                                         PAGE_GRID_PROGRESS, PAGE_LINES_PROGRESS)
 from nanovllm_teach.viz.page_words import replay_words
 from nanovllm_teach.viz.style import (
     CACHED_COLOR, CURSOR_COLOR, FREE_COLOR, FREED_ALPHA, PHASE_COLORS, SEQ_PALETTE, STATE_COLORS,
@@ -110,7 +111,7 @@ def _walk_steps(trace: Trace, progress: bool) -> tuple[list[list[int]], list[lis
     deltas: list[list[int]] = []
     step_queues: list[list[Any]] = []
     previous: list[list[int]] | None = None  # the first step's lists are always written out
-    for _, state in tqdm(step_ends(trace.events, trace.settings), desc="page: block grid and queues", unit="step",
+    for _, state in tqdm(step_ends(trace.events, trace.settings), desc=say(PAGE_GRID_PROGRESS), unit="step",
                          total=len(trace.steps), disable=not progress, leave=False):
         now: dict[int, int] = {b: _CACHED for b in state.hashed if b not in state.holders}
         for block, seqs in state.holders.items():
@@ -206,7 +207,7 @@ def step_lines_window(trace: Trace, verbosity: str, first: int, stop: int | None
     renderers = primed_renderers(trace, verbosity, cut.spans[spans[0]].start if spans else 0)
     printed = [[[line for e in cut.events(trace.events, step) for line in renderers[lang].lines(e)]
                 for lang in ("en", "zh")]
-               for step in tqdm(spans, desc="page: TEACHING lines", unit="step", disable=not progress, leave=False)]
+               for step in tqdm(spans, desc=say(PAGE_LINES_PROGRESS), unit="step", disable=not progress, leave=False)]
     seen = {ch for step in printed for lines in step for line in lines for ch in line if ord(ch) >= 0xE000}
     coder = _LineCoder(next(chr(c) for c in _PRIVATE_USE if chr(c) not in seen))
     steps: list[list[int]] = []

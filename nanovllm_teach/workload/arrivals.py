@@ -55,6 +55,7 @@ from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.workload.metrics import RequestTimes, WorkloadResult
 from nanovllm_teach.workload.requests import Request
 
+SERVING = Text(en="serving", zh="服务中")  # the progress bar's label
 SERVER_SECONDS = Text(en="API server {name} must be a number of seconds in [0, 60), got {value!r}",
                       zh="API server 的 {name} 必须是 [0, 60) 区间内的秒数，收到的是 {value!r}")
 BAD_CONCURRENCY = Text(en="concurrency must be an int >= 1 (clients) or None (open loop), got {value!r}",
@@ -119,7 +120,7 @@ def serve_workload(engine: Frontend, workload: SequenceOf[Request], *, ignore_eo
         if concurrency is None:
             pairs.sort(key=lambda pair: pair[0].arrival_s)
         with engine.serving(seqs, "run_workload()"), tqdm(total=len(pairs), unit="req", disable=not progress,
-                                                          desc="serving") as bar:
+                                                          desc=say(SERVING)) as bar:
             result = _arrive_and_step(engine, pairs, concurrency, bar, admit_every, server, until)
             unfinished = [seq.seq_id for seq in seqs if not seq.is_finished]  # only where ``until`` ended it
             if unfinished:
