@@ -81,11 +81,31 @@ def _slowness(case, simulated: dict[str, float]) -> float:
     return -error if name.endswith("_tok_s") else error
 
 
+def _bisect(name: str, group: list, factors: dict[str, float], iterations: int) -> float:
+    """The value of the factor ``name`` (the others as in ``factors``) at which ``group``'s mean slowness is 0,
+    by bisection in ``FIT_RANGES[name]``, rounded to 3 digits."""
+    lo, hi = FIT_RANGES[name]
+    trial = dict(factors)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "factors.json"
+        for _ in range(iterations):
+            trial[name] = (lo + hi) / 2
+            path.write_text(json.dumps(trial))
+            slow = sum(_slowness(c, simulate_case(c, path)) for c in group) / len(group)
+            # slower than measured: a larger share (of bandwidth or peak), or a cheaper fixed cost
+            share = name not in ("allreduce_latency_s", "fp8_layer_s")
+            lo, hi = ((trial[name], hi) if share else (lo, trial[name])) if slow > 0 else (
+                (lo, trial[name]) if share else (trial[name], hi))
+    return float(f"{(lo + hi) / 2:.3g}")
+
+
 def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
     """Per GPU: ``memory`` on its fitted one-GPU 16-bit cases, then ``allreduce_latency_s`` on its fitted
     tensor-parallel ones, then, on its fitted FP8 cases, ``fp8_layer_s`` on those whose first judged figure is a
     TPOT (a decode, where the quantizing kernels weigh) and ``fp8_matmul`` on those whose first is a TTFT (a
-    prefill, where the FP8 GEMMs do), each by bisection on their mean slowness."""
+    prefill, where the FP8 GEMMs do), each by bisection on their mean slowness. Before the all-reduce's one
+    value, the value each tensor-parallel case asks for alone is printed beside its number of GPUs: whether
+    the collective's fixed cost grows with them is for those to say."""
     fitted: dict[str, dict[str, float]] = {}
     for hardware in sorted({c.hardware for c in cases if c.role == "fitted"}):
         factors = Efficiency.for_device(hardware).to_dict()
@@ -99,18 +119,12 @@ def fit(cases: list, iterations: int = 10) -> dict[str, dict[str, float]]:
         for name, group in plan:
             if not group:
                 continue
-            lo, hi = FIT_RANGES[name]
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / "factors.json"
-                for _ in range(iterations):
-                    factors[name] = (lo + hi) / 2
-                    path.write_text(json.dumps(factors))
-                    slow = sum(_slowness(c, simulate_case(c, path)) for c in group) / len(group)
-                    # slower than measured: a larger share (of bandwidth or peak), or a cheaper fixed cost
-                    share = name not in ("allreduce_latency_s", "fp8_layer_s")
-                    lo, hi = ((factors[name], hi) if share else (lo, factors[name])) if slow > 0 else (
-                        (lo, factors[name]) if share else (factors[name], hi))
-            factors[name] = float(f"{(lo + hi) / 2:.3g}")
+            if name == "allreduce_latency_s":
+                for case in sorted(group, key=lambda c: c.engine_settings["tensor_parallel_size"]):
+                    alone = _bisect(name, [case], factors, iterations)
+                    print(f"  {case.id} alone ({case.engine_settings['tensor_parallel_size']} GPUs, "
+                          f"{case.engine}): {name} {alone}")
+            factors[name] = _bisect(name, group, factors, iterations)
             fitted.setdefault(hardware, {})[name] = factors[name]
             print(f"fitted {hardware}: {name} {factors[name]} on {', '.join(c.id for c in group)}")
     fit_server(cases, fitted)

@@ -20,10 +20,14 @@ from bench_sim_published import simulate_case  # noqa: E402  (the benchmark runs
 MARGIN = 0.02  # how much a judged error may grow past its recorded value (a draw or a rounding, not a change)
 CASES = load_cases()
 # The judged figures whose recorded error is outside the goal: the goal stays, the miss is shown, not hidden.
-# Llama-3.1-70B-FP8 on two H100s decodes 17% slower than measured (its throughput 17% lower): with the factors
-# fitted on one GPU (the FP8 per-layer cost) and on vLLM 0.6.0's four-GPU 16-bit run (the all-reduces' fixed cost).
-OUTSIDE_THE_GOAL = {("lambda-2xh100-llama3.1-70b-fp8-p10", "tpot_p50_ms"),
-                    ("lambda-2xh100-llama3.1-70b-fp8-p10", "output_tok_s")}
+# vLLM 0.6.0's Llama-3.1-70B on four H100s at 8 requests/s decodes 17% faster than measured: the all-reduces' one
+# fixed cost is fitted on two runs of an older vLLM on two and four GPUs as well as on that engine's own run at
+# 4 requests/s, which alone asks for 36 us, not 23. And the API server's cost, refitted with it, puts the first
+# tokens of 80 prompts sent at once to one H100 28% late. Llama-3.1-70B-FP8 on four H100s decodes 8% slow, and its
+# throughput is 10.9% low.
+OUTSIDE_THE_GOAL = {("sglang-readme-4xh100-vllm060-llama3.1-70b-rps8", "tpot_p50_ms"),
+                    ("lambda-h100-llama3-8b-p80", "ttft_p50_ms"),
+                    ("lambda-4xh100-llama3.1-70b-fp8-p10", "output_tok_s")}
 
 
 def test_cases_are_cited_split_and_recorded():
