@@ -166,6 +166,7 @@ def test_plan_refuses_a_bad_quantization_list_in_one_line(capsys, argv, message)
 def test_published_fp8_runs_are_judged_and_fitted_apart():
     fp8 = [c for c in load_cases() if c.quantization == "fp8"]
     judged = [c for c in fp8 if c.role == "judged"]
-    assert len(judged) >= 2 and {c.engine_settings.get("tensor_parallel_size", 1) for c in judged} == {1, 2}
+    # judged on one GPU and under tensor parallelism, never on a case that chose a factor
+    assert len(judged) >= 2 and {1, 2} <= {c.engine_settings.get("tensor_parallel_size", 1) for c in judged}
     assert all(c.source.startswith("https://github.com/") and "/blob/" in c.source for c in fp8)
     assert all(c.hardware in DEVICES and DEVICES[c.hardware].fp8_flops for c in fp8)
