@@ -136,3 +136,17 @@ def test_prefill_with_cached_prefix_matches_torch(group, block_size):
     got = kernels.prefill_attention(q, k, v, layout.k_cache, layout.v_cache, cu_q, cu_k, max(q_lens),
                                     layout.block_tables, SCALE)
     torch.testing.assert_close(got, expected, **TOL)
+
+
+def test_store_kvcache_refuses_what_would_write_outside_the_cache():
+    """A notebook calls the kernel with its own tensors: a slot mapping of the wrong length, or a cache not
+    laid out as one block after another, is refused before the kernel runs (under python -O too)."""
+    from nanovllm_teach.i18n import speaking
+
+    k = v = torch.zeros(3, 2, HEAD_DIM)
+    k_cache, v_cache = torch.zeros(4, 8, 2, HEAD_DIM), torch.zeros(4, 8, 2, HEAD_DIM)
+    with pytest.raises(ValueError, match="slot_mapping has 2 entries for 3 tokens"):
+        kernels.store_kvcache(k, v, k_cache, v_cache, torch.tensor([0, 1]))
+    with speaking("zh"), pytest.raises(ValueError, match="K 缓存和 V 缓存的内存布局必须相同"):
+        kernels.store_kvcache(k, v, k_cache, v_cache.transpose(0, 1), torch.tensor([0, 1, 2]))
+    assert not k_cache.any() and not v_cache.any()

@@ -13,6 +13,13 @@ import torch
 import triton
 import triton.language as tl
 
+from nanovllm_teach.i18n import Text, say
+
+SLOTS_FOR_TOKENS = Text(en="slot_mapping has {slots} entries for {tokens} tokens",
+                        zh="slot_mapping 有 {slots} 项，而 token 有 {tokens} 个")
+CACHE_LAYOUT = Text(en="the K and V caches must be laid out alike, each contiguous within its layer",
+                    zh="K 缓存和 V 缓存的内存布局必须相同，而且在各自的层内连续")
+
 
 @triton.jit
 def _store_kvcache_kernel(
@@ -60,14 +67,15 @@ def store_kvcache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cac
     """
     k, v = last_dim_contiguous(k), last_dim_contiguous(v)
     num_tokens, num_kv_heads, head_dim = k.shape
-    # The model runner builds both the slot mapping and the caches: a mismatch is its bug, not a user's.
-    assert slot_mapping.numel() == num_tokens, \
-        f"slot_mapping has {slot_mapping.numel()} entries for {num_tokens} tokens"
+    # Checked even though the model runner always passes both right: a notebook calls this with its own
+    # tensors, and a wrong one would have the kernel write outside the cache (asserts vanish under python -O).
+    if slot_mapping.numel() != num_tokens:
+        raise ValueError(say(SLOTS_FOR_TOKENS, slots=slot_mapping.numel(), tokens=num_tokens))
     # Viewing the cache as (slots, kv_heads, head_dim) needs each block's slots to follow the previous
     # block's, which holds for every cache the model runner allocates (a slice of one contiguous tensor).
-    assert (k_cache.stride(0) == k_cache.size(1) * k_cache.stride(1) and k_cache.stride(-1) == 1
-            and v_cache.stride() == k_cache.stride()), \
-        "the K and V caches must be laid out alike, each contiguous within its layer"
+    if (k_cache.stride(0) != k_cache.size(1) * k_cache.stride(1) or k_cache.stride(-1) != 1
+            or v_cache.stride() != k_cache.stride()):
+        raise ValueError(say(CACHE_LAYOUT))
     if num_tokens == 0:
         return
     _store_kvcache_kernel[(num_tokens,)](
