@@ -27,7 +27,6 @@ DEMO_FILES = Text(en="\ntrace:    {trace}  (nanovllm-teach replay {trace} --all:
 DEMO_FULL_LOG = Text(en="the full TEACHING log of every decision: nanovllm-teach demo --log normal (or detail, all)",
                      zh="每个决策的完整 TEACHING 日志：nanovllm-teach demo --log normal（或 detail、all）")
 RECORD_NEEDS = Text(en="record needs a SCENARIO or --all (not both)", zh="record 需要 SCENARIO 或 --all（二者选一）")
-UNKNOWN_SCENARIO = Text(en="unknown scenario {name!r}; choose from: {names}", zh="没有场景 {name!r}；可选：{names}")
 RECORDED = Text(en="{name}: {n} requests -> {path} ({mb:.2f} MB)", zh="{name}：{n} 个请求 -> {path}（{mb:.2f} MB）")
 
 
@@ -108,7 +107,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from nanovllm_teach.scenarios import SCENARIOS, record
+    from nanovllm_teach.scenarios import SCENARIOS, UNKNOWN_SCENARIO, record
 
     if args.all == (args.scenario is not None):
         raise UsageError(say(RECORD_NEEDS))

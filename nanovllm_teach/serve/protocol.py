@@ -35,6 +35,7 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
 
+from nanovllm_teach.engine.request_checks import EMPTY_PROMPT  # the engine's own refusal, said the same way
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.logprobs import TokenLogprobs
 
@@ -79,7 +80,6 @@ NOT_FINITE = Text(en="must be a finite number, got {value!r}", zh="必须是有�
 NOT_SUPPORTED = Text(en="{name} is not supported by this server yet (got {value!r})",
                      zh="这个服务器暂不支持 {name}（收到的是 {value!r}）")
 TEMPLATE_REFUSED = Text(en="messages: the chat template refused them: {why}", zh="messages：chat 模板拒绝了它们：{why}")
-EMPTY_PROMPT = Text(en="prompt is empty: at least one token is needed", zh="prompt 为空：至少需要一个 token")
 LONE_SURROGATE = Text(en="prompt is not valid Unicode (a lone surrogate)", zh="prompt 不是合法的 Unicode（含有孤立的代理项）")
 
 
