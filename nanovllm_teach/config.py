@@ -54,7 +54,7 @@ from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unusable_reason
 from nanovllm_teach.models.qwen3 import head_dim_of
-from nanovllm_teach.settings import Settings
+from nanovllm_teach.settings import SHARDED_SIZES, Settings, check_shards
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
 from nanovllm_teach.utils.memory import auto_cpu_kv_cap, kv_block_bytes, read_memory
 
@@ -78,8 +78,6 @@ NOT_QWEN3 = Text(en="the engine runs only Qwen3 checkpoints, {path} is {model_ty
                     "runner='simulated' or nanovllm-teach simulate, takes any dense decoder's config.json)",
                  zh="引擎只能运行 Qwen3 的 checkpoint，{path} 是 {model_type!r}（模拟器，即 runner='simulated' 或 "
                     "nanovllm-teach simulate，可以读取任何稠密解码器模型的 config.json）")
-SHARDS_UNEVEN = Text(en="tensor_parallel_size={tp} must divide the model's {name}={value}",
-                     zh="tensor_parallel_size={tp} 必须能整除模型的 {name}={value}")
 TOO_FEW_GPUS = Text(en="tensor_parallel_size={tp} needs one GPU per rank, this machine has {available}",
                     zh="tensor_parallel_size={tp} 要求每个 rank 各占一块 GPU，这台机器只有 {available} 块")
 TOO_FEW_CORES = Text(en="tensor_parallel_size={tp} needs one CPU core per rank, this machine has {available}",
@@ -109,7 +107,7 @@ class Config(Settings):
         if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_FILES):
             expected = ", or ".join(" and ".join(names) for names in TOKENIZER_FILES)
             raise ValueError(say(NO_TOKENIZER_FILES, path=path, expected=expected))
-        check_shards(asked.tensor_parallel_size, hf_config)
+        check_config_shards(asked.tensor_parallel_size, hf_config)
         device = _resolve_device(asked.device)
         _check_ranks_fit(asked.tensor_parallel_size, device)
         dtype = resolve_dtype(asked.dtype, torch.device(device), hf_config)
@@ -267,12 +265,8 @@ def read_model_config(path: Path, asked: str) -> PretrainedConfig:
     return hf_config
 
 
-def check_shards(tp: int, hf_config: PretrainedConfig) -> None:
-    """Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and of the MLP."""
-    for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
-        value = getattr(hf_config, name)
-        if value % tp != 0:
-            raise ValueError(say(SHARDS_UNEVEN, tp=tp, name=name, value=value))
+def check_config_shards(tp: int, hf_config: PretrainedConfig) -> None:
+    check_shards(tp, {name: getattr(hf_config, name) for name in SHARDED_SIZES})
 
 
 def _check_ranks_fit(tp: int, device: str) -> None:

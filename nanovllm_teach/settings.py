@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Mapping
 
 from nanovllm_teach.i18n import Text, say
 
@@ -47,6 +47,10 @@ SIM_FACTORS_TYPE = Text(en="sim_factors must be the path of a JSON file, got {va
                         zh="sim_factors 必须是一个 JSON 文件的路径，收到的是 {value!r}")
 UNKNOWN_SETTINGS = Text(en="unknown engine setting(s): {names}; known: {known}",
                         zh="未知的引擎设置：{names}；可用的设置：{known}")
+SHARDS_UNEVEN = Text(en="{option}={tp} must divide the model's {name}={value}",
+                     zh="{option}={tp} 必须能整除模型的 {name}={value}")
+# What tensor parallelism splits across its ranks, by their names in a Hugging Face config.json.
+SHARDED_SIZES = ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size")
 
 
 @dataclass(frozen=True)
@@ -152,3 +156,12 @@ class Settings:
 def _check_positive(name: str, value: Any, refusal: Text = NOT_POSITIVE) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(say(refusal, name=name, value=value))
+
+
+def check_shards(tp: int, sizes: Mapping[str, int], option: str = "tensor_parallel_size") -> None:
+    """Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and of the MLP:
+    ``tp`` must divide every one of ``sizes`` (``SHARDED_SIZES`` of a model, by name). A check of the model's
+    shape alone, so the simulator and the pictures make it without torch."""
+    for name, value in sizes.items():
+        if value % tp:
+            raise ValueError(say(SHARDS_UNEVEN, option=option, tp=tp, name=name, value=value))

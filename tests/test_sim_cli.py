@@ -100,6 +100,13 @@ def test_out_must_be_a_file(tmp_path):
         _simulate("--requests", "5", "--out", str(tmp_path))
 
 
+def test_out_that_cannot_be_written_is_named_in_both_languages():
+    with pytest.raises(ValueError, match="--out /proc/x.jsonl cannot be written"):
+        _simulate("--requests", "5", "--out", "/proc/x.jsonl")
+    with speaking("zh"), pytest.raises(ValueError, match="--out /proc/x.jsonl 无法写入"):
+        _simulate("--requests", "5", "--out", "/proc/x.jsonl")
+
+
 def test_simulate_prints_its_figures_in_chinese(capsys):
     with speaking("zh"):
         assert _simulate("--model", "qwen3-0.6b", "--hardware", "l4", "--rate", "8", "--requests", "10",

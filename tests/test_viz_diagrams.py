@@ -201,7 +201,7 @@ def test_tensor_parallel_splits_shows_each_ranks_shapes_and_the_all_reduces():
     assert f"({CONFIG.vocab_size}, {hidden}) → ({CONFIG.vocab_size // tp}, {hidden})" in drawn
     # After the embedding, o_proj and down_proj: the three places layers/ calls all_reduce; the LM head gathers.
     assert gids(fig)["all-reduce"] == 3 and gids(fig)["gather"] == 1
-    with pytest.raises(ValueError, match="tp_size=3 does not divide num_attention_heads=4"):
+    with pytest.raises(ValueError, match="tp_size=3 must divide the model's num_attention_heads=4"):
         diagrams.tensor_parallel_splits(CONFIG, 3)
     with pytest.raises(ValueError, match="tp_size"):
         diagrams.tensor_parallel_splits(CONFIG, 1)

@@ -39,6 +39,7 @@ IS_A_FOLDER_GIVE_A_FILE = Text(en="{option} {path} is a folder: give a file name
 PICTURE_SUFFIX = Text(en="{option} {path}: the picture format follows the suffix; use one of {formats}",
                       zh="{option} {path}：图片格式由后缀决定，请用 {formats} 之一")
 CANNOT_BE_WRITTEN = Text(en="{option} {path} cannot be written: {why}", zh="{option} {path} 无法写入：{why}")
+CANNOT_WRITE = Text(en="cannot write {path}: {why}", zh="无法写入 {path}：{why}")  # a path no option names
 IS_A_FILE_NOT_A_FOLDER = Text(en="{option} {path} is a file, not a folder", zh="{option} {path} 是文件，不是文件夹")
 CANNOT_BE_CREATED = Text(en="{option} {path} cannot be created: {why}", zh="{option} {path} 无法创建：{why}")
 NO_MODEL_FOLDER = Text(en="--model {path}: no such folder (give a checkpoint folder with a config.json)",

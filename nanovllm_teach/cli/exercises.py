@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.cli.arguments import EXERCISE_NAME_HELP, UsageError, add_lang_option, exercise_named, positive_int
+from nanovllm_teach.cli.arguments import (CANNOT_WRITE, EXERCISE_NAME_HELP, UsageError, add_lang_option, exercise_named,
+                                          positive_int)
 from nanovllm_teach.i18n import Text, say
 
 EXERCISE_LINE = Text(en="{number}. {name:<16} {title}  [{replaces}]\n   template: {template}",
@@ -29,7 +30,6 @@ ALREADY_THERE = Text(en="{path} is already there: your work is not written over 
                         "folder: nanovllm-teach exercises start {name} FOLDER)",
                      zh="{path} 已经存在：不会覆盖你的作业（给它评分，或换个文件夹开始：nanovllm-teach exercises start "
                         "{name} FOLDER）")
-CANNOT_WRITE = Text(en="cannot write {path}: {error}", zh="无法写入 {path}：{error}")
 
 
 def add_exercises_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -78,14 +78,14 @@ def _start(args: argparse.Namespace) -> int:
     try:
         args.folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # a file of that name, a folder that cannot be made
-        raise UsageError(say(CANNOT_WRITE, path=args.folder, error=error.strerror or error)) from None
+        raise UsageError(say(CANNOT_WRITE, path=args.folder, why=error.strerror or error)) from None
     try:
         with target.open("x", encoding="utf-8") as file:  # "x": never over a learner's work, nor through a link
             file.write(exercise.template_path.read_text(encoding="utf-8"))
     except FileExistsError:
         raise UsageError(say(ALREADY_THERE, path=target, name=exercise.name)) from None
     except OSError as error:
-        raise UsageError(say(CANNOT_WRITE, path=target, error=error.strerror or error)) from None
+        raise UsageError(say(CANNOT_WRITE, path=target, why=error.strerror or error)) from None
     print(say(STARTED, path=target, name=exercise.name))
     return 0
 

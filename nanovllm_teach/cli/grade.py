@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.cli.arguments import (EXERCISE_NAME_HELP, MODEL_FOLDER_HELP, UsageError, exercise_named,
-                                          model_folder, number_at_least_zero, positive_int)
+from nanovllm_teach.cli.arguments import (CANNOT_WRITE, EXERCISE_NAME_HELP, MODEL_FOLDER_HELP, UsageError,
+                                          exercise_named, model_folder, number_at_least_zero, positive_int)
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S
 from nanovllm_teach.i18n import Text, say
 
@@ -52,7 +52,6 @@ USER_ID_ONLY = Text(en="  note: bubblewrap cannot start here, so this submission
                        "limits, not in a sandbox (see the --check-isolation output above it)",
                     zh="  注意：这里无法启动 bubblewrap，所以这份作业以单独的用户 id 在限制下运行，没有沙箱（见前面 "
                        "--check-isolation 的输出）")
-CANNOT_WRITE = Text(en="cannot write {path}: {error}", zh="无法写入 {path}：{error}")
 PRINTED = Text(en="your code printed (quoted, not a verdict):", zh="你的代码打印了（引用，不是评语）：")
 ROW = Text(en="{verdict} {student}: {reason}", zh="{verdict} {student}：{reason}")
 BUNDLE_WRITTEN = Text(en="wrote {path}: upload it as the assignment's autograder (Gradescope: Configure Autograder, "
@@ -107,7 +106,7 @@ def _grade(args: argparse.Namespace) -> int:
         try:
             write_bundle(exercise.name, args.gradescope_bundle)
         except OSError as error:
-            raise UsageError(say(CANNOT_WRITE, path=args.gradescope_bundle, error=error.strerror or error)) from None
+            raise UsageError(say(CANNOT_WRITE, path=args.gradescope_bundle, why=error.strerror or error)) from None
         print(say(BUNDLE_WRITTEN, path=args.gradescope_bundle))
         return 0
     if not args.solution:
@@ -153,7 +152,7 @@ def _refuse_unisolated(args: argparse.Namespace, submissions: list[Any]) -> None
         try:
             args.gradescope.write_text(json.dumps(refusal, ensure_ascii=False), encoding="utf-8")
         except OSError as error:
-            raise UsageError(say(CANNOT_WRITE, path=args.gradescope, error=error.strerror or error)) from None
+            raise UsageError(say(CANNOT_WRITE, path=args.gradescope, why=error.strerror or error)) from None
         raise UsageError(say(NEEDS_ISOLATION))
 
 
@@ -239,4 +238,4 @@ def _write(exercise: Any, rows: list[Any], args: argparse.Namespace, seconds: fl
             try:
                 write(path)
             except OSError as error:
-                raise UsageError(say(CANNOT_WRITE, path=path, error=error.strerror or error)) from None
+                raise UsageError(say(CANNOT_WRITE, path=path, why=error.strerror or error)) from None

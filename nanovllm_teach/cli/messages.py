@@ -29,7 +29,6 @@ BAD_ADMIT_EVERY = Text(en="--admit-every must be in 1..1024 (steps between admis
                        zh="--admit-every 必须在 1..1024 之内（两次接纳新请求之间隔几步），收到的是 {value}")
 OUT_IS_A_FOLDER = Text(en="--out {path} is a folder: give the trace's file name (e.g. sim.jsonl)",
                        zh="--out {path} 是文件夹：请给出 trace 的文件名（例如 sim.jsonl）")
-OUT_CANNOT_BE_WRITTEN = Text(en="cannot write --out {path}: {why}", zh="无法写入 --out {path}：{why}")
 
 # plan
 NOT_INTS = Text(en="{option} must be comma-separated ints, got {spec!r}",

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.cli.arguments import ENGINE_SETTINGS
+from nanovllm_teach.cli.arguments import CANNOT_BE_WRITTEN, ENGINE_SETTINGS
 from nanovllm_teach.cli.messages import (BAD_ADMIT_EVERY, BAD_CONCURRENCY, BAD_SHARED_PREFIX, LENGTHS_TOO_LONG,
-                                         ONE_ARRIVAL_OPTION, OUT_CANNOT_BE_WRITTEN, OUT_IS_A_FOLDER, PREFIX_TOO_LONG,
+                                         ONE_ARRIVAL_OPTION, OUT_IS_A_FOLDER, PREFIX_TOO_LONG,
                                          TOO_MANY_PREFIX_GROUPS)
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.settings import QUANTIZATIONS, Settings
@@ -250,7 +250,7 @@ def _simulate(args: argparse.Namespace) -> int:
         # The trace streams to its file only: a long run's events are not kept in memory too.
         llm = LLM(args.model, trace=TraceRecorder(args.out, keep_in_memory=False) if args.out else None, **settings)
     except OSError as error:  # the trace file: a folder, no permission, ...
-        raise ValueError(say(OUT_CANNOT_BE_WRITTEN, path=args.out, why=error.strerror or error)) from None
+        raise ValueError(say(CANNOT_BE_WRITTEN, option="--out", path=args.out, why=error.strerror or error)) from None
     try:
         result = serve_workload(llm, workload, ignore_eos=args.ignore_eos, answers=llm.answers,
                                 concurrency=args.concurrency, progress=True, admit_every=args.admit_every,

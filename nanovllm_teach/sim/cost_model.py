@@ -62,11 +62,11 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from nanovllm_teach.i18n import say
-from nanovllm_teach.settings import BAD_QUANTIZATION, QUANTIZATIONS
+from nanovllm_teach.settings import BAD_QUANTIZATION, QUANTIZATIONS, SHARDED_SIZES, check_shards
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import Device
 from nanovllm_teach.sim.messages import (CONFIG_MISSES_INTS, CONFIG_NOT_AN_OBJECT, CONFIG_NOT_JSON, MIXTURE_OF_EXPERTS,
-                                         NO_SUCH_MODEL, NOT_A_DENSE_DECODER, TP_DOES_NOT_DIVIDE)
+                                         NO_SUCH_MODEL, NOT_A_DENSE_DECODER)
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # Bytes per linear-layer weight under each of the engine's quantizations (settings.QUANTIZATIONS; the per-tensor
@@ -158,10 +158,8 @@ class ModelShape:
         return matmuls + silu_and_mul + norms + attention
 
     def check_tensor_parallel(self, tp: int) -> None:
-        """Each rank owns whole attention heads, whole KV heads, an equal slice of the vocabulary and the MLP."""
-        for name in ("num_heads", "num_kv_heads", "vocab_size", "intermediate_size"):
-            if getattr(self, name) % tp != 0:
-                raise ValueError(say(TP_DOES_NOT_DIVIDE, tp=tp, name=name, value=getattr(self, name)))
+        check_shards(tp, dict(zip(SHARDED_SIZES, (self.num_heads, self.num_kv_heads, self.vocab_size,
+                                                  self.intermediate_size))))
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig
 
-from nanovllm_teach.config import Config, check_shards, resolve_linear_backend
+from nanovllm_teach.config import Config, check_config_shards, resolve_linear_backend
 from nanovllm_teach.engine.runner import EngineParts
 from nanovllm_teach.i18n import say
 from nanovllm_teach.settings import Settings
@@ -64,7 +64,7 @@ def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
     path = shape_dir(model)
     shape = load_shape(path)  # first: it refuses what is not a dense decoder, saying why
     hf_config = AutoConfig.from_pretrained(str(path))
-    check_shards(asked.tensor_parallel_size, hf_config)  # a simulated device has as many peers as it is asked for
+    check_config_shards(asked.tensor_parallel_size, hf_config)  # a simulated device has as many peers as it is asked for
     # "this-cpu" is measured only when the engine starts: it is a CPU, float32.
     kind, dtype = ((DEVICES[asked.hardware].kind, DEVICES[asked.hardware].dtype) if asked.hardware in DEVICES
                    else ("cpu", "float32"))

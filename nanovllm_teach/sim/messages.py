@@ -46,8 +46,6 @@ NOT_A_DENSE_DECODER = Text(en="{name} is a {model_type!r} model; the simulator r
                            zh="{name} 是 {model_type!r} 模型；模拟器只读取稠密解码器模型的形状：{dense}")
 CONFIG_MISSES_INTS = Text(en="{name}'s config.json has no positive int {missing}",
                           zh="{name} 的 config.json 中缺少正整数 {missing}")
-TP_DOES_NOT_DIVIDE = Text(en="tensor_parallel_size={tp} must divide the model's {name}={value}",
-                          zh="tensor_parallel_size={tp} 必须能整除模型的 {name}={value}")
 NO_SUCH_MODEL = Text(en="model {name!r} is neither a shipped shape ({shapes}) nor a folder with a config.json",
                      zh="模型 {name!r} 既不是自带的形状（{shapes}），也不是含有 config.json 的文件夹")
 CONFIG_NOT_JSON = Text(en="{path} cannot be read as JSON: {why}", zh="{path} 无法按 JSON 读取：{why}")

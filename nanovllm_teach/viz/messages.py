@@ -50,8 +50,6 @@ HEADS_NOT_A_MULTIPLE = Text(en="num_attention_heads={heads} is not a multiple of
                             zh="num_attention_heads={heads} 不是 num_key_value_heads={kv_heads} 的整数倍")
 TP_TOO_SMALL = Text(en="tp_size must be an int >= 2 (one rank splits nothing), got {value!r}",
                     zh="tp_size 必须是 >= 2 的整数（只有一个 rank 时什么都不用切分），收到的是 {value!r}")
-TP_DOES_NOT_DIVIDE = Text(en="tp_size={tp_size} does not divide {name}={value}",
-                          zh="tp_size={tp_size} 不能整除 {name}={value}")
 STEP_NOT_IN_TRACE = Text(en="step {step!r} is not in the trace (its steps: {span})",
                          zh="trace 中没有第 {step!r} 步（其中的步：{span}）")
 NO_STEPS = Text(en="none", zh="无")

@@ -23,7 +23,8 @@ from matplotlib.patches import Rectangle
 from nanovllm_teach.i18n import say
 from nanovllm_teach.viz import words
 from nanovllm_teach.viz.diagrams.boxes import INK, MUTED, arrow, box, canvas, label
-from nanovllm_teach.viz.messages import HEADS_NOT_A_MULTIPLE, NOT_A_POSITIVE_INT, TP_DOES_NOT_DIVIDE, TP_TOO_SMALL
+from nanovllm_teach.settings import SHARDED_SIZES, check_shards
+from nanovllm_teach.viz.messages import HEADS_NOT_A_MULTIPLE, NOT_A_POSITIVE_INT, TP_TOO_SMALL
 from nanovllm_teach.viz.style import SEQ_PALETTE
 
 ATTENTION_COLOR = "#dbe9f6"
@@ -182,11 +183,7 @@ def decoder_layer(config: Any, num_tokens: int = 8, *, num_blocks: int | None = 
 def _check_tp(s: Shape, tp_size: int) -> None:
     if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 2:
         raise ValueError(say(TP_TOO_SMALL, value=tp_size))
-    # The same checks as the layers' ``divide`` (layers/parallel.py), named by the config's fields.
-    for name, value in (("num_attention_heads", s.heads), ("num_key_value_heads", s.kv_heads),
-                        ("intermediate_size", s.inter), ("vocab_size", s.vocab)):
-        if value % tp_size:
-            raise ValueError(say(TP_DOES_NOT_DIVIDE, tp_size=tp_size, name=name, value=value))
+    check_shards(tp_size, dict(zip(SHARDED_SIZES, (s.heads, s.kv_heads, s.vocab, s.inter))), option="tp_size")
 
 
 def _matrix(ax: Any, x: float, y: float, w: float, h: float, tp: int, along: str,
