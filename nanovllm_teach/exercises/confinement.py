@@ -11,6 +11,7 @@ one instruction of it runs outside; ``end`` undoes all of it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -126,18 +127,17 @@ class Cgroup:
     def make(cls, limits: Limits, name: str) -> Cgroup | None:
         """A new cgroup beside this process's own; None where this machine gives none (no writable controllers,
         v2 without them delegated)."""
+        cgroup = cls([], 2 if (CGROUP_ROOT / "cgroup.controllers").exists() else 1)
         try:
-            cgroup = cls._v2(name) if (CGROUP_ROOT / "cgroup.controllers").exists() else cls._v1(name)
-        except OSError:
-            return None
-        if cgroup is None:
-            return None
-        try:
-            cgroup._limit(limits)
-        except OSError:
+            for folder in cls._v2(name) if cgroup.version == 2 else cls._v1(name):
+                folder.mkdir()
+                cgroup.folders.append(folder)
+            if cgroup.folders:
+                cgroup._limit(limits)
+                return cgroup
+        except OSError:  # what was made goes: a controller may refuse after another has said yes
             cgroup.remove()
-            return None
-        return cgroup
+        return None
 
     @staticmethod
     def _own() -> dict[str, str]:
@@ -150,28 +150,20 @@ class Cgroup:
         return own
 
     @classmethod
-    def _v1(cls, name: str) -> Cgroup | None:
+    def _v1(cls, name: str) -> list[Path]:
         own = cls._own()
         if not all(c in own and (CGROUP_ROOT / c / "cgroup.procs").exists() for c in CONTROLLERS):
-            return None
-        folders: list[Path] = []
-        cgroup = cls(folders, 1)
-        for controller in CONTROLLERS:
-            folder = CGROUP_ROOT / controller / own[controller] / name
-            folder.mkdir()
-            folders.append(folder)
-        return cgroup
+            return []
+        return [CGROUP_ROOT / c / own[c] / name for c in CONTROLLERS]
 
     @classmethod
-    def _v2(cls, name: str) -> Cgroup | None:
+    def _v2(cls, name: str) -> list[Path]:
         parent = CGROUP_ROOT / cls._own().get("", "")
         enabled = (parent / "cgroup.subtree_control").read_text().split()
         missing = [c for c in CONTROLLERS if c not in enabled]
         if missing:  # fails (EBUSY) where the parent holds processes itself: not delegated, no cgroup
             (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
-        folder = parent / name
-        folder.mkdir()
-        return cls([folder], 2)
+        return [parent / name]
 
     def _limit(self, limits: Limits) -> None:
         quota = str(int(limits.cpus * _CPU_PERIOD_US))
@@ -195,21 +187,15 @@ class Cgroup:
         for folder in self.folders:
             (folder / "cgroup.procs").write_text(str(pid))
 
-    def describe(self) -> str:
-        return f"v{self.version}: " + ", ".join(CONTROLLERS)
-
     def remove(self) -> None:
         """Remove the folders, their processes ended first."""
         deadline = time.monotonic() + END_LIMIT_S
         for folder in self.folders:
-            while True:
+            while folder.exists():
                 try:
                     folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as error:
-                    if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                except OSError as error:  # EBUSY while its last processes go
+                    if error.errno not in (errno.EBUSY, errno.ENOENT) or time.monotonic() > deadline:
                         raise RuntimeError(say(CGROUP_NOT_REMOVED, path=folder, why=error)) from None
                     time.sleep(0.01)
 
@@ -219,15 +205,15 @@ class Confined:
     slot's user id and a cgroup where one can be made."""
 
     def __init__(self, submission: Path, tag: str, uid_drop: bool, limits: Limits = LIMITS) -> None:
-        self._folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_submission_"))
+        self._copy = tempfile.TemporaryDirectory(prefix="nanovllm_teach_submission_", ignore_cleanup_errors=True)
         self._ended = False
         self.slot = Slot() if uid_drop else None
         self.cgroup: Cgroup | None = None
         try:
-            self.submission = self._folder / submission.name
+            self.submission = Path(self._copy.name, submission.name)
             shutil.copyfile(submission, self.submission)
             self.submission.chmod(0o444)
-            self._folder.chmod(0o555)  # readable by the slot's user, who reads it inside the sandbox
+            Path(self._copy.name).chmod(0o555)  # readable by the slot's user, who reads it inside the sandbox
             self.cgroup = Cgroup.make(limits, tag) if self.slot is not None else None
         except BaseException:
             self.end(None)
@@ -259,10 +245,9 @@ class Confined:
         self._ended = True
         try:
             if process is not None:
-                try:  # a session of its own: bubblewrap's namespace dies with it, a plain worker goes as a group
+                # A session of its own: bubblewrap's namespace dies with it, a plain worker goes as a group.
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 process.wait()
             if self.slot is not None:
                 end_user(self.slot.uid)
@@ -271,5 +256,4 @@ class Confined:
         finally:
             if self.slot is not None:
                 self.slot.release()
-            self._folder.chmod(0o700)
-            shutil.rmtree(self._folder, ignore_errors=True)
+            self._copy.cleanup()

@@ -122,8 +122,9 @@ def grading_root(lang: str, points: tuple[str, ...]) -> Path:
     """This process's copy of the package's Python files (made once, removed at exit), the folder first on the
     worker's ``sys.path``: no reference solutions, no model, and only the exercise's ``points`` raise, in
     ``lang`` (the rest of the engine is there to use: a learner's ``schedule_decode`` calls ``can_append``)."""
-    folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_grading_root_"))
-    atexit.register(_remove, folder)
+    copy = tempfile.TemporaryDirectory(prefix="nanovllm_teach_grading_root_", ignore_cleanup_errors=True)
+    atexit.register(copy.cleanup)  # which undoes the read-only modes first
+    folder = Path(copy.name)
     for source in PACKAGE.rglob("*.py"):
         relative = source.relative_to(PACKAGE)
         if "__pycache__" in relative.parts or (source.name == SOLUTION_FILE and relative.parts[0] == "exercises"):
@@ -142,12 +143,6 @@ def grading_root(lang: str, points: tuple[str, ...]) -> Path:
         path.chmod(0o555 if path.is_dir() else 0o444)
     folder.chmod(0o555)
     return folder
-
-
-def _remove(folder: Path) -> None:
-    for path in [folder, *folder.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _read_only_binds() -> list[str]:

@@ -64,14 +64,16 @@ class _RefuseSolutions(importlib.abc.MetaPathFinder):
         return None
 
 
-def refuse_reference_solutions() -> None:
-    """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
+def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
+    # The learner's functions run here, forked from a notebook that may have imported the reference solutions:
+    # they go, and importing them raises from now on.
     for name in [n for n in sys.modules if is_reference_module(n)]:
         package, _, attribute = name.rpartition(".")
         del sys.modules[name]
         if hasattr(sys.modules.get(package), attribute):
             delattr(sys.modules[package], attribute)
     sys.meta_path.insert(0, _RefuseSolutions())
+    serve(solution, None, calls_fd, answers_fd)
 
 
 class RemoteFailure(Exception):
@@ -113,11 +115,6 @@ def fork(target: Callable[..., None], *args: Any) -> Any:
         sys.stderr.flush()
         child.start()
     return child
-
-
-def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
-    refuse_reference_solutions()  # the learner's functions run here, in a process forked from a notebook
-    serve(solution, None, calls_fd, answers_fd)
 
 
 class Worker:

@@ -126,26 +126,24 @@ class Check:
 
 
 def check() -> Check:
-    folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_probe_"))
-    probe = folder / "probe.py"
-    probe.write_text(PROBE)
     inside: dict[str, Any] = {}
     error, cgroup, uid = None, None, os.getuid()
-    try:
-        with Worker(probe, ("probe",), (), 60.0) as worker:
-            confined = worker.confined
-            cgroup = confined.cgroup.describe() if confined and confined.cgroup else None
-            uid = confined.slot.uid if confined and confined.slot else uid
-            loaded = worker.load()
-            if loaded.get("loaded") is True:
-                inside = worker.call("probe", (), ())
-            else:
-                error = str(loaded)
-    except (RemoteFailure, RuntimeError, OSError) as failure:
-        error = f"{type(failure).__name__}: {failure}"
-    finally:
-        probe.unlink()
-        folder.rmdir()
+    with tempfile.TemporaryDirectory(prefix="nanovllm_teach_probe_") as folder:
+        probe = Path(folder, "probe.py")
+        probe.write_text(PROBE)
+        try:
+            with Worker(probe, ("probe",), (), 60.0) as worker:
+                confined = worker.confined
+                if confined and confined.cgroup:
+                    cgroup = f"v{confined.cgroup.version}: " + ", ".join(confinement.CONTROLLERS)
+                uid = confined.slot.uid if confined and confined.slot else uid
+                loaded = worker.load()
+                if loaded.get("loaded") is True:
+                    inside = worker.call("probe", (), ())
+                else:
+                    error = str(loaded)
+        except (RemoteFailure, RuntimeError, OSError) as failure:
+            error = f"{type(failure).__name__}: {failure}"
     return Check(shutil.which("bwrap"), isolation.available(), isolation.uid_drop_missing(), os.geteuid() == 0, uid,
                  cgroup, inside, error)
 

@@ -2,9 +2,9 @@
 
 Role: grading, the far side of the sandbox's edge (``remote`` is the near side). Emits no events.
 
-Run as a script on the grading copy of the package (``isolation``), it imports only the standard library,
-``msgspec`` and what the learner's code imports, and never holds the engine, a trace or the verdict: every
-answer is checked outside before the engine uses it. A frame is a 4-byte big-endian length and that much JSON.
+A script on the grading copy of the package (``isolation``), it imports only the standard library, ``msgspec``
+and what the learner's code imports, and never holds the engine, a trace or the verdict: every answer is checked
+outside before the engine uses it.
 """
 
 from __future__ import annotations
@@ -63,11 +63,9 @@ def read_frame(fd: int, deadline: float | None = None) -> Any:
 
 
 class Failure(msgspec.Struct, omit_defaults=True):
-    """What went wrong in the learner's code, as the verdict words it: what it raised (``type``, ``message``,
-    ``at``: file, line and code of the last line of theirs that ran, ``not_implemented``), a result the
-    engine cannot use (``refused``), or no answer (``timeout``: the limit in seconds; ``exitcode``: how the
-    process ended). ``function``: the learner's function it happened in (None: the engine's own failure).
-    An empty ``type`` and no ``timeout``: nothing was raised, the process ended."""
+    """What went wrong in the learner's ``function`` (None: in the engine): what it raised (``at``: file, line
+    and code of their last line that ran), a result the engine cannot use (``refused``), or no answer (a
+    ``timeout`` in seconds, or the process's end: an empty ``type``)."""
 
     function: str | None = None
     type: str = ""
