@@ -113,7 +113,7 @@ class Check:
 
     @property
     def own_python(self) -> bool:
-        """Else every worker's imports go wrong."""
+        """The grader's own interpreter inside: else every worker's imports go wrong."""
         return self.inside.get("python") == isolation.own_python()
 
     @property
