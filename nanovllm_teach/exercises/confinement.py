@@ -111,7 +111,8 @@ def end_user(uid: int) -> None:
     while left := processes_of(uid):
         if time.monotonic() > deadline:
             raise RuntimeError(say(PROCESSES_OUTLIVED, pids=left[:5], uid=uid))
-        # kill(-1) as that user: the kernel signals all its processes at once, so a fork bomb cannot outrun it.
+        # kill(-1) as that user: the kernel signals all its processes at once (the shell itself is spared), so a
+        # fork bomb cannot outrun it.
         subprocess.run([*_GATE[:2], "kill -KILL -1"], user=uid, group=uid, extra_groups=[], env={},
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.01)

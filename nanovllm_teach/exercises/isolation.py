@@ -182,7 +182,9 @@ def _walls(uid: int | None) -> list[str]:
     # The private /tmp first: bubblewrap mounts in order, and an interpreter or a virtual environment that lives
     # under /tmp (a CI runner's clone) is then bound on top of it instead of hidden under it.
     # /dev is a tmpfs as large as the host's /dev/shm: a small /dev/shm of its own, then /dev made read-only.
-    # The writable folders are 1777: root makes them, the slot's user id writes them.
+    # The writable folders are 1777: root makes them, the slot's user id writes them. Its own PID namespace and
+    # --die-with-parent: killing bubblewrap kills all it started, a setsid grandchild too; --new-session: no
+    # terminal to push keystrokes into.
     private = ["--size", str(TMPFS_BYTES), "--perms", "1777", "--tmpfs"]
     return [shutil.which("bwrap") or "bwrap", *private, "/tmp", *_read_only_binds(), *private, INSIDE_HOME,
             "--proc", "/proc", "--dev", "/dev", *private, "/dev/shm", "--remount-ro", "/dev", *namespaces,
