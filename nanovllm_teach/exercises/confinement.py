@@ -2,27 +2,16 @@
 
 Role: grading, the sandbox's walls (``isolation`` builds bubblewrap's command inside them). Emits no events.
 
-Run as root (a teacher's container, Gradescope's), the grader runs each worker as a host user id of its own
-(``Slot``: ``FIRST_UID`` plus the slot's number, held with a lock file so that two graders on one machine never
-share one; no passwd entry needed), dropped to inside the sandbox before the worker runs (``isolation``).
-Limits that count per user (RLIMIT_NPROC) then bind, which they never do for root, nor for bubblewrap's
-namespace user run by root (it is root outside); nothing of the grader's is writable by it; and at the end
-``end_user`` kills every process of that user id (``kill(-1)`` sent as that user, which the kernel applies at
-once to every process, so a fork bomb cannot outrun it and a double-forked daemon goes too) and checks that
-none is left.
-
-Where a cgroup can be made (v1 controllers mounted writable, or v2 with its controllers delegated), ``Cgroup``
-bounds the worker and all it starts together: memory, tasks and CPU for the whole sandbox, not per process.
-It is removed afterwards. Without the uid drop there is neither: the worker runs as the grader's own user,
-with the worker's own rlimits (``Limits``) only.
-
-``Confined`` is one worker's run: a copy of the submission its user can read, the slot, the cgroup; ``start``
-launches a command held at a gate (a shell reading one byte) until the parent has put it in the cgroup, so
-not one instruction of it (bubblewrap included) runs outside; ``end`` undoes all of it.
+Run as root, the grader gives each worker a host user id of its own (``Slot``), so that per-user limits bind
+(they never do for root) and ``end_user`` can kill every process of it at once, a fork bomb's and a
+double-forked daemon's included. Where a cgroup can be made, ``Cgroup`` bounds the whole sandbox together.
+``Confined`` is one worker's run: ``start`` holds the command at a gate until it is in the cgroup, so that not
+one instruction of it runs outside; ``end`` undoes all of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -45,7 +34,7 @@ _LOCKS = Path(tempfile.gettempdir()) / "nanovllm_teach_slots"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")
 _CPU_PERIOD_US = 100_000
-# How long the processes of a finished worker may take to die, and its cgroup to empty, before the grade errs.
+# How long a finished worker's processes may take to die, and its cgroup to empty, before the grade errs.
 END_LIMIT_S = 5.0
 # The gate: the command waits for one byte on stdin (the parent's go), then runs with stdin from /dev/null.
 _GATE = ["/bin/sh", "-c", 'read -r _ && exec "$@" </dev/null', "gate"]
@@ -53,9 +42,8 @@ _GATE = ["/bin/sh", "-c", 'read -r _ && exec "$@" </dev/null', "gate"]
 
 @dataclass(frozen=True)
 class Limits:
-    """What one worker may use. Per process (rlimits, set by the worker itself): bytes of address space, CPU
-    seconds, bytes per file, processes of its user, open files. For the whole sandbox (a cgroup, where one can
-    be made): ``memory`` bytes, ``processes`` tasks, ``cpus`` CPUs."""
+    """What one worker may use: rlimits, which the worker sets itself (``processes`` counts its user's), and
+    for the whole sandbox, in a cgroup where one can be made, ``memory``, ``processes`` and ``cpus``."""
 
     address_space: int = 1 << 30  # enough to import torch (the cheat that calls the engine does), no more
     cpu_s: int = 60
@@ -66,7 +54,7 @@ class Limits:
     cpus: float = 1.0
 
     def argument(self) -> str:
-        """The worker's rlimits as its command line carries them (``worker.set_limits``)."""
+        """The rlimits as the worker's command line carries them (``worker.set_limits``)."""
         return f"{self.address_space},{self.cpu_s},{self.file_size},{self.processes},{self.open_files}"
 
 
@@ -74,7 +62,8 @@ LIMITS = Limits()
 
 
 class Slot:
-    """A job slot's user id, held (a lock file) until ``release``; one whose user has an account is skipped."""
+    """A job slot's user id, ``FIRST_UID`` + its number, held with a lock file until ``release`` so that two
+    graders on one machine never share one; an id that has an account is skipped."""
 
     def __init__(self) -> None:
         _LOCKS.mkdir(mode=0o700, exist_ok=True)
@@ -117,43 +106,43 @@ def processes_of(uid: int) -> list[int]:
 
 
 def end_user(uid: int) -> None:
-    """Kill every process of ``uid`` and wait until none is left; RuntimeError if one outlives ``END_LIMIT_S``."""
+    """Kill every process of ``uid`` and wait until none is left."""
     deadline = time.monotonic() + END_LIMIT_S
     while left := processes_of(uid):
         if time.monotonic() > deadline:
             raise RuntimeError(say(PROCESSES_OUTLIVED, pids=left[:5], uid=uid))
-        # kill(-1) as that user: every process it may signal, all at once (the shell itself is spared).
+        # kill(-1) as that user: the kernel signals all its processes at once (the shell itself is spared), so a
+        # fork bomb cannot outrun it.
         subprocess.run([*_GATE[:2], "kill -KILL -1"], user=uid, group=uid, extra_groups=[], env={},
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.01)
 
 
 class Cgroup:
-    """One sandbox's cgroup: a folder per controller (v1) or one folder (v2), with ``limits`` written in."""
+    """One sandbox's cgroup: a folder per controller (v1) or one folder (v2)."""
 
     def __init__(self, folders: list[Path], version: int) -> None:
         self.folders, self.version = folders, version
 
     @classmethod
     def make(cls, limits: Limits, name: str) -> Cgroup | None:
-        """A new cgroup ``name`` beside this process's own, bounding memory, tasks and CPU; None where this
-        machine gives none (no writable controllers, v2 without them delegated)."""
+        """A new cgroup beside this process's own; None where this machine gives none (no writable controllers,
+        v2 without them delegated)."""
+        cgroup = cls([], 2 if (CGROUP_ROOT / "cgroup.controllers").exists() else 1)
         try:
-            cgroup = cls._v2(name) if (CGROUP_ROOT / "cgroup.controllers").exists() else cls._v1(name)
-        except OSError:
-            return None
-        if cgroup is None:
-            return None
-        try:
-            cgroup._limit(limits)
-        except OSError:
+            for folder in cls._v2(name) if cgroup.version == 2 else cls._v1(name):
+                folder.mkdir()
+                cgroup.folders.append(folder)
+            if cgroup.folders:
+                cgroup._limit(limits)
+                return cgroup
+        except OSError:  # what was made goes: a controller may refuse after another has said yes
             cgroup.remove()
-            return None
-        return cgroup
+        return None
 
     @staticmethod
     def _own() -> dict[str, str]:
-        """This process's cgroup per controller ("" for v2's unified one), from /proc/self/cgroup."""
+        """This process's cgroup per controller ("" for v2's unified one)."""
         own = {}
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)
@@ -162,28 +151,20 @@ class Cgroup:
         return own
 
     @classmethod
-    def _v1(cls, name: str) -> Cgroup | None:
+    def _v1(cls, name: str) -> list[Path]:
         own = cls._own()
         if not all(c in own and (CGROUP_ROOT / c / "cgroup.procs").exists() for c in CONTROLLERS):
-            return None
-        folders: list[Path] = []
-        cgroup = cls(folders, 1)
-        for controller in CONTROLLERS:
-            folder = CGROUP_ROOT / controller / own[controller] / name
-            folder.mkdir()
-            folders.append(folder)
-        return cgroup
+            return []
+        return [CGROUP_ROOT / c / own[c] / name for c in CONTROLLERS]
 
     @classmethod
-    def _v2(cls, name: str) -> Cgroup | None:
+    def _v2(cls, name: str) -> list[Path]:
         parent = CGROUP_ROOT / cls._own().get("", "")
         enabled = (parent / "cgroup.subtree_control").read_text().split()
         missing = [c for c in CONTROLLERS if c not in enabled]
         if missing:  # fails (EBUSY) where the parent holds processes itself: not delegated, no cgroup
             (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
-        folder = parent / name
-        folder.mkdir()
-        return cls([folder], 2)
+        return [parent / name]
 
     def _limit(self, limits: Limits) -> None:
         quota = str(int(limits.cpus * _CPU_PERIOD_US))
@@ -207,47 +188,40 @@ class Cgroup:
         for folder in self.folders:
             (folder / "cgroup.procs").write_text(str(pid))
 
-    def describe(self) -> str:
-        return f"v{self.version}: " + ", ".join(CONTROLLERS)
-
     def remove(self) -> None:
-        """Remove the folders (their processes ended first); RuntimeError if one stays busy past ``END_LIMIT_S``."""
+        """Remove the folders, their processes ended first."""
         deadline = time.monotonic() + END_LIMIT_S
         for folder in self.folders:
-            while True:
+            while folder.exists():
                 try:
                     folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as error:
-                    if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                except OSError as error:  # EBUSY while its last processes go
+                    if error.errno not in (errno.EBUSY, errno.ENOENT) or time.monotonic() > deadline:
                         raise RuntimeError(say(CGROUP_NOT_REMOVED, path=folder, why=error)) from None
                     time.sleep(0.01)
 
 
 class Confined:
-    """One worker's run on the host: a copy of the ``submission`` file that its user can read; with
-    ``uid_drop`` (``isolation.uid_drop()``), a slot's user id and a cgroup where one can be made (named ``tag``)."""
+    """One worker's run on the host: a copy of the ``submission`` that its user can read; with ``uid_drop``, a
+    slot's user id and a cgroup where one can be made."""
 
     def __init__(self, submission: Path, tag: str, uid_drop: bool, limits: Limits = LIMITS) -> None:
-        self._folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_submission_"))
+        self._copy = tempfile.TemporaryDirectory(prefix="nanovllm_teach_submission_", ignore_cleanup_errors=True)
         self._ended = False
         self.slot = Slot() if uid_drop else None
         self.cgroup: Cgroup | None = None
         try:
-            self.submission = self._folder / submission.name
+            self.submission = Path(self._copy.name, submission.name)
             shutil.copyfile(submission, self.submission)
             self.submission.chmod(0o444)
-            self._folder.chmod(0o555)  # readable by the slot's user, who reads it inside the sandbox
+            Path(self._copy.name).chmod(0o555)  # readable by the slot's user, who reads it inside the sandbox
             self.cgroup = Cgroup.make(limits, tag) if self.slot is not None else None
         except BaseException:
             self.end(None)
             raise
 
     def start(self, command: list[str], **popen: Any) -> subprocess.Popen:
-        """``command`` (which drops to the slot's user itself: ``isolation.launch``) started inside the
-        cgroup before it runs."""
+        """``command`` (which drops to the slot's user itself), in the cgroup before it runs."""
         gate_r, gate_w = os.pipe()
         try:
             process = subprocess.Popen([*_GATE, *command], stdin=gate_r, start_new_session=True, **popen)
@@ -266,17 +240,15 @@ class Confined:
         return process
 
     def end(self, process: subprocess.Popen | None) -> None:
-        """Kill ``process`` and everything it started, check nothing of the slot's user is left, remove the
-        cgroup, free the slot and remove the copy (once: a second call does nothing)."""
+        """Kill ``process`` and all it started, and undo the rest; once: a second call does nothing."""
         if self._ended:
             return
         self._ended = True
         try:
             if process is not None:
-                try:  # a session of its own: bubblewrap's namespace dies with it, a plain worker goes as a group
+                # A session of its own: bubblewrap's namespace dies with it, a plain worker goes as a group.
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 process.wait()
             if self.slot is not None:
                 end_user(self.slot.uid)
@@ -285,5 +257,4 @@ class Confined:
         finally:
             if self.slot is not None:
                 self.slot.release()
-            self._folder.chmod(0o700)
-            shutil.rmtree(self._folder, ignore_errors=True)
+            self._copy.cleanup()

@@ -2,19 +2,10 @@
 
 Role: grading (the teacher's side). Emits no events.
 
-Gradescope unpacks the bundle into ``/autograder/source``, runs ``setup.sh`` once when the image is built,
-then for each submission puts the student's files in ``/autograder/submission``, runs ``run_autograder``
-and reads ``/autograder/results/results.json`` (Gradescope's documentation, "Autograder Specifications").
-The bundle holds the package's source (``nanovllm-teach/``), ``setup.sh`` (installs bubblewrap with
-apt-get, the CPU build of torch and the package into a virtual environment) and ``run_autograder``: it first
-prints ``grade --check-isolation`` (Gradescope shows the teacher that output: the evidence of what its machine
-gave the sandbox), then runs ``nanovllm-teach grade EXERCISE /autograder/submission --gradescope
-.../results.json``, which grades with what isolates there (bubblewrap where its namespaces are allowed, the
-submission's own user id, rlimits, a cgroup where one can be made) and refuses, with a results.json saying
-why, when nothing does. The grader writes results.json itself, last, after every process of the submission's
-user id is gone, into ``results/``, which that user id cannot write (nor see, inside bubblewrap). Both scripts take
-the root from ``AUTOGRADER_ROOT`` (default ``/autograder``) and the Python from ``PYTHON`` (default
-``python3``), so that they can be tried in a throwaway folder.
+The layout is Gradescope's ("Autograder Specifications"): ``setup.sh`` runs once as the image is built,
+``run_autograder`` once per submission. It prints ``grade --check-isolation`` first, as the teacher's evidence
+of what that machine gave the sandbox. Both scripts take the root from ``AUTOGRADER_ROOT`` and the Python from
+``PYTHON``, so that they can be tried in a throwaway folder.
 """
 
 from __future__ import annotations
@@ -57,19 +48,6 @@ if [ ! -s "$ROOT/results/results.json" ]; then
 fi
 """
 
-# The package's source, as the bundle carries it: what ``pip install`` needs, no caches.
-_SOURCE_FILES = ("pyproject.toml", "README.md")
-
-
-def _source(zip_file: zipfile.ZipFile) -> None:
-    for name in _SOURCE_FILES:
-        zip_file.write(REPOSITORY / name, f"nanovllm-teach/{name}")
-    package = REPOSITORY / "nanovllm_teach"
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            zip_file.write(path, f"nanovllm-teach/{path.relative_to(REPOSITORY).as_posix()}")
-
-
 def _script(zip_file: zipfile.ZipFile, name: str, text: str) -> None:
     info = zipfile.ZipInfo(name)
     info.external_attr = 0o755 << 16  # executable, as Gradescope runs it
@@ -82,4 +60,9 @@ def write_bundle(exercise: str, path: Path) -> None:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zip_file:
         _script(zip_file, "setup.sh", SETUP.format(torch=TORCH, index=TORCH_INDEX))
         _script(zip_file, "run_autograder", RUN.format(exercise=shlex.quote(exercise)))
-        _source(zip_file)
+        # The package's source, as ``pip install`` needs it: no caches.
+        for name in ("pyproject.toml", "README.md"):
+            zip_file.write(REPOSITORY / name, f"nanovllm-teach/{name}")
+        for source in sorted((REPOSITORY / "nanovllm_teach").rglob("*")):
+            if source.is_file() and "__pycache__" not in source.parts:
+                zip_file.write(source, f"nanovllm-teach/{source.relative_to(REPOSITORY).as_posix()}")

@@ -2,25 +2,11 @@
 
 Role: grading (the parent, and the engine's grading child). Emits no events.
 
-``Worker(solution, functions, points, time_limit)`` is where the learner's code runs (``worker``): a file in
-bubblewrap where ``isolation.available()`` (else in a plain process, ``isolated`` False), as a job slot's own
-user id and in a cgroup of its own where the machine gives them (``confinement``); functions from a notebook
-(they exist only in this process's memory) in a forked process where importing the reference solutions raises
-(``refuse_reference_solutions``: the grading copy a file runs on has none). ``load()`` says whether the file
-loaded; ``proxies(pieces)`` are the functions the engine is given in place of the learner's: each sends its
-arguments (``msgspec``: plain data, never a live engine object) and returns what came back, or raises
-``RemoteFailure`` with a ``worker.Failure``: what the learner's function raised, a time-out, or the worker's
-end. Every word of the learner's that comes back is checked as that record and made ``visible`` (no line
-break, no carriage return, no escape code) before any sentence holds it. ``close()`` kills the worker and all
-it started and returns what it printed, ``quoted`` so that it can never pass for a verdict.
-
-``run_in_child(target, ...)`` is the grading child, forked: the engine's graded runs happen there, on the
-proxies, under a time limit, so nothing the learner's answers do to the engine reaches the verdict, which the
-parent computes from the trace files and the child's ``Outcome``. The child reports through ``SharedWatch``
-which learner function runs and since when: a call that outlasts ``time_limit`` is given up by its proxy and
-recorded by the child; the parent stops the child, naming the function, only if it is still in that call
-``REPORT_GRACE_S`` later. The child runs torch on one thread (a forked child must not reuse the parent's
-OpenMP pool: it hangs) and speaks the parent's language. Both kinds of fork go through ``fork``.
+``Worker`` runs the learner's code (a file in the sandbox; a notebook's functions in a fork that cannot import
+the reference solutions) and gives the engine ``proxies`` in its place. ``run_in_child`` runs the engine on
+them in a forked child, so that nothing the answers do to the engine reaches the verdict. Every word of the
+learner's that comes back is checked and made ``visible``, and their prints are ``quoted``: none can pass for
+a verdict.
 """
 
 from __future__ import annotations
@@ -49,14 +35,12 @@ from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 OUTPUT_LINES = 20
 OUTPUT_CHARS = 2000
 QUOTE = "  | "
-# How long a worker may take to start (an interpreter in the sandbox) before the file's own time limit starts:
-# on a busy machine that is seconds, and none of them the learner's.
+# How long a worker's interpreter may take to start, before the file's own time limit: none of it the learner's.
 STARTUP_LIMIT_S = 60.0
 # The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
 RUN_LIMIT_S = 120.0
-# How long after a call's time limit the parent waits for the child's own record of the failure: with the
-# parent's look at the same moment, a loaded machine (the test suite's fresh-clone run) lost the record, and
-# the verdict lost where the call was.
+# How long after a call's time limit the parent waits for the child's own record of the failure: looking at
+# the same moment, a loaded machine lost the record, and the verdict where the call was.
 REPORT_GRACE_S = 5.0
 _NAME_BYTES = 96
 # A class is graded by several threads; one forks at a time, so that no child starts with a lock another
@@ -80,14 +64,16 @@ class _RefuseSolutions(importlib.abc.MetaPathFinder):
         return None
 
 
-def refuse_reference_solutions() -> None:
-    """From now on, in this process, importing the reference solutions raises ``SolutionsImportRefused``."""
+def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
+    # The learner's functions run here, forked from a notebook that may have imported the reference solutions:
+    # they go, and importing them raises from now on.
     for name in [n for n in sys.modules if is_reference_module(n)]:
         package, _, attribute = name.rpartition(".")
         del sys.modules[name]
         if hasattr(sys.modules.get(package), attribute):
             delattr(sys.modules[package], attribute)
     sys.meta_path.insert(0, _RefuseSolutions())
+    serve(solution, None, calls_fd, answers_fd)
 
 
 class RemoteFailure(Exception):
@@ -99,8 +85,7 @@ class RemoteFailure(Exception):
 
 
 def quoted(output: bytes) -> str:
-    """What the learner's code printed, safe to show: bounded, every line behind a quote mark (no line can
-    read as "PASS ..."), control characters (escape codes, carriage returns) made ``visible``."""
+    """What the learner's code printed, bounded, every line behind a quote mark (none can read as "PASS ...")."""
     text = output.decode("utf-8", errors="replace")
     lines = text[:OUTPUT_CHARS].split("\n")
     shown = [visible(line) for line in lines[:OUTPUT_LINES]]
@@ -110,9 +95,8 @@ def quoted(output: bytes) -> str:
 
 
 def described(error: Any, function: str | None = None) -> Failure | None:
-    """What the worker says the learner's code raised in ``function`` (``worker.describe_error``), checked as
-    a ``Failure`` (None: it is not one), bounded and made ``visible``. Only what the learner's code raised can
-    come from there: how the call ended (a refusal, a time-out, an exit) is the grader's to say."""
+    """What the worker says the learner's code raised, checked as a ``Failure`` (None: it is not one). Only what
+    it raised can come from there: how the call ended (a refusal, a time-out, an exit) is the grader's to say."""
     try:
         said = msgspec.convert(error, Failure)
     except msgspec.ValidationError:
@@ -123,7 +107,6 @@ def described(error: Any, function: str | None = None) -> Failure | None:
 
 
 def fork(target: Callable[..., None], *args: Any) -> Any:
-    """``target(*args)`` started in a forked process (``multiprocessing``), one thread forking at a time."""
     if "fork" not in multiprocessing.get_all_start_methods():
         raise RuntimeError(say(NO_FORK))
     child = multiprocessing.get_context("fork").Process(target=target, args=args, daemon=True)
@@ -134,18 +117,11 @@ def fork(target: Callable[..., None], *args: Any) -> Any:
     return child
 
 
-def _serve_forked(solution: dict[str, Any], calls_fd: int, answers_fd: int) -> None:
-    refuse_reference_solutions()  # the learner's functions run here, in a process forked from a notebook
-    serve(solution, None, calls_fd, answers_fd)
-
-
 class Worker:
-    """One submission's worker, from start to ``close``."""
+    """One submission's worker; ``points``: the exercise points the learner rewrites (they raise in its copy)."""
 
     def __init__(self, solution: Path | dict[str, Any], functions: tuple[str, ...], points: tuple[str, ...],
                  time_limit: float, isolate: bool | None = None) -> None:
-        """``points``: the exercise points the learner rewrites (they raise in the worker's copy)."""
-        self.functions = functions
         self.time_limit = time_limit
         self.tag = f"nanovllm-teach-worker-{uuid.uuid4().hex}"
         self.isolated = isinstance(solution, Path) and (isolation.available() if isolate is None else isolate)
@@ -154,7 +130,7 @@ class Worker:
         self._output = tempfile.TemporaryFile()
         self._process: Any = None
         self._forked: Any = None
-        self.confined: confinement.Confined | None = None  # the host's side: the slot's user id, the cgroup
+        self.confined: confinement.Confined | None = None
         try:
             if isinstance(solution, Path):
                 self.confined = confinement.Confined(solution, self.tag, isolation.uid_drop())
@@ -176,8 +152,8 @@ class Worker:
             os.close(answers_w)
 
     def load(self) -> dict[str, Any]:
-        """The worker's first answer: ``{"loaded": True}``, ``{"load_error": Failure}``, ``{"missing": [...]}``,
-        or ``{"timeout": limit}`` / ``{"ended": exit code}``. Functions from a notebook are there already."""
+        """``{"loaded": True}``, ``{"load_error": Failure}``, ``{"missing": [...]}``, ``{"timeout": limit}`` or
+        ``{"ended": exit code}``."""
         if self._forked is not None:
             return {"loaded": True}
         try:
@@ -195,8 +171,6 @@ class Worker:
         return answer if isinstance(answer, dict) else {"ended": None}
 
     def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...], adapter: str | None = None) -> Any:
-        """``function(*args)`` in the worker (``adapter(function, *args)`` with one, see ``worker.serve``):
-        its result (plain data), or ``RemoteFailure``."""
         try:
             frame = {"function": function, "args": [msgspec.to_builtins(a) for a in args], "types": list(types)}
             write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame)
@@ -218,8 +192,6 @@ class Worker:
             return None
 
     def proxies(self, pieces: tuple[Any, ...]) -> dict[str, Callable[..., Any]]:
-        """The functions the engine calls in place of the learner's (one per piece with a ``wire`` or a
-        ``state``)."""
         def proxy(piece: Any) -> Callable[..., Any]:
             def call(*args: Any) -> Any:
                 if piece.state is not None:  # the objects it acts on go as a snapshot, and come back changed
@@ -231,12 +203,9 @@ class Worker:
         return {piece.function: proxy(piece) for piece in pieces}
 
     def close(self) -> str:
-        """End the worker and all it started; what it printed, ``quoted`` ("" if nothing)."""
-        for fd in (self._calls_w, self._answers_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """End the worker and all it started; what it printed, ``quoted``."""
+        os.close(self._calls_w)
+        os.close(self._answers_r)
         if self.confined is not None:
             self.confined.end(self._process)
         if self._forked is not None:
@@ -263,44 +232,40 @@ class SharedWatch:
         self._since = multiprocessing.RawValue("d", 0.0)
 
     def enter(self, function: str) -> str:
+        """``function`` runs from now; the one it interrupts, to give ``leave``."""
         previous = self.running()
-        self._set(function)
+        self._name.value = function.encode()[:_NAME_BYTES - 1]
+        self._since.value = time.monotonic()
         return previous
 
     def leave(self, previous: str) -> None:
-        self._set(previous)
-
-    def _set(self, function: str) -> None:
-        self._name.value = function.encode()[:_NAME_BYTES - 1]
-        self._since.value = time.monotonic()
+        self.enter(previous)
 
     def running(self) -> str:
         return self._name.value.decode(errors="replace")
 
     def running_for(self) -> float:
-        return time.monotonic() - self._since.value if self.running() else 0.0
+        return time.monotonic() - self._since.value
 
 
 @dataclass(frozen=True)
 class ChildEnd:
-    """How the child ended: its exit code (None when the parent stopped it), the student function running
-    at that moment (``running``; "" when none was), and for a stopped child the limit it ran into."""
+    """How the child ended: its exit code (None: the parent stopped it, at ``limit``), the student function
+    ``running`` then ("": none)."""
 
     exitcode: int | None
     running: str = ""
     limit: float | None = None
 
     def failure(self) -> Failure:
-        """What a run the child left unfinished, saying nothing, failed of: the limit, or the child's end."""
-        if self.exitcode is None:
-            return Failure(self.running, timeout=self.limit)
-        return Failure(self.running, exitcode=self.exitcode)
+        """What a run the child left unfinished, saying nothing, failed of."""
+        return Failure(self.running, timeout=self.limit, exitcode=self.exitcode)
 
 
 def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args: tuple[Any, ...]) -> None:
     set_lang(lang)  # the parent's language, whatever this process's environment says
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is not None:  # one thread: a forked child that reuses the parent's OpenMP pool hangs
         torch.set_num_threads(1)
     else:  # imported later, if at all (a quiz needs no torch)
         os.environ["OMP_NUM_THREADS"] = "1"
@@ -313,8 +278,8 @@ def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args
 
 
 def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
-    """Run ``target(watch, *args)`` in a forked child; stop it if one student call outlasts ``time_limit``
-    seconds (and the child has not ended ``REPORT_GRACE_S`` later) or the whole run ``RUN_LIMIT_S``."""
+    """``target(watch, *args)`` in a forked child, stopped if one student call outlasts ``time_limit`` (plus
+    ``REPORT_GRACE_S``) or the whole run ``RUN_LIMIT_S``."""
     watch = SharedWatch()
     child = fork(_child_main, watch, resolve_lang(), target, args)
     started = time.monotonic()
@@ -324,37 +289,31 @@ def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> 
             if child.exitcode is not None:
                 return ChildEnd(child.exitcode, watch.running())
             if watch.running() and watch.running_for() > time_limit + REPORT_GRACE_S:
-                return _stop(child, ChildEnd(None, watch.running(), time_limit))
+                return ChildEnd(None, watch.running(), time_limit)
             if time.monotonic() - started > RUN_LIMIT_S:
-                return _stop(child, ChildEnd(None, "", RUN_LIMIT_S))
-    except BaseException:  # Ctrl-C in the parent: the child goes too
-        _stop(child, ChildEnd(None, watch.running()))
-        raise
-
-
-def _stop(child: Any, end: ChildEnd) -> ChildEnd:
-    child.kill()
-    child.join()
-    return end
+                return ChildEnd(None, "", RUN_LIMIT_S)
+    finally:
+        if child.exitcode is None:  # stopped, or Ctrl-C in the parent: the child goes too
+            child.kill()
+            child.join()
 
 
 class Outcome(msgspec.Struct):
-    """What the child leaves for the parent besides its trace files: how each run failed (None: it did not),
-    in the order run, and whether it got to the end."""
+    """What the child leaves besides its trace files: how each run failed (None: it did not), in order run."""
 
     runs: dict[str, Failure | None] = {}
     finished: bool = False
 
 
 def write_outcome(path: Path, outcome: msgspec.Struct) -> None:
-    """Replace the outcome record at ``path`` in one step (a killed child leaves the previous one whole)."""
+    """In one step: a killed child leaves the previous record whole."""
     partial = path.with_suffix(".partial")
     partial.write_bytes(msgspec.json.encode(outcome))
     os.replace(partial, path)
 
 
 def read_outcome(path: Path, kind: type[msgspec.Struct]) -> Any:
-    """The child's outcome record, a ``kind``; an empty one if it left none (or none that reads as one)."""
+    """The child's record, or an empty one if it left none that reads as a ``kind``."""
     try:
         return msgspec.json.decode(path.read_bytes(), type=kind)
     except (OSError, msgspec.DecodeError):

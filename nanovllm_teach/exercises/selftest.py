@@ -2,20 +2,15 @@
 
 Role: grading (the teacher's side). Emits no events.
 
-``check()`` starts one worker exactly as a submission's would be started (``remote.Worker``: bubblewrap where
-it starts, the slot's user id, the cgroup) on a probe file that reports what it sees from inside: its user
-id, its Python (prefix and standard library: they must be the grader's own, else every worker's imports go
-wrong), the environment of pid 1, the network interfaces, its rlimits, the size of ``/dev/shm``.
-``screen(check)`` is the one screen a teacher reads (also printed first by Gradescope's ``run_autograder``, as
-the evidence of what that machine gave). A class needs bubblewrap, the uid drop and the grader's own Python
-inside (``Check.class_ready``); Gradescope's one submission the uid drop and the Python at least
-(``Check.gradescope_ready``: its container may forbid namespaces). Not root, the screen says what a learner's
-self-check still gets, and that a class cannot.
+``check()`` starts a worker exactly as a submission's is started, on a probe file that reports what it sees
+from inside; ``screen()`` is the one screen a teacher reads. Gradescope needs less than a class (``Check``):
+its container may forbid bubblewrap's namespaces, and it grades one submission.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,9 +95,8 @@ GRADESCOPE_NO = Text(en="refused: nothing isolates a submission here (no user id
 
 @dataclass(frozen=True)
 class Check:
-    """What the probe found: bubblewrap (its path, whether it starts), why there is no uid drop (None: there is
-    one) and the host user id the probe ran as, the cgroup (None: none), and ``inside``, what the probe
-    reported from the sandbox (empty, with ``error``, if it did not run)."""
+    """What the probe found; ``inside``: what it reported from the sandbox (empty, with ``error``, if it did not
+    run)."""
 
     bwrap: str | None
     starts: bool
@@ -119,7 +113,7 @@ class Check:
 
     @property
     def own_python(self) -> bool:
-        """Whether the sandbox ran the grader's own interpreter (its prefix and standard library)."""
+        """The grader's own interpreter inside: else every worker's imports go wrong."""
         return self.inside.get("python") == isolation.own_python()
 
     @property
@@ -132,33 +126,29 @@ class Check:
 
 
 def check() -> Check:
-    """Run the probe as a submission would run, and say what this machine gave it."""
-    folder = Path(tempfile.mkdtemp(prefix="nanovllm_teach_probe_"))
-    probe = folder / "probe.py"
-    probe.write_text(PROBE)
     inside: dict[str, Any] = {}
     error, cgroup, uid = None, None, os.getuid()
-    try:
-        with Worker(probe, ("probe",), (), 60.0) as worker:
-            confined = worker.confined
-            cgroup = confined.cgroup.describe() if confined and confined.cgroup else None
-            uid = confined.slot.uid if confined and confined.slot else uid
-            loaded = worker.load()
-            if loaded.get("loaded") is True:
-                inside = worker.call("probe", (), ())
-            else:
-                error = str(loaded)
-    except (RemoteFailure, RuntimeError, OSError) as failure:
-        error = f"{type(failure).__name__}: {failure}"
-    finally:
-        probe.unlink()
-        folder.rmdir()
-    return Check(isolation.bwrap(), isolation.available(), isolation.uid_drop_missing(), os.geteuid() == 0, uid,
+    with tempfile.TemporaryDirectory(prefix="nanovllm_teach_probe_") as folder:
+        probe = Path(folder, "probe.py")
+        probe.write_text(PROBE)
+        try:
+            with Worker(probe, ("probe",), (), 60.0) as worker:
+                confined = worker.confined
+                if confined and confined.cgroup:
+                    cgroup = f"v{confined.cgroup.version}: " + ", ".join(confinement.CONTROLLERS)
+                uid = confined.slot.uid if confined and confined.slot else uid
+                loaded = worker.load()
+                if loaded.get("loaded") is True:
+                    inside = worker.call("probe", (), ())
+                else:
+                    error = str(loaded)
+        except (RemoteFailure, RuntimeError, OSError) as failure:
+            error = f"{type(failure).__name__}: {failure}"
+    return Check(shutil.which("bwrap"), isolation.available(), isolation.uid_drop_missing(), os.geteuid() == 0, uid,
                  cgroup, inside, error)
 
 
 def screen(found: Check) -> str:
-    """The one screen of ``--check-isolation``: what this machine gives, and what a class would run with."""
     limits = confinement.LIMITS
     inside = found.inside
     lines = [say(TITLE)]

@@ -1,22 +1,10 @@
 """The sandboxed worker: the only process where a learner's file runs, and all it does is answer calls.
 
-Role: grading, the far side of the sandbox's edge. Emits no events.
+Role: grading, the far side of the sandbox's edge (``remote`` is the near side). Emits no events.
 
-The engine runs outside (``remote``); when it reaches an exercise point it sends this worker the call's
-arguments as a frame of JSON (``msgspec``), and the worker sends back the function's result, or what it
-raised, as another frame. The worker never holds the engine, its recorder, a trace or the verdict: all it
-can do is answer, and every answer is checked outside before the engine uses it.
-
-It runs as a script (``python worker.py ...``), inside bubblewrap where there is one (``isolation``), on
-the grading copy of the package (no reference solutions; every exercise point there raises "not available
-while grading"), and imports only the standard library, ``msgspec`` and what the learner's own code
-imports. Before the file is loaded it sets its limits (address space, CPU seconds, file size, processes,
-open files).
-
-The frames: a 4-byte big-endian length, then that many bytes of JSON, at most ``MAX_FRAME`` bytes; one pipe
-carries calls in, another answers out (the learner's prints go to stdout and stderr, which the parent keeps
-apart and shows quoted). The first answer says that the worker is ready (its interpreter started, its limits
-set: seconds on a busy machine, none of them the learner's), the second whether the file loaded.
+A script on the grading copy of the package (``isolation``), it imports only the standard library, ``msgspec``
+and what the learner's code imports, and never holds the engine, a trace or the verdict: every answer is checked
+outside before the engine uses it.
 """
 
 from __future__ import annotations
@@ -51,8 +39,7 @@ def write_frame(fd: int, message: Any) -> None:
 
 
 def read_frame(fd: int, deadline: float | None = None) -> Any:
-    """One frame from ``fd``; with a ``deadline`` (``time.monotonic``), TimeoutError if it has not come whole by
-    then (the parent's side: a learner's call that never answers)."""
+    """One frame; TimeoutError if it has not come whole by ``deadline`` (the parent's side: a call that hangs)."""
     def exactly(size: int) -> bytes:
         data = b""
         while len(data) < size:
@@ -76,11 +63,9 @@ def read_frame(fd: int, deadline: float | None = None) -> Any:
 
 
 class Failure(msgspec.Struct, omit_defaults=True):
-    """What went wrong in the learner's code, as the verdict words it: what it raised (``type``, ``message``,
-    ``at``: file, line and code of the last line of theirs that ran, ``not_implemented``), a result the
-    engine cannot use (``refused``), or no answer (``timeout``: the limit in seconds; ``exitcode``: how the
-    process ended). ``function``: the learner's function it happened in (None: the engine's own failure).
-    An empty ``type`` and no ``timeout``: nothing was raised, the process ended."""
+    """What went wrong in the learner's ``function`` (None: in the engine): what it raised (``at``: file, line
+    and code of their last line that ran), a result the engine cannot use (``refused``), or no answer (a
+    ``timeout`` in seconds, or the process's end: an empty ``type``)."""
 
     function: str | None = None
     type: str = ""
@@ -93,7 +78,6 @@ class Failure(msgspec.Struct, omit_defaults=True):
 
 
 def describe_error(error: BaseException, code_file: str | None) -> Failure:
-    """What the learner's function raised, as data: type, message (bounded), the last line of theirs."""
     at = None
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == code_file]
     if frames:
@@ -103,11 +87,9 @@ def describe_error(error: BaseException, code_file: str | None) -> Failure:
 
 
 def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answers_fd: int) -> None:
-    """Answer calls until the channel closes: ``{"function": name, "args": [...]}`` → ``{"result": value}``
-    or ``{"error": describe_error(...)}``. Arguments are rebuilt as the types named in ``"types"``; with
-    an ``"adapter"`` (``"module:function"`` of the grading copy, ``snapshots``) the call is
-    ``adapter(function, *args)``, which rebuilds the objects the function works on from the records. The
-    line blamed is in ``code_file`` (None: the function's own file, for functions from a notebook)."""
+    """Answer calls until the channel closes. An ``"adapter"`` (``snapshots``) rebuilds from the records the
+    objects the function works on: the call is ``adapter(function, *args)``. ``code_file`` None: the line blamed
+    is in the function's own file (a notebook's)."""
     while True:
         try:
             call = read_frame(calls_fd)
@@ -119,8 +101,7 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
             args = [msgspec.convert(arg, resolve_wire_type(kind)) for arg, kind in zip(call["args"], call["types"])]
             adapter = call.get("adapter")
             result = pkgutil.resolve_name(adapter)(function, *args) if adapter else function(*args)
-            answer = {"result": msgspec.to_builtins(result)}
-            write_frame(answers_fd, answer)
+            write_frame(answers_fd, {"result": msgspec.to_builtins(result)})
         except BaseException as error:  # everything the learner's code does is an answer, even SystemExit
             try:
                 write_frame(answers_fd, {"error": describe_error(error, where)})
@@ -153,7 +134,7 @@ def set_limits(address_space: int, cpu_s: int, file_size: int, processes: int, o
 
 
 def load(path: str, functions: list[str], answers_fd: int) -> dict[str, Any] | None:
-    """Execute the learner's file; send the first answer (loaded, or why not). Its names, or None."""
+    """Execute the learner's file and say whether it loaded; its names, or None."""
     try:
         spec = importlib.util.spec_from_file_location("solution", path)
         module = importlib.util.module_from_spec(spec)
@@ -169,13 +150,12 @@ def load(path: str, functions: list[str], answers_fd: int) -> dict[str, Any] | N
 
 
 def main() -> None:
-    """``worker.py ROOT SOLUTION FUNCTIONS LIMITS FDS TAG``: FUNCTIONS comma-separated, LIMITS five ints
-    (``confinement.Limits``), FDS the calls' and the answers' file descriptors; TAG only marks the process."""
+    """``worker.py ROOT SOLUTION FUNCTIONS LIMITS FDS TAG`` (TAG only marks the process)."""
     root, path, functions, limits, fds = sys.argv[1:6]
     calls_fd, answers_fd = (int(fd) for fd in fds.split(","))
     sys.path[0] = root  # the package as graded (``isolation.grading_root``), not this script's folder
     set_limits(*(int(v) for v in limits.split(",")))
-    write_frame(answers_fd, {"ready": True})
+    write_frame(answers_fd, {"ready": True})  # the interpreter's start is not the learner's time
     solution = load(path, [name for name in functions.split(",") if name], answers_fd)
     if solution is not None:
         serve(solution, path, calls_fd, answers_fd)
