@@ -2,24 +2,11 @@
 
 Role: grading. Emits no events (the engine it runs emits its own).
 
-1. The parent vets the solution without running it: a file that imports the reference solutions, or
-   functions borrowed from them, are refused.
-2. The reference traces are recorded (``references``: known already in this process, recorded here
-   first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
-   modules only, so that each child starts warm).
-3. The sandboxed worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one) loads the
-   student's file; a forked grading child (``remote.run_in_child``) runs every workload on the engine with proxies
-   in place of the student's functions, so the engine, its recorder and its traces stay outside the
-   sandbox and only data crosses it: plain arguments (``Piece.wire``), or for a method of the scheduler
-   or the block manager a snapshot of their state, which comes back changed and checked
-   (``Piece.state``, ``snapshots``). Functions defined in a notebook run in a forked worker instead. The
-   child writes one trace file per workload and a small outcome record.
-4. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
-   (the exercise's ``decisions`` events) are compared with the reference's in order; the first workload
-   that differs fails the exercise, with the sequence behind the first difference; PASS
-   needs every workload to match and the child to have ended normally.
-
-The verdict is said in the language chosen in the parent (``i18n``), which the child speaks too.
+In order: the solution is screened without running it (``base``); the reference traces start recording
+(``references``); the sandboxed worker loads the student's file; a forked grading child runs every workload
+with proxies in place of the student's functions (``pieces``), writing one trace per workload and an outcome
+record; the parent judges them in order (``verdict``). PASS needs every workload to match and the child to
+have ended normally.
 """
 
 from __future__ import annotations
@@ -29,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
+from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource,
+                                          borrowed_from_solutions, imports_reference_solutions, missing_functions,
+                                          missing_sentence)
 from nanovllm_teach.exercises.pieces import Piece, Watch, defined_at, describe_failure, installed
 from nanovllm_teach.exercises.references import PendingReferences
 from nanovllm_teach.exercises.remote import ChildEnd, Outcome, Worker, read_outcome, run_in_child, write_outcome
-from nanovllm_teach.exercises.solution_files import (
-    borrowed_from_solutions, imports_reference_solutions, missing_functions, missing_sentence,
-)
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
@@ -45,7 +31,6 @@ from nanovllm_teach.trace.reader import Trace
 
 OUTCOME = "outcome.json"
 
-# What the grader says, in both languages (the PASS/FAIL prefix stays in English: graders parse it).
 NOT_LOADED = Text(en="your file could not be loaded: {type}: {message}", zh="你的文件无法加载：{type}：{message}")
 LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s (does it run something forever at "
                            "the top level?): the grader stopped it",
@@ -64,8 +49,8 @@ AND = Text(en=" and ", zh=" 和 ")
 
 
 def run_failure(end: ChildEnd, outcome: Outcome, workload: str) -> Failure | None:
-    """How the child's run of ``workload`` failed (None: it did not); not in the outcome, the child was stopped
-    or ended during it, saying nothing."""
+    """How the child's run of ``workload`` failed (None: it did not); not in the outcome: the child was stopped
+    or ended during it."""
     return outcome.runs[workload] if workload in outcome.runs else end.failure()
 
 
@@ -92,8 +77,7 @@ def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None
 
 
 def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None:
-    """Why ``solution`` is refused before anything of it runs (None: it is not): a notebook's functions
-    missing or borrowed from the reference solutions, a file that imports them."""
+    """Why ``solution`` is refused before anything of it runs (None: it is not)."""
     if isinstance(solution, dict):
         return missing_functions(solution, functions) or borrowed_from_solutions(solution)
     return imports_reference_solutions(Path(solution))
@@ -101,8 +85,7 @@ def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None
 
 def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float, isolate: bool | None,
                      judge: Callable[[dict[str, Callable[..., Any]]], GradeResult]) -> GradeResult:
-    """The learner's functions in the sandboxed worker (``remote``); once the file has loaded, ``judge`` gets
-    the proxies the engine calls in their place and gives the verdict, which carries what the worker printed."""
+    """``judge``'s verdict on the proxies of the learner's functions, loaded in the sandboxed worker."""
     source = Path(solution) if not isinstance(solution, dict) else solution
     with Worker(source, exercise.functions, exercise_points(exercise.pieces), time_limit, isolate) as worker:
         result = not_loaded(exercise, worker.load())
@@ -115,22 +98,18 @@ def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float,
 
 @dataclass(frozen=True)
 class EngineExercise(Exercise):
-    """An exercise graded by running the real engine with the student's ``pieces`` plugged in, on each of
-    ``workloads``, and diffing its trace against the reference engine's."""
-
     pieces: tuple[Piece, ...]
     workloads: tuple[GradedWorkload, ...]
     # The events that say what the learner's function decided, compared with the reference's in order: the
     # scheduling and block decisions, and for an execution-layer piece the event its result shows in.
     decisions: tuple[str, ...] = DECISION_EVENTS
     # What the exercise says about a first difference in an event of its own (a slot mapping, a replayed graph),
-    # from the divergence and the reference trace; None, or None said: the sequence behind it (``feedback``).
+    # from the divergence and the reference trace; None, or None said: the sequence behind it (``verdict``).
     context: Callable[[Divergence, Trace], str | None] | None = None
 
     def _run_student(self, watch: Watch, proxies: dict[str, Callable[..., Any]], folder: Path,
                      model: str | Path | None) -> None:
-        """The child: every workload with the proxies of the student's pieces in, one trace file each, then
-        the outcome."""
+        """The grading child's body."""
         outcome = Outcome()
         path = folder / OUTCOME
         for workload in self.workloads:
@@ -149,8 +128,8 @@ class EngineExercise(Exercise):
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
-        """``isolate`` (a file only): True needs bubblewrap, False runs the worker in a
-        plain process, None takes bubblewrap where there is one."""
+        """``isolate`` (a file only): True needs bubblewrap, False runs the worker in a plain process, None
+        takes bubblewrap where there is one."""
         problem = screened(solution, self.functions)
         if problem is not None:
             return self.fail(problem)
@@ -164,7 +143,6 @@ class EngineExercise(Exercise):
 
     def _run_and_judge(self, proxies: dict[str, Callable[..., Any]], model: str | Path | None, time_limit: float,
                        references: PendingReferences) -> GradeResult:
-        """Run every workload in the grading child with ``proxies`` plugged in, and judge the runs."""
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             folder = Path(tmp)
             end = run_in_child(self._run_student, proxies, folder, model, time_limit=time_limit)
@@ -172,6 +150,7 @@ class EngineExercise(Exercise):
             return self._verdict(end, outcome, folder, references.traces())
 
     def _verdict(self, end: ChildEnd, outcome: Outcome, folder: Path, references: dict) -> GradeResult:
+        """The verdict on the child's runs (an exercise judged by other measures gives its own)."""
         events = 0
         for workload in self.workloads:
             verdict = judge(self, self.decisions, workload, load_run(folder / f"{workload.name}.jsonl"),

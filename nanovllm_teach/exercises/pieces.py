@@ -1,17 +1,13 @@
-"""Plugging a student's functions into the engine (in the grading child process only): for a file, the
-proxies that call them in the sandboxed worker (``remote``).
+"""Plugging a student's functions into the engine, in the grading child process only.
+
+Role: grading. Emits no events.
 
 A ``Piece`` names a student function and the engine's exercise point it replaces, ``"module:attribute"``
-(``"nanovllm_teach.engine.scheduler:Scheduler.schedule_decode"``, a method; ``"nanovllm_teach.engine.
-block_manager:compute_block_hash"``, a function): renaming the attribute or changing its arguments breaks
-the exercise, which ``tests/test_exercises.py`` checks. ``installed()`` puts the guarded functions in place
-for the length of one run (``unittest.mock.patch``). The guard:
-
-- turns whatever the function raises (``SystemExit`` and ``KeyboardInterrupt`` included) into a
-  ``StudentError``, so the verdict blames the right function (its line is found in the worker);
-- checks the result before the engine uses it (a float slot, a block count larger than the machine:
-  stopped with a sentence, not a crash deep inside torch);
-- tells the watch which student function is running, so a call that never returns is named.
+(``tests/test_exercises.py`` checks that every point still exists with the same arguments). ``installed()``
+puts guarded proxies in place for one run. The guard turns whatever the function raises (``SystemExit``
+included) into a ``StudentError``, so the verdict blames the right function; checks the result before the
+engine uses it (a float slot is stopped with a sentence, not a crash deep inside torch); and tells the watch
+which function runs, so a call that never returns is named.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 from unittest import mock
 
-from nanovllm_teach.engine.decisions import Aborted, Allocated, Finished, Freed, Preempted
+from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import Solution
 from nanovllm_teach.exercises.remote import RemoteFailure
@@ -42,11 +38,8 @@ class Watch(Protocol):
 
 @dataclass(frozen=True)
 class Piece:
-    """One function a student writes, and the exercise point it replaces.
-
-    ``check`` looks at the function's arguments and result before the engine uses the result; it returns a
-    sentence saying what is wrong, or None.
-    """
+    """One function a student writes, and the exercise point it replaces; ``check`` sees its arguments and
+    result before the engine uses the result, and says what is wrong (None: nothing)."""
 
     function: str
     point: str  # "module:attribute"
@@ -70,23 +63,16 @@ class Piece:
                              f"(a method of the scheduler or the block manager), to run in the sandbox")
 
 
-def resolve(point: str) -> Any:
-    """What stands at the exercise point ``point`` now."""
-    return pkgutil.resolve_name(point)
-
-
 def defined_at(point: str) -> str:
     """Where what stands at ``point`` is defined, as a point: ``"nanovllm_teach.engine.model_runner:
     kv_block_bytes"`` is imported from ``"nanovllm_teach.utils.memory:kv_block_bytes"``, where a learner
     could import it too (``point`` itself if it is defined there, or is no plain function of the package)."""
-    found = resolve(point)
+    found = pkgutil.resolve_name(point)
     module, name = getattr(found, "__module__", ""), getattr(found, "__qualname__", "")
     if not module.startswith("nanovllm_teach.") or "<" in name:
         return point
     return f"{module}:{name}"
 
-
-DECISION_TYPES = (Allocated, Freed, Preempted, Finished, Aborted)
 
 # Said after "your <function> " in the verdict (in the child, in the language the parent chose).
 # A scheduler method returns its decisions (it keeps no log of them): a function written the way the engine
@@ -103,7 +89,7 @@ def not_scheduled_and_decisions(result: Any) -> str | None:
     """What is wrong with a result that must be ``(scheduled sequences, decision records)`` (None: nothing)."""
     if (not isinstance(result, (tuple, list)) or len(result) != 2 or not isinstance(result[0], list)
             or not all(isinstance(seq, Sequence) for seq in result[0])
-            or not isinstance(result[1], list) or not all(isinstance(d, DECISION_TYPES) for d in result[1])):
+            or not isinstance(result[1], list) or not all(isinstance(d, Decision) for d in result[1])):
         return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
     return None
 

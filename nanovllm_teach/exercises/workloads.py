@@ -1,15 +1,11 @@
 """The step workloads several exercises are graded on, and how any graded workload is recorded.
 
-Each workload is built so that the behaviour an exercise is about happens; one that only one exercise runs
-lives in that exercise's folder (``<name>/workloads.py``), built with ``BASE``, ``random_prompts`` and
-``ignore_eos`` from here.
+Role: grading. Emits no events (the engine it runs emits its own).
 
-All of them use token-id prompts (ids 10–199, plain tokens in any tokenizer this package ships), greedy
-sampling and ``ignore_eos``: every request runs to its ``max_tokens``, so *when* things happen (which step
-preempts whom, which block a token lands in) does not depend on what the model writes. A block size of 4
-makes block boundaries come every few tokens; a KV cache of a few dozen blocks makes preemption happen.
-Each run takes well under a second on a CPU. Each workload's description, which the verdicts show, is a
-``Text`` in both languages.
+A workload only one exercise runs lives in that exercise's folder, built with ``BASE``, ``random_prompts``
+and ``ignore_eos`` from here. Greedy sampling and ``ignore_eos`` make every request run to its
+``max_tokens``, so *when* things happen (who is preempted, which block a token lands in) does not depend on
+what the model writes; blocks of 4 tokens and a few dozen of them make boundaries and preemption come often.
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ from nanovllm_teach.runs import TimedWorkload, Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import TraceRecorder
 
-# Small and CPU-only: a short max_model_len keeps the start-up warm-up tiny, eager mode skips CUDA graphs,
-# and the same settings on every machine give the same schedule.
+# Small and CPU-only, the same on every machine so that every machine gives the same schedule.
 BASE = dict(device="cpu", enforce_eager=True, max_model_len=128, max_num_batched_tokens=256,
             kvcache_block_size=4)
 
@@ -35,6 +30,7 @@ MAX_STEPS = 400
 
 
 def random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
+    # ids 10-199: plain tokens in any tokenizer this package ships
     rng = random.Random(seed)
     return [[rng.randrange(10, 200) for _ in range(n)] for n in lengths]
 
