@@ -3,8 +3,8 @@
 Role: grading. Emits no events.
 
 A solution is a file (``Path``: executed only in the sandboxed worker) or a notebook's names (a ``dict``).
-Either is refused before it runs if it uses the reference solutions, which every student has installed: a
-file that names them anywhere, functions borrowed from their files however they were brought in.
+The reference solutions are installed with every student's package: a file that names them anywhere is
+refused before it runs, and so are functions borrowed from their files, however they were brought in.
 ``Exercise.grade`` is ``EngineExercise``'s (``engine_grading``) or an exercise folder's own ``grading.py``.
 """
 
@@ -71,12 +71,9 @@ def visible(text: str) -> str:
 
 @dataclass
 class GradeResult:
-    """The verdict on one exercise: ``passed``, and ``message``, the sentence a student reads.
-
-    ``workload`` and ``divergence`` say where a failing solution went wrong (None for other failures).
+    """The verdict on one exercise; ``workload`` and ``divergence`` say where a failing solution went wrong.
     ``isolated``: whether the learner's code ran in the bubblewrap sandbox (None: none of it ran, as with
-    the quiz's answers given as a dict); ``output``: what it printed, quoted (``remote.quoted``), "" if nothing.
-    """
+    the quiz's answers given as a dict); ``output``: what it printed, quoted (``remote.quoted``)."""
 
     exercise: str
     passed: bool

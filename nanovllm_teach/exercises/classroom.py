@@ -5,7 +5,7 @@ Role: grading (the teacher's side). Emits no events.
 A path is a solution file, one student's folder, or a class folder whose entries are students. What cannot
 be graded (no solution, a binary or huge file, a link out of the folder given, a stray ``<exercise>.py`` at
 the top of a class folder) becomes that student's ERROR row: one student's trouble is never the class's.
-Every text from a student (names, verdicts) is made ``visible`` before it is shown.
+A row's reason is one line, made ``visible``; ``printable`` is a whole verdict as the grader shows it.
 """
 
 from __future__ import annotations
@@ -136,12 +136,6 @@ def _class_entry(exercise: Exercise, entry: Path, room: Path) -> Submission:
     return _file(entry.stem if entry.suffix == ".py" else entry.name, entry, room)
 
 
-def _named(exercise: Exercise, path: Path) -> str:
-    """A file's student: its name, or its folder's when the file is named after the exercise."""
-    path = Path(os.path.abspath(path))
-    return path.parent.name if path.stem == exercise.name else path.stem
-
-
 def _guarded(student: str, find: Any) -> Submission:
     """``find()``, or a submission with the reason it could not be looked at (a loop of links, an unreadable
     folder): one student's trouble is that student's row."""
@@ -153,9 +147,12 @@ def _guarded(student: str, find: Any) -> Submission:
 
 def one_submission(exercise: Exercise, path: Path) -> Submission:
     """``path`` as one student's work, a file or a folder, with the checks of a class."""
+    where = Path(os.path.abspath(path))
     if path.is_dir():
-        return _guarded(Path(os.path.abspath(path)).name, lambda: _student_folder(exercise, path, None))
-    return _guarded(_named(exercise, path), lambda: _file(_named(exercise, path), path, path.absolute().parent))
+        return _guarded(where.name, lambda: _student_folder(exercise, path, None))
+    # A file named after the exercise is its folder's student's.
+    student = where.parent.name if where.stem == exercise.name else where.stem
+    return _guarded(student, lambda: _file(student, path, path.absolute().parent))
 
 
 def collect(exercise: Exercise, paths: list[Path]) -> list[Submission]:

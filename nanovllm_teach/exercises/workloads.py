@@ -56,12 +56,9 @@ LATE_ARRIVALS = Workload(
 
 
 def _shared_prefix_prompts() -> list[list[int]]:
-    """Blocks that are equal under different prefixes: ``Y`` follows both ``P`` and ``Q``.
-
-    A and C are prefilled together, so the block ``Y`` is cached twice, once after ``P`` and once after
-    ``Q``; D starts with ``P, Y`` and must reuse A's blocks, not C's second block (whose K/V was computed
-    after ``Q``). E repeats A's two leading blocks and F shares only ``Q``.
-    """
+    """Blocks equal under different prefixes: ``Y`` follows both ``P`` and ``Q``. A and B, prefilled together,
+    cache ``Y`` twice; C and D start with ``P, Y`` and must reuse A's blocks, not B's second one (its K/V was
+    computed after ``Q``); E shares only ``Q``."""
     p, q, y = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
     return [p + y + [41, 42], q + y + [43], p + y + [44, 45, 46], p + y + [41, 47], q + [48, 49, 50]]
 
@@ -73,14 +70,11 @@ SHARED_PREFIXES = Workload(
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
     _shared_prefix_prompts(), ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
-def _prefix_reuse_prompts() -> list[list[int]]:
-    """Blocks shared by up to three sequences at once, and blocks found again after everyone let go.
 
-    A, B and C start with the block ``P`` (B also with A's second block ``Q``): while they run, ``P`` has
-    three holders. A finishes first, then B and C. D arrives after all of them finished: its ``P, Q`` are
-    free blocks that still hold their K/V (freed but hashed), taken back out of the free list. E has ``Q``
-    after another prefix, so it shares nothing.
-    """
+def _prefix_reuse_prompts() -> list[list[int]]:
+    """A, B and C start with the block ``P`` (A and B also with ``Q``): ``P`` has three holders at once. D
+    arrives after all of them finished: its ``P, Q`` are freed blocks that still hold their K/V, taken back
+    out of the free list. E has ``Q`` after another prefix, so it shares nothing."""
     p, q, r = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
     return [p + q + [41, 42], p + q + [43, 44, 45], p + [46, 47], p + q + [48], r + q + [49, 50]]
 
