@@ -9,8 +9,7 @@ import reprlib
 from typing import Any
 
 from nanovllm_teach.engine.decisions import Decision
-from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.postprocess.workloads import FINISH_REASONS, MODEL_LEN
 from nanovllm_teach.exercises.workloads import SMALL_BUDGET, TIGHT_CACHE

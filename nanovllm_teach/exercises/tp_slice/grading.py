@@ -36,8 +36,8 @@ from unittest import mock
 import msgspec
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
-from nanovllm_teach.exercises.engine_grading import AND, ENDED_AFTER_THE_RUNS, graded_in_worker, screened
-from nanovllm_teach.exercises.pieces import Piece, describe_failure, installed
+from nanovllm_teach.exercises.engine_grading import (AND, ENDED_AFTER_THE_RUNS, Piece, describe_failure, graded_in_worker,
+                                                    installed, screened)
 from nanovllm_teach.exercises.references import replaced_definitions
 from nanovllm_teach.exercises.remote import ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.verdict import failure_sentence
