@@ -17,8 +17,7 @@ from nanovllm_teach.cli import main
 from nanovllm_teach.engine import scheduler
 from nanovllm_teach.exercises import EXERCISES, references
 from nanovllm_teach.exercises.scheduling_policy.workloads import LONG_PROMPTS_FIRST
-from nanovllm_teach.exercises.provenance import replaced_definitions
-from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace
+from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace, replaced_definitions
 from nanovllm_teach.exercises.workloads import TIGHT_CACHE
 from nanovllm_teach.trace import diff_traces
 

@@ -21,7 +21,7 @@ from nanovllm_teach.engine.decisions import Allocated
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, grade
-from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.engine_grading import Piece
 from nanovllm_teach.exercises.remote import RemoteFailure
 from nanovllm_teach.exercises.snapshots import StateCall, StateWire, run, snapshot
 from nanovllm_teach.sampling_params import SamplingParams

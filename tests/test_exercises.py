@@ -12,6 +12,7 @@ hints, and the engine's exercise points.
 
 from __future__ import annotations
 
+import pkgutil
 import re
 import textwrap
 import tokenize
@@ -23,7 +24,6 @@ import torch
 import nanovllm_teach
 from nanovllm_teach.cli import main
 from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import resolve
 from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
 from nanovllm_teach.exercises.kv_cache_blocks.workloads import MEMORY_BOUND
 from nanovllm_teach.exercises.references import graded_workloads
@@ -220,7 +220,7 @@ def test_wrong_quiz_answers_get_hints_not_answers():
 
 def test_the_engine_in_this_process_is_untouched_whatever_the_student_code_does(tmp_path):
     all_points = [piece.point for ex in EXERCISES.values() for piece in getattr(ex, "pieces", ())]
-    originals = {point: resolve(point) for point in all_points}
+    originals = {point: pkgutil.resolve_name(point) for point in all_points}
     result = grade("schedule_decode", _solution(tmp_path, "crash", """
         def schedule_decode(scheduler):
             victim = scheduler.running[99]
@@ -230,7 +230,7 @@ def test_the_engine_in_this_process_is_untouched_whatever_the_student_code_does(
                      r"\(crash\.py, line 3: victim = scheduler.running\[99\]\)", result.message), result.message
     for name in ("can_append", "block_hash", "kv_cache_blocks"):
         assert not grade(name, EXERCISES[name].template_path).passed
-    assert {point: resolve(point) for point in all_points} == originals
+    assert {point: pkgutil.resolve_name(point) for point in all_points} == originals
 
 
 def test_results_the_engine_cannot_use_are_refused_with_a_sentence():
@@ -520,7 +520,7 @@ def test_each_exercise_point_exists_and_takes_the_templates_arguments(name):
     template = load_solution(EXERCISES[name].template_path)
     for piece in EXERCISES[name].pieces:
         point = piece.point
-        engine = list(inspect.signature(resolve(point)).parameters)
+        engine = list(inspect.signature(pkgutil.resolve_name(point)).parameters)
         student = list(inspect.signature(template[piece.function]).parameters)
         is_method = "." in point.partition(":")[2]
         assert (engine[1:] if is_method else engine) == (student[1:] if is_method else student), point

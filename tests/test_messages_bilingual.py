@@ -45,7 +45,7 @@ ALLOWED = {
     # An exercise's piece declared with neither or both of its ways into the sandbox: the exercise's author's
     # mistake, refused when the exercise is defined (a ValueError, not an assert: it keeps a learner's code
     # from running beside the engine, so it holds under python -O too).
-    ("exercises/pieces.py", "piece {} needs exactly one of wire="): "for the exercises' authors",
+    ("exercises/engine_grading.py", "piece {} needs exactly one of wire="): "for the exercises' authors",
     # A client that hung up while sending its body: the server's log line for its operator, never sent back
     # (the client is gone).
     ("serve/http.py", "{}: left after {} bytes of its body"): "the operator's log only",

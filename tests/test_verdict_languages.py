@@ -29,8 +29,8 @@ from nanovllm_teach.cli import main
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.decisions import Finished
 from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade, pieces
-from nanovllm_teach.exercises import references, remote, solution_files, verdict, workloads
+from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade
+from nanovllm_teach.exercises import references, remote, verdict, workloads
 from nanovllm_teach.exercises import load_solution
 from nanovllm_teach.exercises.scheduling_policy import grading as policy_grading
 from nanovllm_teach.exercises.scheduling_policy import workloads as policy_workloads
@@ -415,8 +415,8 @@ def test_the_policy_leaderboard_and_its_problems_in_both_languages():
 
 # ---- every Text of these modules keeps to the glossary -----------------------------------------------------
 
-MODULES: tuple[ModuleType, ...] = (diff, verdict, engine_grading, policy_grading, solution_files, base, remote,
-                                   pieces, workloads, policy_workloads, references)
+MODULES: tuple[ModuleType, ...] = (diff, verdict, engine_grading, policy_grading, base, remote,
+                                   workloads, policy_workloads, references)
 
 
 def _texts(value, where: str):

@@ -1,21 +1,24 @@
-"""What every exercise is: its name, the functions a student writes, a template, hints, and a verdict.
+"""What every exercise is (its functions, template, hints, verdict), and what a solution may not be.
 
-``Exercise.grade`` is implemented by three kinds: ``EngineExercise`` (``engine_grading``) runs the real
-engine with the student's functions plugged in and compares traces; ``QuizExercise`` (``trace_quiz``)
-compares answers read off a trace; ``ShardExercise`` (``tp_slice/grading.py``) compares what every
-tensor-parallel rank holds after loading weights with the student's function. All return a ``GradeResult``.
+Role: grading. Emits no events.
 
-A solution is handed over either as a file (``Path``: it is executed only in the sandboxed worker, ``remote``) or
-as the functions themselves (a ``dict`` of name to function, from a notebook).
+A solution is a file (``Path``: executed only in the sandboxed worker) or a notebook's names (a ``dict``).
+The reference solutions are installed with every student's package: a file that names them anywhere is
+refused before it runs, and so are functions borrowed from their files, however they were brought in.
+``Exercise.grade`` is ``EngineExercise``'s (``engine_grading``) or an exercise folder's own ``grading.py``.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nanovllm_teach.exercises.messages import NO_SUCH_HINT
+from nanovllm_teach.exercises.messages import NAME_SEPARATOR, NO_SUCH_HINT
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import Divergence
 
@@ -27,6 +30,28 @@ HERE = Path(__file__).resolve().parent
 EXERCISES_PACKAGE = "nanovllm_teach.exercises"
 SOLUTION_FILE = "solution.py"  # in every exercise's folder: the reference, which no submission may use
 
+# The longest one call of the student's code (or loading their file) may run before the grader stops it, by
+# the wall clock. A file that imports torch (the engine's modules do) takes 3-4 s to load on two idle cores and
+# 9-13 s on a busy machine: at 10 s an honest file was failed as "did not finish loading" at load 10.
+DEFAULT_TIME_LIMIT_S = 30.0
+
+# Raised (as FileNotFoundError) when a solution is named by a path with no file there. The CLI says the same
+# words itself, before it imports the exercises (``cli.NO_SOLUTION_FILE``).
+NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
+
+# Said to a notebook and a shell alike: both ways to ask for a hint.
+NOT_IMPLEMENTED = Text(en="you have not implemented {function} yet (stuck? hint({name!r}, 1) in Python, or "
+                          "nanovllm-teach hint {name} 1 in a shell, gives a first hint; level 2 a stronger one)",
+                       zh="你还没有实现 {function}（卡住了？在 Python 里用 hint({name!r}, 1)，或在命令行用 "
+                          "nanovllm-teach hint {name} 1，给出第一条提示；第 2 级更具体）")
+REFUSED = Text(en="your solution uses the reference solutions ({package}.<exercise>.solution): the grader refuses "
+                  "it; write the code yourself",
+               zh="你的解答用到了参考答案（{package}.<exercise>.solution）：评分器不接受；请自己写代码")
+MISSING_ONE = Text(en="your solution defines no function named {names}: write it with exactly that name",
+                   zh="你的解答没有定义名为 {names} 的函数：请用一模一样的名字写出它")
+MISSING_MANY = Text(en="your solution defines no function named {names}: write them with exactly those names",
+                    zh="你的解答没有定义名为 {names} 的函数：请用一模一样的名字写出它们")
+
 
 def is_reference_module(name: str) -> bool:
     """Is the module ``name`` one of the reference solutions (``nanovllm_teach.exercises.<name>.solution``)?"""
@@ -35,8 +60,8 @@ def is_reference_module(name: str) -> bool:
 
 
 def is_reference_file(path: Path) -> bool:
-    """Is ``path`` one of the reference solutions' files?"""
     return path.name == SOLUTION_FILE and path.parent.parent == HERE
+
 
 def visible(text: str) -> str:
     """``text`` on one line, every character that is not printable shown as its escape (``\\r``, ``\\n``,
@@ -44,20 +69,11 @@ def visible(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
-# The longest one call of the student's code (or loading their file) may run before the grader stops it, by
-# the wall clock. A file that imports torch (the engine's modules do) takes 3-4 s to load on two idle cores and
-# 9-13 s on a busy machine: at 10 s an honest file was failed as "did not finish loading" at load 10.
-DEFAULT_TIME_LIMIT_S = 30.0
-
-
 @dataclass
 class GradeResult:
-    """The verdict on one exercise: ``passed``, and ``message``, the sentence a student reads.
-
-    ``workload`` and ``divergence`` say where a failing solution went wrong (None for other failures).
+    """The verdict on one exercise; ``workload`` and ``divergence`` say where a failing solution went wrong.
     ``isolated``: whether the learner's code ran in the bubblewrap sandbox (None: none of it ran, as with
-    the quiz's answers given as a dict); ``output``: what it printed, quoted (``remote.quoted``), "" if nothing.
-    """
+    the quiz's answers given as a dict); ``output``: what it printed, quoted (``remote.quoted``)."""
 
     exercise: str
     passed: bool
@@ -76,9 +92,6 @@ class GradeResult:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One classroom exercise: ``functions`` the student writes, a template to start from, a reference
-    solution, ``hints`` revealed one level at a time, and a grader (``grade``)."""
-
     name: str
     title: Text
     # The piece of the engine the student rewrites, as a learner finds it in the code: a name (str), or a Text
@@ -106,8 +119,7 @@ class Exercise:
         return self.folder / SOLUTION_FILE
 
     def hint(self, level: int, lang: str | None = None) -> str:
-        """Hint number ``level`` (1 = the gentlest), in ``lang`` (None: the chosen language, ``i18n``); each
-        one says a little more than the one before."""
+        """Hint number ``level`` (1 = the gentlest), in ``lang`` (None: the chosen language, ``i18n``)."""
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(self.hints):
             raise ValueError(say(NO_SUCH_HINT, exercise=self.name, count=len(self.hints), level=level))
         return say(self.hints[level - 1], lang)
@@ -121,17 +133,74 @@ class Exercise:
         raise NotImplementedError
 
 
-# Raised (as FileNotFoundError) when a solution is named by a path with no file there. The CLI says the same
-# words itself, before it imports the exercises (``cli.NO_SOLUTION_FILE``).
-NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
-
-# Said to a notebook and a shell alike: both ways to ask for a hint.
-NOT_IMPLEMENTED = Text(en="you have not implemented {function} yet (stuck? hint({name!r}, 1) in Python, or "
-                          "nanovllm-teach hint {name} 1 in a shell, gives a first hint; level 2 a stronger one)",
-                       zh="你还没有实现 {function}（卡住了？在 Python 里用 hint({name!r}, 1)，或在命令行用 "
-                          "nanovllm-teach hint {name} 1，给出第一条提示；第 2 级更具体）")
-
-
 def not_implemented(exercise: Exercise, function: str) -> GradeResult:
     """The verdict on a function still raising ``NotImplementedError``: what to do next, no answer."""
     return exercise.fail(say(NOT_IMPLEMENTED, function=function, name=exercise.name))
+
+
+def refused() -> str:
+    return say(REFUSED, package=EXERCISES_PACKAGE)
+
+
+_module_numbers = itertools.count()
+
+
+def load_solution(path: str | Path) -> Solution:
+    """Execute a solution file in this process and return the names it defines (read again at each load)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(say(NO_SOLUTION_FILE, path=path))
+    spec = importlib.util.spec_from_file_location(f"_nanovllm_teach_solution_{next(_module_numbers)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
+def _names_solutions(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(is_reference_module(alias.name) for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        return is_reference_module(module) or (
+            module.startswith(EXERCISES_PACKAGE + ".") and any(a.name == "solution" for a in node.names))
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.search(r"exercises[./\\]\w+[./\\]solution\b", node.value) is not None
+    return False
+
+
+def imports_reference_solutions(path: Path) -> str | None:
+    """``REFUSED`` (said) if the file at ``path`` names the reference solutions anywhere, else None (a file that
+    does not parse is left to the loader, which says why)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+    except SyntaxError:
+        return None
+    return refused() if any(_names_solutions(node) for node in ast.walk(tree)) else None
+
+
+def _source_file(value: Any) -> Path | None:
+    """The file a function, method or module was written in, if it is one of those."""
+    fn = getattr(value, "__func__", value)
+    code = getattr(fn, "__code__", None)
+    where = code.co_filename if code is not None else getattr(value, "__file__", None)
+    return Path(where).resolve() if isinstance(where, str) else None
+
+
+def borrowed_from_solutions(solution: Solution) -> str | None:
+    """``REFUSED`` (said) if a function or module among a notebook's names comes from a reference solution's
+    file, however it got there; else None."""
+    for value in list(solution.values()):
+        where = _source_file(value)
+        if where is not None and is_reference_file(where):
+            return refused()
+    return None
+
+
+def missing_functions(solution: Solution, names: tuple[str, ...]) -> str | None:
+    """What is missing if the solution lacks one of ``names`` (or it is not callable), else None."""
+    missing = [name for name in names if not callable(solution.get(name))]
+    return missing_sentence(missing) if missing else None
+
+
+def missing_sentence(missing: list[str]) -> str:
+    return say(MISSING_ONE if len(missing) == 1 else MISSING_MANY, names=say(NAME_SEPARATOR).join(missing))

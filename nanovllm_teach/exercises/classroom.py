@@ -2,17 +2,10 @@
 
 Role: grading (the teacher's side). Emits no events.
 
-``collect(exercise, paths)``: each path is a solution file, one student's folder (it holds
-``<exercise>.py`` and nothing else that could be a submission) or a class folder, whose entries (sorted by
-name, ``folded``) are students: a file, or a folder holding ``<exercise>.py`` or a single ``.py`` file. What cannot be
-graded (a folder with no solution, a binary or huge file, a link pointing outside the folder given, a file
-that cannot be read, ``<exercise>.py`` lying at the top of a class folder) becomes a submission with a
-``problem``: one student's trouble is one row, never the class's. Names are the student's folder or file
-(a file named after the exercise takes its folder's name), kept as they are (spaces, any letters).
-``grade_class`` grades them, ``jobs`` at a time, and returns one ``Row`` per submission in the order
-collected: PASS, FAIL (graded: the reason is the verdict), or ERROR (not gradeable: the reason says why),
-with its ``similarity.Likeness`` to the reference and to the others. A row's reason is one line, made
-``visible``; ``printable`` is a whole verdict as the grader shows it.
+A path is a solution file, one student's folder, or a class folder whose entries are students. What cannot
+be graded (no solution, a binary or huge file, a link out of the folder given, a stray ``<exercise>.py`` at
+the top of a class folder) becomes that student's ERROR row: one student's trouble is never the class's.
+A row's reason is one line, made ``visible``; ``printable`` is a whole verdict as the grader shows it.
 """
 
 from __future__ import annotations
@@ -61,10 +54,8 @@ class Submission:
 
 @dataclass
 class Row:
-    """One line of the gradebook. ``score``: 1 for PASS, 0 otherwise; ``result``: the verdict (None for
-    ERROR, and for a row read back from an earlier gradebook); ``latency``: a scheduling policy's mean time
-    to first token against FCFS's (lower is better); ``attempts``: how many times this student was graded
-    into the gradebook; ``likeness``: how alike the submission is to the reference and to the others."""
+    """One line of the gradebook. ``result``: the verdict (None for ERROR, and for a row read back from an
+    earlier gradebook); ``latency``: a scheduling policy's mean time to first token against FCFS's."""
 
     student: str
     exercise: str
@@ -92,12 +83,11 @@ def _problem(path: Path, inside: Path) -> str | None:
     size = path.stat().st_size
     if size > MAX_SOLUTION_BYTES:
         return say(TOO_LARGE, size=size, limit=MAX_SOLUTION_BYTES)
-    data = path.read_bytes()
     try:
-        data.decode("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         return say(NOT_TEXT)
-    return say(NOT_TEXT) if b"\0" in data else None
+    return say(NOT_TEXT) if "\0" in text else None
 
 
 def _file(student: str, path: Path, inside: Path) -> Submission:
@@ -146,12 +136,6 @@ def _class_entry(exercise: Exercise, entry: Path, room: Path) -> Submission:
     return _file(entry.stem if entry.suffix == ".py" else entry.name, entry, room)
 
 
-def _named(exercise: Exercise, path: Path) -> str:
-    """A file's student: its name, or its folder's when the file is named after the exercise."""
-    path = Path(os.path.abspath(path))
-    return path.parent.name if path.stem == exercise.name else path.stem
-
-
 def _guarded(student: str, find: Any) -> Submission:
     """``find()``, or a submission with the reason it could not be looked at (a loop of links, an unreadable
     folder): one student's trouble is that student's row."""
@@ -162,14 +146,17 @@ def _guarded(student: str, find: Any) -> Submission:
 
 
 def one_submission(exercise: Exercise, path: Path) -> Submission:
-    """``path`` as one student's work: a file, or a folder (``_student_folder``), with the checks of a class."""
+    """``path`` as one student's work, a file or a folder, with the checks of a class."""
+    where = Path(os.path.abspath(path))
     if path.is_dir():
-        return _guarded(Path(os.path.abspath(path)).name, lambda: _student_folder(exercise, path, None))
-    return _guarded(_named(exercise, path), lambda: _file(_named(exercise, path), path, path.absolute().parent))
+        return _guarded(where.name, lambda: _student_folder(exercise, path, None))
+    # A file named after the exercise is its folder's student's.
+    student = where.parent.name if where.stem == exercise.name else where.stem
+    return _guarded(student, lambda: _file(student, path, path.absolute().parent))
 
 
 def collect(exercise: Exercise, paths: list[Path]) -> list[Submission]:
-    """The submissions under ``paths``, in the order given, each class folder's students by name."""
+    """The submissions under ``paths``, in the order given, each class folder's students by name (``folded``)."""
     found: list[Submission] = []
     for path in paths:
         if path.is_dir() and not _one_student(exercise, path):
@@ -177,10 +164,6 @@ def collect(exercise: Exercise, paths: list[Path]) -> list[Submission]:
         else:
             found.append(one_submission(exercise, path))
     return found
-
-
-def _one_line(text: str) -> str:
-    return visible(" / ".join(line.strip() for line in text.split("\n") if line.strip()))
 
 
 def printable(message: str) -> str:
@@ -205,8 +188,9 @@ def grade_one(exercise: Exercise, submission: Submission, grade: Any) -> Row:
 def _row(exercise: Exercise, submission: Submission, result: GradeResult, seconds: float) -> Row:
     reason = result.message.split(":", 1)[1].strip() if ":" in result.message else result.message
     reason = reason.split("\n\n")[0]  # the verdict's sentences, not a table after them
+    reason = visible(" / ".join(line.strip() for line in reason.split("\n") if line.strip()))
     row = Row(submission.student, exercise.name, "PASS" if result.passed else "FAIL",
-              1.0 if result.passed else 0.0, seconds, _one_line(reason), result)
+              1.0 if result.passed else 0.0, seconds, reason, result)
     scores = getattr(result, "scores", None)
     if scores:
         row.latency = sum(s.mean_ratio for s in scores) / len(scores)
@@ -222,9 +206,8 @@ def rank(rows: list[Row]) -> None:
 
 def grade_class(exercise: Exercise, submissions: list[Submission], grade: Any, jobs: int = 1,
                 progress: Any = None) -> list[Row]:
-    """Every submission's row, in the order of ``submissions`` whatever order they finish in, with its
-    ``likeness`` to the reference and the others once all are graded; ``progress`` (a tqdm bar, or None)
-    advances as each one ends."""
+    """Every submission's row, in the order of ``submissions``; ``progress`` (a tqdm bar, or None) advances as
+    each one ends."""
     rows: list[Row | None] = [None] * len(submissions)
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -2,40 +2,34 @@
 
 Role: grading. Emits no events (the engine it runs emits its own).
 
-1. The parent vets the solution without running it: a file that imports the reference solutions, or
-   functions borrowed from them, are refused.
-2. The reference traces are recorded (``references``: known already in this process, recorded here
-   first, or in a fresh interpreter meanwhile); this process imports what the engine needs (``warm_up``:
-   modules only, so that each child starts warm).
-3. The sandboxed worker (``remote``, ``worker``, ``isolation``: bubblewrap where there is one) loads the
-   student's file; a forked grading child (``remote.run_in_child``) runs every workload on the engine with proxies
-   in place of the student's functions, so the engine, its recorder and its traces stay outside the
-   sandbox and only data crosses it: plain arguments (``Piece.wire``), or for a method of the scheduler
-   or the block manager a snapshot of their state, which comes back changed and checked
-   (``Piece.state``, ``snapshots``). Functions defined in a notebook run in a forked worker instead. The
-   child writes one trace file per workload and a small outcome record.
-4. The parent reads those files and judges each workload in order (``verdict``): the decisions of the run
-   (the exercise's ``decisions`` events) are compared with the reference's in order; the first workload
-   that differs fails the exercise, with the sequence behind the first difference; PASS
-   needs every workload to match and the child to have ended normally.
-
-The verdict is said in the language chosen in the parent (``i18n``), which the child speaks too.
+A ``Piece`` names a student function and the exercise point it replaces, ``"module:attribute"``
+(``tests/test_exercises.py`` checks that every point still exists with the same arguments). The solution is
+screened without running it (``base``), then the reference traces start recording (``references``); the
+sandboxed worker loads the student's file; a forked grading child runs every workload with guarded proxies
+in the pieces' places, writing one trace per workload and an outcome record; the parent judges them in order
+(``verdict``). PASS needs every workload to match and the child to have ended normally.
 """
 
 from __future__ import annotations
 
+import pkgutil
+import reprlib
 import tempfile
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Protocol
+from unittest import mock
 
-from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource
-from nanovllm_teach.exercises.pieces import Piece, Watch, defined_at, describe_failure, installed
+from nanovllm_teach.engine.decisions import Decision
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, Solution, SolutionSource,
+                                          borrowed_from_solutions, imports_reference_solutions, missing_functions,
+                                          missing_sentence)
 from nanovllm_teach.exercises.references import PendingReferences
-from nanovllm_teach.exercises.remote import ChildEnd, Outcome, Worker, read_outcome, run_in_child, write_outcome
-from nanovllm_teach.exercises.solution_files import (
-    borrowed_from_solutions, imports_reference_solutions, missing_functions, missing_sentence,
-)
+from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome, run_in_child,
+                                            write_outcome)
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
@@ -43,9 +37,135 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
 from nanovllm_teach.trace.reader import Trace
 
+
+class Watch(Protocol):
+    """Where the child tells the parent which student function is running (``remote.SharedWatch``)."""
+
+    def enter(self, function: str) -> str: ...
+
+    def leave(self, previous: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One function a student writes, and the exercise point it replaces; ``check`` sees its arguments and
+    result before the engine uses the result, and says what is wrong (None: nothing)."""
+
+    function: str
+    point: str  # "module:attribute"
+    check: Callable[[tuple[Any, ...], Any], str | None] | None = None
+    # The types of the function's arguments (a builtin's name, ``"list[T]"``, ``"T|None"``, or ``"module:Type"``,
+    # an exercise's own records kept in its folder: ``worker.resolve_wire_type``), when every one is plain
+    # data: then the function runs in the sandboxed worker and the engine calls it across the edge (``remote``).
+    wire: tuple[str, ...] | None = None
+    # Turns the engine's arguments into the plain data ``wire`` names (None: they are that already).
+    encode: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None
+    # For a method of the scheduler or the block manager: how its object crosses the edge as a snapshot and
+    # comes back changed (``snapshots.StateWire``), in place of ``wire``.
+    state: StateWire | None = None
+    # The engine's other functions that compute this answer, or part of it (the slot formula a decode step and a
+    # prefill share): they raise in the worker's copy too, so no second copy answers for the learner.
+    same_answer: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.wire is None) == (self.state is None):
+            raise ValueError(f"piece {self.function!r} needs exactly one of wire= (plain arguments) and state= "
+                             f"(a method of the scheduler or the block manager), to run in the sandbox")
+
+
+def defined_at(point: str) -> str:
+    """Where what stands at ``point`` is defined, as a point: ``"nanovllm_teach.engine.model_runner:
+    kv_block_bytes"`` is imported from ``"nanovllm_teach.utils.memory:kv_block_bytes"``, where a learner
+    could import it too (``point`` itself if it is defined there, or is no plain function of the package)."""
+    found = pkgutil.resolve_name(point)
+    module, name = getattr(found, "__module__", ""), getattr(found, "__qualname__", "")
+    if not module.startswith("nanovllm_teach.") or "<" in name:
+        return point
+    return f"{module}:{name}"
+
+
+# Said after "your <function> " in the verdict (in the child, in the language the parent chose).
+# A scheduler method returns its decisions (it keeps no log of them): a function written the way the engine
+# used to be (the sequences alone) is told what changed, not left to crash the engine.
+NOT_SCHEDULED_AND_DECISIONS = Text(
+    en="returned {type} {value}: it returns two things, (the scheduled sequences, the decisions taken on the way): "
+       "the records that allocate, may_append and preempt return. The scheduler keeps no log of its decisions any "
+       "more; what it decided is what it returns",
+    zh="返回了 {type} {value}：它要返回两样东西，(被调度的序列, 途中做出的决策)，决策即 allocate、may_append 和 "
+       "preempt 返回的记录。调度器不再把决策记进日志；它决定了什么，就返回什么")
+
+
+def not_scheduled_and_decisions(result: Any) -> str | None:
+    """What is wrong with a result that must be ``(scheduled sequences, decision records)`` (None: nothing)."""
+    if (not isinstance(result, (tuple, list)) or len(result) != 2 or not isinstance(result[0], list)
+            or not all(isinstance(seq, Sequence) for seq in result[0])
+            or not isinstance(result[1], list) or not all(isinstance(d, Decision) for d in result[1])):
+        return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
+    return None
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (what a block id, a count or a slot must be)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class StudentError(Exception):
+    """A student function raised, or returned something the engine cannot use (``refused``)."""
+
+    def __init__(self, function: str, original: BaseException, refused: bool = False) -> None:
+        super().__init__(f"{function}: {original}")
+        self.function = function
+        self.original = original
+        self.refused = refused
+
+
+def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+    """``fn`` (a proxy of the learner's function) as the engine calls it: whatever it raises (``SystemExit``
+    included) becomes a ``StudentError`` that names it; its result is checked before the engine uses it (a
+    float slot is stopped with a sentence, not a crash deep inside torch); the watch knows it runs, so a call
+    that never returns is named."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        previous = watch.enter(piece.function)
+        try:
+            result = fn(*args, **kwargs)
+        except StudentError:
+            raise  # from another of the student's functions, which this one called: that one is to blame
+        except BaseException as error:  # SystemExit, KeyboardInterrupt...: all of them are the verdict
+            raise StudentError(piece.function, error) from error
+        finally:
+            watch.leave(previous)
+        problem = piece.check(args, result) if piece.check is not None else None
+        if problem is not None:
+            raise StudentError(piece.function, ValueError(problem), refused=True)
+        return result
+
+    call.__name__ = piece.function
+    return call
+
+
+@contextmanager
+def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> Iterator[None]:
+    """The student's functions in place of the engine's, for the length of the block."""
+    with ExitStack() as stack:
+        for piece in pieces:
+            stack.enter_context(mock.patch(piece.point.replace(":", "."),
+                                           _guarded(piece, solution[piece.function], watch)))
+        yield
+
+
+def describe_failure(error: BaseException) -> Failure:
+    """What the parent needs to word the verdict on ``error``, as a record. What the learner's code raised
+    comes from the worker (``RemoteFailure``, its line already found there); anything else a guard raised is a
+    refused result, or the grader's own failure around the call."""
+    if not isinstance(error, StudentError):
+        return Failure(None, type(error).__name__, str(error))
+    if isinstance(error.original, RemoteFailure):  # said by the worker, checked by ``remote``
+        return error.original.failure
+    return Failure(error.function, type(error.original).__name__, str(error.original), refused=error.refused)
+
+
 OUTCOME = "outcome.json"
 
-# What the grader says, in both languages (the PASS/FAIL prefix stays in English: graders parse it).
 NOT_LOADED = Text(en="your file could not be loaded: {type}: {message}", zh="你的文件无法加载：{type}：{message}")
 LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s (does it run something forever at "
                            "the top level?): the grader stopped it",
@@ -64,8 +184,8 @@ AND = Text(en=" and ", zh=" 和 ")
 
 
 def run_failure(end: ChildEnd, outcome: Outcome, workload: str) -> Failure | None:
-    """How the child's run of ``workload`` failed (None: it did not); not in the outcome, the child was stopped
-    or ended during it, saying nothing."""
+    """How the child's run of ``workload`` failed (None: it did not); not in the outcome: the child was stopped
+    or ended during it."""
     return outcome.runs[workload] if workload in outcome.runs else end.failure()
 
 
@@ -92,8 +212,7 @@ def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None
 
 
 def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None:
-    """Why ``solution`` is refused before anything of it runs (None: it is not): a notebook's functions
-    missing or borrowed from the reference solutions, a file that imports them."""
+    """Why ``solution`` is refused before anything of it runs (None: it is not)."""
     if isinstance(solution, dict):
         return missing_functions(solution, functions) or borrowed_from_solutions(solution)
     return imports_reference_solutions(Path(solution))
@@ -101,8 +220,7 @@ def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None
 
 def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float, isolate: bool | None,
                      judge: Callable[[dict[str, Callable[..., Any]]], GradeResult]) -> GradeResult:
-    """The learner's functions in the sandboxed worker (``remote``); once the file has loaded, ``judge`` gets
-    the proxies the engine calls in their place and gives the verdict, which carries what the worker printed."""
+    """``judge``'s verdict on the proxies of the learner's functions, loaded in the sandboxed worker."""
     source = Path(solution) if not isinstance(solution, dict) else solution
     with Worker(source, exercise.functions, exercise_points(exercise.pieces), time_limit, isolate) as worker:
         result = not_loaded(exercise, worker.load())
@@ -115,22 +233,18 @@ def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float,
 
 @dataclass(frozen=True)
 class EngineExercise(Exercise):
-    """An exercise graded by running the real engine with the student's ``pieces`` plugged in, on each of
-    ``workloads``, and diffing its trace against the reference engine's."""
-
     pieces: tuple[Piece, ...]
     workloads: tuple[GradedWorkload, ...]
     # The events that say what the learner's function decided, compared with the reference's in order: the
     # scheduling and block decisions, and for an execution-layer piece the event its result shows in.
     decisions: tuple[str, ...] = DECISION_EVENTS
     # What the exercise says about a first difference in an event of its own (a slot mapping, a replayed graph),
-    # from the divergence and the reference trace; None, or None said: the sequence behind it (``feedback``).
+    # from the divergence and the reference trace; None, or None said: the sequence behind it (``verdict``).
     context: Callable[[Divergence, Trace], str | None] | None = None
 
     def _run_student(self, watch: Watch, proxies: dict[str, Callable[..., Any]], folder: Path,
                      model: str | Path | None) -> None:
-        """The child: every workload with the proxies of the student's pieces in, one trace file each, then
-        the outcome."""
+        """The grading child's body."""
         outcome = Outcome()
         path = folder / OUTCOME
         for workload in self.workloads:
@@ -149,8 +263,8 @@ class EngineExercise(Exercise):
 
     def grade(self, solution: SolutionSource, model: str | Path | None = None,
               time_limit: float = DEFAULT_TIME_LIMIT_S, isolate: bool | None = None) -> GradeResult:
-        """``isolate`` (a file only): True needs bubblewrap, False runs the worker in a
-        plain process, None takes bubblewrap where there is one."""
+        """``isolate`` (a file only): True needs bubblewrap, False runs the worker in a plain process, None
+        takes bubblewrap where there is one."""
         problem = screened(solution, self.functions)
         if problem is not None:
             return self.fail(problem)
@@ -164,7 +278,6 @@ class EngineExercise(Exercise):
 
     def _run_and_judge(self, proxies: dict[str, Callable[..., Any]], model: str | Path | None, time_limit: float,
                        references: PendingReferences) -> GradeResult:
-        """Run every workload in the grading child with ``proxies`` plugged in, and judge the runs."""
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             folder = Path(tmp)
             end = run_in_child(self._run_student, proxies, folder, model, time_limit=time_limit)
@@ -172,6 +285,7 @@ class EngineExercise(Exercise):
             return self._verdict(end, outcome, folder, references.traces())
 
     def _verdict(self, end: ChildEnd, outcome: Outcome, folder: Path, references: dict) -> GradeResult:
+        """The verdict on the child's runs (an exercise judged by other measures gives its own)."""
         events = 0
         for workload in self.workloads:
             verdict = judge(self, self.decisions, workload, load_run(folder / f"{workload.name}.jsonl"),

@@ -2,23 +2,12 @@
 
 Role: grading (the teacher's side). Emits no events.
 
-- ``write_csv``: one row per student, ``COLUMNS`` (and for the scheduling policy ``latency, rank``): the
-  verdict, the attempts, and the similarity report (``similarity``: advisory, for a teacher to read), UTF-8
-  with a byte-order mark so that a spreadsheet reads the names right, and no cell starting with
-  ``= + - @`` (a spreadsheet would run it as a formula);
-- ``carried_over``: the rows of a gradebook written again over an earlier one of the same exercise: the
-  students graded now replace theirs (a late or resubmitted folder is graded on its own), the others
-  stay, every student's ``attempts`` counts the gradings; for an exercise ``graded_once`` (the trace
-  quiz, whose answers a blind search could find) the first verdict stays and later ones only count;
-  students in ``classroom.folded`` order;
-- ``write_html``: a page (the summary, the table with each student's quoted output and a link to their
-  log, the similarity report, the policy's leaderboard), every student's text escaped; beside it a
-  folder ``<page>_logs`` with each student's log (the whole verdict, what the code printed);
-- ``gradescope_results``: Gradescope's autograder results (the fields its documentation names: ``score``,
-  ``execution_time``, ``output``, ``tests`` with ``name``, ``score``, ``max_score``, ``status``,
-  ``output``) for one submission.
-
-Page words are ``Text`` in both languages, said in the chosen one.
+The CSV is UTF-8 with a byte-order mark, so that a spreadsheet reads the names right, and no cell starts
+with ``= + - @`` (a spreadsheet would run it as a formula). Written over an earlier gradebook of the same
+exercise (``carried_over``), the students graded now replace their rows, the others stay, and ``attempts``
+counts the gradings; for an exercise ``graded_once`` (answers a blind search could find) the first verdict
+stays. The page escapes every student's text; each student's log goes in a folder beside it, named by the
+row's number. ``results.json`` has the fields Gradescope's documentation names.
 """
 
 from __future__ import annotations
@@ -27,7 +16,6 @@ import csv
 import html
 import json
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from nanovllm_teach.exercises.base import Exercise, visible
@@ -77,7 +65,6 @@ NOBODY_RANKED = Text(en="No policy ran to the end: nobody is ranked.", zh="æ²¡æœ
 
 
 def summary(rows: list[Row]) -> str:
-    """One line: how many were graded, and how many of each verdict."""
     count = {v: sum(r.verdict == v for r in rows) for v in ("PASS", "FAIL", "ERROR")}
     return say(SUMMARY, total=len(rows), passed=count["PASS"], failed=count["FAIL"], errors=count["ERROR"])
 
@@ -91,8 +78,7 @@ def _share(value: float | None) -> str:
 
 
 def _values(row: Row) -> dict[str, str]:
-    """Every column of ``row`` as text, as the CSV holds it and the page shows it (``note``: the similarity
-    flags, or why there are no numbers)."""
+    """Every column of ``row`` as text, as the CSV holds it and the page shows it."""
     alike = row.likeness or Likeness(0)
     return {"student": row.student, "exercise": row.exercise, "verdict": row.verdict, "score": f"{row.score:g}",
             "seconds": f"{row.seconds:.2f}", "attempts": str(row.attempts), "reason": row.reason,
@@ -112,13 +98,13 @@ def _spreadsheet_safe(cell: str) -> str:
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
-    policy = _has_latency(rows)
+    columns = COLUMNS + (POLICY_COLUMNS if _has_latency(rows) else ())
     with path.open("w", encoding="utf-8-sig", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(COLUMNS + (POLICY_COLUMNS if policy else ()))
+        writer.writerow(columns)
         for row in rows:
             values = _values(row)
-            writer.writerow([_spreadsheet_safe(values[c]) for c in COLUMNS + (POLICY_COLUMNS if policy else ())])
+            writer.writerow([_spreadsheet_safe(values[c]) for c in columns])
 
 
 def _number(cell: str) -> float | None:
@@ -152,7 +138,7 @@ def read_csv(path: Path, exercise: str) -> list[Row]:
 
 def carried_over(rows: list[Row], exercise: Exercise, earlier: Path | None) -> list[Row]:
     """``rows`` written over the gradebook ``earlier`` (None, or no file there: ``rows`` alone), in the
-    students' order; see the module's docstring."""
+    students' order."""
     before = {r.student: r for r in read_csv(earlier, exercise.name)} if earlier and earlier.exists() else {}
     merged = []
     for row in rows:
@@ -200,8 +186,8 @@ def _table(rows: list[Row], columns: tuple[str, ...], table_id: str, logs: list[
 
 
 def _write_logs(rows: list[Row], folder: Path) -> list[str]:
-    """Each row's log in ``folder``, named by the row's number (a student's name is no file name to trust):
-    the student, the whole verdict, what the code printed, the similarity report. Their paths from the page."""
+    """Each row's log in ``folder``, named by the row's number (a student's name is no file name to trust);
+    their paths from the page."""
     folder.mkdir(exist_ok=True)
     names = []
     for k, row in enumerate(rows, 1):
@@ -236,16 +222,12 @@ def write_html(rows: list[Row], exercise: str, path: Path) -> None:
     path.write_text(page, encoding="utf-8")
 
 
-def gradescope_results(row: Row, seconds: float) -> dict[str, Any]:
+def write_gradescope(row: Row, seconds: float, path: Path) -> None:
     """Gradescope's ``results.json`` for one submission: one test (the exercise), worth 1 point."""
     output = _verdict(row)
     if row.result is not None and row.result.output:
         output = row.result.output + "\n" + output
-    status = "passed" if row.verdict == "PASS" else "failed"
-    return {"score": row.score, "execution_time": round(seconds, 3), "output": output,
-            "tests": [{"name": row.exercise, "score": row.score, "max_score": 1.0, "status": status,
-                       "output": output}]}
-
-
-def write_gradescope(row: Row, seconds: float, path: Path) -> None:
-    path.write_text(json.dumps(gradescope_results(row, seconds), ensure_ascii=False, indent=2), encoding="utf-8")
+    test = {"name": row.exercise, "score": row.score, "max_score": 1.0,
+            "status": "passed" if row.verdict == "PASS" else "failed", "output": output}
+    results = {"score": row.score, "execution_time": round(seconds, 3), "output": output, "tests": [test]}
+    path.write_text(json.dumps(results, ensure_ascii=False, indent=2), encoding="utf-8")

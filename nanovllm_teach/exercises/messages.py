@@ -1,8 +1,7 @@
-"""Exercises: the errors a learner or a teacher reads when an exercise, a hint or the grading sandbox is asked for
-what it cannot give, in English and Chinese (``say(NAME, field=value)`` where the error is raised). The
-verdicts are ``verdict.py``'s.
+"""The errors a learner or a teacher reads when an exercise, a hint or the grading sandbox is asked for what
+it cannot give, in English and Chinese. The verdicts are ``verdict.py``'s.
 
-Pure data. Emits no events.
+Role: grading. Pure data. Emits no events.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ UNKNOWN_EXERCISE = Text(en="unknown exercise {name!r}; the exercises are: {names
 TOO_MANY_FUNCTIONS = Text(en="{exercise} takes {count} function(s): {names}", zh="{exercise} 只接受 {count} 个函数：{names}")
 NO_SUCH_HINT = Text(en="{exercise} has hints 1 to {count}, not {level!r}",
                     zh="{exercise} 的提示编号是 1 到 {count}，没有 {level!r}")
+NAME_SEPARATOR = Text(en=", ", zh="、")  # between the names of a list in a sentence
 
 # The grading sandbox's job slots, on the machine that grades.
 LOCKS_NOT_OURS = Text(en="{path} belongs to another user: remove it", zh="{path} 属于另一个用户：请删除它")

@@ -2,21 +2,12 @@
 
 Role: grading (the teacher's side, beside the gradebook). Emits no events.
 
-The engine is open source and its reference solutions are installed with the package every student has, so
-a grade alone cannot tell an answer written from one copied. ``likeness`` measures with ``copydetect`` (a
-code plagiarism detector: winnowed fingerprints of the token stream, every name and string replaced by a
-placeholder, so renaming variables changes nothing), after taking out what every submission shares (the
-exercise's template):
-
-- each submission's share of code in common with the reference (not for a build track chapter, whose right
-  answer resembles the engine by design: ``share_with_reference`` False), and with the most alike other
-  submission;
-- nothing for an answer shorter than ``MIN_TOKENS`` tokens: a three-line ``decode_slot`` looks like every
-  other one written right, and a number there would accuse honest students;
-- whatever its size, a copy of the reference's text itself (its comments and docstring included:
-  ``VERBATIM`` of it found word for word) or a hard link to the reference file is flagged.
-
-It judges nothing: the verdict stays the grader's, and a flag is a reason to read two files side by side.
+The reference solutions are installed with the package every student has, so a grade alone cannot tell an
+answer written from one copied. ``copydetect`` (winnowed fingerprints of the token stream, names and strings
+as placeholders, so renaming changes nothing) measures the share of code in common once the template is
+taken out. An answer shorter than ``MIN_TOKENS`` gets no number: a short right answer looks like every other,
+and a number would accuse honest students. A copy of the reference's text or a hard link to its file is
+flagged whatever its size. It judges nothing: a flag is a reason to read two files side by side.
 """
 
 from __future__ import annotations
@@ -50,9 +41,8 @@ TOO_SMALL = Text(en="too short to compare ({tokens} tokens, fewer than {least})"
 
 @dataclass(frozen=True)
 class Likeness:
-    """One submission against the rest. ``tokens``: its size once the template is taken out; ``reference``
-    and ``closest_share``: shares of code in common (0 to 1; None when it is too short to say);
-    ``closest``: the most alike other student; ``flags``: what a teacher should look at, in words."""
+    """One submission against the rest: its size once the template is taken out, its shares of code in common
+    (0 to 1; None when it is too short to say) with the reference and the most alike other student."""
 
     tokens: int
     reference: float | None = None
@@ -96,7 +86,7 @@ def _read(path: Path | None) -> str | None:
 
 
 def _closest(prints: dict[int, CodeFingerprint]) -> dict[int, tuple[float, int]]:
-    """For each submission, the largest share of code it has in common with another, and that other one."""
+    """For each submission, the largest share of code it has in common with another, and which."""
     closest: dict[int, tuple[float, int]] = {}
     for a, b in itertools.combinations(prints, 2):
         share = max(_shares(prints[a], prints[b]))  # one copied into a longer file is still a copy
@@ -116,8 +106,8 @@ def _hard_link(path: Path, reference: Path) -> bool:
 def likeness(students: list[str], paths: list[Path | None], reference: Path, template: Path,
              share_with_reference: bool = True) -> list[Likeness | None]:
     """Each submission's ``Likeness`` (None where there is no file to compare), in the order given; ``paths``
-    have passed the class's checks (UTF-8 text of bounded size). ``share_with_reference`` False: no share of
-    code in common with the reference is measured or flagged (a copy of its text or a link to it still is)."""
+    have passed the class's checks (UTF-8 text of bounded size). ``share_with_reference`` False: a build track
+    chapter, whose right answer resembles the engine by design (copies and links are still flagged)."""
     shared = template.read_text(encoding="utf-8")
     boilerplate = {kind: list(_fingerprint(template, shared, [], kind).hashes) for kind in (True, False)}
 

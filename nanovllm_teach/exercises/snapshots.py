@@ -1,47 +1,33 @@
-"""The scheduler's and the block manager's state as records, for the learner's functions that act on them.
+"""The scheduler's and the block manager's state as records, for the learner's methods that act on them.
 
-Role: grading: the records both sides of the sandbox's edge share, the grading child's side of it, and the
-worker's (``run``, which the worker imports on the grading copy of the package). Emits no events.
+Role: grading: the records both sides of the sandbox's edge share, the grading child's side (``StateWire``)
+and the worker's (``run``, imported there on the grading copy of the package). Emits no events.
 
-A learner's ``schedule_decode`` or ``allocate`` is a method of a live object; the live object stays with
-the engine, outside the sandbox. Outside (the grading child) ``StateWire.call`` is the proxy's body: it
-takes a snapshot of what the function may read (``Snapshot``: the block size, every block's reference
-count, hash and tokens, the free list, the prefix-cache table, the sequences involved with their tokens,
-counts, block tables and statuses, and for a scheduler method its limits and queues), sends it to the
-worker with the other arguments, and gets back the function's result (with the decision records it
-returns) and the snapshot after. Nothing is applied before the whole answer is checked (``_checked``: types and
-bounds, sequences and blocks that exist, no block twice in a table or in the free list, no negative
-reference count, a decision that gives a sequence only blocks its table holds, tokens unchanged but for
-the one ``postprocess`` is given, every accepted sequence in one queue, the limits unchanged); a refused
-answer leaves the engine as it was and the verdict says why. A count or a free list that is merely wrong
-is not refused: the engine goes on, as it would have with its own code, and the trace shows the mistake
-at the decision where it first makes a difference. Then the real objects take the snapshot's values, in
-place, and the engine goes on with the result (a sequence named by its id becomes the engine's own
-``Sequence``).
-
-Inside (the worker, on the grading copy of the package) ``run`` rebuilds a ``Scheduler``, a ``BlockManager``
-and ``Sequence`` objects from the records (the resources layer is pure Python), calls the learner's function on
-them exactly as the engine would, and answers with the result (a ``Sequence`` as ``{"seq": id}``, a decision
-record as ``{"decision": name, "fields": ...}``) and the state after.
+The live objects stay with the engine, outside the sandbox. Outside, ``StateWire.call`` sends a snapshot of
+what the method may read; inside, ``run`` rebuilds the objects from it (the resources layer is pure Python),
+calls the learner's method and answers with its result and the state after. Nothing is applied before the
+whole answer is checked (``_checked``), so a refused answer leaves the engine as it was. What the engine
+cannot go on from is refused; a count or a free list that is merely wrong is not: the engine goes on, as it
+would have with its own code, and the trace shows the mistake where it first makes a difference.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
 from nanovllm_teach.engine.batch import ScheduledBatch
 from nanovllm_teach.engine.block_manager import BlockManager
-from nanovllm_teach.engine.decisions import Aborted, Allocated, Finished, Freed, Preempted
+from nanovllm_teach.engine.decisions import Allocated, Decision
 from nanovllm_teach.engine.scheduler import Scheduler
 from nanovllm_teach.engine.sequence import Sequence, SequenceStatus
 from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.i18n import Text, say
 
-RECORDS = {cls.__name__: cls for cls in (Allocated, Freed, Preempted, Finished, Aborted)}
+RECORDS = {cls.__name__: cls for cls in get_args(Decision)}
 STATE_CALL = "nanovllm_teach.exercises.snapshots:StateCall"
 # The worker's side, named for the worker to import on the grading copy: this side never runs it.
 RUN = "nanovllm_teach.exercises.snapshots:run"
@@ -113,7 +99,6 @@ class Answer(msgspec.Struct):
 # ---- both sides: objects to records, and records into objects ----
 
 def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None) -> Snapshot:
-    """The records of ``bm``, ``seqs`` and (a scheduler method's) ``scheduler``."""
     queues = None
     if scheduler is not None:
         queues = SchedulerRecord(scheduler.max_num_seqs, scheduler.max_num_batched_tokens, scheduler.max_model_len,
@@ -127,8 +112,7 @@ def snapshot(bm: BlockManager, seqs: list[Sequence], scheduler: Scheduler | None
 
 
 def restore(after: Snapshot, bm: BlockManager, seqs: dict[int, Sequence], scheduler: Scheduler | None) -> None:
-    """Set the objects to the state ``after``, in place (only what a call may change): outside, the engine's
-    own once the answer is checked; inside, the ones the worker has just made for the call."""
+    """Set the objects to the state ``after``, in place (only what a call may change)."""
     for block, record in zip(bm.blocks, after.blocks):
         block.ref_count, block.hash, block.token_ids = record.ref_count, record.hash, list(record.token_ids)
     bm.free_block_ids.clear()
@@ -171,7 +155,7 @@ def _encode_result(value: Any) -> Any:
     """A result as data: a sequence as its id, a decision as its record's name and fields."""
     if isinstance(value, Sequence):
         return {"seq": value.seq_id}
-    if isinstance(value, tuple(RECORDS.values())):
+    if isinstance(value, Decision):
         return {"decision": type(value).__name__, "fields": msgspec.to_builtins(value)}
     if isinstance(value, (list, tuple)):
         return [_encode_result(v) for v in value]
@@ -179,7 +163,6 @@ def _encode_result(value: Any) -> Any:
 
 
 def run(function: Any, call: StateCall) -> dict[str, Any]:
-    """In the worker: ``function`` called on objects rebuilt from ``call``; the result and the state after."""
     state = call.state
     bm = BlockManager(len(state.blocks), state.block_size, state.enable_prefix_caching)
     seqs = {r.seq_id: _rebuild_seq(r, state.block_size) for r in state.seqs}
@@ -232,12 +215,6 @@ class Refused(Exception):
     """The answer cannot be applied; the message says why, after "your <function> "."""
 
 
-@dataclass(frozen=True)
-class _Checked:
-    state: Snapshot
-    result: Any
-
-
 def _block_ids(ids: list[int], last: int) -> None:
     for block in ids:
         if not 0 <= block <= last:
@@ -246,8 +223,7 @@ def _block_ids(ids: list[int], last: int) -> None:
 
 def _check_blocks(before: Snapshot, after: Snapshot) -> None:
     """What the engine needs to go on: blocks that exist, no block twice in a table or in the free list, no
-    negative count. A count or a free list that is merely wrong is left for the trace to show, at the
-    decision where it first makes a difference (as the engine's own code would have gone on)."""
+    negative count."""
     last = len(before.blocks) - 1
     if len(after.blocks) != len(before.blocks) or after.block_size != before.block_size \
             or after.enable_prefix_caching != before.enable_prefix_caching:
@@ -332,7 +308,8 @@ def _decision(name: Any, fields: Any, seqs: dict[int, Sequence], last: int, tabl
     return record
 
 
-def _checked(answer: Any, before: Snapshot, seqs: dict[int, Sequence], appended: dict[int, int]) -> _Checked:
+def _checked(answer: Any, before: Snapshot, seqs: dict[int, Sequence], appended: dict[int, int]) -> Answer:
+    """The answer with its result decoded into the engine's objects, once every check has passed."""
     try:
         answer = msgspec.convert(answer, Answer)
     except msgspec.ValidationError as error:
@@ -347,21 +324,18 @@ def _checked(answer: Any, before: Snapshot, seqs: dict[int, Sequence], appended:
     tables = {s.seq_id: set(s.block_table) for s in before.seqs}
     for seq in after.seqs:
         tables[seq.seq_id] |= set(seq.block_table)
-    return _Checked(after, _decode_result(answer.result, seqs, last, tables))
+    return Answer(_decode_result(answer.result, seqs, last, tables), after)
 
 
 @dataclass(frozen=True)
 class StateWire:
-    """How a method of the scheduler (``target`` ``"scheduler"``) or of the block manager
-    (``"block_manager"``) crosses the sandbox's edge; ``kinds``: its other arguments' kinds (see
-    ``StateCall``)."""
+    """How a method of the scheduler or of the block manager crosses the sandbox's edge (see ``StateCall``)."""
 
     target: str
     kinds: tuple[str, ...] = ()
 
     def call(self, worker: Any, function: str, args: tuple[Any, ...]) -> Any:
-        """The proxy's body (``remote``): snapshot, call in the worker, check, apply; the result, or
-        ``RemoteFailure`` (``refused``) with the engine left as it was."""
+        """The proxy's body: the result, or ``RemoteFailure`` (``refused``) with the engine left as it was."""
         from nanovllm_teach.exercises.remote import RemoteFailure
 
         owner, *rest = args

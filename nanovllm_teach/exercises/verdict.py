@@ -1,40 +1,28 @@
 """The verdict on one graded run, computed in the parent from the child's trace and outcome record only.
 
-A run's decisions (the exercise's ``decisions`` events) either match the reference's one for one, or the
-first difference is said in plain words (what you did, what the reference did, at which step) — the values,
-never the reference's formula. A
-run that failed (the student's function raised, returned something unusable, did not return in time, or
-the engine tripped over what it returned) is judged the same way: if everything matched up to the
-failure, the failure is the first difference. With the first difference comes the sequence behind it, as it
-was at that moment (``seq_context``: rebuilt from the reference trace alone with ``trace.state.walk``, how many
-tokens it had, in how many blocks of how many tokens, which blocks): the values, never the formula, so that
-the learner works out why the reference did what it did. An exercise whose difference shows in an event of its
-own (a slot mapping, a replayed graph) words that itself, in its folder (``EngineExercise.context``), with
-``stats`` and ``state_before``.
+Role: grading. Emits no events.
 
-Every sentence is a ``Text`` in both languages, said in the language chosen in this process. The child
-reports what happened as data (which function, what it raised, at which line, how it ended); the few
-sentences it words itself (what a check refused in a result, why a file is unusable) are in the same
-language, which the child is given (``remote.run_in_child``). The ``FAIL <exercise>:`` prefix stays in English, for
-the graders that parse it.
+The first decision where the run parts from the reference is said in plain words, with the sequence behind
+it as it was then (``seq_context``): the values, never the reference's formula, so that the learner works out
+why. A failed run (the function raised, returned something unusable, ran out of time) whose decisions matched
+up to the failure has the failure as its first difference. The child reports failures as data; the sentences
+are said here, in the parent's language. ``stats`` and ``state_before`` serve the exercises that word a
+difference in an event of their own (``EngineExercise.context``).
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
 from nanovllm_teach.exercises.worker import Failure
+from nanovllm_teach.exercises.workloads import GradedWorkload
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.runs import Workload
 from nanovllm_teach.trace.diff import VOLATILE, Divergence, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
 from nanovllm_teach.trace.state import EngineState, read_settings, walk
-
-if TYPE_CHECKING:
-    from nanovllm_teach.runs import TimedWorkload
-
 
 SEQ_HAD = Text(en="at the start of step {step}, seq {seq} had the K/V of {tokens} tokens cached in {count} blocks "
                   "of {size} ({blocks})",
@@ -59,13 +47,10 @@ def state_before(reference: Trace, event_i: int, step: int | None) -> tuple[Engi
     state = EngineState(settings.block_size, settings.enable_prefix_caching)
     batch: list[int] = []
     for event, now in walk((e for e in reference.events if e.i < event_i), settings):
-        if step is not None and event.step is not None and event.step >= step:
-            if event.event in ("SCHEDULE_DECODE", "SCHEDULE_PREFILL"):
-                batch = list(stats(event).get("seq_ids") or [])
-            continue
-        state = now
         if event.event in ("SCHEDULE_DECODE", "SCHEDULE_PREFILL"):
             batch = list(stats(event).get("seq_ids") or [])
+        if step is None or event.step is None or event.step < step:
+            state = now
     return state, batch
 
 
@@ -84,23 +69,17 @@ def seq_context(divergence: Divergence, reference: Trace) -> str | None:
                count=len(blocks), size=state.block_size, blocks=blocks)
 
 
-def _is_cleanup(event_name: str, reason: str) -> bool:
-    """Events of the engine tidying up after an exception (generate() aborts every request it holds)."""
-    return event_name == "REQUEST_ABORT" or reason in ("aborted", "step_rolled_back")
-
-
 def load_run(path: Path) -> Trace | None:
-    """The child's trace of one run up to the failure, if any (the clean-up after it is no decision of the
-    student's); None if the run left no readable trace."""
-    import warnings
-
+    """The child's trace of one run up to the failure, if any; None if the run left no readable trace."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a run stopped mid-line: its valid part is what it did
             trace = load_trace(path, strict=False)
     except (OSError, ValueError):
         return None
-    cut = next((k for k, e in enumerate(trace.events) if _is_cleanup(e.event, e.reason)), len(trace.events))
+    # After an exception generate() aborts every request it holds: that clean-up is no decision of the student's.
+    cut = next((k for k, e in enumerate(trace.events)
+                if e.event == "REQUEST_ABORT" or e.reason in ("aborted", "step_rolled_back")), len(trace.events))
     return Trace(trace.header, trace.events[:cut])
 
 
@@ -161,8 +140,7 @@ def _code_line(at: tuple[str, int, str] | None) -> str:
 
 
 def failure_sentence(failure: Failure | None, where: str) -> str:
-    """What went wrong, from the child's record of the failure (see ``pieces.describe_failure`` and
-    ``engine_grading``; None: the run left no trace and said nothing)."""
+    """What went wrong, from the child's record of the failure (None: the run left no trace and said nothing)."""
     if failure is None:
         return say(NO_TRACE, where=where)
     function = failure.function
@@ -182,15 +160,14 @@ def failure_sentence(failure: Failure | None, where: str) -> str:
     return say(ENGINE_FAILED, where=where, type=failure.type, message=failure.message)
 
 
-def in_context(workload: Workload | TimedWorkload, sentence: str) -> str:
+def in_context(workload: GradedWorkload, sentence: str) -> str:
     """``sentence`` under the name and description of the workload it is about."""
     return say(CONTEXT, name=workload.name, description=say(workload.description), sentence=sentence)
 
 
-def judge(exercise: Exercise, decisions: tuple[str, ...], workload: Workload, run: Trace | None,
+def judge(exercise: Exercise, decisions: tuple[str, ...], workload: GradedWorkload, run: Trace | None,
           failure: Failure | None, reference: Trace) -> GradeResult | None:
-    """A failing verdict of ``exercise`` for a run whose ``decisions`` events (those that say what the
-    learner's function decided) differ from the reference's, else None."""
+    """A failing verdict if the run's ``decisions`` events differ from the reference's, or it failed; else None."""
     if failure is not None and failure.not_implemented:
         return not_implemented(exercise, failure.function)
     if run is None:

@@ -1,15 +1,11 @@
 """The step workloads several exercises are graded on, and how any graded workload is recorded.
 
-Each workload is built so that the behaviour an exercise is about happens; one that only one exercise runs
-lives in that exercise's folder (``<name>/workloads.py``), built with ``BASE``, ``random_prompts`` and
-``ignore_eos`` from here.
+Role: grading. Emits no events (the engine it runs emits its own).
 
-All of them use token-id prompts (ids 10–199, plain tokens in any tokenizer this package ships), greedy
-sampling and ``ignore_eos``: every request runs to its ``max_tokens``, so *when* things happen (which step
-preempts whom, which block a token lands in) does not depend on what the model writes. A block size of 4
-makes block boundaries come every few tokens; a KV cache of a few dozen blocks makes preemption happen.
-Each run takes well under a second on a CPU. Each workload's description, which the verdicts show, is a
-``Text`` in both languages.
+A workload only one exercise runs lives in that exercise's folder, built with ``BASE``, ``random_prompts``
+and ``ignore_eos`` from here. Greedy sampling and ``ignore_eos`` make every request run to its
+``max_tokens``, so *when* things happen (who is preempted, which block a token lands in) does not depend on
+what the model writes; blocks of 4 tokens and a few dozen of them make boundaries and preemption come often.
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ from nanovllm_teach.runs import TimedWorkload, Workload, record_run
 from nanovllm_teach.sampling_params import SamplingParams
 from nanovllm_teach.trace.recorder import TraceRecorder
 
-# Small and CPU-only: a short max_model_len keeps the start-up warm-up tiny, eager mode skips CUDA graphs,
-# and the same settings on every machine give the same schedule.
+# Small and CPU-only, the same on every machine so that every machine gives the same schedule.
 BASE = dict(device="cpu", enforce_eager=True, max_model_len=128, max_num_batched_tokens=256,
             kvcache_block_size=4)
 
@@ -35,6 +30,7 @@ MAX_STEPS = 400
 
 
 def random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
+    # ids 10-199: plain tokens in any tokenizer this package ships
     rng = random.Random(seed)
     return [[rng.randrange(10, 200) for _ in range(n)] for n in lengths]
 
@@ -60,12 +56,9 @@ LATE_ARRIVALS = Workload(
 
 
 def _shared_prefix_prompts() -> list[list[int]]:
-    """Blocks that are equal under different prefixes: ``Y`` follows both ``P`` and ``Q``.
-
-    A and C are prefilled together, so the block ``Y`` is cached twice, once after ``P`` and once after
-    ``Q``; D starts with ``P, Y`` and must reuse A's blocks, not C's second block (whose K/V was computed
-    after ``Q``). E repeats A's two leading blocks and F shares only ``Q``.
-    """
+    """Blocks equal under different prefixes: ``Y`` follows both ``P`` and ``Q``. A and B, prefilled together,
+    cache ``Y`` twice; C and D start with ``P, Y`` and must reuse A's blocks, not B's second one (its K/V was
+    computed after ``Q``); E shares only ``Q``."""
     p, q, y = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
     return [p + y + [41, 42], q + y + [43], p + y + [44, 45, 46], p + y + [41, 47], q + [48, 49, 50]]
 
@@ -77,14 +70,11 @@ SHARED_PREFIXES = Workload(
     dict(BASE, num_kvcache_blocks=64, max_num_seqs=8),
     _shared_prefix_prompts(), ignore_eos([6, 6, 6, 6, 6]), arrival_steps=[0, 0, 2, 2, 3])
 
-def _prefix_reuse_prompts() -> list[list[int]]:
-    """Blocks shared by up to three sequences at once, and blocks found again after everyone let go.
 
-    A, B and C start with the block ``P`` (B also with A's second block ``Q``): while they run, ``P`` has
-    three holders. A finishes first, then B and C. D arrives after all of them finished: its ``P, Q`` are
-    free blocks that still hold their K/V (freed but hashed), taken back out of the free list. E has ``Q``
-    after another prefix, so it shares nothing.
-    """
+def _prefix_reuse_prompts() -> list[list[int]]:
+    """A, B and C start with the block ``P`` (A and B also with ``Q``): ``P`` has three holders at once. D
+    arrives after all of them finished: its ``P, Q`` are freed blocks that still hold their K/V, taken back
+    out of the free list. E has ``Q`` after another prefix, so it shares nothing."""
     p, q, r = [11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]
     return [p + q + [41, 42], p + q + [43, 44, 45], p + [46, 47], p + q + [48], r + q + [49, 50]]
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say

@@ -8,8 +8,8 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import DECISION_TYPES, Piece
+from nanovllm_teach.engine.decisions import Decision
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.postprocess.workloads import FINISH_REASONS, MODEL_LEN
 from nanovllm_teach.exercises.workloads import SMALL_BUDGET, TIGHT_CACHE
@@ -31,7 +31,7 @@ NOT_IN_BATCH = Text(en="returned a decision about seq {seq}, which is not in the
 
 def _check_postprocessed(args: tuple[Any, ...], result: Any) -> str | None:
     _scheduler, batch, _token_ids = args
-    if not isinstance(result, list) or not all(isinstance(d, DECISION_TYPES) for d in result):
+    if not isinstance(result, list) or not all(isinstance(d, Decision) for d in result):
         return say(NOT_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
     stranger = next((d.seq_id for d in result if d.seq_id not in batch.seq_ids), None)
     if stranger is not None:

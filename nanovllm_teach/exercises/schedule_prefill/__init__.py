@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise
-from nanovllm_teach.exercises.pieces import Piece, not_scheduled_and_decisions
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, not_scheduled_and_decisions
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text

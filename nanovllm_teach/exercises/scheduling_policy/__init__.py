@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.engine_grading import Piece, is_int
 from nanovllm_teach.exercises.scheduling_policy.grading import PolicyExercise
 from nanovllm_teach.exercises.scheduling_policy.workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.scheduling_policy.wire import WaitingSeq

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.pieces import Piece, is_int
+from nanovllm_teach.exercises.engine_grading import Piece, is_int
 from nanovllm_teach.exercises.tp_slice.grading import POINT, ShardExercise
 from nanovllm_teach.i18n import Text, say
 

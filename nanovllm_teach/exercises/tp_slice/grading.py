@@ -12,7 +12,8 @@ plain arguments. It writes what each rank's linear layers hold (safetensors) and
 the tensor being loaded (an outcome record).
 
 The reference is the same run with the engine's own function, recorded once per process: in a forked
-child when the engine in this process is the one on disk (``provenance``), else in a fresh interpreter.
+child when the engine in this process is the one on disk (``references.replaced_definitions``), else in a
+fresh interpreter.
 The parent compares the two, rank by rank and tensor by tensor: PASS when every rank holds exactly what the
 reference's does. Otherwise the verdict names the first rank and tensor that differ and the first slice
 taken differently, in numbers ("you took rows [0:8] of it, put at rows [16:24] of the rank's
@@ -22,6 +23,7 @@ self_attn.qkv_proj.weight; the reference took rows [8:16] of it, ..."), never th
 from __future__ import annotations
 
 import os
+import pkgutil
 import subprocess
 import sys
 import tempfile
@@ -34,9 +36,9 @@ from unittest import mock
 import msgspec
 
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
-from nanovllm_teach.exercises.engine_grading import AND, ENDED_AFTER_THE_RUNS, graded_in_worker, screened
-from nanovllm_teach.exercises.pieces import Piece, describe_failure, installed, resolve
-from nanovllm_teach.exercises.provenance import replaced_definitions
+from nanovllm_teach.exercises.engine_grading import (AND, ENDED_AFTER_THE_RUNS, Piece, describe_failure, graded_in_worker,
+                                                    installed, screened)
+from nanovllm_teach.exercises.references import replaced_definitions
 from nanovllm_teach.exercises.remote import ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.verdict import failure_sentence
 from nanovllm_teach.exercises.worker import Failure
@@ -171,7 +173,7 @@ def load_every_rank(folder: Path) -> None:
     outcome = RankOutcome()
     loading: dict[str, Any] = {}
     calls: list[dict[str, Any]] = []
-    slicer = resolve(POINT)
+    slicer = pkgutil.resolve_name(POINT)
 
     def recorded(*args: Any) -> Any:
         call = {**loading, "args": list(args)}
