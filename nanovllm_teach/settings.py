@@ -3,7 +3,8 @@
 ``Settings`` is what was asked for, validated without torch, a model or a device: a name that is not a
 setting raises ``TypeError`` listing the known ones, a value of the wrong type ``TypeError``, a value out
 of range or not among the choices ``ValueError`` — each naming the setting and the value. The choices
-(``POLICIES``, ``ATTENTION_BACKENDS``, ``LINEAR_BACKENDS``, ``DTYPES``, ``RUNNERS``, ``QUANTIZATIONS``) are defined here and nowhere else.
+(``POLICIES``, ``ATTENTION_BACKENDS``, ``LINEAR_BACKENDS``, ``DTYPES``, ``RUNNERS``, ``QUANTIZATIONS``,
+``SERVING_ENGINES``) are defined here and nowhere else.
 
 What the settings become on this machine and this model (``"auto"`` made concrete, the token budget
 chosen, ``max_model_len`` clamped to the model) is ``config.Config``, resolved once from these.
@@ -29,6 +30,10 @@ RUNNERS = ("real", "simulated")
 QUANTIZATIONS = ("fp8",)
 BAD_QUANTIZATION = Text(en="quantization must be None or one of {choices}, got {value}",
                         zh="quantization 只能是 None 或 {choices} 之一，收到的是 {value}")
+# A served engine whose own software costs a simulated GPU takes (its collectives' fixed cost), named by the
+# published runs they were fitted on (sim/efficiency.py's ENGINE_EFFICIENCY); simulated only. None: one fit over
+# the runs of every engine.
+SERVING_ENGINES = ("vllm-0.5", "vllm-0.6")
 
 NOT_POSITIVE = Text(en="{name} must be a positive int, got {value!r}", zh="{name} 必须是正整数，收到的是 {value!r}")
 NOT_POSITIVE_OR_NONE = Text(en="{name} must be a positive int or None, got {value!r}",
@@ -82,12 +87,13 @@ class Settings:
     device: str = "auto"
     dtype: str = "auto"
     # "simulated": the real scheduler and block manager on a predicted device (``hardware``, required then),
-    # with the efficiency factors of the JSON file ``sim_factors`` (None: the defaults) and the weights'
-    # ``quantization`` (None: the device's dtype).
+    # with the efficiency factors of the JSON file ``sim_factors`` (None: the device's own, with those of the
+    # ``serving_engine`` where one is named) and the weights' ``quantization`` (None: the device's dtype).
     runner: str = "real"
     hardware: str | None = None
     sim_factors: str | None = None
     quantization: str | None = None
+    serving_engine: str | None = None
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -126,8 +132,10 @@ class Settings:
         the simulator's to check (``sim/engine.py``), when it builds the engine."""
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
             raise ValueError(say(BAD_QUANTIZATION, choices=", ".join(QUANTIZATIONS), value=repr(self.quantization)))
+        if self.serving_engine is not None and self.serving_engine not in SERVING_ENGINES:
+            raise ValueError(say(NOT_A_CHOICE, name="serving_engine", choices=SERVING_ENGINES, value=self.serving_engine))
         if not self.simulated:
-            for name in ("hardware", "sim_factors", "quantization"):
+            for name in ("hardware", "sim_factors", "quantization", "serving_engine"):
                 if getattr(self, name) is not None:
                     raise ValueError(say(NEEDS_SIMULATED, name=name, value=getattr(self, name)))
             return

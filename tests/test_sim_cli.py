@@ -4,6 +4,7 @@ its mistakes as one-line ValueErrors."""
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -73,6 +74,23 @@ def test_list_names_every_model_and_device(capsys):
     assert _simulate("--list") == 0
     printed = capsys.readouterr().out
     assert "qwen3-32b" in printed and "rtx-4070-laptop" in printed and "this-cpu" in printed
+    assert "serving engines" in printed and "vllm-0.5" in printed and "vllm-0.6" in printed
+    with speaking("zh"):
+        assert _simulate("--list") == 0
+    printed = capsys.readouterr().out
+    assert "模型形状" in printed and "服务引擎" in printed and "用 " in printed and "本机的 CPU" in printed
+
+
+def test_a_serving_engines_costs_are_said_and_change_a_tensor_parallel_decode(capsys):
+    tpot = {}
+    for engine in ((), ("--serving-engine", "vllm-0.5"), ("--serving-engine", "vllm-0.6")):
+        assert _simulate("--model", "qwen3-8b", "--hardware", "h100-sxm", "--tensor-parallel-size", "4", "--rate",
+                         "20", "--requests", "40", *engine) == 0
+        printed = capsys.readouterr().out
+        assert (f"{engine[1]}'s serving costs" in printed) if engine else "serving costs" not in printed
+        tpot[engine[1:]] = re.search(r"TPOT p50 ([0-9.]+)", printed).group(1)
+    # each engine's collectives cost their own time: the older engine's least, the newer one's most
+    assert float(tpot[("vllm-0.5",)]) < float(tpot[()]) < float(tpot[("vllm-0.6",)])
 
 
 @pytest.mark.parametrize("argv, match", [

@@ -138,7 +138,7 @@ def test_gpus_fitted_on_fewer_than_two_cases_are_marked_unfitted(tmp_path, capsy
     assert is_fitted("h100-sxm") and not is_fitted("h200") and not is_fitted("a100-80gb")  # a100-80gb: one case
     assert main(["simulate", "--list"]) == 0
     listed = capsys.readouterr().out
-    assert "h100-sxm" in listed and "fitted on 7 cases" in listed and "unfitted (0 fitted cases)" in listed
+    assert "h100-sxm" in listed and "fitted on 7 cases" in listed and "unfitted (0 of 2 fitted cases)" in listed
     assert main(["simulate", "--model", "qwen3-0.6b", "--hardware", "h200", "--requests", "20", "--rate", "50",
                  "--out", str(tmp_path / "t.jsonl")]) == 0
     assert "h200 is unfitted" in capsys.readouterr().out

@@ -30,10 +30,11 @@ from nanovllm_teach.cli.messages import (BAD_ADMIT_EVERY, BAD_CONCURRENCY, BAD_S
                                          ONE_ARRIVAL_OPTION, OUT_IS_A_FOLDER, PREFIX_TOO_LONG,
                                          TOO_MANY_PREFIX_GROUPS)
 from nanovllm_teach.i18n import Text, say
-from nanovllm_teach.settings import QUANTIZATIONS, Settings
+from nanovllm_teach.settings import QUANTIZATIONS, SERVING_ENGINES, Settings
 from nanovllm_teach.sim.budget import (check_host_memory, check_kv_blocks, estimated_kv_blocks, host_bytes,
                                        kv_block_bytes_per_rank)
 from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel, load_shape, shape_names
+from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.sim.published import MIN_FITTED_CASES, fitted_cases, is_fitted, load_cases
 from nanovllm_teach.trace.recorder import TraceRecorder
@@ -50,6 +51,7 @@ RAN = Text(en="{requests} requests of {model} on {hardware} (tp={tp}{weights}), 
            zh="{model} 在 {hardware}（tp={tp}{weights}）上处理了 {requests} 个请求，{blocks} 个 KV 块，每块 {block_size} "
               "个 token；模拟用时 {seconds:.1f} 秒")
 FP8_WEIGHTS = Text(en=", fp8 weights", zh="，FP8 权重")
+ENGINE_COSTS = Text(en=", {engine}'s serving costs", zh="，{engine} 的服务开销")
 SIMULATED = Text(en="simulated {summary}", zh="模拟结果：{summary}")
 
 
@@ -112,6 +114,10 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
            "see --list); default: 16-bit weights",
         zh="fp8：线性层的权重用 FP8，即 vLLM 的 --quantization fp8（需要有 FP8 Tensor Core 的 GPU，见 "
            "--list）；默认：16 位权重")))
+    engine.add_argument("--serving-engine", choices=SERVING_ENGINES, default=None, help=say(Text(
+        en="the served engine whose own costs to take (its collectives' fixed cost; see --list); default: one fit "
+           "over every published engine's runs",
+        zh="取哪个服务引擎自己的开销（它的集合通信固定开销；见 --list）；默认：用所有公开引擎的案例一起拟合")))
     engine.add_argument("--policy", default="continuous", help=say(Text(en="continuous or static",
                                                                           zh="continuous 或 static")))
     engine.add_argument("--no-prefix-caching", action="store_true")
@@ -128,23 +134,51 @@ UNFITTED = Text(
        "估计，没有和这种 GPU 上的真实引擎对照过")
 
 
+LIST_SHAPES = Text(en="model shapes (config.json only):", zh="模型形状（只有 config.json）：")
+LIST_SHAPE = Text(en="  {name:12} {params:5.1f} B params, {layers} layers, {kv_heads} KV heads of {head_dim}",
+                  zh="  {name:12} {params:5.1f} B 参数，{layers} 层，{kv_heads} 个 KV 头，每个 {head_dim} 维")
+LIST_HARDWARE = Text(en="hardware (datasheet peaks; this-cpu is measured when used; factors fitted on published cases, "
+                        "unfitted below {least}):",
+                     zh="硬件（数据手册上的峰值；this-cpu 在用到时实测；效率系数用公开案例拟合，少于 {least} 个即为未拟合）：")
+FITTED_ON = Text(en="fitted on {n} cases", zh="用 {n} 个案例拟合")
+UNFITTED_ON = Text(en="unfitted ({n} of {least} fitted cases)", zh="未拟合（拟合案例 {n} 个，至少要 {least} 个）")
+NO_FP8 = Text(en="no fp8", zh="无 fp8")
+LIST_THIS_CPU = Text(en="  this-cpu         this machine's CPU, float32 (measured: about two seconds)",
+                     zh="  this-cpu         本机的 CPU，float32（实测，约两秒）")
+LIST_ENGINES = Text(en="serving engines (--serving-engine: an engine's own cost of a collective, fitted on its runs; "
+                       "without it, {allreduce_us:.1f} us on an H100, one fit over every engine's runs):",
+                    zh="服务引擎（--serving-engine：某个引擎自己的集合通信开销，用它自己的案例拟合；不给时，H100 上是 "
+                       "{allreduce_us:.1f} µs，用所有引擎的案例一起拟合）：")
+LIST_ENGINE = Text(en="  {name:16} {what}: all-reduce fixed cost {allreduce_us:.1f} us",
+                   zh="  {name:16} {what}：all-reduce 固定开销 {allreduce_us:.1f} µs")
+SERVING_ENGINE_SOURCES = {
+    "vllm-0.5": Text(en="vLLM 0.5.4, as LambdaLabsML/vllm-benchmark ran it",
+                     zh="vLLM 0.5.4，LambdaLabsML/vllm-benchmark 的测法"),
+    "vllm-0.6": Text(en="vLLM 0.6.0 with --num-scheduler-steps 10, as sglang's benchmark_vllm_060 ran it",
+                     zh="vLLM 0.6.0 加 --num-scheduler-steps 10，sglang 的 benchmark_vllm_060 的测法"),
+}
+
+
 def _list_choices() -> str:
-    lines = ["model shapes (config.json only):"]
+    lines = [say(LIST_SHAPES)]
     for name in shape_names():
         shape = load_shape(name)
-        lines.append(f"  {name:12} {shape.num_params / 1e9:5.1f} B params, {shape.num_layers} layers, "
-                     f"{shape.num_kv_heads} KV heads of {shape.head_dim}")
-    lines.append("hardware (datasheet peaks; this-cpu is measured when used; factors fitted on published cases, "
-                 f"unfitted below {MIN_FITTED_CASES}):")
+        lines.append(say(LIST_SHAPE, name=name, params=shape.num_params / 1e9, layers=shape.num_layers,
+                         kv_heads=shape.num_kv_heads, head_dim=shape.head_dim))
+    lines.append(say(LIST_HARDWARE, least=MIN_FITTED_CASES))
     cases = load_cases()
     for device in DEVICES.values():
         n = fitted_cases(device.name, cases)
-        fit = f"fitted on {n} cases" if n >= MIN_FITTED_CASES else f"unfitted ({n} fitted case{'s' * (n != 1)})"
-        fp8 = f"{device.fp8_flops / 1e12:6.1f} fp8" if device.fp8_flops else "    no fp8"
+        fit = say(FITTED_ON if n >= MIN_FITTED_CASES else UNFITTED_ON, n=n, least=MIN_FITTED_CASES)
+        fp8 = f"{device.fp8_flops / 1e12:6.1f} fp8" if device.fp8_flops else f"{say(NO_FP8):>10}"
         lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, {fp8}, "
                      f"{device.memory_bandwidth / 1e9:6.0f} GB/s, {device.memory_bytes / GIB:4.0f} GiB, "
                      f"{device.interconnect}; {fit}")
-    lines.append("  this-cpu         this machine's CPU, float32 (measured: about two seconds)")
+    lines.append(say(LIST_THIS_CPU))
+    lines.append(say(LIST_ENGINES, allreduce_us=Efficiency.for_device("h100-sxm").allreduce_latency_s * 1e6))
+    for name in SERVING_ENGINES:
+        lines.append(say(LIST_ENGINE, name=name, what=say(SERVING_ENGINE_SOURCES[name]),
+                         allreduce_us=Efficiency.for_device("h100-sxm", name).allreduce_latency_s * 1e6))
     return "\n".join(lines)
 
 
@@ -234,7 +268,7 @@ def _simulate(args: argparse.Namespace) -> int:
                     num_kvcache_blocks=args.num_kvcache_blocks, gpu_memory_utilization=args.gpu_memory_utilization,
                     tensor_parallel_size=args.tensor_parallel_size, scheduling_policy=args.policy,
                     enable_prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
-                    quantization=args.quantization)
+                    quantization=args.quantization, serving_engine=args.serving_engine)
     Settings.from_kwargs(settings)  # every setting's own check, before any is used
     if args.out and Path(args.out).is_dir():
         raise ValueError(say(OUT_IS_A_FOLDER, path=args.out))
@@ -258,7 +292,8 @@ def _simulate(args: argparse.Namespace) -> int:
     finally:
         llm.close()
     print(say(RAN, requests=args.requests, model=Path(llm.config.model).name, hardware=args.hardware,
-              tp=args.tensor_parallel_size, weights=say(FP8_WEIGHTS) if args.quantization else "",
+              tp=args.tensor_parallel_size, weights=(say(FP8_WEIGHTS) if args.quantization else "") + (
+                  say(ENGINE_COSTS, engine=args.serving_engine) if args.serving_engine else ""),
               blocks=llm.model_runner.num_kvcache_blocks, block_size=args.block_size,
               seconds=time.perf_counter() - wall))
     print(say(SIMULATED, summary=result.summary()))

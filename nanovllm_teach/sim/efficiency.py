@@ -6,8 +6,10 @@ costs of launching kernels and graphs, the host's per-step and per-sequence work
 and a served request's time in the API server before it reaches the engine (``sim/cost_model.py`` says how
 each enters a step's time, ``workload/arrivals.py`` how the server's delays a request).
 ``Efficiency.for_device`` gives a GPU the factors fitted on published measurements (``DEVICE_EFFICIENCY``, each
-fit named beside it), ``this-cpu`` the shipped calibration of this engine on a CPU (``THIS_CPU_FACTORS``), any
-other device the defaults; ``from_json`` reads a calibration run's saved factors.
+fit named beside it), the fitted API server (``GPU_API_SERVER``) and, for a named serving engine, its own
+collectives' cost (``ENGINE_EFFICIENCY``; otherwise the GPU's fit over every engine's runs); ``this-cpu`` the
+shipped calibration of this engine on a CPU (``THIS_CPU_FACTORS``); any other device the defaults.
+``from_json`` reads a calibration run's saved factors.
 
 Emits no events.
 """
@@ -21,7 +23,8 @@ from typing import Mapping
 
 from nanovllm_teach.i18n import say
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES
-from nanovllm_teach.sim.messages import FACTOR_NEGATIVE, FACTOR_NOT_A_SHARE, MEMORY_FACTOR_OUT_OF_RANGE, UNKNOWN_FACTORS
+from nanovllm_teach.sim.messages import (ENGINE_NEEDS_A_GPU, FACTOR_NEGATIVE, FACTOR_NOT_A_SHARE,
+                                         MEMORY_FACTOR_OUT_OF_RANGE, UNKNOWN_FACTORS)
 
 # The factors of this engine on a CPU, fitted by ``python benchmarks/bench_sim.py --part calibrate --save`` on the
 # machine the project is built on; rerun it to fit them to yours (``this-cpu``'s peaks are measured anyway).
@@ -86,15 +89,19 @@ class Efficiency:
         return asdict(self)
 
     @classmethod
-    def for_device(cls, name: str | None) -> "Efficiency":
-        """A GPU's own factors where published measurements fitted some (``DEVICE_EFFICIENCY``), and on every
-        GPU the fitted API server (``GPU_API_SERVER``); for ``this-cpu``, the shipped calibration
-        (``THIS_CPU_FACTORS``: this engine measured step by step on a CPU, the GPU defaults being far from a
-        CPU's host costs); the defaults elsewhere."""
+    def for_device(cls, name: str | None, serving_engine: str | None = None) -> "Efficiency":
+        """A GPU's own factors where published measurements fitted some (``DEVICE_EFFICIENCY``) and the fitted API
+        server (``GPU_API_SERVER``), with the serving engine's own costs (``ENGINE_EFFICIENCY[serving_engine]``;
+        None: the GPU's fit over every engine's runs); for ``this-cpu``, the shipped calibration
+        (``THIS_CPU_FACTORS``: this engine measured step by step on a CPU, the GPU defaults being far from a CPU's
+        host costs); the defaults elsewhere. Neither of those runs a published engine: a ``serving_engine`` there
+        is refused."""
+        if serving_engine is not None and name not in DEVICES:
+            raise ValueError(say(ENGINE_NEEDS_A_GPU, engine=serving_engine, device=name))
         if name == CPU_DEVICE_NAME:
             return cls.from_json(THIS_CPU_FACTORS)
         if name in DEVICES:
-            return cls(**GPU_API_SERVER, **DEVICE_EFFICIENCY.get(name, {}))
+            return cls(**(GPU_API_SERVER | DEVICE_EFFICIENCY.get(name, {}) | ENGINE_EFFICIENCY.get(serving_engine, {})))
         return cls()
 
     @classmethod
@@ -121,8 +128,9 @@ class Efficiency:
 #   benchmark, the engine of the one-GPU run above: 5.26 and 3.88 ms median TPOT) and Llama-3.1-70B on four
 #   H100s at 4 requests/s (vLLM 0.6.0, 23.58 ms, sglang's benchmark_vllm_060 README). One fixed cost whatever
 #   the number of GPUs: each run alone asks for 18.3 us (2 GPUs) and 19.6 us (4 GPUs) on the same engine, no
-#   growth a ring's 2(tp-1) hops would show, but 35.6 us on vLLM 0.6.0 (4 GPUs), whose all-reduces, or
-#   something else in its steps, cost more; the mean leaves the 8B runs 5% slow and the 70B run 10% fast.
+#   growth a ring's 2(tp-1) hops would show, but 35.4 us on vLLM 0.6.0 (4 GPUs), whose all-reduces, or
+#   something else in its steps, cost more; the mean (a simulation naming no serving engine) leaves the 8B runs
+#   5% slow and the 70B run 10% fast, each engine's own (ENGINE_EFFICIENCY, below) neither.
 #   With FP8 weights, unfitted (the 16-bit shares, nothing per layer), one H100 ran Llama-3.1-8B-FP8's decode 19%
 #   faster than LambdaLabsML/vllm-benchmark measured (5.20 ms median TPOT, 10 prompts at once) and Llama-3.1-70B-
 #   FP8's prefill 36% faster (280.5 ms median TTFT): vLLM's FP8 GEMMs are not its 16-bit ones. So fp8_layer_s,
@@ -133,13 +141,28 @@ class Efficiency:
 #   A100 80G (the same README).
 # GPUs with no fitted case (a100-40gb and the rest) keep the defaults.
 DEVICE_EFFICIENCY: dict[str, dict[str, float]] = {
-    "h100-sxm": {"memory": 0.773, "allreduce_latency_s": 2.26e-05, "fp8_layer_s": 3.11e-05, "fp8_matmul": 0.405},
+    "h100-sxm": {"memory": 0.773, "allreduce_latency_s": 2.28e-05, "fp8_layer_s": 3.11e-05, "fp8_matmul": 0.407},
     "a100-80gb": {"memory": 0.661},
 }
-# The API server in front of a served engine on any GPU: its work per request and per prompt token is the host's,
-# whatever the GPU. Fitted, with the factors above in place, so that the median TTFT of the fitted cases that
-# give one matches on average: 10 prompts sent at once to one H100 (62.19 ms) and vLLM 0.6.0 at 4 requests/s on
-# an A100 and on four H100s (100.48 ms, 179.15 ms); the per-token cost is the best of a small grid
-# (bench_sim_published.py's fit_server). Three cases tell the two costs apart only roughly: 0 us a token and
-# 4.88 ms a request fit them almost as well (a mean |TTFT error| of 15.5%, not 15.0%).
-GPU_API_SERVER: dict[str, float] = {"frontend_request_s": 3.32e-03, "frontend_token_s": 1e-05}
+# The API server in front of a served engine on any GPU: its work per request is the host's, whatever the GPU.
+# Fitted, with the factors above (and each case's engine's, below) in place, so that the median TTFT of the
+# fitted cases that give one matches on average: 10 prompts sent at once to one H100 (62.19 ms) and vLLM 0.6.0
+# at 4 requests/s on an A100 and on four H100s (100.48 ms, 179.15 ms). Its work per prompt token stays 0: all
+# three send ShareGPT-like prompts, so that cost cannot be told from the per-request one
+# (bench_sim_published.py's fit_server).
+GPU_API_SERVER: dict[str, float] = {"frontend_request_s": 4.34e-03}
+# A served engine's own software, the same whatever GPU it drives: the fixed cost of each of its collectives
+# (launch and synchronization). Each was fitted on the fitted tensor-parallel cases of sim/published.json run by
+# that engine (their ``serving_engine``) and on nothing else, as h100-sxm's own value is on all of them
+# (benchmarks/bench_sim_published.py --fit). The two engines' runs on the same H100s ask for costs far apart,
+# which one fit for both cannot give:
+# - vllm-0.5: LambdaLabsML/vllm-benchmark's runs (its report names vLLM v0.5.4): Llama-3-8B's 10 prompts at once
+#   on two and on four H100s.
+# - vllm-0.6: vLLM 0.6.0 with --num-scheduler-steps 10 (sglang's benchmark_vllm_060 README; the release that
+#   reworked the engine's host side: multi-step scheduling, output processing overlapped with the next step):
+#   Llama-3.1-70B at 4 requests/s on four H100s.
+# The API server stays one fit for all (GPU_API_SERVER: bench_sim_published.py's fit_server says why).
+ENGINE_EFFICIENCY: dict[str, dict[str, float]] = {
+    "vllm-0.5": {"allreduce_latency_s": 1.9e-05},
+    "vllm-0.6": {"allreduce_latency_s": 3.54e-05},
+}

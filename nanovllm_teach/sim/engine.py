@@ -28,7 +28,8 @@ from nanovllm_teach.settings import Settings
 from nanovllm_teach.sim.cost_model import load_shape, shape_dir
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import DEVICES, attention_backend_on, device_names, get_device
-from nanovllm_teach.sim.messages import BAD_SIM_FACTORS, SIMULATED_NEEDS_HARDWARE, SIMULATED_NO_SUCH_HARDWARE
+from nanovllm_teach.sim.messages import (BAD_SIM_FACTORS, FACTORS_OR_ENGINE, SIMULATED_NEEDS_HARDWARE,
+                                         SIMULATED_NO_SUCH_HARDWARE)
 from nanovllm_teach.sim.published import fitted_cases
 from nanovllm_teach.sim.runner import AnswerLengths, SimClock, SimulatedRunner
 from nanovllm_teach.trace.recorder import Recorder
@@ -45,10 +46,12 @@ class SimulatedParts(EngineParts):
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
-    """The simulated device's efficiency factors: ``sim_factors``' file, or the device's own
-    (``Efficiency.for_device``)."""
+    """The simulated device's efficiency factors: ``sim_factors``' file, or the device's own with those of the
+    serving engine asked for (``Efficiency.for_device``)."""
     if settings.sim_factors is None:
-        return Efficiency.for_device(settings.hardware)
+        return Efficiency.for_device(settings.hardware, settings.serving_engine)
+    if settings.serving_engine is not None:
+        raise ValueError(say(FACTORS_OR_ENGINE))
     try:
         return Efficiency.from_json(settings.sim_factors)
     except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
@@ -87,6 +90,7 @@ def simulated_parts(model: str, asked: Settings) -> SimulatedParts:
 
     simulated = {"hardware": device.describe(), "efficiency": efficiency.to_dict(),
                  "factors_file": asked.sim_factors and Path(os.fspath(asked.sim_factors)).name,
+                 "serving_engine": asked.serving_engine,  # whose collectives' cost; None: a fit over all
                  # how many published cases the device's own factors were fitted on (published.MIN_FITTED_CASES
                  # or more: fitted; fewer: unfitted, a roofline's estimate); None: this CPU or a factors file
                  "fitted_cases": (fitted_cases(device.name) if device.name in DEVICES and asked.sim_factors is None

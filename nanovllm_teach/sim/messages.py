@@ -18,6 +18,11 @@ SIMULATED_NEEDS_HARDWARE = Text(en="runner='simulated' needs hardware: choose fr
                                 zh="runner='simulated' 需要指定 hardware：可选 {known}")
 SIMULATED_NO_SUCH_HARDWARE = Text(en="runner='simulated' has no hardware {name!r}: choose from {known}",
                                   zh="runner='simulated' 没有名为 {name!r} 的 hardware：可选 {known}")
+ENGINE_NEEDS_A_GPU = Text(en="serving_engine={engine!r} is a published engine's costs on a GPU; {device!r} is not one of "
+                             "the GPUs",
+                          zh="serving_engine={engine!r} 是公开测过的引擎在 GPU 上的开销；{device!r} 不是这里的 GPU")
+FACTORS_OR_ENGINE = Text(en="give sim_factors or serving_engine, not both: a factors file holds every factor",
+                         zh="sim_factors 和 serving_engine 只能给一个：系数文件里已经有全部系数")
 BAD_SIM_FACTORS = Text(en="sim_factors {path!r} is not a JSON file of efficiency factors: {why}",
                        zh="sim_factors {path!r} 不是一个记录效率系数的 JSON 文件：{why}")
 

@@ -11,7 +11,8 @@ workload, figures) and which role it plays: a *fitted* case chose its GPU's effi
 Figures: ``tpot_p50_ms`` (median time per output token after the first, as vLLM's benchmark prints it),
 ``ttft_p50_ms``, ``output_tok_s`` (output tokens over the run's duration), ``decode_tok_s`` (1000 / the
 median TPOT: one client's decode rate). A case's ``quantization`` (``"fp8"``, or absent: 16-bit weights) is the
-engine's, run by the simulator the same way.
+engine's, run by the simulator the same way; its ``serving_engine`` names the engine whose own software costs
+(its API server, its collectives) the simulator gives it, where several of that engine's runs are here.
 
 Plain data and checks: no engine, no torch. Emits no events.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.settings import QUANTIZATIONS
+from nanovllm_teach.settings import QUANTIZATIONS, SERVING_ENGINES
 from nanovllm_teach.sim.cost_model import load_shape
 from nanovllm_teach.sim.hardware import DEVICES
 
@@ -71,6 +72,7 @@ class Case:
     not_judged_why: str
     recorded_error: dict[str, float]
     quantization: str | None = None  # the engine's (vLLM's --quantization), None: 16-bit weights
+    serving_engine: str | None = None  # whose software costs it takes (settings.SERVING_ENGINES), None: a fit over all
 
 
 def _length(value: Any) -> bool:
@@ -146,9 +148,13 @@ def _case(raw: Any, index: int) -> Case:
         raise ValueError(f"{where}: quantization must be absent or one of {', '.join(QUANTIZATIONS)}, "
                          f"got {repr(quantization)[:80]}")  # a damaged file may hold anything there
     DEVICES[raw["hardware"]].matmul_flops(quantization)  # FP8 on a GPU without it is refused, naming it
+    serving_engine = raw.get("serving_engine")
+    if serving_engine is not None and serving_engine not in SERVING_ENGINES:
+        raise ValueError(f"{where}: serving_engine must be absent or one of {', '.join(SERVING_ENGINES)}, "
+                         f"got {repr(serving_engine)[:80]}")
     return Case(raw["id"], raw["role"], raw["source"], raw["quote"], raw["engine"], raw["gpu"], raw["hardware"],
                 raw["model"], workload, dict(settings), {k: float(v) for k, v in measured.items()}, tuple(judged),
-                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()}, quantization)
+                raw["not_judged_why"], {k: float(v) for k, v in recorded.items()}, quantization, serving_engine)
 
 
 def load_cases(path: str | Path = CASES_FILE) -> list[Case]:
