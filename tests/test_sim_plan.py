@@ -158,6 +158,23 @@ def test_a_rows_simulate_command_reproduces_its_probe(capsys):
     assert f"{measured.output_tokens_per_s:.0f} tok/s" in capsys.readouterr().out
 
 
+def test_a_serving_engine_reaches_every_probe_and_the_command_that_reproduces_it(capsys):
+    import dataclasses
+    import shlex
+
+    from nanovllm_teach.plan.results import simulate_command
+
+    split = Candidate("h100-sxm", 2, 64, 2048)  # two GPUs: the engines' collectives cost apart
+    older, newer = (dataclasses.replace(SMALL, serving_engine=engine) for engine in ("vllm-0.5", "vllm-0.6"))
+    fast, slow = probe(split, older, SLO, 50.0), probe(split, newer, SLO, 50.0)
+    assert fast.tpot_p50_ms < slow.tpot_p50_ms
+    command = shlex.split(simulate_command(split, newer, 50.0))
+    assert command[-2:] == ["--serving-engine", "vllm-0.6"] and main(command[1:]) == 0
+    assert f"{slow.output_tokens_per_s:.0f} tok/s" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="serving_engine"):
+        dataclasses.replace(SMALL, serving_engine="vllm-9")
+
+
 @pytest.mark.parametrize("objective", [SLO, Objective(ttft_ms=1000.0, tpot_ms=25.0, tpot_quantile="p50"),
                                        Objective(ttft_ms=100.0, tpot_ms=10.0, goodput=0.9)],
                          ids=["queue", "latency", "goodput"])

@@ -29,7 +29,7 @@ from nanovllm_teach.cli.messages import (BAD_QUANTIZATIONS, BAD_TARGET_RATE, GPU
 from nanovllm_teach.cli.simulate import UNFITTED
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.sim.cost_model import load_shape
-from nanovllm_teach.settings import QUANTIZATIONS
+from nanovllm_teach.settings import QUANTIZATIONS, SERVING_ENGINES
 from nanovllm_teach.sim.hardware import DEVICES
 from nanovllm_teach.plan.probes import QUANTILES, Candidate, MemoryFit, Objective, PlanWorkload, memory_fit
 from nanovllm_teach.plan.rates import search_steps
@@ -116,6 +116,10 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
            "FP8 tensor cores (none)",
         zh="权重：none（16 位）和/或 fp8，即 vLLM 的 --quantization fp8；没有 FP8 Tensor Core 的 GPU 会跳过 fp8"
            "（默认：none）")))
+    space.add_argument("--serving-engine", choices=SERVING_ENGINES, default=None, help=say(Text(
+        en="as simulate's --serving-engine: whose collectives' cost every probe takes (default: one fit over every "
+           "published engine's runs)",
+        zh="同 simulate 的 --serving-engine：每次探测取哪个引擎的集合通信开销（默认：用所有公开引擎的案例一起拟合）")))
     cost = plan.add_argument_group(say(Text(en="the cost", zh="成本")))
     cost.add_argument("--price", action="append", default=[], metavar="GPU=USD", help=say(Text(
         en="a GPU's price per hour", zh="一块 GPU 每小时的价格")))
@@ -213,7 +217,7 @@ def _plan(args: argparse.Namespace) -> int:
     recorded = read_recorded_requests(args.workload_trace) if args.workload_trace else None
     workload = PlanWorkload(args.model, args.prompt_lens, args.output_lens,
                             min(args.max_model_len, shape.max_position_embeddings), args.warmup_requests,
-                            args.probe_requests, args.seed, recorded)
+                            args.probe_requests, args.seed, recorded, args.serving_engine)
     objective = Objective(args.ttft_ms, args.tpot_ms, args.ttft_quantile, args.tpot_quantile, args.goodput)
     steps = search_steps(args.resolution)
     replicas = _ints(args.replicas, "--replicas")

@@ -42,6 +42,7 @@ from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.plan.messages import (BAD_GOODPUT, BAD_QUANTILE, INT_TOO_SMALL, LENGTHS_DO_NOT_FIT,
                                           LONGEST_DOES_NOT_FIT, NOT_A_DATASHEET_GPU, RECORDED_REQUEST_TOO_LONG,
                                           TOO_FEW_PROBE_REQUESTS)
+from nanovllm_teach.settings import NOT_A_CHOICE, SERVING_ENGINES
 from nanovllm_teach.sim.budget import estimated_kv_blocks, weight_bytes
 from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB
@@ -84,12 +85,15 @@ class PlanWorkload:
     probe_requests: int = MIN_PROBE_REQUESTS
     seed: int = 0
     recorded: RecordedRequests | None = None
+    serving_engine: str | None = None  # whose collectives' cost every probe takes (settings.SERVING_ENGINES)
 
     def __post_init__(self) -> None:
         for name, least in (("max_model_len", 1), ("warmup_requests", 0), ("probe_requests", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(say(INT_TOO_SMALL, name=name, least=least, value=value))
+        if self.serving_engine is not None and self.serving_engine not in SERVING_ENGINES:
+            raise ValueError(say(NOT_A_CHOICE, name="serving_engine", choices=SERVING_ENGINES, value=self.serving_engine))
         if self.probe_requests < MIN_PROBE_REQUESTS:
             raise ValueError(say(TOO_FEW_PROBE_REQUESTS, least=MIN_PROBE_REQUESTS, value=self.probe_requests))
         if self.recorded is None:
@@ -197,7 +201,7 @@ def probe(candidate: Candidate, workload: PlanWorkload, objective: Objective, ra
     llm = LLM(workload.model, runner="simulated", hardware=candidate.hardware,
               tensor_parallel_size=candidate.tensor_parallel_size, max_num_seqs=candidate.max_num_seqs,
               max_num_batched_tokens=candidate.max_num_batched_tokens, max_model_len=workload.max_model_len,
-              quantization=candidate.quantization)
+              quantization=candidate.quantization, serving_engine=workload.serving_engine)
     requests = workload.requests(rate)
     watch = None if rate is None else FailureWatch.of(requests, workload.warmup_requests, objective, llm.clock.now_s())
     try:

@@ -61,6 +61,8 @@ def simulate_command(candidate: Candidate, workload: PlanWorkload, rate: float) 
             "--output-lens", workload.output_lens, "--seed", str(workload.seed)]
     if candidate.quantization:
         args += ["--quantization", candidate.quantization]
+    if workload.serving_engine:
+        args += ["--serving-engine", workload.serving_engine]
     return shlex.join(args)
 
 
