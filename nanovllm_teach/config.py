@@ -58,7 +58,7 @@ from nanovllm_teach.settings import SHARDED_SIZES, Settings, check_shards
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
 from nanovllm_teach.utils.memory import auto_cpu_kv_cap, kv_block_bytes, read_memory
 
-_SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors", "quantization")
+_SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors", "quantization", "serving_engine")
 # A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
 
