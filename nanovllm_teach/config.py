@@ -54,11 +54,11 @@ from nanovllm_teach.layers.attention_flash import flash_attn_unusable_reason
 from nanovllm_teach.layers.attention_triton import triton_unusable_reason
 from nanovllm_teach.layers.onednn_linear import auto_linear_backend, onednn_unusable_reason
 from nanovllm_teach.models.qwen3 import head_dim_of
-from nanovllm_teach.settings import SHARDED_SIZES, Settings, check_shards
+from nanovllm_teach.settings import SHARDED_SIZES, SIMULATION_SETTINGS, Settings, check_shards
 from nanovllm_teach.trace.schema import SCHEMA_NAME, SCHEMA_VERSION
 from nanovllm_teach.utils.memory import auto_cpu_kv_cap, kv_block_bytes, read_memory
 
-_SIMULATION_SETTINGS = ("runner", "hardware", "sim_factors", "quantization", "serving_engine")
+_SIMULATION_ONLY = ("runner", *SIMULATION_SETTINGS)  # what a real run's trace header leaves out
 # A tokenizer Hugging Face can load without the Hub: a fast tokenizer, a BPE vocabulary, or SentencePiece.
 TOKENIZER_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
 
@@ -165,7 +165,7 @@ class Config(Settings):
         factors file by name). A real run's header has no simulation settings."""
         out = self.settings() | {"model": self.model_name}
         if not self.simulated:
-            return {k: v for k, v in out.items() if k not in _SIMULATION_SETTINGS}
+            return {k: v for k, v in out.items() if k not in _SIMULATION_ONLY}
         return out | {"sim_factors": self.sim_factors and Path(self.sim_factors).name}
 
     def trace_header(self, metadata: dict[str, Any], simulated: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -187,7 +187,7 @@ class Config(Settings):
         """The settings whose value was chosen here (``"auto"``, None, a length over the model's), as asked."""
         asked = self.requested.as_dict() if self.requested is not None else {}
         return {name: value for name, value in asked.items()
-                if name not in _SIMULATION_SETTINGS and value != getattr(self, name)}
+                if name not in _SIMULATION_ONLY and value != getattr(self, name)}
 
 
 def _resolve_device(name: str) -> str:

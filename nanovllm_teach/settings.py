@@ -34,6 +34,8 @@ BAD_QUANTIZATION = Text(en="quantization must be None or one of {choices}, got {
 # published runs they were fitted on (sim/efficiency.py's ENGINE_EFFICIENCY); simulated only. None: one fit over
 # the runs of every engine.
 SERVING_ENGINES = ("vllm-0.5", "vllm-0.6")
+# The settings only a simulated run has (a real run refuses them, and its trace header leaves them out).
+SIMULATION_SETTINGS = ("hardware", "sim_factors", "quantization", "serving_engine")
 
 NOT_POSITIVE = Text(en="{name} must be a positive int, got {value!r}", zh="{name} 必须是正整数，收到的是 {value!r}")
 NOT_POSITIVE_OR_NONE = Text(en="{name} must be a positive int or None, got {value!r}",
@@ -135,7 +137,7 @@ class Settings:
         if self.serving_engine is not None and self.serving_engine not in SERVING_ENGINES:
             raise ValueError(say(NOT_A_CHOICE, name="serving_engine", choices=SERVING_ENGINES, value=self.serving_engine))
         if not self.simulated:
-            for name in ("hardware", "sim_factors", "quantization", "serving_engine"):
+            for name in SIMULATION_SETTINGS:
                 if getattr(self, name) is not None:
                     raise ValueError(say(NEEDS_SIMULATED, name=name, value=getattr(self, name)))
             return
