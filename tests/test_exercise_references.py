@@ -1,25 +1,24 @@
 """Where the grader's reference traces come from, and that each is recorded once per process.
 
-Grading an exercise is mostly start-up: importing torch and transformers and starting the engine take
-seconds, the graded workloads a fraction of a second each. So a process whose engine is the one on disk
-records the references itself, before the student's code is forked off (``nanovllm-teach grade``, a test
-session, a notebook that patched nothing); one where an engine function was replaced asks a fresh
-interpreter, which records every graded workload at once. Both give the same traces.
+The reference must be the engine as shipped: a notebook cell or a solution may have patched the engine in
+the grader's process, and a reference recorded there would agree with it. So every reference is recorded by
+a fresh interpreter of the shipped package, which records every graded workload at once; an interrupted
+recording is stopped and leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from nanovllm_teach.cli import main
 from nanovllm_teach.engine import scheduler
-from nanovllm_teach.exercises import EXERCISES, references
+from nanovllm_teach.exercises import references
+from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace
 from nanovllm_teach.exercises.scheduling_policy.workloads import LONG_PROMPTS_FIRST
-from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace, replaced_definitions
-from nanovllm_teach.exercises.workloads import TIGHT_CACHE
-from nanovllm_teach.trace import diff_traces
+from nanovllm_teach.exercises.workloads import TIGHT_CACHE, record_graded
+from nanovllm_teach.trace import diff_traces, load_trace
 
 
 @pytest.fixture
@@ -43,31 +42,31 @@ def _last_come_first_served(waiting):
     return len(waiting) - 1
 
 
-def test_a_replaced_engine_function_is_found():
-    assert replaced_definitions() == []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(scheduler, "choose_next", _last_come_first_served)
-        patch.setattr(scheduler.Scheduler, "schedule_decode", lambda self: [])
-        assert replaced_definitions() == ["nanovllm_teach.engine.scheduler.choose_next",
-                                          "nanovllm_teach.engine.scheduler.Scheduler.schedule_decode"]
-    assert replaced_definitions() == []
-
-
-def test_the_cli_records_its_references_in_its_own_process(no_references, monkeypatch, capsys):
-    _no_interpreter(monkeypatch)
-    assert main(["grade", "decode_slot", str(EXERCISES["decode_slot"].solution_path)]) == 0
-    assert capsys.readouterr().out.startswith("PASS decode_slot")
-    assert set(name for name, _ in references._recorded) == {w.name for w in EXERCISES["decode_slot"].workloads}
-
-
-def test_a_patched_process_gets_the_shipped_engines_references_from_one_interpreter(no_references, monkeypatch):
-    graded = graded_workloads()
-    here = {name: reference_trace(graded[name]) for name in ("tight_cache", LONG_PROMPTS_FIRST.name)}
+def test_a_patched_process_gets_the_shipped_engines_references_from_one_interpreter(no_references, monkeypatch,
+                                                                                    tmp_path):
+    shipped = reference_trace(LONG_PROMPTS_FIRST)
     references._recorded.clear()
     monkeypatch.setattr(scheduler, "choose_next", _last_come_first_served)  # as a notebook cell might
+    record_graded(LONG_PROMPTS_FIRST, tmp_path / "patched.jsonl")
+    patched = load_trace(tmp_path / "patched.jsonl")
+    assert diff_traces(patched, shipped) is not None  # recorded in this process, it would follow the patch
     there = reference_trace(LONG_PROMPTS_FIRST)
-    assert there is not here[LONG_PROMPTS_FIRST.name] and diff_traces(there, here[LONG_PROMPTS_FIRST.name]) is None
+    assert there is not shipped and diff_traces(there, shipped) is None
+    graded = graded_workloads()
     assert set(name for name, _ in references._recorded) == set(graded)  # every one, from that interpreter
-    assert diff_traces(reference_trace(TIGHT_CACHE), here["tight_cache"]) is None
     _no_interpreter(monkeypatch)
     assert set(PendingReferences(tuple(graded.values())).traces()) == set(graded)
+
+
+def test_an_interrupted_recording_is_stopped_and_leaves_no_folder(no_references, monkeypatch):
+    pending = PendingReferences((TIGHT_CACHE,))
+    process, folder = pending._process, pending._folder.name
+
+    def interrupted(timeout=None):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(process, "communicate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pending.traces()
+    assert process.poll() is not None
+    assert not Path(folder).exists()
+    assert references._recorded == {}

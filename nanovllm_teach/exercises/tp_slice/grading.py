@@ -11,9 +11,8 @@ point replaced by a proxy of the learner's function, which runs in the sandboxed
 plain arguments. It writes what each rank's linear layers hold (safetensors) and every call it made, with
 the tensor being loaded (an outcome record).
 
-The reference is the same run with the engine's own function, recorded once per process: in a forked
-child when the engine in this process is the one on disk (``references.replaced_definitions``), else in a
-fresh interpreter.
+The reference is the same run with the engine's own function, recorded once per process in a fresh
+interpreter of the shipped package, which shares nothing with a notebook that patched this one.
 The parent compares the two, rank by rank and tensor by tensor: PASS when every rank holds exactly what the
 reference's does. Otherwise the verdict names the first rank and tensor that differ and the first slice
 taken differently, in numbers ("you took rows [0:8] of it, put at rows [16:24] of the rank's
@@ -22,7 +21,6 @@ self_attn.qkv_proj.weight; the reference took rows [8:16] of it, ..."), never th
 
 from __future__ import annotations
 
-import os
 import pkgutil
 import subprocess
 import sys
@@ -38,7 +36,7 @@ import msgspec
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
 from nanovllm_teach.exercises.engine_grading import (AND, ENDED_AFTER_THE_RUNS, Piece, describe_failure, graded_in_worker,
                                                     installed, screened)
-from nanovllm_teach.exercises.references import replaced_definitions
+from nanovllm_teach.exercises.references import fresh_interpreter_environment
 from nanovllm_teach.exercises.remote import ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.verdict import failure_sentence
 from nanovllm_teach.exercises.worker import Failure
@@ -236,34 +234,23 @@ def read_run(folder: Path) -> Loaded:
     return Loaded(outcome.ranks, tensors, outcome.finished)
 
 
-def _record_reference(watch: Any, folder: Path) -> None:
-    load_every_rank(folder)
-
-
 _reference: Loaded | None = None
 _RECORDING = threading.Lock()
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def reference_run() -> Loaded:
-    """The engine's own run (recorded once per process: forked when the engine here is the one on disk, else in a
-    fresh interpreter, which shares nothing with a notebook that patched it)."""
+    """The engine's own run, recorded once per process in a fresh interpreter (``main``)."""
     global _reference
     with _RECORDING:
         if _reference is None:
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as tmp:
-                if replaced_definitions():
-                    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                        [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-                    done = subprocess.run([sys.executable, "-c", "import sys; from nanovllm_teach.exercises."
-                                           "tp_slice.grading import main; main(sys.argv[1])", tmp], env=env,
-                                          capture_output=True, timeout=REFERENCE_LIMIT_S)
-                    message = (done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"])[-1]
-                else:
-                    end = run_in_child(_record_reference, Path(tmp), time_limit=REFERENCE_LIMIT_S)
-                    message = f"exit code {end.exitcode}"
+                done = subprocess.run([sys.executable, "-c", "import sys; from nanovllm_teach.exercises."
+                                       "tp_slice.grading import main; main(sys.argv[1])", tmp],
+                                      env=fresh_interpreter_environment(), capture_output=True,
+                                      timeout=REFERENCE_LIMIT_S)
                 run = read_run(Path(tmp))
                 if not run.finished:
+                    message = (done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"])[-1]
                     raise RuntimeError(say(REFERENCE_FAILED, message=message))
                 _reference = run
         return _reference
