@@ -18,7 +18,7 @@ import tempfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 from unittest import mock
 
 from nanovllm_teach.engine.decisions import Decision
@@ -27,8 +27,8 @@ from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, Grade
                                           borrowed_from_solutions, imports_reference_solutions, missing_functions,
                                           missing_sentence)
 from nanovllm_teach.exercises.references import PendingReferences
-from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome, run_in_child,
-                                            write_outcome)
+from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, SharedWatch, Worker, read_outcome,
+                                            run_in_child, write_outcome)
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.worker import Failure
@@ -36,14 +36,6 @@ from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
 from nanovllm_teach.trace.reader import Trace
-
-
-class Watch(Protocol):
-    """Where the child tells the parent which student function is running (``remote.SharedWatch``)."""
-
-    def enter(self, function: str) -> str: ...
-
-    def leave(self, previous: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -119,7 +111,7 @@ class StudentError(Exception):
         self.refused = refused
 
 
-def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+def _guarded(piece: Piece, fn: Callable[..., Any], watch: SharedWatch) -> Callable[..., Any]:
     """``fn`` (a proxy of the learner's function) as the engine calls it: whatever it raises (``SystemExit``
     included) becomes a ``StudentError`` that names it; its result is checked before the engine uses it (a
     float slot is stopped with a sentence, not a crash deep inside torch); the watch knows it runs, so a call
@@ -144,7 +136,7 @@ def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[...
 
 
 @contextmanager
-def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> Iterator[None]:
+def installed(pieces: tuple[Piece, ...], solution: Solution, watch: SharedWatch) -> Iterator[None]:
     """The student's functions in place of the engine's, for the length of the block."""
     with ExitStack() as stack:
         for piece in pieces:
@@ -242,7 +234,7 @@ class EngineExercise(Exercise):
     # from the divergence and the reference trace; None, or None said: the sequence behind it (``verdict``).
     context: Callable[[Divergence, Trace], str | None] | None = None
 
-    def _run_student(self, watch: Watch, proxies: dict[str, Callable[..., Any]], folder: Path,
+    def _run_student(self, watch: SharedWatch, proxies: dict[str, Callable[..., Any]], folder: Path,
                      model: str | Path | None) -> None:
         """The grading child's body."""
         outcome = Outcome()
