@@ -101,34 +101,24 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class StudentError(Exception):
-    """A student function raised, or returned something the engine cannot use (``refused``)."""
-
-    def __init__(self, function: str, original: BaseException, refused: bool = False) -> None:
-        super().__init__(f"{function}: {original}")
-        self.function = function
-        self.original = original
-        self.refused = refused
-
-
 def _guarded(piece: Piece, fn: Callable[..., Any], watch: SharedWatch) -> Callable[..., Any]:
-    """``fn`` (a proxy of the learner's function) as the engine calls it: whatever it raises (``SystemExit``
-    included) becomes a ``StudentError`` that names it; its result is checked before the engine uses it (a
-    float slot is stopped with a sentence, not a crash deep inside torch); the watch knows it runs, so a call
-    that never returns is named."""
+    """``fn`` (a proxy of the learner's function) as the engine calls it: whatever goes wrong is a
+    ``RemoteFailure`` that names it; its result is checked before the engine uses it (a float slot is stopped
+    with a sentence, not a crash deep inside torch); the watch knows it runs, so a call that never returns is
+    named."""
     def call(*args: Any, **kwargs: Any) -> Any:
         previous = watch.enter(piece.function)
         try:
             result = fn(*args, **kwargs)
-        except StudentError:
-            raise  # from another of the student's functions, which this one called: that one is to blame
-        except BaseException as error:  # SystemExit, KeyboardInterrupt...: all of them are the verdict
-            raise StudentError(piece.function, error) from error
+        except RemoteFailure:
+            raise  # what the worker said of the learner's code, checked by ``remote``
+        except BaseException as error:  # the proxy's own failure around the call, SystemExit included
+            raise RemoteFailure(Failure(piece.function, type(error).__name__, str(error))) from error
         finally:
             watch.leave(previous)
         problem = piece.check(args, result) if piece.check is not None else None
         if problem is not None:
-            raise StudentError(piece.function, ValueError(problem), refused=True)
+            raise RemoteFailure(Failure(piece.function, message=problem, refused=True))
         return result
 
     call.__name__ = piece.function
@@ -146,14 +136,9 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: SharedWatch)
 
 
 def describe_failure(error: BaseException) -> Failure:
-    """What the parent needs to word the verdict on ``error``, as a record. What the learner's code raised
-    comes from the worker (``RemoteFailure``, its line already found there); anything else a guard raised is a
-    refused result, or the grader's own failure around the call."""
-    if not isinstance(error, StudentError):
-        return Failure(None, type(error).__name__, str(error))
-    if isinstance(error.original, RemoteFailure):  # said by the worker, checked by ``remote``
-        return error.original.failure
-    return Failure(error.function, type(error.original).__name__, str(error.original), refused=error.refused)
+    """What the parent needs to word the verdict on ``error``: a learner's function's failure as its guard
+    recorded it, else the engine's own (no function of the learner's to blame)."""
+    return error.failure if isinstance(error, RemoteFailure) else Failure(None, type(error).__name__, str(error))
 
 
 OUTCOME = "outcome.json"
