@@ -104,12 +104,12 @@ def test_a_short_answer_is_not_compared_but_a_copy_of_the_reference_is_flagged(t
     assert found["copy"].reference is None and "copied (100% of it word for word)" in found["copy"].note
 
 
-def test_a_hard_link_to_the_reference_is_flagged(tmp_path):
+def test_a_hard_link_to_the_reference_is_flagged_as_its_copy(tmp_path):
     reference = tmp_path / "reference.py"
     reference.write_text(DECODE_SLOT.solution_path.read_text())
     os.link(reference, tmp_path / "linked.py")
     (found,) = likeness(["linked"], [tmp_path / "linked.py"], reference, DECODE_SLOT.template_path)
-    assert found.flags[0] == "a hard link to the reference solution"
+    assert found.flags == ("the reference solution's text, copied (100% of it word for word)",)
 
 
 def _rows(path: Path) -> dict[str, dict[str, str]]:

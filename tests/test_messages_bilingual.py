@@ -125,7 +125,7 @@ def test_the_allowed_raises_are_still_there():
 def test_the_scan_finds_a_message_written_in_place():
     """The scan itself: an f-string, a string joined to one, a package subclass's message; a Text said is left."""
     exceptions = _user_facing_exceptions() | {"BadFile"}
-    assert {"FrameError", "StudentError", "UsageError", "ApiError"} <= exceptions  # the package's own, found
+    assert {"FrameError", "Refused", "UsageError", "ApiError"} <= exceptions  # the package's own, found
     source = ("def f(x):\n"
               "    if x == 1:\n        raise ValueError(f'x is {x}')\n"
               "    if x == 2:\n        raise errors.BadFile('path', 'line ' + str(x))\n"

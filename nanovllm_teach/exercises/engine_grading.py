@@ -18,7 +18,7 @@ import tempfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 from unittest import mock
 
 from nanovllm_teach.engine.decisions import Decision
@@ -27,8 +27,8 @@ from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, Grade
                                           borrowed_from_solutions, imports_reference_solutions, missing_functions,
                                           missing_sentence)
 from nanovllm_teach.exercises.references import PendingReferences
-from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome, run_in_child,
-                                            write_outcome)
+from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, SharedWatch, Worker, read_outcome,
+                                            run_in_child, write_outcome)
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.worker import Failure
@@ -36,14 +36,6 @@ from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
 from nanovllm_teach.trace.reader import Trace
-
-
-class Watch(Protocol):
-    """Where the child tells the parent which student function is running (``remote.SharedWatch``)."""
-
-    def enter(self, function: str) -> str: ...
-
-    def leave(self, previous: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -109,34 +101,24 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class StudentError(Exception):
-    """A student function raised, or returned something the engine cannot use (``refused``)."""
-
-    def __init__(self, function: str, original: BaseException, refused: bool = False) -> None:
-        super().__init__(f"{function}: {original}")
-        self.function = function
-        self.original = original
-        self.refused = refused
-
-
-def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
-    """``fn`` (a proxy of the learner's function) as the engine calls it: whatever it raises (``SystemExit``
-    included) becomes a ``StudentError`` that names it; its result is checked before the engine uses it (a
-    float slot is stopped with a sentence, not a crash deep inside torch); the watch knows it runs, so a call
-    that never returns is named."""
+def _guarded(piece: Piece, fn: Callable[..., Any], watch: SharedWatch) -> Callable[..., Any]:
+    """``fn`` (a proxy of the learner's function) as the engine calls it: whatever goes wrong is a
+    ``RemoteFailure`` that names it; its result is checked before the engine uses it (a float slot is stopped
+    with a sentence, not a crash deep inside torch); the watch knows it runs, so a call that never returns is
+    named."""
     def call(*args: Any, **kwargs: Any) -> Any:
         previous = watch.enter(piece.function)
         try:
             result = fn(*args, **kwargs)
-        except StudentError:
-            raise  # from another of the student's functions, which this one called: that one is to blame
-        except BaseException as error:  # SystemExit, KeyboardInterrupt...: all of them are the verdict
-            raise StudentError(piece.function, error) from error
+        except RemoteFailure:
+            raise  # what the worker said of the learner's code, checked by ``remote``
+        except BaseException as error:  # the proxy's own failure around the call, SystemExit included
+            raise RemoteFailure(Failure(piece.function, type(error).__name__, str(error))) from error
         finally:
             watch.leave(previous)
         problem = piece.check(args, result) if piece.check is not None else None
         if problem is not None:
-            raise StudentError(piece.function, ValueError(problem), refused=True)
+            raise RemoteFailure(Failure(piece.function, message=problem, refused=True))
         return result
 
     call.__name__ = piece.function
@@ -144,7 +126,7 @@ def _guarded(piece: Piece, fn: Callable[..., Any], watch: Watch) -> Callable[...
 
 
 @contextmanager
-def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> Iterator[None]:
+def installed(pieces: tuple[Piece, ...], solution: Solution, watch: SharedWatch) -> Iterator[None]:
     """The student's functions in place of the engine's, for the length of the block."""
     with ExitStack() as stack:
         for piece in pieces:
@@ -154,14 +136,9 @@ def installed(pieces: tuple[Piece, ...], solution: Solution, watch: Watch) -> It
 
 
 def describe_failure(error: BaseException) -> Failure:
-    """What the parent needs to word the verdict on ``error``, as a record. What the learner's code raised
-    comes from the worker (``RemoteFailure``, its line already found there); anything else a guard raised is a
-    refused result, or the grader's own failure around the call."""
-    if not isinstance(error, StudentError):
-        return Failure(None, type(error).__name__, str(error))
-    if isinstance(error.original, RemoteFailure):  # said by the worker, checked by ``remote``
-        return error.original.failure
-    return Failure(error.function, type(error.original).__name__, str(error.original), refused=error.refused)
+    """What the parent needs to word the verdict on ``error``: a learner's function's failure as its guard
+    recorded it, else the engine's own (no function of the learner's to blame)."""
+    return error.failure if isinstance(error, RemoteFailure) else Failure(None, type(error).__name__, str(error))
 
 
 OUTCOME = "outcome.json"
@@ -242,7 +219,7 @@ class EngineExercise(Exercise):
     # from the divergence and the reference trace; None, or None said: the sequence behind it (``verdict``).
     context: Callable[[Divergence, Trace], str | None] | None = None
 
-    def _run_student(self, watch: Watch, proxies: dict[str, Callable[..., Any]], folder: Path,
+    def _run_student(self, watch: SharedWatch, proxies: dict[str, Callable[..., Any]], folder: Path,
                      model: str | Path | None) -> None:
         """The grading child's body."""
         outcome = Outcome()

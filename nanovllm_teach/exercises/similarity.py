@@ -6,7 +6,7 @@ The reference solutions are installed with the package every student has, so a g
 answer written from one copied. ``copydetect`` (winnowed fingerprints of the token stream, names and strings
 as placeholders, so renaming changes nothing) measures the share of code in common once the template is
 taken out. An answer shorter than ``MIN_TOKENS`` gets no number: a short right answer looks like every other,
-and a number would accuse honest students. A copy of the reference's text or a hard link to its file is
+and a number would accuse honest students. A copy of the reference's text (a hard link to its file is one) is
 flagged whatever its size. It judges nothing: a flag is a reason to read two files side by side.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +29,6 @@ NOISE_TOKENS = 25  # copydetect's default: a match shorter than this many tokens
 ALIKE = 0.8  # a share of code in common at or above which a pair is flagged
 VERBATIM = 0.9  # the share of the reference's own text (comments included) that makes a submission its copy
 
-HARD_LINK = Text(en="a hard link to the reference solution", zh="指向参考答案的硬链接")
 COPY_OF_REFERENCE = Text(en="the reference solution's text, copied ({share:.0%} of it word for word)",
                          zh="照抄了参考答案的原文（{share:.0%} 一字不差）")
 LIKE_REFERENCE = Text(en="{share:.0%} of its code is the reference's, names aside", zh="{share:.0%} 的代码与参考答案相同（不计命名）")
@@ -96,18 +94,11 @@ def _closest(prints: dict[int, CodeFingerprint]) -> dict[int, tuple[float, int]]
     return closest
 
 
-def _hard_link(path: Path, reference: Path) -> bool:
-    try:
-        return os.path.samefile(path, reference)
-    except OSError:
-        return False
-
-
 def likeness(students: list[str], paths: list[Path | None], reference: Path, template: Path,
              share_with_reference: bool = True) -> list[Likeness | None]:
     """Each submission's ``Likeness`` (None where there is no file to compare), in the order given; ``paths``
     have passed the class's checks (UTF-8 text of bounded size). ``share_with_reference`` False: a build track
-    chapter, whose right answer resembles the engine by design (copies and links are still flagged)."""
+    chapter, whose right answer resembles the engine by design (copies are still flagged)."""
     shared = template.read_text(encoding="utf-8")
     boilerplate = {kind: list(_fingerprint(template, shared, [], kind).hashes) for kind in (True, False)}
 
@@ -123,8 +114,6 @@ def likeness(students: list[str], paths: list[Path | None], reference: Path, tem
     found: list[Likeness | None] = [None] * len(paths)
     for k, text in texts.items():
         flags = []
-        if _hard_link(paths[k], reference):
-            flags.append(say(HARD_LINK))
         copied = _shares(prints(paths[k], text, False), ref_raw)[1]
         if copied >= VERBATIM:
             flags.append(say(COPY_OF_REFERENCE, share=copied))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
 from nanovllm_teach.exercises.worker import Failure
@@ -22,6 +22,7 @@ from nanovllm_teach.exercises.workloads import GradedWorkload
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import VOLATILE, Divergence, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
+from nanovllm_teach.trace.schema import TraceEvent
 from nanovllm_teach.trace.state import EngineState, read_settings, walk
 
 SEQ_HAD = Text(en="at the start of step {step}, seq {seq} had the K/V of {tokens} tokens cached in {count} blocks "
@@ -30,14 +31,9 @@ SEQ_HAD = Text(en="at the start of step {step}, seq {seq} had the K/V of {tokens
                   "token（{blocks}）")
 
 
-def stats(event: Any) -> dict[str, Any]:
-    """An event's numbers as a dict, whether it was read back from a file or recorded here."""
-    numbers = getattr(event, "stats", None)
-    if numbers is None:
-        return {}
-    if isinstance(numbers, dict):
-        return numbers
-    return {name: getattr(numbers, name) for name in getattr(numbers, "__struct_fields__", ())}
+def stats(event: TraceEvent | None) -> Mapping[str, Any]:
+    """An event's numbers (its payload reads as a mapping), or none for no event."""
+    return {} if event is None else event.stats
 
 
 def state_before(reference: Trace, event_i: int, step: int | None) -> tuple[EngineState, list[int]]:
