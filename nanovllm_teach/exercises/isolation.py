@@ -74,10 +74,6 @@ def available() -> bool:
 _DROP_PROBE = "import json, os, sys; print(json.dumps([os.getuid(), sys.prefix, os.path.dirname(os.__file__)]))"
 
 
-def own_python() -> list[str]:
-    return [sys.prefix, os.path.dirname(os.__file__)]
-
-
 @functools.cache
 def _drop_fails(isolated: bool) -> str | None:
     """What went wrong when this interpreter, started exactly as a worker is, told its user id and its Python
@@ -97,7 +93,7 @@ def _drop_fails(isolated: bool) -> str | None:
         return visible(done.stderr.decode(errors="replace").strip()[-200:] or f"exit {done.returncode}")
     if uid != slot.uid:
         return say(RAN_AS, uid=uid, slot_uid=slot.uid)
-    own = own_python()
+    own = [sys.prefix, os.path.dirname(os.__file__)]
     if python != own:
         return say(OTHER_PYTHON, prefix=python[0], stdlib=python[1], own_prefix=own[0], own_stdlib=own[1])
     return None
