@@ -6,8 +6,10 @@ Role: grading, the sandbox's walls (docs/grading.md draws them). Emits no events
 a copy of the package without the reference solutions where the exercise's points raise "not available while
 grading". Run by root, bubblewrap has no user namespace (its user would be root outside, where no per-user
 limit binds), and ``setpriv`` drops to the job slot's own user id (``confinement.Slot``) before anything of the
-worker runs; ``uid_drop()`` says whether that works here. Without bubblewrap (``available()`` False) the worker
-runs on the same copy in a plain process with the same limits, and the verdict says it was not isolated.
+worker runs; ``uid_drop_missing()`` says why that does not work here (the interpreter, started as a worker is,
+ran as another user id or on another Python), the one place either is checked. Without bubblewrap
+(``available()`` False) the worker runs on the same copy in a plain process with the same limits, and the
+verdict says it was not isolated.
 """
 
 from __future__ import annotations
