@@ -6,6 +6,7 @@ laid out as Gradescope documents it."""
 from __future__ import annotations
 
 import csv
+import fnmatch
 import json
 import os
 import stat
@@ -168,6 +169,19 @@ def test_the_gradescope_bundle_runs_as_gradescope_runs_it(tmp_path):
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 1 and results["tests"][0]["status"] == "passed", results
 
+
+
+def test_the_gradescope_scripts_are_shell_files_installed_with_the_package():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from nanovllm_teach.exercises.gradescope import SCRIPTS
+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["nanovllm_teach"]
+    for name in ("setup.sh", "run_autograder"):
+        relative = (SCRIPTS / name).relative_to(REPO / "nanovllm_teach").as_posix()
+        assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative  # in `pip install .`
+        checked = subprocess.run(["bash", "-n", str(SCRIPTS / name)], capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stderr
 
 POLICIES = {
     "fcfs": "def choose_next(waiting):\n    return 0\n",

@@ -227,25 +227,26 @@ def test_check_isolation_says_what_this_machine_gives(monkeypatch, capsys):
 def test_the_probe_refuses_a_sandbox_that_runs_another_python(monkeypatch, capsys):
     # As root without bubblewrap, a worker once started on Debian's standard library instead of the grader's
     # virtual environment, and the probe (it checked the user id only) passed: now the sandboxed interpreter's
-    # prefix and standard library must be the grader's own. Here the grader's own is made to look elsewhere.
-    monkeypatch.setattr(isolation, "own_python", lambda: ["/usr", "/usr/lib/python3.0"])
+    # prefix and standard library must be the grader's own. Here the dropped interpreter reports Debian's.
+    monkeypatch.setattr(isolation, "_DROP_PROBE",
+                        'import json, os; print(json.dumps([os.getuid(), "/usr", "/usr/lib/python3.0"]))')
     isolation._drop_fails.cache_clear()
     try:
         reason = isolation.uid_drop_missing()
-        assert reason is not None and f"not on the grader's own /usr (/usr/lib/python3.0)" in reason, reason
-        assert f"it ran on the Python of {sys.prefix}" in reason
+        assert reason is not None and "it ran on the Python of /usr (standard library /usr/lib/python3.0)" in reason
+        assert f"not on the grader's own {sys.prefix}" in reason, reason
         assert main(["grade", "--check-isolation"]) == 2
     finally:
         isolation._drop_fails.cache_clear()
     out = capsys.readouterr().out
-    assert f"python:      NOT the grader's own: the sandbox ran {sys.prefix}" in out
+    # The screen shows it once, as the reason there is no uid drop.
+    assert f"no uid drop: {reason}" in out and out.count("it ran on the Python of /usr") == 1
     assert "A class cannot be graded here" in out and "Gradescope (one submission): refused" in out
 
 
 def test_check_isolation_as_a_user_that_is_not_root_says_what_it_can_and_cannot_do():
     found = selftest.Check("/usr/bin/bwrap", True, "the grader is not root", False, 1000, None,
-                           {"network": ["lo"], "processes": 16, "python": isolation.own_python(), "environment": None,
-                            "dev_shm": 16 << 20})
+                           {"network": ["lo"], "processes": 16, "environment": None, "dev_shm": 16 << 20})
     out = selftest.screen(found)
     assert "the grader's own (1000): not root, so no user id per submission" in out
     assert f"as {isolation.SANDBOX_UID} inside bubblewrap" in out and "counting this user's other processes" in out

@@ -6,8 +6,10 @@ Role: grading, the sandbox's walls (docs/grading.md draws them). Emits no events
 a copy of the package without the reference solutions where the exercise's points raise "not available while
 grading". Run by root, bubblewrap has no user namespace (its user would be root outside, where no per-user
 limit binds), and ``setpriv`` drops to the job slot's own user id (``confinement.Slot``) before anything of the
-worker runs; ``uid_drop()`` says whether that works here. Without bubblewrap (``available()`` False) the worker
-runs on the same copy in a plain process with the same limits, and the verdict says it was not isolated.
+worker runs; ``uid_drop_missing()`` says why that does not work here (the interpreter, started as a worker is,
+ran as another user id or on another Python), the one place either is checked. Without bubblewrap
+(``available()`` False) the worker runs on the same copy in a plain process with the same limits, and the
+verdict says it was not isolated.
 """
 
 from __future__ import annotations
@@ -74,10 +76,6 @@ def available() -> bool:
 _DROP_PROBE = "import json, os, sys; print(json.dumps([os.getuid(), sys.prefix, os.path.dirname(os.__file__)]))"
 
 
-def own_python() -> list[str]:
-    return [sys.prefix, os.path.dirname(os.__file__)]
-
-
 @functools.cache
 def _drop_fails(isolated: bool) -> str | None:
     """What went wrong when this interpreter, started exactly as a worker is, told its user id and its Python
@@ -97,7 +95,7 @@ def _drop_fails(isolated: bool) -> str | None:
         return visible(done.stderr.decode(errors="replace").strip()[-200:] or f"exit {done.returncode}")
     if uid != slot.uid:
         return say(RAN_AS, uid=uid, slot_uid=slot.uid)
-    own = own_python()
+    own = [sys.prefix, os.path.dirname(os.__file__)]
     if python != own:
         return say(OTHER_PYTHON, prefix=python[0], stdlib=python[1], own_prefix=own[0], own_stdlib=own[1])
     return None

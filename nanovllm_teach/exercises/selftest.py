@@ -4,7 +4,9 @@ Role: grading (the teacher's side). Emits no events.
 
 ``check()`` starts a worker exactly as a submission's is started, on a probe file that reports what it sees
 from inside; ``screen()`` is the one screen a teacher reads. Gradescope needs less than a class (``Check``):
-its container may forbid bubblewrap's namespaces, and it grades one submission.
+its container may forbid bubblewrap's namespaces, and it grades one submission. Whether the worker runs as its
+slot's user id and on the grader's own Python is the uid drop's own probe (``isolation.uid_drop_missing``): a
+failure shows here as its reason.
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from nanovllm_teach.exercises import confinement, isolation
-from nanovllm_teach.exercises.base import visible
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
 from nanovllm_teach.i18n import Text, say
 
 PROBE = '''
-import os, resource, sys
+import os, resource
 
 
 def probe():
@@ -34,9 +35,7 @@ def probe():
     with open("/proc/net/dev") as file:
         network = [line.split(":")[0].strip() for line in file.read().splitlines()[2:]]
     shm = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
-    return {"uid": os.getuid(), "environment": environment, "network": network,
-            "processes": resource.getrlimit(resource.RLIMIT_NPROC)[0],
-            "python": [sys.prefix, os.path.dirname(os.__file__)],
+    return {"environment": environment, "network": network, "processes": resource.getrlimit(resource.RLIMIT_NPROC)[0],
             "dev_shm": shm.f_blocks * shm.f_frsize if shm else None}
 '''
 
@@ -62,12 +61,6 @@ NOT_ROOT_USER = Text(en="  user id:     the grader's own ({uid}): not root, so n
                      zh="  用户 id：   评分器自己的（{uid}）：不是 root，所以不能每份作业一个用户 id。学习者的自查以这个用户"
                         "运行（能启动 bubblewrap 时，在其中是 {inside}），进程数上限也把这个用户的其他进程算在内；给全班"
                         "或在 Gradescope 上评分需要以 root 运行评分器")
-OWN_PYTHON = Text(en="  python:      the grader's own ({prefix}), inside the sandbox too",
-                  zh="  python：    沙箱内也是评分器自己的 Python（{prefix}）")
-OTHER_PYTHON = Text(en="  python:      NOT the grader's own: the sandbox ran {prefix} (standard library {stdlib}), the "
-                       "grader runs {own_prefix} ({own_stdlib})",
-                    zh="  python：    不是评分器自己的：沙箱里运行的是 {prefix}（标准库 {stdlib}），评分器用的是 "
-                       "{own_prefix}（{own_stdlib}）")
 CGROUP = Text(en="  cgroup:      {kind}, for the whole sandbox: {memory} MiB, {processes} tasks, {cpus} CPU",
               zh="  cgroup：    {kind}，针对整个沙箱：{memory} MiB、{processes} 个任务、{cpus} 个 CPU")
 NO_CGROUP = Text(en="  cgroup:      none can be made here: only the per-process rlimits bound memory and CPU",
@@ -112,17 +105,12 @@ class Check:
         return self.uid_drop_missing is None
 
     @property
-    def own_python(self) -> bool:
-        """The grader's own interpreter inside: else every worker's imports go wrong."""
-        return self.inside.get("python") == isolation.own_python()
-
-    @property
     def class_ready(self) -> bool:
-        return self.starts and self.uid_drop and not self.error and self.own_python
+        return self.starts and self.uid_drop and not self.error
 
     @property
     def gradescope_ready(self) -> bool:
-        return self.uid_drop and not self.error and self.own_python
+        return self.uid_drop and not self.error
 
 
 def check() -> Check:
@@ -172,10 +160,6 @@ def screen(found: Check) -> str:
     if found.error:
         lines.append(say(PROBE_FAILED, error=found.error))
     else:
-        python = inside.get("python") or ["-", "-"]
-        lines.append(say(OWN_PYTHON, prefix=python[0]) if found.own_python else
-                     say(OTHER_PYTHON, prefix=visible(str(python[0])), stdlib=visible(str(python[1])),
-                         own_prefix=isolation.own_python()[0], own_stdlib=isolation.own_python()[1]))
         environment = inside.get("environment")
         shm = inside.get("dev_shm")
         lines.append(say(INSIDE, environment=say(CLOSED) if environment is None else ", ".join(environment) or "-",
