@@ -10,6 +10,7 @@ import pytest
 
 from nanovllm_teach import LLM
 from nanovllm_teach.cli import main
+from nanovllm_teach.i18n import speaking
 from nanovllm_teach.plan.probes import Candidate, PlanWorkload, memory_fit
 from nanovllm_teach.plan.results import simulate_command
 from nanovllm_teach.settings import Settings
@@ -18,6 +19,7 @@ from nanovllm_teach.sim.cost_model import StepCostModel, load_shape
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import DEVICES
 from nanovllm_teach.sim.published import load_cases
+from nanovllm_teach.trace.console import text_width
 
 SHAPE = load_shape("llama-3.1-8b")
 H100 = DEVICES["h100-sxm"]
@@ -128,6 +130,17 @@ def test_list_shows_each_gpus_fp8_peak_or_none(capsys):
     assert main(["simulate", "--list"]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
     assert f"{H100.fp8_flops / 1e12:.1f} fp8" in rows["h100-sxm"] and "no fp8" in rows["a100-80gb"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_list_keeps_its_columns_in_both_languages(capsys, lang):
+    """The memory column starts at the same terminal column on every GPU's line, with fp8 or without: "无 fp8"
+    takes 6 columns for its 5 characters, and was once padded by characters."""
+    with speaking(lang):
+        assert main(["simulate", "--list"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if " GB/s, " in line]
+    assert any(("无 fp8" if lang == "zh" else "no fp8") in row for row in rows)
+    assert len({text_width(row.split(" GB/s, ")[0]) for row in rows}) == 1
 
 
 WORKLOAD = PlanWorkload("llama-3.1-8b", "uniform:16:64", "uniform:4:16", max_model_len=2048, warmup_requests=100)

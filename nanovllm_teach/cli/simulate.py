@@ -37,6 +37,7 @@ from nanovllm_teach.sim.cost_model import DTYPE_BYTES, ModelShape, StepCostModel
 from nanovllm_teach.sim.efficiency import Efficiency
 from nanovllm_teach.sim.hardware import CPU_DEVICE_NAME, DEVICES, GIB, device_names, get_device
 from nanovllm_teach.sim.published import MIN_FITTED_CASES, fitted_cases, is_fitted, load_cases
+from nanovllm_teach.trace.console import pad
 from nanovllm_teach.trace.recorder import TraceRecorder
 from nanovllm_teach.utils.threads import prefer_passive_wait
 from nanovllm_teach.workload.requests import SHAREGPT_SOURCE, Lengths, SharedPrefix, make_workload, parse_arrivals, parse_lengths
@@ -170,7 +171,7 @@ def _list_choices() -> str:
     for device in DEVICES.values():
         n = fitted_cases(device.name, cases)
         fit = say(FITTED_ON if n >= MIN_FITTED_CASES else UNFITTED_ON, n=n, least=MIN_FITTED_CASES)
-        fp8 = f"{device.fp8_flops / 1e12:6.1f} fp8" if device.fp8_flops else f"{say(NO_FP8):>10}"
+        fp8 = f"{device.fp8_flops / 1e12:6.1f} fp8" if device.fp8_flops else pad(say(NO_FP8), 10, right=True)
         lines.append(f"  {device.name:16} {device.peak_flops / 1e12:6.1f} TFLOP/s {device.dtype}, {fp8}, "
                      f"{device.memory_bandwidth / 1e9:6.0f} GB/s, {device.memory_bytes / GIB:4.0f} GiB, "
                      f"{device.interconnect}; {fit}")

@@ -208,9 +208,10 @@ class Confined:
     def __init__(self, submission: Path, tag: str, uid_drop: bool, limits: Limits = LIMITS) -> None:
         self._copy = tempfile.TemporaryDirectory(prefix="nanovllm_teach_submission_", ignore_cleanup_errors=True)
         self._ended = False
-        self.slot = Slot() if uid_drop else None
+        self.slot: Slot | None = None
         self.cgroup: Cgroup | None = None
         try:
+            self.slot = Slot() if uid_drop else None
             self.submission = Path(self._copy.name, submission.name)
             shutil.copyfile(submission, self.submission)
             self.submission.chmod(0o444)

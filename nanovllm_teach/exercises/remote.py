@@ -143,9 +143,12 @@ class Worker:
                     (calls_r, answers_w), self._output)
             else:
                 self._forked = fork(_serve_forked, solution, calls_r, answers_w)
-        except BaseException:
+        except BaseException:  # nothing of a worker that did not start stays open in a grader that goes on
             if self.confined is not None:
                 self.confined.end(self._process)
+            os.close(self._calls_w)
+            os.close(self._answers_r)
+            self._output.close()
             raise
         finally:
             os.close(calls_r)

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import sys
 import statistics
-import unicodedata
 from typing import IO, TYPE_CHECKING, Any, Iterable
 
 import structlog
+import wcwidth
 
 from nanovllm_teach.trace.events import PAYLOADS
 from nanovllm_teach.trace.payload import Payload, printable
@@ -262,7 +262,7 @@ NOTHING_LEFT = Text(en="; nothing left to run", zh="；已没有序列在运行"
 
 def text_width(text: str) -> int:
     """Columns ``text`` takes in a terminal: a wide (CJK) character takes two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return wcwidth.width(text)
 
 
 def pad(text: str, width: int, right: bool = False) -> str:

@@ -18,7 +18,6 @@ output token, output tokens per second), with each check and why it failed, in t
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
@@ -30,6 +29,7 @@ from nanovllm_teach.exercises.remote import ChildEnd, Outcome
 from nanovllm_teach.exercises.verdict import failure_sentence, in_context, load_run, where_it_stopped
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.workload.metrics import percentile
+from nanovllm_teach.trace.console import text_width
 from nanovllm_teach.trace.reader import Trace
 
 MEAN_TTFT_RATIO = 0.8  # the policy's mean TTFT may be at most this share of FCFS's
@@ -166,11 +166,6 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _columns(cell: str) -> int:
-    """How many terminal columns ``cell`` takes (a Chinese character takes two)."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in cell)
-
-
 def _check(passed: bool, ratio: float) -> str:
     return say(PASSED_CHECK if passed else FAILED_CHECK, ratio=ratio)
 
@@ -186,10 +181,10 @@ def leaderboard(scores: list[WorkloadScore]) -> str:
                                        ("", say(YOURS_ROW), s.yours, checks)):
             table.append([first, label, _ms(m.mean_ttft_ms), _ms(m.p99_ttft_ms), _ms(m.max_ttft_ms),
                           _ms(m.mean_tpot_ms), f"{m.tokens_per_s:.0f}", *shown])
-    widths = [max(_columns(row[c]) for row in table) for c in range(len(COLUMNS))]
+    widths = [max(text_width(row[c]) for row in table) for c in range(len(COLUMNS))]
 
     def padded(cell: str, c: int) -> str:
-        gap = " " * (widths[c] - _columns(cell))
+        gap = " " * (widths[c] - text_width(cell))
         return cell + gap if c < 2 else gap + cell
     return "\n".join("  ".join(padded(cell, c) for c, cell in enumerate(row)).rstrip() for row in table)
 
