@@ -1,9 +1,10 @@
 """Where the grader's reference traces come from, and that each is recorded once per process.
 
 The reference must be the engine as shipped: a notebook cell or a solution may have patched the engine in
-the grader's process, and a reference recorded there would agree with it. So every reference is recorded by
-a fresh interpreter of the shipped package, which records every graded workload at once; an interrupted
-recording is stopped and leaves nothing behind.
+the grader's process, and a reference recorded there would agree with it. So a reference is recorded by a
+fresh interpreter of the shipped package, which records every graded workload at once; an interrupted
+recording is stopped and leaves nothing behind. Only the grade command, which runs nothing of a learner's in
+its own process, records there (``recorded_here``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nanovllm_teach.cli import main
 from nanovllm_teach.engine import scheduler
 from nanovllm_teach.exercises import references
 from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace
@@ -70,3 +72,16 @@ def test_an_interrupted_recording_is_stopped_and_leaves_no_folder(no_references,
     assert process.poll() is not None
     assert not Path(folder).exists()
     assert references._recorded == {}
+
+
+def test_the_grade_command_records_its_references_in_its_own_process(no_references, monkeypatch, tmp_path, capsys):
+    shipped = reference_trace(TIGHT_CACHE)  # from a fresh interpreter
+    references._recorded.clear()
+    _no_interpreter(monkeypatch)
+    solution = tmp_path / "decode_slot.py"
+    solution.write_text("def decode_slot(seq, block_size):\n    position = seq.num_tokens - 1\n"
+                        "    return seq.block_table[position // block_size] * block_size + position % block_size\n")
+    assert main(["grade", "decode_slot", str(solution)]) == 0
+    assert capsys.readouterr().out.startswith("PASS decode_slot")
+    assert diff_traces(references._recorded[("tight_cache", "")], shipped) is None
+    assert references._here is False  # only for the length of the command

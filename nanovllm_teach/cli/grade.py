@@ -114,9 +114,12 @@ def _grade(args: argparse.Namespace) -> int:
     submissions = _submissions(exercise, [Path(p) for p in args.solution], args.gradescope is not None)
     model = model_folder(args.model)
     _refuse_unisolated(args, submissions)
-    if len(submissions) == 1 and args.csv is None and args.html is None:
-        return _self_check(exercise, submissions[0], model, args)
-    return _grade_class(exercise, submissions, model, args)
+    from nanovllm_teach.exercises.references import recorded_here
+
+    with recorded_here():  # every submission runs in its own worker: nothing of a learner's runs here
+        if len(submissions) == 1 and args.csv is None and args.html is None:
+            return _self_check(exercise, submissions[0], model, args)
+        return _grade_class(exercise, submissions, model, args)
 
 
 def _exercise(name: str) -> Any:

@@ -4,12 +4,13 @@ Role: grading. Emits no events (the engine it runs emits its own).
 
 The reference must be the engine as shipped, whatever a solution or a notebook cell has patched in this
 process (``Scheduler.schedule_decode = mine``): a reference recorded with it would agree with the student by
-construction. So it is always recorded by a fresh interpreter of the shipped package (``main``), which shares
-nothing with this process; it starts before the student's code runs and records while that runs. The
-workloads go to it pickled in a file of the grader's own. It runs on the learner's machine, so that fields
-that depend on the machine's arithmetic agree with the student's run.
+construction. So a fresh interpreter of the shipped package (``main``), which shares nothing with this process,
+records it, starting before the student's code runs and recording while that runs; the workloads go to it
+pickled in a file of the grader's own. Only the grade command records in its own process (``recorded_here``):
+it runs nothing of a learner's itself (every submission runs in its worker), and saves an interpreter's start.
+It runs on the learner's machine, so that fields that depend on the machine's arithmetic agree with the
+student's run.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,9 @@ import pickle
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from nanovllm_teach.exercises.messages import NAME_SEPARATOR
 from nanovllm_teach.exercises.workloads import GradedWorkload, record_graded
@@ -44,6 +47,35 @@ def fresh_interpreter_environment() -> dict[str, str]:
         [str(_PACKAGE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
+_here = False  # set by ``recorded_here``
+
+
+@contextmanager
+def recorded_here() -> Iterator[None]:
+    """The references are recorded in this process for the length of the block: for the grade command only,
+    a process that runs no learner's code and patches nothing of the engine."""
+    global _here
+    _here = True
+    try:
+        yield
+    finally:
+        _here = False
+
+
+def _record(workloads: list[GradedWorkload], folder: Path, model: str | None) -> None:
+    """Each of ``workloads`` recorded to ``folder/NAME.jsonl``, on one torch thread: the model is tiny, and the
+    other core runs the student's code meanwhile."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for workload in workloads:
+            record_graded(workload, folder / f"{workload.name}.jsonl", model)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def graded_workloads() -> dict[str, GradedWorkload]:
     """Every workload an exercise is graded on, by name, found in the exercises' folders."""
     from nanovllm_teach.exercises import EXERCISES  # not at import: the exercises' folders import this module
@@ -53,8 +85,8 @@ def graded_workloads() -> dict[str, GradedWorkload]:
 
 
 class PendingReferences:
-    """The reference traces of ``workloads``: known already, or being recorded in a fresh interpreter (with
-    every other graded workload not yet known); ``traces()`` waits for them."""
+    """The reference traces of ``workloads``: known already, recorded here (``recorded_here``), or being recorded
+    in a fresh interpreter (with every other graded workload not yet known); ``traces()`` waits for them."""
 
     def __init__(self, workloads: tuple[GradedWorkload, ...], model: str | Path | None = None) -> None:
         self.model = str(model) if model is not None else ""
@@ -62,6 +94,13 @@ class PendingReferences:
         self._process = None
         self._folder = None
         if all((name, self.model) in _recorded for name in self.names):
+            return
+        if _here:
+            with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as folder:
+                missing = [w for w in workloads if (w.name, self.model) not in _recorded]
+                _record(missing, Path(folder), self.model or None)
+                for workload in missing:
+                    _recorded[(workload.name, self.model)] = load_trace(Path(folder) / f"{workload.name}.jsonl")
             return
         # Every graded workload not known yet, not only these: the interpreter's start (torch, transformers,
         # the model) is most of its time, each workload a fraction of a second, so one start per process
@@ -112,11 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help=f"folder holding {WORKLOADS_FILE}, for NAME.jsonl")
     parser.add_argument("--model", default=None)
     args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)  # the model is tiny; the other core runs the student's code meanwhile
     with open(Path(args.out) / WORKLOADS_FILE, "rb") as file:
-        workloads = pickle.load(file)
-    for workload in workloads:
-        record_graded(workload, Path(args.out) / f"{workload.name}.jsonl", args.model)
+        _record(pickle.load(file), Path(args.out), args.model)
     return 0
