@@ -1,30 +1,67 @@
-"""The grading child (``exercises/remote.py``, ``run_in_child``): a student call past its time limit is the child's to report
-(its proxy gives up, the child records where it was and ends); the parent stops the child only when it is
-still in the call ``REPORT_GRACE_S`` after the limit, and always once the whole run outlasts its limit."""
+"""The grading child (``exercises/remote.py``, ``run_in_child``) and the deadline of a call into the worker.
+
+A call's time limit is the worker's answer's deadline, for the call going out and its answer coming back
+(``Worker.call``): the child records that failure itself, where the call was. The parent stops the child only
+when the whole run outlasts ``RUN_LIMIT_S``.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
+import pytest
+
 from nanovllm_teach.exercises import remote
+from nanovllm_teach.exercises.worker import write_frame
 
 
-def _slow_to_report(watch, seconds: float) -> None:
-    """A call that lasts ``seconds`` (a proxy waiting for its answer, then writing what it saw), then the end."""
-    previous = watch.enter("decode_slot")
-    time.sleep(seconds)
-    watch.leave(previous)
+def test_a_child_that_ends_by_itself_is_reported_with_its_exit_code():
+    assert remote.run_in_child(time.sleep, 0.2) == remote.ChildEnd(0)
 
 
-def test_a_child_reporting_just_after_the_limit_ends_by_itself():
-    # On a loaded machine the proxy's give-up and the child's record come a little after the limit: the
-    # parent looking at the same moment killed the child, and the verdict lost where the call was.
-    end = remote.run_in_child(_slow_to_report, 1.3, time_limit=1.0)
-    assert end.exitcode == 0 and end.running == ""
-
-
-def test_a_child_still_in_the_call_after_the_grace_is_stopped():
+def test_a_child_past_the_run_limit_is_stopped(monkeypatch):
+    monkeypatch.setattr(remote, "RUN_LIMIT_S", 0.5)
     started = time.monotonic()
-    end = remote.run_in_child(_slow_to_report, 60.0, time_limit=0.5)
-    assert end.exitcode is None and end.running == "decode_slot" and end.limit == 0.5
-    assert time.monotonic() - started < 0.5 + remote.REPORT_GRACE_S + 5
+    end = remote.run_in_child(time.sleep, 60.0)
+    assert end == remote.ChildEnd(None, 0.5) and end.failure().timeout == 0.5
+    assert time.monotonic() - started < 10
+
+
+def test_a_call_to_a_worker_that_stopped_reading_gives_up_at_its_deadline():
+    """A frame larger than the pipe holds, to a worker that reads nothing (a stopped process): writing it whole
+    would block for ever, past the call's limit, with nothing left to stop it but the whole run's."""
+    read_end, write_end = os.pipe()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            write_frame(write_end, list(range(100_000)), time.monotonic() + 0.5)  # ~600 KB
+        except BaseException as error:
+            raised.append(error)
+
+    writer = threading.Thread(target=call, daemon=True)
+    writer.start()
+    writer.join(10)
+    try:
+        assert not writer.is_alive() and len(raised) == 1 and isinstance(raised[0], TimeoutError)
+    finally:
+        os.close(read_end)  # a writer still blocked (the test failing) gets EPIPE and ends
+        writer.join(10)
+        os.close(write_end)
+
+
+def test_a_frame_is_whole_on_the_other_side_when_written_under_a_deadline():
+    from nanovllm_teach.exercises.worker import read_frame
+
+    read_end, write_end = os.pipe()
+    message = {"args": list(range(50_000))}
+    reader = threading.Thread(target=lambda: got.append(read_frame(read_end, time.monotonic() + 10)))
+    got: list = []
+    reader.start()
+    write_frame(write_end, message, time.monotonic() + 10)
+    reader.join(10)
+    os.close(read_end)
+    os.close(write_end)
+    assert got == [message]

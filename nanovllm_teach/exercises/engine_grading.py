@@ -27,7 +27,7 @@ from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, Grade
                                           borrowed_from_solutions, imports_reference_solutions, missing_functions,
                                           missing_sentence)
 from nanovllm_teach.exercises.references import PendingReferences
-from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, SharedWatch, Worker, read_outcome,
+from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome,
                                             run_in_child, write_outcome)
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.verdict import judge, load_run
@@ -101,21 +101,17 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _guarded(piece: Piece, fn: Callable[..., Any], watch: SharedWatch) -> Callable[..., Any]:
+def _guarded(piece: Piece, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (a proxy of the learner's function) as the engine calls it: whatever goes wrong is a
     ``RemoteFailure`` that names it; its result is checked before the engine uses it (a float slot is stopped
-    with a sentence, not a crash deep inside torch); the watch knows it runs, so a call that never returns is
-    named."""
+    with a sentence, not a crash deep inside torch)."""
     def call(*args: Any, **kwargs: Any) -> Any:
-        previous = watch.enter(piece.function)
         try:
             result = fn(*args, **kwargs)
         except RemoteFailure:
-            raise  # what the worker said of the learner's code, checked by ``remote``
+            raise  # what the worker said of the learner's code (a time-out included), checked by ``remote``
         except BaseException as error:  # the proxy's own failure around the call, SystemExit included
             raise RemoteFailure(Failure(piece.function, type(error).__name__, str(error))) from error
-        finally:
-            watch.leave(previous)
         problem = piece.check(args, result) if piece.check is not None else None
         if problem is not None:
             raise RemoteFailure(Failure(piece.function, message=problem, refused=True))
@@ -126,12 +122,12 @@ def _guarded(piece: Piece, fn: Callable[..., Any], watch: SharedWatch) -> Callab
 
 
 @contextmanager
-def installed(pieces: tuple[Piece, ...], solution: Solution, watch: SharedWatch) -> Iterator[None]:
+def installed(pieces: tuple[Piece, ...], solution: Solution) -> Iterator[None]:
     """The student's functions in place of the engine's, for the length of the block."""
     with ExitStack() as stack:
         for piece in pieces:
             stack.enter_context(mock.patch(piece.point.replace(":", "."),
-                                           _guarded(piece, solution[piece.function], watch)))
+                                           _guarded(piece, solution[piece.function])))
         yield
 
 
@@ -219,7 +215,7 @@ class EngineExercise(Exercise):
     # from the divergence and the reference trace; None, or None said: the sequence behind it (``verdict``).
     context: Callable[[Divergence, Trace], str | None] | None = None
 
-    def _run_student(self, watch: SharedWatch, proxies: dict[str, Callable[..., Any]], folder: Path,
+    def _run_student(self, proxies: dict[str, Callable[..., Any]], folder: Path,
                      model: str | Path | None) -> None:
         """The grading child's body."""
         outcome = Outcome()
@@ -227,7 +223,7 @@ class EngineExercise(Exercise):
         for workload in self.workloads:
             failure = None
             try:
-                with installed(self.pieces, proxies, watch):
+                with installed(self.pieces, proxies):
                     record_graded(workload, folder / f"{workload.name}.jsonl", model, MAX_STEPS)
             except BaseException as error:  # whatever the student's code raised is the verdict's business
                 failure = describe_failure(error)
@@ -249,15 +245,15 @@ class EngineExercise(Exercise):
         try:
             warm_up()
             return graded_in_worker(self, solution, time_limit, isolate,
-                                    lambda proxies: self._run_and_judge(proxies, model, time_limit, references))
+                                    lambda proxies: self._run_and_judge(proxies, model, references))
         finally:
             references.cancel()
 
-    def _run_and_judge(self, proxies: dict[str, Callable[..., Any]], model: str | Path | None, time_limit: float,
+    def _run_and_judge(self, proxies: dict[str, Callable[..., Any]], model: str | Path | None,
                        references: PendingReferences) -> GradeResult:
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             folder = Path(tmp)
-            end = run_in_child(self._run_student, proxies, folder, model, time_limit=time_limit)
+            end = run_in_child(self._run_student, proxies, folder, model)
             outcome = read_outcome(folder / OUTCOME, Outcome)
             return self._verdict(end, outcome, folder, references.traces())
 

@@ -37,12 +37,9 @@ OUTPUT_CHARS = 2000
 QUOTE = "  | "
 # How long a worker's interpreter may take to start, before the file's own time limit: none of it the learner's.
 STARTUP_LIMIT_S = 60.0
-# The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s).
+# The longest a whole grading run may take, however fast each call returns (the reference needs ~1 s). A call
+# has its own limit, the worker's answer's deadline (``Worker.call``): the child records that failure itself.
 RUN_LIMIT_S = 120.0
-# How long after a call's time limit the parent waits for the child's own record of the failure: looking at
-# the same moment, a loaded machine lost the record, and the verdict where the call was.
-REPORT_GRACE_S = 5.0
-_NAME_BYTES = 96
 # A class is graded by several threads; one forks at a time, so that no child starts with a lock another
 # thread held at that moment.
 FORKING = threading.Lock()
@@ -174,10 +171,11 @@ class Worker:
         return answer if isinstance(answer, dict) else {"ended": None}
 
     def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...], adapter: str | None = None) -> Any:
+        deadline = time.monotonic() + self.time_limit  # for the call and its answer together
         try:
             frame = {"function": function, "args": [msgspec.to_builtins(a) for a in args], "types": list(types)}
-            write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame)
-            answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
+            write_frame(self._calls_w, {**frame, "adapter": adapter} if adapter else frame, deadline)
+            answer = read_frame(self._answers_r, deadline)
         except TimeoutError:
             raise RemoteFailure(Failure(function, timeout=self.time_limit)) from None
         except (FrameError, OSError):
@@ -227,52 +225,26 @@ class Worker:
             self.close()
 
 
-class SharedWatch:
-    """Which student function runs now and since when, in memory shared by the parent and the child."""
-
-    def __init__(self) -> None:
-        self._name = multiprocessing.RawArray("c", _NAME_BYTES)
-        self._since = multiprocessing.RawValue("d", 0.0)
-
-    def enter(self, function: str) -> str:
-        """``function`` runs from now; the one it interrupts, to give ``leave``."""
-        previous = self.running()
-        self._name.value = function.encode()[:_NAME_BYTES - 1]
-        self._since.value = time.monotonic()
-        return previous
-
-    def leave(self, previous: str) -> None:
-        self.enter(previous)
-
-    def running(self) -> str:
-        return self._name.value.decode(errors="replace")
-
-    def running_for(self) -> float:
-        return time.monotonic() - self._since.value
-
-
 @dataclass(frozen=True)
 class ChildEnd:
-    """How the child ended: its exit code (None: the parent stopped it, at ``limit``), the student function
-    ``running`` then ("": none)."""
+    """How the child ended: its exit code (None: the parent stopped it, at ``limit``)."""
 
     exitcode: int | None
-    running: str = ""
     limit: float | None = None
 
     def failure(self) -> Failure:
         """What a run the child left unfinished, saying nothing, failed of."""
-        return Failure(self.running, timeout=self.limit, exitcode=self.exitcode)
+        return Failure(None, timeout=self.limit, exitcode=self.exitcode)
 
 
-def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args: tuple[Any, ...]) -> None:
+def _child_main(lang: str, target: Callable[..., None], args: tuple[Any, ...]) -> None:
     set_lang(lang)  # the parent's language, whatever this process's environment says
     torch = sys.modules.get("torch")
     if torch is not None:  # one thread: a forked child that reuses the parent's OpenMP pool hangs
         torch.set_num_threads(1)
     else:  # imported later, if at all (a quiz needs no torch)
         os.environ["OMP_NUM_THREADS"] = "1"
-    target(watch, *args)
+    target(*args)
     sys.stdout.flush()
     sys.stderr.flush()
     # Not the interpreter's own shutdown: forked from a thread of a class's pool, it would wait on the
@@ -280,21 +252,12 @@ def _child_main(watch: SharedWatch, lang: str, target: Callable[..., None], args
     os._exit(0)
 
 
-def run_in_child(target: Callable[..., None], *args: Any, time_limit: float) -> ChildEnd:
-    """``target(watch, *args)`` in a forked child, stopped if one student call outlasts ``time_limit`` (plus
-    ``REPORT_GRACE_S``) or the whole run ``RUN_LIMIT_S``."""
-    watch = SharedWatch()
-    child = fork(_child_main, watch, resolve_lang(), target, args)
-    started = time.monotonic()
+def run_in_child(target: Callable[..., None], *args: Any) -> ChildEnd:
+    """``target(*args)`` in a forked child, stopped if the whole run outlasts ``RUN_LIMIT_S``."""
+    child = fork(_child_main, resolve_lang(), target, args)
     try:
-        while True:
-            child.join(0.05)
-            if child.exitcode is not None:
-                return ChildEnd(child.exitcode, watch.running())
-            if watch.running() and watch.running_for() > time_limit + REPORT_GRACE_S:
-                return ChildEnd(None, watch.running(), time_limit)
-            if time.monotonic() - started > RUN_LIMIT_S:
-                return ChildEnd(None, "", RUN_LIMIT_S)
+        child.join(RUN_LIMIT_S)
+        return ChildEnd(child.exitcode) if child.exitcode is not None else ChildEnd(None, RUN_LIMIT_S)
     finally:
         if child.exitcode is None:  # stopped, or Ctrl-C in the parent: the child goes too
             child.kill()

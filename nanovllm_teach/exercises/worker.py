@@ -29,13 +29,27 @@ class FrameError(Exception):
     """The other side closed the channel, or sent a frame too large or not JSON."""
 
 
-def write_frame(fd: int, message: Any) -> None:
+def _wait(fd: int, writing: bool, deadline: float | None) -> None:
+    """Until ``fd`` can be written (``writing``) or read; TimeoutError at ``deadline`` (None: no deadline)."""
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    waiting = ([], [fd]) if writing else ([fd], [])
+    if left <= 0 or not any(select.select(*waiting, [], left)[:2]):
+        raise TimeoutError
+
+
+def write_frame(fd: int, message: Any, deadline: float | None = None) -> None:
+    """One frame; TimeoutError if it has not gone whole by ``deadline`` (the parent's side: a worker that stopped
+    reading, with a frame larger than the pipe holds)."""
     data = msgspec.json.encode(message)
     if len(data) > MAX_FRAME:
         raise FrameError(f"a frame of {len(data)} bytes is larger than {MAX_FRAME}")
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        _wait(fd, True, deadline)
+        # A pipe that can be written takes PIPE_BUF bytes without blocking; more could block past the deadline.
+        view = view[os.write(fd, view[:select.PIPE_BUF] if deadline is not None else view):]
 
 
 def read_frame(fd: int, deadline: float | None = None) -> Any:
@@ -43,10 +57,7 @@ def read_frame(fd: int, deadline: float | None = None) -> Any:
     def exactly(size: int) -> bytes:
         data = b""
         while len(data) < size:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise TimeoutError
+            _wait(fd, False, deadline)
             chunk = os.read(fd, min(size - len(data), 1 << 16))
             if not chunk:
                 raise FrameError("the channel closed")

@@ -301,15 +301,15 @@ class ShardExercise(Exercise):
 
         def judge(proxies: dict[str, Callable[..., Any]]) -> GradeResult:
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
-                end = run_in_child(self._run_student, proxies, Path(tmp), time_limit=time_limit)
+                end = run_in_child(self._run_student, proxies, Path(tmp))
                 return self._verdict(end, read_run(Path(tmp)), reference)
         return graded_in_worker(self, solution, time_limit, isolate, judge)
 
-    def _run_student(self, watch: Any, proxies: dict[str, Callable[..., Any]], folder: Path) -> None:
+    def _run_student(self, proxies: dict[str, Callable[..., Any]], folder: Path) -> None:
         import torch
 
         torch.set_num_threads(1)
-        with installed(self.pieces, proxies, watch):
+        with installed(self.pieces, proxies):
             load_every_rank(folder)
 
     def _verdict(self, end: ChildEnd, run: Loaded, reference: Loaded) -> GradeResult:
