@@ -170,6 +170,15 @@ def test_the_gradescope_bundle_runs_as_gradescope_runs_it(tmp_path):
     assert results["score"] == 1 and results["tests"][0]["status"] == "passed", results
 
 
+def test_a_gradescope_bundle_from_an_installed_package_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    from nanovllm_teach.exercises import gradescope
+
+    monkeypatch.setattr(gradescope, "REPOSITORY", tmp_path / "site-packages")  # pip install ., no checkout
+    bundle = tmp_path / "autograder.zip"
+    assert main(["grade", "decode_slot", "--gradescope-bundle", str(bundle)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "from a source checkout of nanovllm-teach" in error and not bundle.exists()
+
 
 def test_the_gradescope_scripts_are_shell_files_installed_with_the_package():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -182,6 +191,7 @@ def test_the_gradescope_scripts_are_shell_files_installed_with_the_package():
         assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative  # in `pip install .`
         checked = subprocess.run(["bash", "-n", str(SCRIPTS / name)], capture_output=True, text=True, timeout=60)
         assert checked.returncode == 0, checked.stderr
+
 
 POLICIES = {
     "fcfs": "def choose_next(waiting):\n    return 0\n",

@@ -15,9 +15,16 @@ import shlex
 import zipfile
 from pathlib import Path
 
+from nanovllm_teach.i18n import Text, say
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "gradescope_scripts"
 EXERCISE_PLACEHOLDER = "@EXERCISE@"  # in run_autograder
+
+NEEDS_A_CHECKOUT = Text(en="a Gradescope bundle is made from a source checkout of nanovllm-teach (git clone, then "
+                           "pip install -e .): {folder} has no pyproject.toml",
+                        zh="Gradescope 包要从 nanovllm-teach 的源码检出制作（git clone 之后 pip install -e .）：{folder} "
+                           "里没有 pyproject.toml")
 
 
 def _script(zip_file: zipfile.ZipFile, name: str, text: str) -> None:
@@ -28,7 +35,10 @@ def _script(zip_file: zipfile.ZipFile, name: str, text: str) -> None:
 
 
 def write_bundle(exercise: str, path: Path) -> None:
-    """The autograder bundle grading ``exercise``, written to ``path`` (a .zip)."""
+    """The autograder bundle grading ``exercise``, written to ``path`` (a .zip); ValueError where this package is
+    installed without its source (the bundle installs from it)."""
+    if not (REPOSITORY / "pyproject.toml").is_file():
+        raise ValueError(say(NEEDS_A_CHECKOUT, folder=REPOSITORY))
     run = (SCRIPTS / "run_autograder").read_text(encoding="utf-8")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zip_file:
         _script(zip_file, "setup.sh", (SCRIPTS / "setup.sh").read_text(encoding="utf-8"))
