@@ -62,6 +62,11 @@ def recorded_here() -> Iterator[None]:
         _here = False
 
 
+def records_here() -> bool:
+    """Whether this process records its references itself (inside ``recorded_here``)."""
+    return _here
+
+
 def _record(workloads: list[GradedWorkload], folder: Path, model: str | None) -> None:
     """Each of ``workloads`` recorded to ``folder/NAME.jsonl``, on one torch thread: the model is tiny, and the
     other core runs the student's code meanwhile."""
@@ -95,7 +100,7 @@ class PendingReferences:
         self._folder = None
         if all((name, self.model) in _recorded for name in self.names):
             return
-        if _here:
+        if records_here():
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as folder:
                 missing = [w for w in workloads if (w.name, self.model) not in _recorded]
                 _record(missing, Path(folder), self.model or None)

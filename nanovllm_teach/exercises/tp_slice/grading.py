@@ -12,7 +12,8 @@ plain arguments. It writes what each rank's linear layers hold (safetensors) and
 the tensor being loaded (an outcome record).
 
 The reference is the same run with the engine's own function, recorded once per process in a fresh
-interpreter of the shipped package, which shares nothing with a notebook that patched this one.
+interpreter of the shipped package, which shares nothing with a notebook that patched this one (in a forked
+child for the grade command, which runs nothing of a learner's: ``references.recorded_here``).
 The parent compares the two, rank by rank and tensor by tensor: PASS when every rank holds exactly what the
 reference's does. Otherwise the verdict names the first rank and tensor that differ and the first slice
 taken differently, in numbers ("you took rows [0:8] of it, put at rows [16:24] of the rank's
@@ -36,7 +37,7 @@ import msgspec
 from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource, not_implemented
 from nanovllm_teach.exercises.engine_grading import (AND, ENDED_AFTER_THE_RUNS, Piece, describe_failure, graded_in_worker,
                                                     installed, screened)
-from nanovllm_teach.exercises.references import fresh_interpreter_environment
+from nanovllm_teach.exercises.references import fresh_interpreter_environment, records_here
 from nanovllm_teach.exercises.remote import ChildEnd, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.verdict import failure_sentence
 from nanovllm_teach.exercises.worker import Failure
@@ -239,18 +240,22 @@ _RECORDING = threading.Lock()
 
 
 def reference_run() -> Loaded:
-    """The engine's own run, recorded once per process in a fresh interpreter (``main``)."""
+    """The engine's own run, recorded once per process: in a fresh interpreter (``main``), or in a forked child
+    where this process records its references itself (the grade command: ``references.recorded_here``)."""
     global _reference
     with _RECORDING:
         if _reference is None:
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as tmp:
-                done = subprocess.run([sys.executable, "-c", "import sys; from nanovllm_teach.exercises."
-                                       "tp_slice.grading import main; main(sys.argv[1])", tmp],
-                                      env=fresh_interpreter_environment(), capture_output=True,
-                                      timeout=REFERENCE_LIMIT_S)
+                if records_here():
+                    message = f"exit code {run_in_child(load_every_rank, Path(tmp)).exitcode}"
+                else:
+                    done = subprocess.run([sys.executable, "-c", "import sys; from nanovllm_teach.exercises."
+                                           "tp_slice.grading import main; main(sys.argv[1])", tmp],
+                                          env=fresh_interpreter_environment(), capture_output=True,
+                                          timeout=REFERENCE_LIMIT_S)
+                    message = (done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"])[-1]
                 run = read_run(Path(tmp))
                 if not run.finished:
-                    message = (done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"])[-1]
                     raise RuntimeError(say(REFERENCE_FAILED, message=message))
                 _reference = run
         return _reference
