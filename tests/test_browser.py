@@ -448,6 +448,18 @@ def _run_cell(page, path: str, index: int) -> None:
     }""", [path, index])
 
 
+def _python_sees(page, step: int) -> None:
+    """Run the notebook's cell that prints ``player.step`` until it prints ``step``. The step reaches Python as a
+    widget message, and ipywidgets holds back a model's latest change while an earlier one is unanswered: the
+    second of two quick steps lands a moment later (once, it landed after a ``player.step = 40`` run next)."""
+    for _ in range(20):
+        _run_cell(page, "player.ipynb", 2)
+        page.wait_for_timeout(500)
+        if page.get_by_text(f"python sees step {step}", exact=True).count():
+            return
+    pytest.fail(f"Python did not see step {step}: {page.locator('.jp-OutputArea-output').all_inner_texts()}")
+
+
 def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(browser, jupyterlab, tmp_path):
     """The Player in JupyterLab on the walkthrough trace: it plays in the browser (its steps per second are
     measured: the target is 20 or more, the floor asserted 5), pauses and keeps its step, steps by button and
@@ -505,14 +517,13 @@ def test_player_plays_pauses_steps_and_speaks_both_languages_in_jupyterlab(brows
     player.locator("#back").click()
     page.keyboard.press("ArrowLeft")
     assert player.evaluate("el => el.replay.step") == max(1, paused - 2), "a button and a key step back"
+    _python_sees(page, max(1, paused - 2))  # before Python sets a step of its own: else the two could cross
 
     _run_cell(page, "player.ipynb", 1)  # player.step = 40, from Python
     page.wait_for_function("() => document.querySelector('.replay.in-notebook').replay.step === 40", timeout=30_000)
     assert player.locator("#step-header").inner_text().startswith("step 40 of 64")
     player.locator("#forward").click()  # and back to Python
-    page.wait_for_timeout(500)
-    _run_cell(page, "player.ipynb", 2)
-    page.locator("text=python sees step 41").wait_for(timeout=30_000)
+    _python_sees(page, 41)
 
     _run_cell(page, "player.ipynb", 3)  # player.lang = 'zh'
     page.wait_for_function("() => document.querySelector('.replay.in-notebook #step-header').textContent"
