@@ -9,6 +9,8 @@ and says so.
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 import torch
@@ -19,7 +21,7 @@ from nanovllm_teach.track.chapters import CHAPTERS, chapter_named
 from nanovllm_teach.track.seams import PACKAGE
 from nanovllm_teach.track.extract import replace_stub, write_package
 from nanovllm_teach.track.verdict import judge_chapter
-from nanovllm_teach.track.wire import MAX_FRAME, FrameError, read_frame, unpack_answer
+from nanovllm_teach.track.wire import MAX_FRAME, Frame, FrameError, read_frame, unpack_answer, write_frame
 
 NORMS = f"{PACKAGE}/layers/norms.py"
 
@@ -117,6 +119,29 @@ def test_a_frame_larger_than_the_bound_or_not_a_value_is_refused():
             unpack_answer(tree, {"0": torch.zeros(1)})
     named = unpack_answer({"other": "Gen\nerator\x1b[2J"}, {})
     assert type(named).__name__ == "Generator2J"  # an identifier's letters only
+
+
+def test_a_call_into_a_sandbox_that_stopped_reading_gives_up_at_its_deadline():
+    """A call's frame larger than the pipe holds (a tensor of 600 KB), to a sandbox that reads nothing (a learner's
+    code that stopped its own process): writing it whole would block ``build check`` for ever."""
+    read, write = os.pipe()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            write_frame(write, Frame(tensors=bytes(600_000)), time.monotonic() + 0.5)
+        except BaseException as error:
+            raised.append(error)
+
+    writer = threading.Thread(target=call, daemon=True)
+    writer.start()
+    writer.join(10)
+    try:
+        assert not writer.is_alive() and len(raised) == 1 and isinstance(raised[0], TimeoutError)
+    finally:
+        os.close(read)  # a writer still blocked (the test failing) gets EPIPE and ends
+        writer.join(10)
+        os.close(write)
 
 
 def test_a_folder_too_large_to_check_is_refused_with_a_sentence(tmp_path):

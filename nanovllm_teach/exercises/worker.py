@@ -29,8 +29,10 @@ class FrameError(Exception):
     """The other side closed the channel, or sent a frame too large or not JSON."""
 
 
-def _wait(fd: int, writing: bool, deadline: float | None) -> None:
-    """Until ``fd`` can be written (``writing``) or read; TimeoutError at ``deadline`` (None: no deadline)."""
+def wait_ready(fd: int, writing: bool, deadline: float | None) -> None:
+    """Until ``fd`` can be written (``writing``) or read; TimeoutError at ``deadline`` (None: no deadline). A
+    frame written under a deadline goes ``select.PIPE_BUF`` bytes at a time: a pipe that can be written takes
+    that many without blocking, more could block past the deadline. (The track's frames wait the same way.)"""
     if deadline is None:
         return
     left = deadline - time.monotonic()
@@ -47,8 +49,7 @@ def write_frame(fd: int, message: Any, deadline: float | None = None) -> None:
         raise FrameError(f"a frame of {len(data)} bytes is larger than {MAX_FRAME}")
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        _wait(fd, True, deadline)
-        # A pipe that can be written takes PIPE_BUF bytes without blocking; more could block past the deadline.
+        wait_ready(fd, True, deadline)
         view = view[os.write(fd, view[:select.PIPE_BUF] if deadline is not None else view):]
 
 
@@ -57,7 +58,7 @@ def read_frame(fd: int, deadline: float | None = None) -> Any:
     def exactly(size: int) -> bytes:
         data = b""
         while len(data) < size:
-            _wait(fd, False, deadline)
+            wait_ready(fd, False, deadline)
             chunk = os.read(fd, min(size - len(data), 1 << 16))
             if not chunk:
                 raise FrameError("the channel closed")

@@ -137,9 +137,11 @@ class ChapterSandbox:
         self._answer(STARTUP_LIMIT_S)  # the interpreter and torch, started: none of it the learner's time
         return self._answer(self.time_limit).tree
 
-    def _answer(self, limit: float) -> Frame:
+    def _answer(self, limit: float, deadline: float | None = None) -> Frame:
+        """The next answer, within ``limit`` seconds from now or by ``deadline`` (a call's, which its sending
+        started)."""
         try:
-            return read_frame(self._answers_r, time.monotonic() + limit)
+            return read_frame(self._answers_r, time.monotonic() + limit if deadline is None else deadline)
         except TimeoutError:
             raise SandboxEnded(say(STOPPED, limit=limit)) from None
         except FrameError as error:
@@ -177,11 +179,14 @@ class ChapterSandbox:
 
     def _ask(self, call: Frame) -> Frame:
         """Send ``call`` inside and wait for its answer (``SandboxEnded`` if none comes in time)."""
+        deadline = time.monotonic() + self.time_limit  # for the call and its answer together
         try:
-            write_frame(self._calls_w, call)
+            write_frame(self._calls_w, call, deadline)
+        except TimeoutError:  # the sandbox stopped reading: as an answer that never came
+            raise SandboxEnded(say(STOPPED, limit=self.time_limit)) from None
         except OSError:
             self._answer(0.0)  # the process has ended: say how
-        return self._answer(self.time_limit)
+        return self._answer(self.time_limit, deadline)
 
     def check_beside(self, seam: Seam) -> str | None:
         """The sentence of ``seam``'s check, run inside beside the learner's code (``Chapter.checked_beside``):

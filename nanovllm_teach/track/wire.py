@@ -6,7 +6,7 @@ events.
 A frame is a 4-byte big-endian length, then a ``msgspec`` MessagePack record (``Frame``): ``tree``, the call's
 arguments or the answer's value as plain data, whose tensors are named (``{"t": name}``) and travel in
 ``tensors``, one safetensors file's bytes (never pickle: nothing in a frame can run code when it is read).
-A frame read is bounded (``MAX_FRAME``) and has a deadline. The objects a call needs beyond tensors and
+A frame is bounded (``MAX_FRAME``), and on the checking side has a deadline, going out and coming back. The objects a call needs beyond tensors and
 numbers are named, never sent: a module of the shipped model by its path in it (``{"module": "model.layers.0"}``),
 a fresh model for the loader to fill (``{"fresh_model": True}``; the answer then carries what the loader put
 in it, ``state``), the checkpoint's folder (``{"model_path": True}``), a parameterless engine object
@@ -22,13 +22,13 @@ import os
 import re
 import select
 import struct
-import time
 from typing import Any
 
 import msgspec
 import safetensors.torch
 import torch
 
+from nanovllm_teach.exercises.worker import wait_ready
 from nanovllm_teach.i18n import say
 from nanovllm_teach.track.messages import (CHANNEL_CLOSED, FRAME_TOO_LARGE, NOT_A_FRAME, NOT_A_VALUE,
                                            TENSORS_DO_NOT_READ)
@@ -56,13 +56,16 @@ class FrameError(Exception):
     """The other side closed the channel, or sent a frame too large or not a ``Frame``."""
 
 
-def write_frame(fd: int, frame: Frame) -> None:
+def write_frame(fd: int, frame: Frame, deadline: float | None = None) -> None:
+    """One frame to ``fd``; ``TimeoutError`` if it has not gone whole by ``deadline`` (``time.monotonic``: the
+    checking side's, where the sandbox may have stopped reading a frame larger than the pipe holds)."""
     data = msgspec.msgpack.encode(frame)
     if len(data) > MAX_FRAME:
         raise FrameError(say(FRAME_TOO_LARGE, size=len(data), most=MAX_FRAME))
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        wait_ready(fd, True, deadline)
+        view = view[os.write(fd, view[:select.PIPE_BUF] if deadline is not None else view):]
 
 
 def read_frame(fd: int, deadline: float | None) -> Frame:
@@ -70,9 +73,7 @@ def read_frame(fd: int, deadline: float | None) -> Frame:
     def exactly(size: int) -> bytes:
         chunks, left = [], size
         while left:
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and (wait <= 0 or not select.select([fd], [], [], wait)[0]):
-                raise TimeoutError
+            wait_ready(fd, False, deadline)
             chunk = os.read(fd, min(left, 1 << 20))
             if not chunk:
                 raise FrameError(say(CHANNEL_CLOSED))
