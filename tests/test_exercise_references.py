@@ -85,3 +85,14 @@ def test_the_grade_command_records_its_references_in_its_own_process(no_referenc
     assert capsys.readouterr().out.startswith("PASS decode_slot")
     assert diff_traces(references._recorded[("tight_cache", "")], shipped) is None
     assert references._here is False  # only for the length of the command
+
+
+def test_a_reference_engine_that_fails_is_said_so_in_this_process_and_in_a_fresh_one(no_references, tmp_path):
+    broken = tmp_path / "no_model_here"
+    broken.mkdir()
+    with pytest.raises(RuntimeError, match="^the reference engine failed on workload .*tight_cache"):
+        PendingReferences((TIGHT_CACHE,), broken).traces()
+    with references.recorded_here(), pytest.raises(RuntimeError,
+                                                    match="^the reference engine failed on workload tight_cache: "):
+        PendingReferences((TIGHT_CACHE,), broken).traces()
+    assert references._recorded == {}

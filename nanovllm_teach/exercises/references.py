@@ -103,7 +103,11 @@ class PendingReferences:
         if records_here():
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_reference_") as folder:
                 missing = [w for w in workloads if (w.name, self.model) not in _recorded]
-                _record(missing, Path(folder), self.model or None)
+                try:
+                    _record(missing, Path(folder), self.model or None)
+                except Exception as error:
+                    raise RuntimeError(say(REFERENCE_FAILED, names=say(NAME_SEPARATOR).join(w.name for w in missing),
+                                           message=error)) from error
                 for workload in missing:
                     _recorded[(workload.name, self.model)] = load_trace(Path(folder) / f"{workload.name}.jsonl")
             return
