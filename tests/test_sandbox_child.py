@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Callable
 
-import pytest
 
 from nanovllm_teach.exercises import remote
 from nanovllm_teach.exercises.worker import write_frame
@@ -29,15 +29,15 @@ def test_a_child_past_the_run_limit_is_stopped(monkeypatch):
     assert time.monotonic() - started < 10
 
 
-def test_a_call_to_a_worker_that_stopped_reading_gives_up_at_its_deadline():
-    """A frame larger than the pipe holds, to a worker that reads nothing (a stopped process): writing it whole
-    would block for ever, past the call's limit, with nothing left to stop it but the whole run's."""
+def gives_up_at_its_deadline(write: Callable[[int, float], None]) -> None:
+    """``write(fd, deadline)`` of a frame larger than a pipe holds, to a pipe nobody reads (a worker whose process
+    stopped), raises TimeoutError at its deadline, 0.5 s from now: written whole, it would block for ever."""
     read_end, write_end = os.pipe()
     raised: list[BaseException] = []
 
     def call() -> None:
         try:
-            write_frame(write_end, list(range(100_000)), time.monotonic() + 0.5)  # ~600 KB
+            write(write_end, time.monotonic() + 0.5)
         except BaseException as error:
             raised.append(error)
 
@@ -45,11 +45,15 @@ def test_a_call_to_a_worker_that_stopped_reading_gives_up_at_its_deadline():
     writer.start()
     writer.join(10)
     try:
-        assert not writer.is_alive() and len(raised) == 1 and isinstance(raised[0], TimeoutError)
+        assert not writer.is_alive() and len(raised) == 1 and isinstance(raised[0], TimeoutError), raised
     finally:
         os.close(read_end)  # a writer still blocked (the test failing) gets EPIPE and ends
         writer.join(10)
         os.close(write_end)
+
+
+def test_a_call_to_a_worker_that_stopped_reading_gives_up_at_its_deadline():
+    gives_up_at_its_deadline(lambda fd, deadline: write_frame(fd, list(range(100_000)), deadline))  # ~600 KB
 
 
 def test_a_frame_is_whole_on_the_other_side_when_written_under_a_deadline():

@@ -9,11 +9,10 @@ and says so.
 from __future__ import annotations
 
 import os
-import threading
-import time
 
 import pytest
 import torch
+from test_sandbox_child import gives_up_at_its_deadline
 
 from nanovllm_teach.exercises import confinement, isolation
 from nanovllm_teach.i18n import speaking
@@ -122,26 +121,9 @@ def test_a_frame_larger_than_the_bound_or_not_a_value_is_refused():
 
 
 def test_a_call_into_a_sandbox_that_stopped_reading_gives_up_at_its_deadline():
-    """A call's frame larger than the pipe holds (a tensor of 600 KB), to a sandbox that reads nothing (a learner's
-    code that stopped its own process): writing it whole would block ``build check`` for ever."""
-    read, write = os.pipe()
-    raised: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            write_frame(write, Frame(tensors=bytes(600_000)), time.monotonic() + 0.5)
-        except BaseException as error:
-            raised.append(error)
-
-    writer = threading.Thread(target=call, daemon=True)
-    writer.start()
-    writer.join(10)
-    try:
-        assert not writer.is_alive() and len(raised) == 1 and isinstance(raised[0], TimeoutError)
-    finally:
-        os.close(read)  # a writer still blocked (the test failing) gets EPIPE and ends
-        writer.join(10)
-        os.close(write)
+    """A call's frame larger than the pipe holds (600 KB of tensors), to a sandbox that reads nothing (a learner's
+    code that stopped its own process): written whole, it would block ``build check`` for ever."""
+    gives_up_at_its_deadline(lambda fd, deadline: write_frame(fd, Frame(tensors=bytes(600_000)), deadline))
 
 
 def test_a_folder_too_large_to_check_is_refused_with_a_sentence(tmp_path):
