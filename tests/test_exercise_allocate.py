@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from nanovllm_teach.exercises import EXERCISES, check, grade, reference_trace
-from nanovllm_teach.exercises.workloads import PREFIX_REUSE
+from nanovllm_teach.step_workloads import PREFIX_REUSE
 
 SOURCE = EXERCISES["allocate"].solution_path.read_text()
 

@@ -23,12 +23,11 @@ import torch
 
 import nanovllm_teach
 from nanovllm_teach.cli import main
-from nanovllm_teach.exercises.engine_grading import EngineExercise
 from nanovllm_teach.exercises import EXERCISES, check, grade, load_solution, quiz_trace, reference_trace
 from nanovllm_teach.exercises.kv_cache_blocks.workloads import MEMORY_BOUND
 from nanovllm_teach.exercises.references import graded_workloads
-from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, MAX_STEPS, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.runs import Workload
+from nanovllm_teach.step_workloads import CACHED_UNDER_BUDGET, MAX_STEPS, SHARED_PREFIXES, TIGHT_CACHE
 
 NAMES = list(EXERCISES)
 # The reference functions' annotations name engine classes, and may_append returns a decision record.

@@ -32,15 +32,15 @@ from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade
 from nanovllm_teach.exercises import references, remote, verdict, workloads
 from nanovllm_teach.exercises import load_solution
+from nanovllm_teach.exercises.references import graded_workloads, reference_trace
 from nanovllm_teach.exercises.scheduling_policy import grading as policy_grading
 from nanovllm_teach.exercises.scheduling_policy import workloads as policy_workloads
 from nanovllm_teach.exercises.scheduling_policy.grading import PolicyMetrics, WorkloadScore, leaderboard, measure
 from nanovllm_teach.exercises.scheduling_policy.workloads import POLICY_WORKLOADS
-from nanovllm_teach.exercises.references import graded_workloads, reference_trace
-from nanovllm_teach.exercises.workloads import TIGHT_CACHE
 from nanovllm_teach.i18n import Text, speaking
 from nanovllm_teach.i18n.notebooks import pair_problems
 from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.step_workloads import TIGHT_CACHE
 from nanovllm_teach.trace import Trace, diff, load_trace
 from nanovllm_teach.trace.diff import Voice, diff_traces
 from nanovllm_teach.trace.events import PAYLOADS, CudagraphCapture, CudagraphReplay, DecodeCompile, RequestAbort

@@ -32,8 +32,9 @@ from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, W
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.worker import Failure
-from nanovllm_teach.exercises.workloads import MAX_STEPS, GradedWorkload, record_graded, warm_up
+from nanovllm_teach.exercises.workloads import GradedWorkload, record_graded, warm_up
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import MAX_STEPS
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
 from nanovllm_teach.trace.reader import Trace
 

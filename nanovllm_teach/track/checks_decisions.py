@@ -7,7 +7,7 @@ The resources layer returns its decisions as records and the engine says each on
 (``BLOCK_ALLOCATE``, ``PREFIX_CACHE_HIT``, ``PREEMPT``, ``SCHEDULE_PREFILL``, ...): a learner's block manager
 or scheduler that decides as the engine's does gives the same events in the same order. Each seam is
 checked alone, the rest of the engine being the engine's, on the grader's own workloads
-(``exercises/workloads.py``: token-id prompts, greedy, ``ignore_eos``, so that when things happen does not
+(``step_workloads``: token-id prompts, greedy, ``ignore_eos``, so that when things happen does not
 depend on what the model writes). The first decision that differs is found and said the way the exercises
 say it (``trace.diff.diff_decisions``, ``exercises.verdict``): which workload, which
 step, what each side did, and the sequence concerned as it was at the start of that step. The block hash is
@@ -28,10 +28,10 @@ from typing import Any, Callable
 
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.exercises.verdict import FIRST_DIFFERENCE, PLACE_STEP, SEQ_CONTEXT, in_context, seq_context
-from nanovllm_teach.exercises.workloads import (CACHED_UNDER_BUDGET, LATE_ARRIVALS, MAX_STEPS, PREFIX_REUSE,
-                                                SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE)
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.runs import Workload, record_run
+from nanovllm_teach.step_workloads import (CACHED_UNDER_BUDGET, LATE_ARRIVALS, MAX_STEPS, PREFIX_REUSE, SHARED_PREFIXES,
+                                         SMALL_BUDGET, TIGHT_CACHE)
 from nanovllm_teach.trace import Trace, TraceRecorder
 from nanovllm_teach.trace.diff import DECISION_EVENTS, VOLATILE, diff_decisions
 from nanovllm_teach.track.chapters_engine import ENGINE_CHAPTERS

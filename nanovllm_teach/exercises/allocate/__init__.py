@@ -9,8 +9,8 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.exercises.workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 
 ORDER = 60  # the course's order (``nanovllm-teach exercises``): after the block manager's questions
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
-from nanovllm_teach.exercises.workloads import SHARED_PREFIXES, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import SHARED_PREFIXES, TIGHT_CACHE
 
 ORDER = 70  # the course's order (``nanovllm-teach exercises``): after allocate, whose prefix cache it names
 

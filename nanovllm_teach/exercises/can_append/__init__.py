@@ -9,8 +9,8 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import LATE_ARRIVALS, TIGHT_CACHE
 
 ORDER = 50  # the course's order (``nanovllm-teach exercises``): after admission's question
 

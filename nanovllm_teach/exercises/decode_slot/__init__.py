@@ -9,8 +9,8 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
 from nanovllm_teach.exercises.verdict import state_before, stats
-from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
 from nanovllm_teach.trace.reader import Trace
 

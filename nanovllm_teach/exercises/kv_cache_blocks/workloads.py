@@ -1,13 +1,13 @@
 """The workloads only ``kv_cache_blocks`` is graded on: one fixed memory reading, three budgets.
 
-Role: grading (this exercise's own workloads; the shared ones and how they are built: ``exercises.workloads``).
+Role: grading (this exercise's own workloads; the shared ones and how they are built: ``nanovllm_teach.step_workloads``).
 """
 
 from __future__ import annotations
 
-from nanovllm_teach.exercises.workloads import BASE, ignore_eos, random_prompts
 from nanovllm_teach.i18n import Text
 from nanovllm_teach.runs import Workload
+from nanovllm_teach.step_workloads import BASE, ignore_eos, random_prompts
 
 # The machine's memory reading replaced with a fixed one (bytes), so the number of blocks comes out the same
 # everywhere: a few hundred of the shipped model's 12 KiB blocks, a few MB.

@@ -10,10 +10,10 @@ from typing import Any
 
 from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
-from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.postprocess.workloads import FINISH_REASONS, MODEL_LEN
-from nanovllm_teach.exercises.workloads import SMALL_BUDGET, TIGHT_CACHE
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import SMALL_BUDGET, TIGHT_CACHE
 
 ORDER = 30  # the course's order (``nanovllm-teach exercises``): the end of the scheduler's step
 

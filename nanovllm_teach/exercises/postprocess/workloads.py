@@ -1,16 +1,16 @@
 """The workloads only ``postprocess`` is graded on: requests that finish for each of their reasons.
 
-Role: grading (this exercise's own workloads; the shared ones and how they are built: ``exercises.workloads``).
+Role: grading (this exercise's own workloads; the shared ones and how they are built: ``nanovllm_teach.step_workloads``).
 """
 
 from __future__ import annotations
 
 import random
 
-from nanovllm_teach.exercises.workloads import BASE, ignore_eos, random_prompts
 from nanovllm_teach.i18n import Text
 from nanovllm_teach.runs import Workload
 from nanovllm_teach.sampling_params import SamplingParams
+from nanovllm_teach.step_workloads import BASE, ignore_eos, random_prompts
 
 
 def _finish_prompts() -> list[list[int]]:

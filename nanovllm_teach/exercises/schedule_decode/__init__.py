@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, not_scheduled_and_decisions
-from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.schedule_decode.workloads import SEQ_CAP
-from nanovllm_teach.exercises.workloads import LATE_ARRIVALS, TIGHT_CACHE
+from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import LATE_ARRIVALS, TIGHT_CACHE
 
 ORDER = 20  # the course's order (``nanovllm-teach exercises``): after the prefill's schedule
 

@@ -1,13 +1,13 @@
 """The workload only ``schedule_decode`` is graded on besides the shared ones: a cap on sequences per step.
 
-Role: grading (this exercise's own workloads; the shared ones and how they are built: ``exercises.workloads``).
+Role: grading (this exercise's own workloads; the shared ones and how they are built: ``nanovllm_teach.step_workloads``).
 """
 
 from __future__ import annotations
 
-from nanovllm_teach.exercises.workloads import BASE, ignore_eos, random_prompts
 from nanovllm_teach.i18n import Text
 from nanovllm_teach.runs import Workload
+from nanovllm_teach.step_workloads import BASE, ignore_eos, random_prompts
 
 SEQ_CAP = Workload(
     "seq_cap",

@@ -9,8 +9,8 @@ from typing import Any
 
 from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, not_scheduled_and_decisions
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.exercises.workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 from nanovllm_teach.i18n import Text
+from nanovllm_teach.step_workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 
 ORDER = 10  # the course's order (``nanovllm-teach exercises``): the scheduler's step comes first
 

@@ -24,11 +24,11 @@ from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, Grade
                                           borrowed_from_solutions, imports_reference_solutions, not_implemented,
                                           visible)
 from nanovllm_teach.exercises.engine_grading import not_loaded
-from nanovllm_teach.exercises.trace_quiz.wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
-from nanovllm_teach.exercises.workloads import LATE_ARRIVALS
+from nanovllm_teach.exercises.trace_quiz.wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.step_workloads import LATE_ARRIVALS
 from nanovllm_teach.trace.reader import Trace
 
 QUIZ_WORKLOAD = LATE_ARRIVALS
