@@ -119,26 +119,13 @@ def end_user(uid: int) -> None:
 
 
 class Cgroup:
-    """One sandbox's cgroup: a folder per controller (v1) or one folder (v2)."""
+    """One sandbox's cgroup, made beside this process's own: a folder per controller (v1) or one folder (v2)."""
+
+    # Swap is counted against the memory limit where the kernel accounts it: these files exist only there.
+    WHERE_ACCOUNTED = ("memory.swap.max", "memory.memsw.limit_in_bytes")
 
     def __init__(self, folders: list[Path], version: int) -> None:
         self.folders, self.version = folders, version
-
-    @classmethod
-    def make(cls, limits: Limits, name: str) -> Cgroup | None:
-        """A new cgroup beside this process's own; None where this machine gives none (no writable controllers,
-        v2 without them delegated)."""
-        cgroup = cls([], 2 if (CGROUP_ROOT / "cgroup.controllers").exists() else 1)
-        try:
-            for folder in cls._v2(name) if cgroup.version == 2 else cls._v1(name):
-                folder.mkdir()
-                cgroup.folders.append(folder)
-            if cgroup.folders:
-                cgroup._limit(limits)
-                return cgroup
-        except OSError:  # what was made goes: a controller may refuse after another has said yes
-            cgroup.remove()
-        return None
 
     @staticmethod
     def _own() -> dict[str, str]:
@@ -146,43 +133,44 @@ class Cgroup:
         own = {}
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                own[controller] = path.lstrip("/")
+            own.update((c, path.lstrip("/")) for c in (controllers.split(",") if controllers else [""]))
         return own
 
     @classmethod
-    def _v1(cls, name: str) -> list[Path]:
+    def make(cls, limits: Limits, name: str) -> Cgroup | None:
+        """A new cgroup with ``limits`` written in it; None where this machine gives none (no writable
+        controllers, v2 without them delegated)."""
         own = cls._own()
-        if not all(c in own and (CGROUP_ROOT / c / "cgroup.procs").exists() for c in CONTROLLERS):
-            return []
-        return [CGROUP_ROOT / c / own[c] / name for c in CONTROLLERS]
-
-    @classmethod
-    def _v2(cls, name: str) -> list[Path]:
-        parent = CGROUP_ROOT / cls._own().get("", "")
-        enabled = (parent / "cgroup.subtree_control").read_text().split()
-        missing = [c for c in CONTROLLERS if c not in enabled]
-        if missing:  # fails (EBUSY) where the parent holds processes itself: not delegated, no cgroup
-            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
-        return [parent / name]
-
-    def _limit(self, limits: Limits) -> None:
-        quota = str(int(limits.cpus * _CPU_PERIOD_US))
-        if self.version == 2:
-            (folder,) = self.folders
-            (folder / "memory.max").write_text(str(limits.memory))
-            if (folder / "memory.swap.max").exists():
-                (folder / "memory.swap.max").write_text("0")
-            (folder / "pids.max").write_text(str(limits.processes))
-            (folder / "cpu.max").write_text(f"{quota} {_CPU_PERIOD_US}")
-            return
-        memory, pids, cpu = self.folders
-        (memory / "memory.limit_in_bytes").write_text(str(limits.memory))
-        if (memory / "memory.memsw.limit_in_bytes").exists():  # swap counted too, where the kernel accounts it
-            (memory / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
-        (pids / "pids.max").write_text(str(limits.processes))
-        (cpu / "cpu.cfs_period_us").write_text(str(_CPU_PERIOD_US))
-        (cpu / "cpu.cfs_quota_us").write_text(quota)
+        quota = int(limits.cpus * _CPU_PERIOD_US)
+        cgroup = cls([], 2 if (CGROUP_ROOT / "cgroup.controllers").exists() else 1)
+        try:
+            if cgroup.version == 2:
+                parent = CGROUP_ROOT / own.get("", "")
+                enabled = (parent / "cgroup.subtree_control").read_text().split()
+                missing = [c for c in CONTROLLERS if c not in enabled]
+                if missing:  # fails (EBUSY) where the parent holds processes itself: not delegated, no cgroup
+                    (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
+                settings = {parent / name: {"memory.max": limits.memory, "memory.swap.max": 0,
+                                            "pids.max": limits.processes, "cpu.max": f"{quota} {_CPU_PERIOD_US}"}}
+            elif all(c in own and (CGROUP_ROOT / c / "cgroup.procs").exists() for c in CONTROLLERS):
+                memory, pids, cpu = (CGROUP_ROOT / c / own[c] / name for c in CONTROLLERS)
+                settings = {memory: {"memory.limit_in_bytes": limits.memory,
+                                     "memory.memsw.limit_in_bytes": limits.memory},
+                            pids: {"pids.max": limits.processes},
+                            cpu: {"cpu.cfs_period_us": _CPU_PERIOD_US, "cpu.cfs_quota_us": quota}}
+            else:
+                return None
+            for folder in settings:  # every folder first: one a controller refuses makes no limit written
+                folder.mkdir()
+                cgroup.folders.append(folder)
+            for folder, values in settings.items():
+                for file, value in values.items():
+                    if file not in cls.WHERE_ACCOUNTED or (folder / file).exists():
+                        (folder / file).write_text(str(value))
+            return cgroup
+        except OSError:  # what was made goes: a controller may refuse after another has said yes
+            cgroup.remove()
+        return None
 
     def add(self, pid: int) -> None:
         for folder in self.folders:

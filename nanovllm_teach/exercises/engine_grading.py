@@ -24,8 +24,7 @@ from unittest import mock
 from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, Solution, SolutionSource,
-                                          borrowed_from_solutions, imports_reference_solutions, missing_functions,
-                                          missing_sentence)
+                                          borrowed_from_solutions, imports_reference_solutions, missing_functions)
 from nanovllm_teach.exercises.references import PendingReferences
 from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome,
                                             run_in_child, write_outcome)
@@ -140,13 +139,6 @@ def describe_failure(error: BaseException) -> Failure:
 
 OUTCOME = "outcome.json"
 
-NOT_LOADED = Text(en="your file could not be loaded: {type}: {message}", zh="你的文件无法加载：{type}：{message}")
-LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s (does it run something forever at "
-                           "the top level?): the grader stopped it",
-                        zh="你的文件在 {limit:g} 秒内没有加载完（它是否在顶层运行着永不结束的代码？）：评分器已将它停止")
-ENDED_WHILE_LOADING = Text(en="your file ended the grading process while it was loading (exit code {code}): does "
-                              "it call os._exit?",
-                           zh="你的文件在加载时结束了评分进程（退出码 {code}）：它是否调用了 os._exit？")
 ENDED_AFTER_THE_RUNS = Text(en="the grading process ended (exit code {code}) after all the runs matched, before it "
                                "finished: does your code end the process?",
                             zh="所有运行都与参考实现一致之后，评分进程没能正常收尾就结束了（退出码 {code}）：你的代码"
@@ -170,21 +162,6 @@ def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
                         | {point for p in pieces for point in p.same_answer}))
 
 
-def not_loaded(exercise: Exercise, loaded: dict[str, Any]) -> GradeResult | None:
-    """The verdict on a file the worker could not load (None: it loaded, every function is there)."""
-    if "load_error" in loaded:
-        error = loaded["load_error"]  # made visible by the worker's proxy (``remote.described``)
-        return exercise.fail(say(NOT_LOADED, type=error.type, message=error.message))
-    if "missing" in loaded:
-        missing = [name for name in exercise.functions if name in loaded["missing"]] or list(exercise.functions)
-        return exercise.fail(missing_sentence(missing))
-    if "timeout" in loaded:
-        return exercise.fail(say(LOADING_TOO_LONG, limit=loaded["timeout"]))
-    if loaded.get("loaded") is not True:
-        return exercise.fail(say(ENDED_WHILE_LOADING, code=loaded.get("ended")))
-    return None
-
-
 def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None:
     """Why ``solution`` is refused before anything of it runs (None: it is not)."""
     if isinstance(solution, dict):
@@ -197,9 +174,8 @@ def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float,
     """``judge``'s verdict on the proxies of the learner's functions, loaded in the sandboxed worker."""
     source = Path(solution) if not isinstance(solution, dict) else solution
     with Worker(source, exercise.functions, exercise_points(exercise.pieces), time_limit, isolate) as worker:
-        result = not_loaded(exercise, worker.load())
-        if result is None:
-            result = judge(worker.proxies(exercise.pieces))
+        problem = worker.load()
+        result = exercise.fail(problem) if problem else judge(worker.proxies(exercise.pieces))
         result.output = worker.close()
         result.isolated = worker.isolated
     return result

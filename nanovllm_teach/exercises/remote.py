@@ -27,7 +27,7 @@ from typing import Any, Callable
 import msgspec
 
 from nanovllm_teach.exercises import confinement, isolation
-from nanovllm_teach.exercises.base import is_reference_module, visible
+from nanovllm_teach.exercises.base import is_reference_module, missing_sentence, visible
 from nanovllm_teach.exercises.worker import Failure, FrameError, read_frame, serve, write_frame
 from nanovllm_teach.i18n import Text, resolve_lang, say, set_lang
 
@@ -48,6 +48,15 @@ IMPORT_REFUSED = Text(en="{module} (a reference solution) cannot be imported whi
                       zh="评分期间不能导入 {module}（参考答案）：请写你自己的代码")
 NO_FORK = Text(en="the grader runs your code in a forked process, which this system cannot make (on Windows, use WSL)",
                zh="评分器要在 fork 出的子进程里运行你的代码，而这个系统做不到（在 Windows 上请使用 WSL）")
+
+# Said when the learner's file did not load.
+NOT_LOADED = Text(en="your file could not be loaded: {type}: {message}", zh="你的文件无法加载：{type}：{message}")
+LOADING_TOO_LONG = Text(en="your file did not finish loading within {limit:g} s (does it run something forever at "
+                           "the top level?): the grader stopped it",
+                        zh="你的文件在 {limit:g} 秒内没有加载完（它是否在顶层运行着永不结束的代码？）：评分器已将它停止")
+ENDED_WHILE_LOADING = Text(en="your file ended the grading process while it was loading (exit code {code}): does "
+                              "it call os._exit?",
+                           zh="你的文件在加载时结束了评分进程（退出码 {code}）：它是否调用了 os._exit？")
 
 
 class SolutionsImportRefused(ImportError):
@@ -119,7 +128,7 @@ class Worker:
 
     def __init__(self, solution: Path | dict[str, Any], functions: tuple[str, ...], points: tuple[str, ...],
                  time_limit: float, isolate: bool | None = None) -> None:
-        self.time_limit = time_limit
+        self.functions, self.time_limit = functions, time_limit
         self.tag = f"nanovllm-teach-worker-{uuid.uuid4().hex}"
         self.isolated = isinstance(solution, Path) and (isolation.available() if isolate is None else isolate)
         calls_r, self._calls_w = os.pipe()
@@ -151,24 +160,27 @@ class Worker:
             os.close(calls_r)
             os.close(answers_w)
 
-    def load(self) -> dict[str, Any]:
-        """``{"loaded": True}``, ``{"load_error": Failure}``, ``{"missing": [...]}``, ``{"timeout": limit}`` or
-        ``{"ended": exit code}``."""
+    def load(self) -> str | None:
+        """Why the learner's file did not load, said (None: it loaded, and every function is there)."""
         if self._forked is not None:
-            return {"loaded": True}
+            return None
+        answer = None
         try:
-            ready = read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S)
-            if ready != {"ready": True}:
-                return {"ended": None}
-            answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
+            if read_frame(self._answers_r, time.monotonic() + STARTUP_LIMIT_S) == {"ready": True}:
+                answer = read_frame(self._answers_r, time.monotonic() + self.time_limit)
         except TimeoutError:
-            return {"timeout": self.time_limit}
+            return say(LOADING_TOO_LONG, limit=self.time_limit)
         except FrameError:
-            return {"ended": self._exitcode()}
-        if isinstance(answer, dict) and "load_error" in answer:
-            error = described(answer["load_error"])
-            return {"ended": None} if error is None else {"load_error": error}
-        return answer if isinstance(answer, dict) else {"ended": None}
+            pass
+        if answer == {"loaded": True}:
+            return None
+        if isinstance(answer, dict) and isinstance(answer.get("missing"), list):
+            return missing_sentence([name for name in self.functions if name in answer["missing"]]
+                                    or list(self.functions))
+        error = described(answer.get("load_error")) if isinstance(answer, dict) else None
+        if error is not None:
+            return say(NOT_LOADED, type=error.type, message=error.message)
+        return say(ENDED_WHILE_LOADING, code=self._exitcode())
 
     def call(self, function: str, args: tuple[Any, ...], types: tuple[str, ...], adapter: str | None = None) -> Any:
         deadline = time.monotonic() + self.time_limit  # for the call and its answer together

@@ -125,11 +125,9 @@ def check() -> Check:
                 if confined and confined.cgroup:
                     cgroup = f"v{confined.cgroup.version}: " + ", ".join(confinement.CONTROLLERS)
                 uid = confined.slot.uid if confined and confined.slot else uid
-                loaded = worker.load()
-                if loaded.get("loaded") is True:
+                error = worker.load()
+                if error is None:
                     inside = worker.call("probe", (), ())
-                else:
-                    error = str(loaded)
         except (RemoteFailure, RuntimeError, OSError) as failure:
             error = f"{type(failure).__name__}: {failure}"
     return Check(shutil.which("bwrap"), isolation.available(), isolation.uid_drop_missing(), os.geteuid() == 0, uid,

@@ -23,7 +23,6 @@ from typing import Any, Callable
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource,
                                           borrowed_from_solutions, imports_reference_solutions, not_implemented,
                                           visible)
-from nanovllm_teach.exercises.engine_grading import not_loaded
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
 from nanovllm_teach.exercises.trace_quiz.wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
@@ -170,9 +169,9 @@ class QuizExercise(Exercise):
         return result
 
     def _answered(self, worker: Worker, trace: Trace, time_limit: float, hints: bool) -> GradeResult:
-        failed = not_loaded(self, worker.load())  # no function is required: "missing" never comes
-        if failed is not None:
-            return failed
+        problem = worker.load()  # no function is required: none is missing
+        if problem is not None:
+            return self.fail(problem)
         try:
             answered = worker.call("answer_quiz", (quiz_record(trace),), (RECORD_TYPE,), adapter=ADAPTER)
         except RemoteFailure as failure:
