@@ -17,9 +17,8 @@ import pytest
 from nanovllm_teach.cli import main
 from nanovllm_teach.engine import scheduler
 from nanovllm_teach.exercises import references
-from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, reference_trace
+from nanovllm_teach.exercises.references import PendingReferences, graded_workloads, record_graded, reference_trace
 from nanovllm_teach.exercises.scheduling_policy.workloads import LONG_PROMPTS_FIRST
-from nanovllm_teach.exercises.workloads import record_graded
 from nanovllm_teach.step_workloads import TIGHT_CACHE
 from nanovllm_teach.trace import diff_traces, load_trace
 

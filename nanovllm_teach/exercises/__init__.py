@@ -22,8 +22,11 @@ from typing import Any
 
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, HERE, NO_SOLUTION_FILE, Exercise, GradeResult,
                                           load_solution)
-from nanovllm_teach.exercises.messages import TOO_MANY_FUNCTIONS, UNKNOWN_EXERCISE
-from nanovllm_teach.i18n import say
+from nanovllm_teach.i18n import Text, say
+
+UNKNOWN_EXERCISE = Text(en="unknown exercise {name!r}; the exercises are: {names}", zh="没有练习 {name!r}；现有的练习：{names}")
+TOO_MANY_FUNCTIONS = Text(en="{exercise} takes {count} function(s): {names}", zh="{exercise} 只接受 {count} 个函数：{names}")
+
 
 @functools.cache
 def _discover() -> dict[str, Exercise]:

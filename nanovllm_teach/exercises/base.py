@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nanovllm_teach.exercises.messages import NAME_SEPARATOR, NO_SUCH_HINT
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import Divergence
 
@@ -38,6 +37,10 @@ DEFAULT_TIME_LIMIT_S = 30.0
 # Raised (as FileNotFoundError) when a solution is named by a path with no file there. The CLI says the same
 # words itself, before it imports the exercises (``cli.NO_SOLUTION_FILE``).
 NO_SOLUTION_FILE = Text(en="no such solution file: {path}", zh="没有这个解答文件：{path}")
+
+NO_SUCH_HINT = Text(en="{exercise} has hints 1 to {count}, not {level!r}",
+                    zh="{exercise} 的提示编号是 1 到 {count}，没有 {level!r}")
+NAME_SEPARATOR = Text(en=", ", zh="、")  # between the names of a list in a sentence
 
 # Said to a notebook and a shell alike: both ways to ask for a hint.
 NOT_IMPLEMENTED = Text(en="you have not implemented {function} yet (stuck? hint({name!r}, 1) in Python, or "

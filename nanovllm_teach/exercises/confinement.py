@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nanovllm_teach.exercises.messages import CGROUP_NOT_REMOVED, LOCKS_NOT_OURS, NO_FREE_SLOT, PROCESSES_OUTLIVED
-from nanovllm_teach.i18n import say
+from nanovllm_teach.i18n import Text, say
 
 FIRST_UID = 60000
 SLOTS = 64
@@ -38,6 +37,14 @@ _CPU_PERIOD_US = 100_000
 END_LIMIT_S = 5.0
 # The gate: the command waits for one byte on stdin (the parent's go), then runs with stdin from /dev/null.
 _GATE = ["/bin/sh", "-c", 'read -r _ && exec "$@" </dev/null', "gate"]
+
+# Said to the teacher when the job slots or their end go wrong on the machine that grades.
+LOCKS_NOT_OURS = Text(en="{path} belongs to another user: remove it", zh="{path} 属于另一个用户：请删除它")
+NO_FREE_SLOT = Text(en="all {slots} job slots (user ids {first}-{last}) are in use",
+                    zh="全部 {slots} 个作业槽位（用户 id {first}-{last}）都在使用中")
+PROCESSES_OUTLIVED = Text(en="processes {pids} of user id {uid} outlived the grade",
+                          zh="用户 id {uid} 的进程 {pids} 在评分结束后仍未退出")
+CGROUP_NOT_REMOVED = Text(en="cannot remove the sandbox's cgroup {path}: {why}", zh="无法删除沙箱的 cgroup {path}：{why}")
 
 
 @dataclass(frozen=True)

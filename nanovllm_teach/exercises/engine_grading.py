@@ -25,13 +25,12 @@ from nanovllm_teach.engine.decisions import Decision
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, Solution, SolutionSource,
                                           borrowed_from_solutions, imports_reference_solutions, missing_functions)
-from nanovllm_teach.exercises.references import PendingReferences
+from nanovllm_teach.exercises.references import GradedWorkload, PendingReferences, record_graded
 from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome,
                                             run_in_child, write_outcome)
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.exercises.verdict import judge, load_run
 from nanovllm_teach.exercises.worker import Failure
-from nanovllm_teach.exercises.workloads import GradedWorkload, record_graded, warm_up
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.step_workloads import MAX_STEPS
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
@@ -160,6 +159,13 @@ def exercise_points(pieces: tuple[Piece, ...]) -> tuple[str, ...]:
     engine's other functions computing the same answer."""
     return tuple(sorted({p.point for p in pieces} | {defined_at(p.point) for p in pieces}
                         | {point for p in pieces for point in p.same_answer}))
+
+
+def warm_up() -> None:
+    """Import, in this process, what starting the engine imports (torch, transformers and the engine), so
+    that a grading child forked from it starts in a fraction of a second instead of seconds. Runs none of
+    the engine's code, which a notebook may have patched."""
+    import nanovllm_teach.llm  # noqa: F401 (for every child to come)
 
 
 def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None:

@@ -1,15 +1,14 @@
-"""The reference traces: each graded workload run on the untouched engine, recorded once per process.
+"""The reference traces: each graded workload run on the untouched engine, recorded once per process, and how
+any graded run is recorded (``record_graded``: the reference's and the student's alike).
 
 Role: grading. Emits no events (the engine it runs emits its own).
 
 The reference must be the engine as shipped, whatever a solution or a notebook cell has patched in this
-process (``Scheduler.schedule_decode = mine``): a reference recorded with it would agree with the student by
-construction. So a fresh interpreter of the shipped package (``main``), which shares nothing with this process,
-records it, starting before the student's code runs and recording while that runs; the workloads go to it
-pickled in a file of the grader's own. Only the grade command records in its own process (``recorded_here``):
-it runs nothing of a learner's itself (every submission runs in its worker), and saves an interpreter's start.
-It runs on the learner's machine, so that fields that depend on the machine's arithmetic agree with the
-student's run.
+process (``Scheduler.schedule_decode = mine``), or it would agree with the student by construction. So a fresh
+interpreter of the shipped package (``main``) records it while the student's code runs, from workloads pickled
+in a file of the grader's own. Only the grade command, which runs nothing of a learner's itself, records in its
+own process (``recorded_here``) and saves an interpreter's start. Either runs on the learner's machine, so that
+fields that depend on the machine's arithmetic agree with the student's run.
 """
 from __future__ import annotations
 
@@ -23,10 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from nanovllm_teach.exercises.messages import NAME_SEPARATOR
-from nanovllm_teach.exercises.workloads import GradedWorkload, record_graded
+from nanovllm_teach.exercises.base import NAME_SEPARATOR
 from nanovllm_teach.i18n import Text, say
+from nanovllm_teach.runs import TimedWorkload, Workload, record_run
 from nanovllm_teach.trace.reader import Trace, load_trace
+from nanovllm_teach.trace.recorder import TraceRecorder
 
 # Recording every reference takes a few seconds; this is far more than it ever needs.
 REFERENCE_LIMIT_S = 300
@@ -34,6 +34,23 @@ REFERENCE_LIMIT_S = 300
 # Said if the untouched engine itself fails (no student's code runs there): a broken install, a bad model.
 REFERENCE_FAILED = Text(en="the reference engine failed on workload {names}: {message}",
                         zh="参考引擎在工作负载 {names} 上运行失败：{message}")
+
+# A graded workload is either kind: steps on the shipped model (trace equality), or requests in time on the
+# simulated engine (the scheduling policy, graded by its metrics).
+GradedWorkload = Workload | TimedWorkload
+
+
+def record_graded(workload: GradedWorkload, path: Path, model: str | Path | None = None,
+                  max_steps: int | None = None) -> None:
+    """Run ``workload`` on the engine as it is now, writing its whole trace to ``path``."""
+    # Every event with every tensor value: slot mappings are what some exercises are about.
+    recorder = TraceRecorder(path, keep_in_memory=False, detail_decode_steps=sys.maxsize,
+                             detail_max_elements=sys.maxsize)
+    if isinstance(workload, TimedWorkload):
+        workload.record(recorder)  # simulated: the model is the workload's own shape
+    else:
+        record_run(workload, recorder, model, max_steps=max_steps)
+
 
 _recorded: dict[tuple[str, str], Trace] = {}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]

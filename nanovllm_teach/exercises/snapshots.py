@@ -5,8 +5,9 @@ and the worker's (``run``, imported there on the grading copy of the package). E
 
 The live objects stay with the engine, outside the sandbox. Outside, ``StateWire.call`` sends a snapshot of
 what the method may read; inside, ``run`` rebuilds the objects from it (the resources layer is pure Python),
-calls the learner's method and answers with its result and the state after. Nothing is applied before the
-whole answer is checked (``_checked``), so a refused answer leaves the engine as it was. What the engine
+calls the learner's method and answers with its result and the state after; of that state only what a call
+may change is applied (the limits stay the engine's). Nothing is applied before the whole answer is checked
+(``_checked``), so a refused answer leaves the engine as it was. What the engine
 cannot go on from is refused; a count or a free list that is merely wrong is not: the engine goes on, as it
 would have with its own code, and the trace shows the mistake where it first makes a difference.
 """
@@ -188,7 +189,6 @@ def run(function: Any, call: StateCall) -> dict[str, Any]:
 # Said after "your <function> " in the verdict.
 NOT_STATE = Text(en="answered with something that is not the engine's state: {error}",
                  zh="给出的回答不是引擎的状态：{error}")
-CHANGED_LIMITS = Text(en="changed the {what}, which it may only read", zh="改动了只能读取的 {what}")
 UNKNOWN_SEQ = Text(en="named seq {seq}, which is not one of the sequences the engine gave it",
                    zh="提到了序列 {seq}，它不是引擎交给你的序列之一")
 UNKNOWN_BLOCK = Text(en="named block {block}, which does not exist (the cache has blocks 0 to {last})",
@@ -225,9 +225,8 @@ def _check_blocks(before: Snapshot, after: Snapshot) -> None:
     """What the engine needs to go on: blocks that exist, no block twice in a table or in the free list, no
     negative count."""
     last = len(before.blocks) - 1
-    if len(after.blocks) != len(before.blocks) or after.block_size != before.block_size \
-            or after.enable_prefix_caching != before.enable_prefix_caching:
-        raise Refused(say(CHANGED_LIMITS, what="block_size / num_blocks / enable_prefix_caching"))
+    if len(after.blocks) != len(before.blocks):
+        raise Refused(say(NOT_STATE, error=f"{len(after.blocks)} blocks where the cache has {len(before.blocks)}"))
     for seq in after.seqs:
         _block_ids(seq.block_table, last)
         for block, times in Counter(seq.block_table).items():
@@ -261,10 +260,6 @@ def _check_seqs(before: Snapshot, after: Snapshot, appended: dict[int, int]) -> 
 
 
 def _check_queues(before: SchedulerRecord, after: SchedulerRecord) -> None:
-    fixed = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "eos", "policy")
-    for name in fixed:
-        if getattr(after, name) != getattr(before, name):
-            raise Refused(say(CHANGED_LIMITS, what=name))
     known = set(before.accepted)
     for seq in after.accepted + after.waiting + after.running:
         if seq not in known:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nanovllm_teach.exercises.base import Exercise, GradeResult, not_implemented
+from nanovllm_teach.exercises.references import GradedWorkload
 from nanovllm_teach.exercises.worker import Failure
-from nanovllm_teach.exercises.workloads import GradedWorkload
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import VOLATILE, Divergence, describe_event, diff_decisions
 from nanovllm_teach.trace.reader import Trace, load_trace
