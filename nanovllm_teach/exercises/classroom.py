@@ -11,7 +11,6 @@ A row's reason is one line, made ``visible``; ``printable`` is a whole verdict a
 from __future__ import annotations
 
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -209,14 +208,12 @@ def grade_class(exercise: Exercise, submissions: list[Submission], grade: Any, j
     """Every submission's row, in the order of ``submissions``; ``progress`` (a tqdm bar, or None) advances as
     each one ends."""
     rows: list[Row | None] = [None] * len(submissions)
-    lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(grade_one, exercise, s, grade): k for k, s in enumerate(submissions)}
-        for future in as_completed(futures):
+        for future in as_completed(futures):  # in this thread, as each one ends
             rows[futures[future]] = future.result()
             if progress is not None:
-                with lock:
-                    progress.update(1)
+                progress.update(1)
     done = [row for row in rows if row is not None]
     rank(done)
     alike = likeness([s.student for s in submissions], [s.path for s in submissions], exercise.solution_path,

@@ -5,15 +5,14 @@ Role: grading. Emits no events (the engine it runs emits its own).
 A ``Piece`` names a student function and the exercise point it replaces, ``"module:attribute"``
 (``tests/test_exercises.py`` checks that every point still exists with the same arguments). The solution is
 screened without running it (``base``), then the reference traces start recording (``references``); the
-sandboxed worker loads the student's file; a forked grading child runs every workload with guarded proxies
-in the pieces' places, writing one trace per workload and an outcome record; the parent judges them in order
+sandboxed worker loads the student's file; a forked grading child runs every workload with guarded calls
+into it in the pieces' places, writing one trace per workload and an outcome record; the parent judges them in order
 (``verdict``). PASS needs every workload to match and the child to have ended normally.
 """
 
 from __future__ import annotations
 
 import pkgutil
-import reprlib
 import tempfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -21,9 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from unittest import mock
 
-from nanovllm_teach.engine.decisions import Decision
-from nanovllm_teach.engine.sequence import Sequence
-from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, Solution, SolutionSource,
+from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, GradeResult, SolutionSource,
                                           borrowed_from_solutions, imports_reference_solutions, missing_functions)
 from nanovllm_teach.exercises.references import GradedWorkload, PendingReferences, record_graded
 from nanovllm_teach.exercises.remote import (ChildEnd, Outcome, RemoteFailure, Worker, read_outcome,
@@ -75,41 +72,25 @@ def defined_at(point: str) -> str:
     return f"{module}:{name}"
 
 
-# Said after "your <function> " in the verdict (in the child, in the language the parent chose).
-# A scheduler method returns its decisions (it keeps no log of them): a function written the way the engine
-# used to be (the sequences alone) is told what changed, not left to crash the engine.
-NOT_SCHEDULED_AND_DECISIONS = Text(
-    en="returned {type} {value}: it returns two things, (the scheduled sequences, the decisions taken on the way): "
-       "the records that allocate, may_append and preempt return. The scheduler keeps no log of its decisions any "
-       "more; what it decided is what it returns",
-    zh="返回了 {type} {value}：它要返回两样东西，(被调度的序列, 途中做出的决策)，决策即 allocate、may_append 和 "
-       "preempt 返回的记录。调度器不再把决策记进日志；它决定了什么，就返回什么")
-
-
-def not_scheduled_and_decisions(result: Any) -> str | None:
-    """What is wrong with a result that must be ``(scheduled sequences, decision records)`` (None: nothing)."""
-    if (not isinstance(result, (tuple, list)) or len(result) != 2 or not isinstance(result[0], list)
-            or not all(isinstance(seq, Sequence) for seq in result[0])
-            or not isinstance(result[1], list) or not all(isinstance(d, Decision) for d in result[1])):
-        return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
-    return None
-
-
 def is_int(value: Any) -> bool:
     """An int that is not a bool (what a block id, a count or a slot must be)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _guarded(piece: Piece, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (a proxy of the learner's function) as the engine calls it: whatever goes wrong is a
-    ``RemoteFailure`` that names it; its result is checked before the engine uses it (a float slot is stopped
-    with a sentence, not a crash deep inside torch)."""
-    def call(*args: Any, **kwargs: Any) -> Any:
+def _guarded(piece: Piece, worker: Worker) -> Callable[..., Any]:
+    """The learner's function as the engine calls it: a call into ``worker`` (a method's object goes as a
+    snapshot and comes back changed, ``snapshots.StateWire``). Whatever goes wrong is a ``RemoteFailure`` that
+    names the function; its result is checked before the engine uses it (a float slot is stopped with a
+    sentence, not a crash deep inside torch)."""
+    def call(*args: Any) -> Any:
         try:
-            result = fn(*args, **kwargs)
+            if piece.state is not None:
+                result = piece.state.call(worker, piece.function, args)
+            else:
+                result = worker.call(piece.function, piece.encode(args) if piece.encode else args, piece.wire)
         except RemoteFailure:
             raise  # what the worker said of the learner's code (a time-out included), checked by ``remote``
-        except BaseException as error:  # the proxy's own failure around the call, SystemExit included
+        except BaseException as error:  # the call's own failure around it, SystemExit included
             raise RemoteFailure(Failure(piece.function, type(error).__name__, str(error))) from error
         problem = piece.check(args, result) if piece.check is not None else None
         if problem is not None:
@@ -121,12 +102,11 @@ def _guarded(piece: Piece, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextmanager
-def installed(pieces: tuple[Piece, ...], solution: Solution) -> Iterator[None]:
-    """The student's functions in place of the engine's, for the length of the block."""
+def installed(pieces: tuple[Piece, ...], worker: Worker) -> Iterator[None]:
+    """The learner's functions, answered by ``worker``, in place of the engine's for the length of the block."""
     with ExitStack() as stack:
         for piece in pieces:
-            stack.enter_context(mock.patch(piece.point.replace(":", "."),
-                                           _guarded(piece, solution[piece.function])))
+            stack.enter_context(mock.patch(piece.point.replace(":", "."), _guarded(piece, worker)))
         yield
 
 
@@ -176,12 +156,12 @@ def screened(solution: SolutionSource, functions: tuple[str, ...]) -> str | None
 
 
 def graded_in_worker(exercise: Any, solution: SolutionSource, time_limit: float, isolate: bool | None,
-                     judge: Callable[[dict[str, Callable[..., Any]]], GradeResult]) -> GradeResult:
-    """``judge``'s verdict on the proxies of the learner's functions, loaded in the sandboxed worker."""
+                     judge: Callable[[Worker], GradeResult]) -> GradeResult:
+    """``judge``'s verdict on the sandboxed worker that loaded the learner's functions."""
     source = Path(solution) if not isinstance(solution, dict) else solution
     with Worker(source, exercise.functions, exercise_points(exercise.pieces), time_limit, isolate) as worker:
         problem = worker.load()
-        result = exercise.fail(problem) if problem else judge(worker.proxies(exercise.pieces))
+        result = exercise.fail(problem) if problem else judge(worker)
         result.output = worker.close()
         result.isolated = worker.isolated
     return result
@@ -198,15 +178,14 @@ class EngineExercise(Exercise):
     # from the divergence and the reference trace; None, or None said: the sequence behind it (``verdict``).
     context: Callable[[Divergence, Trace], str | None] | None = None
 
-    def _run_student(self, proxies: dict[str, Callable[..., Any]], folder: Path,
-                     model: str | Path | None) -> None:
+    def _run_student(self, worker: Worker, folder: Path, model: str | Path | None) -> None:
         """The grading child's body."""
         outcome = Outcome()
         path = folder / OUTCOME
         for workload in self.workloads:
             failure = None
             try:
-                with installed(self.pieces, proxies):
+                with installed(self.pieces, worker):
                     record_graded(workload, folder / f"{workload.name}.jsonl", model, MAX_STEPS)
             except BaseException as error:  # whatever the student's code raised is the verdict's business
                 failure = describe_failure(error)
@@ -228,15 +207,14 @@ class EngineExercise(Exercise):
         try:
             warm_up()
             return graded_in_worker(self, solution, time_limit, isolate,
-                                    lambda proxies: self._run_and_judge(proxies, model, references))
+                                    lambda worker: self._run_and_judge(worker, model, references))
         finally:
             references.cancel()
 
-    def _run_and_judge(self, proxies: dict[str, Callable[..., Any]], model: str | Path | None,
-                       references: PendingReferences) -> GradeResult:
+    def _run_and_judge(self, worker: Worker, model: str | Path | None, references: PendingReferences) -> GradeResult:
         with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
             folder = Path(tmp)
-            end = run_in_child(self._run_student, proxies, folder, model)
+            end = run_in_child(self._run_student, worker, folder, model)
             outcome = read_outcome(folder / OUTCOME, Outcome)
             return self._verdict(end, outcome, folder, references.traces())
 

@@ -43,17 +43,15 @@ HEADINGS = {
 SIMILARITY = Text(en="Similarity (advice, not a verdict)", zh="相似度（仅供参考，不是评分）")
 SIMILARITY_SAYS = Text(
     en="The share of each submission's code found in the reference solution and in the most alike other "
-       "submission (copydetect, names and strings aside, the template taken out). Answers shorter than {least} "
-       "tokens are not compared: a short right answer looks like every other. A copy of the reference's own "
-       "text (a hard link to it included) is flagged whatever its size. A build-track chapter's right answer "
-       "resembles the engine by design: there the column of code in common with the reference stays empty "
-       "(copies are still flagged). The engine and its reference solutions are public: read two files side by "
-       "side before concluding anything.",
-    zh="每份作业的代码中，有多少能在参考答案里、在最相似的另一份作业里找到（copydetect；不计命名和字符串，"
-       "去掉了模板）。短于 {least} 个 token 的答案不作比较：简短的正确答案彼此都很像。照抄参考答案原文"
-       "（包括指向它的硬链接），无论长短都会标出。自己动手构建（build track）的章节，正确答案本来就和引擎相像："
-       "这时“与参考答案相同”一列留空（照抄仍会标出）。引擎和参考答案都是公开的：下结论之前，"
-       "请把两份文件放在一起读一读。")
+       "submission (copydetect: names and strings aside, the template taken out). Answers under {least} tokens "
+       "are not compared: a short right answer looks like every other. A copy of the reference's own text (a hard "
+       "link to it included) is flagged at any size. A build-track chapter's right answer resembles the engine by "
+       "design: there the column \"Like the reference\" stays empty and only such copies are flagged. The engine "
+       "and its reference solutions are public: read two files side by side before concluding anything.",
+    zh="每份作业的代码中，有多少能在参考答案里、在最相似的另一份作业里找到（copydetect：不计命名和字符串，去掉了模板）。"
+       "短于 {least} 个 token 的答案不作比较：简短的正确答案彼此都很像。照抄参考答案原文（包括指向它的硬链接），无论长短"
+       "都会标出。自己动手构建（build track）的章节，正确答案本来就和引擎相像：那里“与参考答案相同”一列留空，只标出这样的"
+       "照抄。引擎和参考答案都是公开的：下结论之前，请把两份文件放在一起读一读。")
 PRINTED = Text(en="what the code printed (quoted, not a verdict):", zh="代码打印的内容（引用，不是评语）：")
 CANNOT_READ = Text(en="cannot read the gradebook {path}: {error}", zh="无法读取成绩册 {path}：{error}")
 NOT_A_GRADEBOOK = Text(en="{path} is not a gradebook of {exercise} (its columns or its exercise differ): write to "

@@ -3,7 +3,7 @@
 Role: grading (the parent, and the engine's grading child). Emits no events.
 
 ``Worker`` runs the learner's code (a file in the sandbox; a notebook's functions in a fork that cannot import
-the reference solutions) and gives the engine ``proxies`` in its place. ``run_in_child`` runs the engine on
+the reference solutions) and answers the engine's ``call``s in its place. ``run_in_child`` runs the engine on
 them in a forked child, so that nothing the answers do to the engine reaches the verdict. Every word of the
 learner's that comes back is checked and made ``visible``, and their prints are ``quoted``: none can pass for
 a verdict.
@@ -203,17 +203,6 @@ class Worker:
             return process.wait(1) if self._process is not None else (process.join(1) or process.exitcode)
         except subprocess.TimeoutExpired:
             return None
-
-    def proxies(self, pieces: tuple[Any, ...]) -> dict[str, Callable[..., Any]]:
-        def proxy(piece: Any) -> Callable[..., Any]:
-            def call(*args: Any) -> Any:
-                if piece.state is not None:  # the objects it acts on go as a snapshot, and come back changed
-                    return piece.state.call(self, piece.function, args)
-                return self.call(piece.function, piece.encode(args) if piece.encode else args, piece.wire)
-            call.__name__ = piece.function
-            return call
-
-        return {piece.function: proxy(piece) for piece in pieces}
 
     def close(self) -> str:
         """End the worker and all it started; what it printed, ``quoted``."""

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, not_scheduled_and_decisions
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.schedule_decode.workloads import SEQ_CAP
+from nanovllm_teach.exercises.schedule_prefill import check_scheduled
 from nanovllm_teach.exercises.snapshots import StateWire
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.step_workloads import LATE_ARRIVALS, TIGHT_CACHE
@@ -23,7 +24,7 @@ EMPTY_DECODE = Text(en="scheduled no sequence: a decode step must run at least o
 
 
 def _check_schedule(args: tuple[Any, ...], result: Any) -> str | None:
-    problem = not_scheduled_and_decisions(result)
+    problem = check_scheduled(args, result)
     if problem is None and not result[0]:
         return say(EMPTY_DECODE)
     return problem

@@ -5,18 +5,38 @@ Beside this definition: ``template.py`` to start from, ``solution.py`` the refer
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, not_scheduled_and_decisions
+from nanovllm_teach.engine.decisions import Decision
+from nanovllm_teach.engine.sequence import Sequence
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
-from nanovllm_teach.i18n import Text
+from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.step_workloads import CACHED_UNDER_BUDGET, SHARED_PREFIXES, SMALL_BUDGET, TIGHT_CACHE
 
 ORDER = 10  # the course's order (``nanovllm-teach exercises``): the scheduler's step comes first
 
 
-def _check_scheduled(args: tuple[Any, ...], result: Any) -> str | None:
-    return not_scheduled_and_decisions(result)
+# Said after "your <function> " in the verdict (in the grading child, in the language the parent chose). A
+# scheduler method returns its decisions (it keeps no log of them): a function written the way the engine used
+# to be (the sequences alone) is told what changed, not left to crash the engine.
+NOT_SCHEDULED_AND_DECISIONS = Text(
+    en="returned {type} {value}: it returns two things, (the scheduled sequences, the decisions taken on the way): "
+       "the records that allocate, may_append and preempt return. The scheduler keeps no log of its decisions any "
+       "more; what it decided is what it returns",
+    zh="返回了 {type} {value}：它要返回两样东西，(被调度的序列, 途中做出的决策)，决策即 allocate、may_append 和 "
+       "preempt 返回的记录。调度器不再把决策记进日志；它决定了什么，就返回什么")
+
+
+def check_scheduled(args: tuple[Any, ...], result: Any) -> str | None:
+    """What is wrong with a scheduler method's result, which must be ``(scheduled sequences, decision records)``
+    (None: nothing); ``schedule_decode``'s check too."""
+    if (not isinstance(result, (tuple, list)) or len(result) != 2 or not isinstance(result[0], list)
+            or not all(isinstance(seq, Sequence) for seq in result[0])
+            or not isinstance(result[1], list) or not all(isinstance(d, Decision) for d in result[1])):
+        return say(NOT_SCHEDULED_AND_DECISIONS, type=type(result).__name__, value=reprlib.repr(result))
+    return None
 
 
 TITLE = Text(en='Admitting prompts: the token budget, chunking and the prefix cache',
@@ -47,6 +67,6 @@ EXERCISE = EngineExercise(
     "schedule_prefill", TITLE,
     "Scheduler.schedule_prefill", ("schedule_prefill",),
     HINTS,
-    (Piece("schedule_prefill", "nanovllm_teach.engine.scheduler:Scheduler.schedule_prefill", _check_scheduled,
+    (Piece("schedule_prefill", "nanovllm_teach.engine.scheduler:Scheduler.schedule_prefill", check_scheduled,
            state=StateWire("scheduler")),),
     (SMALL_BUDGET, CACHED_UNDER_BUDGET, SHARED_PREFIXES, TIGHT_CACHE))

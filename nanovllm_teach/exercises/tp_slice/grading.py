@@ -38,7 +38,7 @@ from nanovllm_teach.exercises.base import DEFAULT_TIME_LIMIT_S, Exercise, GradeR
 from nanovllm_teach.exercises.engine_grading import (AND, ENDED_AFTER_THE_RUNS, Piece, describe_failure, graded_in_worker,
                                                     installed, screened)
 from nanovllm_teach.exercises.references import fresh_interpreter_environment, records_here
-from nanovllm_teach.exercises.remote import ChildEnd, read_outcome, run_in_child, write_outcome
+from nanovllm_teach.exercises.remote import ChildEnd, Worker, read_outcome, run_in_child, write_outcome
 from nanovllm_teach.exercises.verdict import failure_sentence
 from nanovllm_teach.exercises.worker import Failure
 from nanovllm_teach.i18n import Text, say
@@ -304,17 +304,17 @@ class ShardExercise(Exercise):
         warm_up()
         reference = reference_run()
 
-        def judge(proxies: dict[str, Callable[..., Any]]) -> GradeResult:
+        def judge(worker: Worker) -> GradeResult:
             with tempfile.TemporaryDirectory(prefix="nanovllm_teach_grade_") as tmp:
-                end = run_in_child(self._run_student, proxies, Path(tmp))
+                end = run_in_child(self._run_student, worker, Path(tmp))
                 return self._verdict(end, read_run(Path(tmp)), reference)
         return graded_in_worker(self, solution, time_limit, isolate, judge)
 
-    def _run_student(self, proxies: dict[str, Callable[..., Any]], folder: Path) -> None:
+    def _run_student(self, worker: Worker, folder: Path) -> None:
         import torch
 
         torch.set_num_threads(1)
-        with installed(self.pieces, proxies):
+        with installed(self.pieces, worker):
             load_every_rank(folder)
 
     def _verdict(self, end: ChildEnd, run: Loaded, reference: Loaded) -> GradeResult:
