@@ -62,10 +62,6 @@ def is_reference_module(name: str) -> bool:
     return len(parts) == 4 and ".".join(parts[:2]) == EXERCISES_PACKAGE and parts[3] == "solution"
 
 
-def is_reference_file(path: Path) -> bool:
-    return path.name == SOLUTION_FILE and path.parent.parent == HERE
-
-
 def visible(text: str) -> str:
     """``text`` on one line, every character that is not printable shown as its escape (``\\r``, ``\\n``,
     ``\\x1b``): what a student wrote can then neither start a line of the grader's output nor move its cursor."""
@@ -141,10 +137,6 @@ def not_implemented(exercise: Exercise, function: str) -> GradeResult:
     return exercise.fail(say(NOT_IMPLEMENTED, function=function, name=exercise.name))
 
 
-def refused() -> str:
-    return say(REFUSED, package=EXERCISES_PACKAGE)
-
-
 _module_numbers = itertools.count()
 
 
@@ -178,7 +170,7 @@ def imports_reference_solutions(path: Path) -> str | None:
         tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
     except SyntaxError:
         return None
-    return refused() if any(_names_solutions(node) for node in ast.walk(tree)) else None
+    return say(REFUSED, package=EXERCISES_PACKAGE) if any(_names_solutions(node) for node in ast.walk(tree)) else None
 
 
 def _source_file(value: Any) -> Path | None:
@@ -194,8 +186,8 @@ def borrowed_from_solutions(solution: Solution) -> str | None:
     file, however it got there; else None."""
     for value in list(solution.values()):
         where = _source_file(value)
-        if where is not None and is_reference_file(where):
-            return refused()
+        if where is not None and where.name == SOLUTION_FILE and where.parent.parent == HERE:
+            return say(REFUSED, package=EXERCISES_PACKAGE)
     return None
 
 

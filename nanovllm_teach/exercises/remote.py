@@ -59,14 +59,10 @@ ENDED_WHILE_LOADING = Text(en="your file ended the grading process while it was 
                            zh="你的文件在加载时结束了评分进程（退出码 {code}）：它是否调用了 os._exit？")
 
 
-class SolutionsImportRefused(ImportError):
-    """The student's code imported the reference solutions while being graded."""
-
-
 class _RefuseSolutions(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
         if is_reference_module(fullname):
-            raise SolutionsImportRefused(say(IMPORT_REFUSED, module=fullname))
+            raise ImportError(say(IMPORT_REFUSED, module=fullname))
         return None
 
 

@@ -3,13 +3,12 @@
 Role: grading: the records both sides of the sandbox's edge share, the grading child's side (``StateWire``)
 and the worker's (``run``, imported there on the grading copy of the package). Emits no events.
 
-The live objects stay with the engine, outside the sandbox. Outside, ``StateWire.call`` sends a snapshot of
-what the method may read; inside, ``run`` rebuilds the objects from it (the resources layer is pure Python),
-calls the learner's method and answers with its result and the state after; of that state only what a call
-may change is applied (the limits stay the engine's). Nothing is applied before the whole answer is checked
-(``_checked``), so a refused answer leaves the engine as it was. What the engine
-cannot go on from is refused; a count or a free list that is merely wrong is not: the engine goes on, as it
-would have with its own code, and the trace shows the mistake where it first makes a difference.
+The live objects stay with the engine, outside the sandbox. ``StateWire.call`` sends a snapshot of what the
+method may read; inside, ``run`` rebuilds the objects from it (the resources layer is pure Python), calls the
+learner's method and answers with its result and the state after. Only what a call may change is applied (the
+limits stay the engine's), and only once the whole answer is checked (``_checked``): a refused answer leaves the
+engine as it was. What the engine cannot go on from is refused; a count or a free list merely wrong is not: the
+engine goes on, as with its own code, and the trace shows the mistake where it first makes a difference.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The workloads only ``kv_cache_blocks`` is graded on: one fixed memory reading, three budgets.
 
-Role: grading (this exercise's own workloads; the shared ones and how they are built: ``nanovllm_teach.step_workloads``).
+Role: grading (this exercise's own workloads; the shared ones and how they are built: ``step_workloads``).
 """
 
 from __future__ import annotations

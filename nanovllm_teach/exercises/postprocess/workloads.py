@@ -1,6 +1,6 @@
 """The workloads only ``postprocess`` is graded on: requests that finish for each of their reasons.
 
-Role: grading (this exercise's own workloads; the shared ones and how they are built: ``nanovllm_teach.step_workloads``).
+Role: grading (this exercise's own workloads; the shared ones and how they are built: ``step_workloads``).
 """
 
 from __future__ import annotations

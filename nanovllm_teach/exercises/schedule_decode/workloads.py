@@ -1,6 +1,6 @@
 """The workload only ``schedule_decode`` is graded on besides the shared ones: a cap on sequences per step.
 
-Role: grading (this exercise's own workloads; the shared ones and how they are built: ``nanovllm_teach.step_workloads``).
+Role: grading (this exercise's own workloads; the shared ones and how they are built: ``step_workloads``).
 """
 
 from __future__ import annotations
