@@ -24,13 +24,13 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from nanovllm_teach import i18n
+from nanovllm_teach import i18n, step_workloads
 from nanovllm_teach.cli import main
 from nanovllm_teach.engine.block_manager import NO_HASH
 from nanovllm_teach.engine.decisions import Finished
 from nanovllm_teach.engine.sequence import Sequence
 from nanovllm_teach.exercises import EXERCISES, base, check, engine_grading, grade
-from nanovllm_teach.exercises import references, remote, verdict, workloads
+from nanovllm_teach.exercises import references, remote, schedule_prefill, verdict
 from nanovllm_teach.exercises import load_solution
 from nanovllm_teach.exercises.references import graded_workloads, reference_trace
 from nanovllm_teach.exercises.scheduling_policy import grading as policy_grading
@@ -415,8 +415,8 @@ def test_the_policy_leaderboard_and_its_problems_in_both_languages():
 
 # ---- every Text of these modules keeps to the glossary -----------------------------------------------------
 
-MODULES: tuple[ModuleType, ...] = (diff, verdict, engine_grading, policy_grading, base, remote,
-                                   workloads, policy_workloads, references)
+MODULES: tuple[ModuleType, ...] = (diff, verdict, engine_grading, policy_grading, base, remote, schedule_prefill,
+                                   step_workloads, policy_workloads, references)
 
 
 def _texts(value, where: str):
