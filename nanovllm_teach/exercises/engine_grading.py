@@ -72,11 +72,6 @@ def defined_at(point: str) -> str:
     return f"{module}:{name}"
 
 
-def is_int(value: Any) -> bool:
-    """An int that is not a bool (what a block id, a count or a slot must be)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _guarded(piece: Piece, worker: Worker) -> Callable[..., Any]:
     """The learner's function as the engine calls it: a call into ``worker`` (a method's object goes as a
     snapshot and comes back changed, ``snapshots.StateWire``). Whatever goes wrong is a ``RemoteFailure`` that

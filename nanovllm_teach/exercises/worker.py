@@ -124,6 +124,11 @@ def serve(solution: dict[str, Any], code_file: str | None, calls_fd: int, answer
 _BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (what a block id, a count, a slot or a quiz's answer must be)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def resolve_wire_type(kind: str) -> Any:
     """The type a wire name stands for: a builtin's name, ``"list[T]"``, ``"T|None"``, or ``"module:qualname"``
     imported from the grading copy (an exercise's own records live in its folder, so the worker lists none)."""

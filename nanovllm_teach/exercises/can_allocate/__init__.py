@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.snapshots import StateWire
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.step_workloads import PREFIX_REUSE, SHARED_PREFIXES, TIGHT_CACHE
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.verdict import state_before, stats
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.step_workloads import LATE_ARRIVALS, TIGHT_CACHE
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
-from nanovllm_teach.exercises.verdict import stats
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.scheduling_policy.workloads import MIXED_BURSTS
+from nanovllm_teach.exercises.verdict import stats
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS, Divergence
 from nanovllm_teach.trace.reader import Trace

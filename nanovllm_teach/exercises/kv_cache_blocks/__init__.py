@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece, is_int
+from nanovllm_teach.exercises.engine_grading import EngineExercise, Piece
 from nanovllm_teach.exercises.kv_cache_blocks.wire import MemoryNumbers
 from nanovllm_teach.exercises.kv_cache_blocks.workloads import CPU_CAPPED, LOW_UTILIZATION, MEMORY_BOUND
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.trace.diff import DECISION_EVENTS
 

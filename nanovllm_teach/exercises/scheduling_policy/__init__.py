@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import Piece, is_int
+from nanovllm_teach.exercises.engine_grading import Piece
 from nanovllm_teach.exercises.scheduling_policy.grading import PolicyExercise
 from nanovllm_teach.exercises.scheduling_policy.workloads import POLICY_WORKLOADS
 from nanovllm_teach.exercises.scheduling_policy.wire import WaitingSeq
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 140  # the course's order (``nanovllm-teach exercises``): design, last

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanovllm_teach.exercises.engine_grading import Piece, is_int
+from nanovllm_teach.exercises.engine_grading import Piece
 from nanovllm_teach.exercises.tp_slice.grading import POINT, ShardExercise
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 
 ORDER = 120  # the course's order (``nanovllm-teach exercises``): after one GPU's pieces

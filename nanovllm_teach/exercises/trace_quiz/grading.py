@@ -25,7 +25,8 @@ from nanovllm_teach.exercises.base import (DEFAULT_TIME_LIMIT_S, Exercise, Grade
                                           visible)
 from nanovllm_teach.exercises.references import reference_trace
 from nanovllm_teach.exercises.remote import RemoteFailure, Worker
-from nanovllm_teach.exercises.trace_quiz.wire import ADAPTER, RECORD_TYPE, is_int, quiz_record
+from nanovllm_teach.exercises.trace_quiz.wire import ADAPTER, RECORD_TYPE, quiz_record
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.i18n import Text, say
 from nanovllm_teach.step_workloads import LATE_ARRIVALS
 from nanovllm_teach.trace.reader import Trace

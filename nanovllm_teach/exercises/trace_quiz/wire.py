@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from nanovllm_teach.exercises.worker import is_int
 from nanovllm_teach.trace.reader import Trace
 from nanovllm_teach.trace.schema import TraceEvent
 
@@ -32,10 +33,6 @@ class QuizRecord(msgspec.Struct, frozen=True):
 
 def quiz_record(trace: Trace) -> QuizRecord:
     return QuizRecord(trace.header, trace.events)
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _plain(value: Any) -> Any:
